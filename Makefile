@@ -1,0 +1,37 @@
+# The two commands a newcomer types: `make run` and `make test`.
+# Everything else (CMake configure, sanitizer build) hangs off them.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps build build-san run test test-fast test-san bench clean
+
+all: build
+
+deps:
+	@sh scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+	cmake --build build -j $(JOBS)
+
+build-san: deps
+	cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DOKV_SANITIZE=ON
+	cmake --build build-san -j $(JOBS)
+
+run: build
+	./build/offkv-demo
+
+# The whole suite, then the whole suite again under ASan + UBSan.
+test: test-fast test-san
+
+test-fast: build
+	ctest --test-dir build --output-on-failure -j $(JOBS)
+
+test-san: build-san
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-san --output-on-failure -j $(JOBS)
+
+bench: build
+	./build/bench/attend
+
+clean:
+	rm -rf build build-san

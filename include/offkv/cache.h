@@ -1,0 +1,175 @@
+/* offkv — the sequence cache and update_and_attend.
+ *
+ * A cache holds the keys and values of one sequence for every attention
+ * layer of a model, off the model's graph.  Each layer stores K and V as
+ * [n_kv_heads][rows][head_dim] in the cache's storage type.
+ *
+ *   - A full-attention ("flat") layer, window 0, keeps position p in row p.
+ *     It starts with initial_capacity rows and doubles toward capacity when a
+ *     step needs more, copying the rows it holds.
+ *   - A sliding-window ("ring") layer, window W > 0, holds
+ *     min(W + max_write - 1, capacity) rows from creation, keeps position p in
+ *     row p mod rows and never grows.
+ *
+ * All layers share one logical length.  Work on a cache goes in steps: a step
+ * writes n_tokens consecutive positions into every layer and attends that
+ * step's queries over what the cache holds (okv_step_begin, then
+ * okv_update_and_attend once per layer, then okv_step_commit).
+ *
+ * Thread safety: a cache may be shared by several contexts (for example a
+ * prefill and a decode context, or a registry entry), but calls on one cache
+ * are the caller's to serialize.  At most one step is open on a cache at a
+ * time; the cache itself enforces that with OKV_ERR_BUSY.  Reference counting
+ * (okv_cache_retain / okv_cache_release) is not atomic either. */
+#ifndef OFFKV_CACHE_H
+#define OFFKV_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "offkv/status.h"
+#include "offkv/threads.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum okv_dtype { OKV_F32 = 0, OKV_F16 = 1 } okv_dtype;
+
+/* The shape of one attention layer's K/V.  window 0 = full attention; a
+ * window W > 0 lets a query at p see keys p-W+1 .. p. */
+typedef struct okv_layer_geometry {
+    int32_t n_kv_heads, head_dim, window;
+} okv_layer_geometry;
+
+typedef struct okv_cache_config {
+    int32_t capacity;          /* most positions a sequence holds */
+    int32_t initial_capacity;  /* rows a flat layer starts with (0: none until first write); doubles toward capacity */
+    int32_t max_write;         /* most tokens one step writes; a ring layer holds window + max_write - 1 rows */
+    okv_dtype dtype;           /* storage type */
+} okv_cache_config;
+
+typedef struct okv_cache okv_cache;
+
+/* Creates an empty cache (length 0) for n_layers layers of the given
+ * geometries.  The layers array is copied.  Invalid configurations
+ * (n_layers < 1, NULL layers or cfg, n_kv_heads < 1, head_dim outside
+ * 1..512, window < 0, capacity < 1, max_write < 1, an unknown dtype) are
+ * OKV_ERR_INVALID; failing storage is OKV_ERR_NOMEM.  Returns NULL on error.
+ * The caller holds one reference and drops it with okv_cache_release. */
+okv_cache *okv_cache_create(const okv_layer_geometry *layers, int32_t n_layers,
+                            const okv_cache_config *cfg, okv_error *err);
+
+/* Adds a reference to c and returns c (NULL stays NULL). */
+okv_cache *okv_cache_retain(okv_cache *c);
+
+/* Drops a reference; the last one frees the cache.  Storage still used by an
+ * open step stays alive until that step ends.  NULL is a no-op. */
+void okv_cache_release(okv_cache *c);
+
+/* The logical length: positions 0 .. length-1 are in the sequence. 0 for NULL. */
+int32_t okv_cache_length(const okv_cache *c);
+
+/* Number of layers, and the geometry / config the cache was created with.
+ * okv_cache_layer_geometry returns false for a bad layer index or NULL. */
+int32_t okv_cache_n_layers(const okv_cache *c);
+bool okv_cache_layer_geometry(const okv_cache *c, int32_t layer, okv_layer_geometry *out);
+bool okv_cache_get_config(const okv_cache *c, okv_cache_config *out);
+
+/* Rows allocated now in the given layer (K and V each have this many per kv
+ * head); -1 for a bad layer index or NULL. */
+int32_t okv_cache_rows(const okv_cache *c, int32_t layer);
+
+/* Bytes of K/V storage held now: exactly the sum over layers of
+ * 2 * n_kv_heads * rows * head_dim * element size.  0 for NULL. */
+size_t okv_cache_bytes(const okv_cache *c);
+
+/* A counter that changes when, and only when, some layer's storage is
+ * reallocated (a flat layer grew).  Holders of pointers into the storage
+ * compare it to learn they must rebind. */
+uint64_t okv_cache_generation(const okv_cache *c);
+
+/* True iff the sequence can be rewound to pos: pos == 0, or
+ * 0 < pos <= length and every ring layer still holds the keys a query at pos
+ * needs (nothing it needs has been overwritten, counting rows written by
+ * aborted steps).  False for NULL. */
+bool okv_cache_can_rewind(const okv_cache *c, int32_t pos);
+
+/* Sets the length to pos.  A pos that okv_cache_can_rewind refuses is
+ * OKV_ERR_POSITION and changes nothing; an open step is OKV_ERR_BUSY. */
+okv_status okv_cache_rewind(okv_cache *c, int32_t pos, okv_error *err);
+
+/* Sets the length to 0 and forgets history, so every rewind target that a
+ * fresh cache has is valid again.  Storage is kept.  OKV_ERR_BUSY while a step
+ * is open. */
+okv_status okv_cache_clear(okv_cache *c, okv_error *err);
+
+/* A run of physical rows. */
+typedef struct okv_run { int32_t start, len; } okv_run;
+
+/* Where a step writes and what it reads, in physical rows of one layer.
+ * write: the rows the step's n_tokens positions land in (two runs when a ring
+ * wraps).  read: every row a query of the step may see, oldest first;
+ * read_base_pos is the logical position of the first row read. */
+typedef struct okv_plan {
+    okv_run write[2]; int32_t n_write;
+    okv_run read[2];  int32_t n_read;
+    int32_t read_base_pos;
+} okv_plan;
+
+/* Computes the plan of a step writing positions start .. start+n_tokens-1 in
+ * the given layer, assuming storage already grown to fit.  Pure: changes
+ * nothing.  It makes the checks okv_step_begin makes except those that
+ * involve the length: n_tokens < 1, a bad layer or NULL out is
+ * OKV_ERR_INVALID; n_tokens > max_write, start < 0 or start + n_tokens >
+ * capacity is OKV_ERR_POSITION. */
+okv_status okv_cache_plan(const okv_cache *c, int32_t layer, int32_t start, int32_t n_tokens,
+                          okv_plan *out, okv_error *err);
+
+typedef struct okv_step okv_step;
+
+/* Opens a step writing the given positions.  Checks first: n_tokens < 1 or a
+ * NULL argument is OKV_ERR_INVALID; positions that are not consecutive, are
+ * negative, are more than max_write, start after the length, end past the
+ * capacity, or start before the length at a position okv_cache_can_rewind
+ * refuses are OKV_ERR_POSITION (the message names the number); another open
+ * step is OKV_ERR_BUSY.  Then it grows flat layers that need more rows
+ * (OKV_ERR_NOMEM leaves everything as it was) and plans every layer.  On
+ * success the step holds a reference to the cache and its storage; the
+ * caller must end it with okv_step_commit or okv_step_abort.  pool may be
+ * NULL (work runs on the caller's thread); it must outlive the step. */
+okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_tokens,
+                         okv_threadpool *pool, okv_error *err);
+
+/* Writes the step's K/V rows of one layer and attends the step's queries
+ * over the layer.  q is [n_tokens][n_heads][head_dim] f32 with RoPE already
+ * applied; k and v are [n_tokens][n_kv_heads][head_dim] of kv_type (f32 or
+ * f16, converted to the storage type); out receives
+ * [n_tokens][n_heads][head_dim].  The query at position p sees key k iff
+ * k <= p and (window 0 or p - k < window).  Query head h reads kv head
+ * h / (n_heads / n_kv_heads).  Each layer may be attended once per step, in
+ * any order.  Errors (NULL pointers, a bad layer, n_heads not a positive
+ * multiple of n_kv_heads, an unknown kv_type, a layer attended twice) are
+ * OKV_ERR_INVALID and mark the step failed: commit then refuses it.  Outputs
+ * are bit-identical for the same inputs, cache state and thread count. */
+okv_status okv_update_and_attend(okv_step *s, int32_t layer,
+                                 const float *q, int32_t n_heads,
+                                 const void *k, const void *v, okv_dtype kv_type,
+                                 float scale, float *out, okv_error *err);
+
+/* Ends a step whose every layer was attended exactly once: the length
+ * becomes start + n_tokens and the step is freed.  A step with an error or a
+ * layer left unattended is refused (OKV_ERR_INVALID) and stays open; the
+ * caller must then okv_step_abort it. */
+okv_status okv_step_commit(okv_step *s, okv_error *err);
+
+/* Ends a step without committing and frees it.  If no layer was written the
+ * sequence is exactly as before the step; otherwise the length drops to
+ * min(length, start).  Growth done by okv_step_begin is kept.  NULL is a
+ * no-op. */
+void okv_step_abort(okv_step *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

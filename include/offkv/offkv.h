@@ -1,0 +1,10 @@
+/* offkv — umbrella header: include this one to get the whole public API. */
+#ifndef OFFKV_H
+#define OFFKV_H
+
+#include "offkv/status.h"
+#include "offkv/threads.h"
+#include "offkv/cache.h"
+#include "offkv/registry.h"
+
+#endif

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs, from Debian's packages, whatever the build needs and the machine
+# lacks.  Safe to run repeatedly: it does nothing when all is present.
+set -e
+need=""
+command -v cmake >/dev/null 2>&1 || need="$need cmake"
+command -v make >/dev/null 2>&1 || need="$need make"
+command -v gcc >/dev/null 2>&1 || need="$need gcc"
+command -v ctest >/dev/null 2>&1 || need="$need cmake"
+# libasan/libubsan come with gcc's runtime packages on Debian 12.
+[ -n "$need" ] || exit 0
+echo "offkv: installing missing packages:$need"
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "offkv: need root to install:$need (apt-get install$need)" >&2; exit 1
+  fi
+fi
+${SUDO:-} apt-get update -q
+DEBIAN_FRONTEND=noninteractive ${SUDO:-} apt-get install -y -q $need

@@ -1,0 +1,34 @@
+#include "kernels/cpu.h"
+
+int okv_cpu_has_isa(okv_isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+    switch (isa) {
+    case OKV_ISA_SCALAR: return 1;
+    case OKV_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case OKV_ISA_AVX512:
+        return okv_cpu_has_isa(OKV_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq");
+    }
+    return 0;
+#else
+    return isa == OKV_ISA_SCALAR;
+#endif
+}
+
+okv_isa okv_cpu_best_isa(void) {
+    if (okv_cpu_has_isa(OKV_ISA_AVX512)) return OKV_ISA_AVX512;
+    if (okv_cpu_has_isa(OKV_ISA_AVX2)) return OKV_ISA_AVX2;
+    return OKV_ISA_SCALAR;
+}
+
+const char *okv_isa_name(okv_isa isa) {
+    switch (isa) {
+    case OKV_ISA_SCALAR: return "scalar";
+    case OKV_ISA_AVX2: return "avx2";
+    case OKV_ISA_AVX512: return "avx512";
+    }
+    return "unknown";
+}
