@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "model/model_impl.h"
 
 static void key_of(const okv_model *m, const char *suffix, char *buf, size_t cap) {
@@ -182,21 +183,6 @@ okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {
     return okv_model_bind(m, &w->wo, name, nq, m->n_embd, false, err);
 }
 
-static const char *opt_value(const char *const *options, const char *key) {
-    for (size_t i = 0; options && options[i]; i += 2)
-        if (strcmp(options[i], key) == 0) return options[i + 1];
-    return NULL;
-}
-
-static okv_status check_options(const char *const *options, okv_error *err) {
-    for (size_t i = 0; options && options[i]; i += 2) {
-        if (!options[i + 1]) return okv_fail(err, OKV_ERR_INVALID, "model option '%s' has no value", options[i]);
-        if (strcmp(options[i], "sliding_window") != 0)
-            return okv_fail(err, OKV_ERR_INVALID, "unknown model option '%s'", options[i]);
-    }
-    return OKV_OK;
-}
-
 /* Hyperparameters every architecture reads the same way. */
 static okv_status read_common(okv_model *m, okv_error *err) {
     uint32_t u = 0;
@@ -260,7 +246,8 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 
 okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err) {
     if (!path) { okv_fail(err, OKV_ERR_INVALID, "model: path is NULL"); return NULL; }
-    if (check_options(options, err) != OKV_OK) return NULL;
+    static const char *const known[] = {"sliding_window", NULL};
+    if (okv_options_check(options, known, "model", err) != OKV_OK) return NULL;
     okv_model *m = calloc(1, sizeof *m);
     if (!m) { okv_fail(err, OKV_ERR_NOMEM, "model: out of memory"); return NULL; }
     m->embd_scale = 1.0f;

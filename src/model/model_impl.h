@@ -13,6 +13,9 @@
 #include "offkv/model.h"
 #include "offkv/tokenizer.h"
 
+/* Provided by src/tokenizer (reads tokenizer.ggml.* keys). */
+okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err);
+
 /* A weight as the kernels take it: ne0 inputs per row, ne1 rows (ggml order). */
 typedef struct okv_weight {
     int32_t type;       /* okv_ggml_type */

@@ -1,0 +1,8 @@
+/* Muse Glimmer: served in a later step (issue 4). */
+#include "core/error.h"
+#include "model/model_impl.h"
+
+okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err) {
+    (void)m;
+    return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: architecture muse-glimmer is not served yet");
+}
