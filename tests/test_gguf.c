@@ -12,6 +12,14 @@
 #define CHECK_MSG(err, needle) \
     CHECK(strstr((err).message, (needle)) != NULL, "message '%s' lacks '%s'", (err).message, (needle))
 
+static okv_status okv_fail_test(okv_error *err, const char *name) {
+    if (err) {
+        err->status = OKV_ERR_UNSUPPORTED;
+        snprintf(err->message, sizeof err->message, "fill refused '%s'", name);
+    }
+    return OKV_ERR_UNSUPPORTED;
+}
+
 static void *read_whole(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -178,8 +186,324 @@ static void test_real_files(const char *shared) {
     CHECK(g == NULL && err.status == OKV_ERR_IO, "directory: %s", okv_status_name(err.status));
 }
 
+
+/* ---- the ggml type table, against ggml-common.h's block structs ---- */
+
+static void test_types(void) {
+    CHECK(okv_ggml_type_size(OKV_GGML_Q8_0) == 34 && okv_ggml_block_size(OKV_GGML_Q8_0) == 32, "q8_0");
+    CHECK(okv_ggml_type_size(OKV_GGML_Q4_0) == 18 && okv_ggml_block_size(OKV_GGML_Q4_0) == 32, "q4_0");
+    CHECK(okv_ggml_type_size(OKV_GGML_BF16) == 2 && okv_ggml_block_size(OKV_GGML_BF16) == 1, "bf16");
+    CHECK(okv_ggml_type_size(OKV_GGML_Q4_K) == 144 && okv_ggml_block_size(OKV_GGML_Q4_K) == 256, "q4_K");
+    CHECK(okv_ggml_type_size(OKV_GGML_Q6_K) == 210, "q6_K %zu", okv_ggml_type_size(OKV_GGML_Q6_K));
+    CHECK(okv_ggml_type_size(OKV_GGML_IQ4_XS) == 136, "iq4_xs");
+    CHECK(strcmp(okv_ggml_type_name(30), "bf16") == 0, "type 30");
+    CHECK(okv_ggml_type_name(4) == NULL && okv_ggml_type_name(31) == NULL && okv_ggml_type_name(-1) == NULL &&
+              okv_ggml_type_name(OKV_GGML_TYPE_END) == NULL,
+          "removed or out-of-range types have names");
+    CHECK(okv_ggml_row_size(OKV_GGML_Q8_0, 64) == 68, "q8_0 row of 64");
+    CHECK(okv_ggml_row_size(OKV_GGML_Q8_0, 33) == 0, "q8_0 row of 33");
+    CHECK(okv_ggml_row_size(OKV_GGML_F16, 7) == 14, "f16 row of 7");
+    CHECK(okv_ggml_row_size(OKV_GGML_F32, INT64_MAX) == 0, "overflowing row");
+}
+
+/* ---- writer round trip ---- */
+
+static okv_status fill_ramp(void *user, const char *name, void *dst, size_t n, okv_error *err) {
+    (void)name;
+    (void)err;
+    int *calls = user;
+    (*calls)++;
+    for (size_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)(i * 7 + 1);
+    return OKV_OK;
+}
+
+static okv_status fill_fail(void *user, const char *name, void *dst, size_t n, okv_error *err) {
+    (void)user;
+    (void)dst;
+    (void)n;
+    return okv_fail_test(err, name);
+}
+
+typedef struct {
+    float f32[16];
+    uint16_t f16[4];
+    uint16_t bf16[6];
+    uint8_t q8[2 * 34];
+    uint8_t q4[2 * 18];
+} tensor_data;
+
+/* A writer holding every scalar type, every array kind, and one tensor of
+ * each compute type plus one filled by callback. */
+static okv_gguf_writer *make_writer(tensor_data *td, int *fill_calls, uint32_t alignment) {
+    okv_error err;
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    if (!w) return NULL;
+    uint8_t u8 = 255;
+    int8_t i8 = -128;
+    uint16_t u16 = 65535;
+    int16_t i16 = -32768;
+    int64_t i64 = INT64_MIN;
+    double f64 = 0.25;
+    double big = 1e300;
+    okv_status st = OKV_OK;
+    if (alignment) st |= okv_gguf_writer_add_u32(w, "general.alignment", alignment, &err);
+    st |= okv_gguf_writer_add_str(w, "general.architecture", "llama", &err);
+    st |= okv_gguf_writer_add_scalar(w, "t.u8", OKV_GGUF_U8, &u8, &err);
+    st |= okv_gguf_writer_add_scalar(w, "t.i8", OKV_GGUF_I8, &i8, &err);
+    st |= okv_gguf_writer_add_scalar(w, "t.u16", OKV_GGUF_U16, &u16, &err);
+    st |= okv_gguf_writer_add_scalar(w, "t.i16", OKV_GGUF_I16, &i16, &err);
+    st |= okv_gguf_writer_add_u32(w, "t.u32", UINT32_MAX, &err);
+    st |= okv_gguf_writer_add_i32(w, "t.i32", INT32_MIN, &err);
+    st |= okv_gguf_writer_add_f32(w, "t.f32", -1.5f, &err);
+    st |= okv_gguf_writer_add_bool(w, "t.bool", true, &err);
+    st |= okv_gguf_writer_add_str(w, "t.str", "h\xc3\xa9llo", &err);
+    st |= okv_gguf_writer_add_u64(w, "t.u64", UINT64_MAX, &err);
+    st |= okv_gguf_writer_add_scalar(w, "t.i64", OKV_GGUF_I64, &i64, &err);
+    st |= okv_gguf_writer_add_scalar(w, "t.f64", OKV_GGUF_F64, &f64, &err);
+    st |= okv_gguf_writer_add_scalar(w, "t.f64big", OKV_GGUF_F64, &big, &err);
+    st |= okv_gguf_writer_add_str(w, "t.empty", "", &err);
+    const char *strs[] = {"a", "", "ccc"};
+    int32_t ints[] = {-1, 0, INT32_MAX};
+    float floats[] = {0.5f, -2.0f};
+    bool bools[] = {true, false, true, true};
+    uint64_t u64s[] = {UINT64_MAX, 5};
+    uint8_t u8s[] = {9, 200};
+    double f64s[] = {3.0};
+    st |= okv_gguf_writer_add_array(w, "a.str", OKV_GGUF_STRING, strs, 3, &err);
+    st |= okv_gguf_writer_add_array(w, "a.i32", OKV_GGUF_I32, ints, 3, &err);
+    st |= okv_gguf_writer_add_array(w, "a.f32", OKV_GGUF_F32, floats, 2, &err);
+    st |= okv_gguf_writer_add_array(w, "a.bool", OKV_GGUF_BOOL, bools, 4, &err);
+    st |= okv_gguf_writer_add_array(w, "a.u64", OKV_GGUF_U64, u64s, 2, &err);
+    st |= okv_gguf_writer_add_array(w, "a.u8", OKV_GGUF_U8, u8s, 2, &err);
+    st |= okv_gguf_writer_add_array(w, "a.f64", OKV_GGUF_F64, f64s, 1, &err);
+    st |= okv_gguf_writer_add_array(w, "a.none", OKV_GGUF_I32, NULL, 0, &err);
+
+    for (int i = 0; i < 16; i++) td->f32[i] = (float)i - 7.25f;
+    for (int i = 0; i < 4; i++) td->f16[i] = (uint16_t)(0x3c00 + i);
+    for (int i = 0; i < 6; i++) td->bf16[i] = (uint16_t)(0x3f80 + i);
+    for (int i = 0; i < (int)sizeof td->q8; i++) td->q8[i] = (uint8_t)(i * 3);
+    for (int i = 0; i < (int)sizeof td->q4; i++) td->q4[i] = (uint8_t)(255 - i);
+    st |= okv_gguf_writer_add_tensor(w, "w.f32", OKV_GGML_F32, 2, (int64_t[]){8, 2}, td->f32, &err);
+    st |= okv_gguf_writer_add_tensor(w, "w.f16", OKV_GGML_F16, 1, (int64_t[]){4}, td->f16, &err);
+    st |= okv_gguf_writer_add_tensor(w, "w.bf16", OKV_GGML_BF16, 3, (int64_t[]){2, 3, 1}, td->bf16, &err);
+    st |= okv_gguf_writer_add_tensor(w, "w.q8_0", OKV_GGML_Q8_0, 2, (int64_t[]){32, 2}, td->q8, &err);
+    st |= okv_gguf_writer_add_tensor(w, "w.q4_0", OKV_GGML_Q4_0, 4, (int64_t[]){64, 1, 1, 1}, td->q4, &err);
+    st |= okv_gguf_writer_add_tensor_fn(w, "w.fill", OKV_GGML_F32, 1, (int64_t[]){5}, fill_ramp, fill_calls, &err);
+    CHECK(st == OKV_OK, "building the writer: %s", err.message);
+    return w;
+}
+
+static void check_round_trip(okv_gguf *g, const tensor_data *td, uint32_t alignment) {
+    okv_error err;
+    uint32_t u32;
+    int32_t i32;
+    uint64_t u64;
+    int64_t i64;
+    float f;
+    bool b;
+    const char *s;
+    size_t len;
+    CHECK(okv_gguf_version(g) == 3, "version");
+    CHECK(okv_gguf_alignment(g) == (alignment ? alignment : 32), "alignment %u", okv_gguf_alignment(g));
+    CHECK(okv_gguf_n_kv(g) == (alignment ? 24 : 23), "n_kv %" PRId64, okv_gguf_n_kv(g));
+    const char *names[] = {"t.u8", "t.i8", "t.u16", "t.i16", "t.u32", "t.i32", "t.f32",
+                           "t.bool", "t.str", "a.str", "t.u64", "t.i64", "t.f64"};
+    for (int t = 0; t <= OKV_GGUF_F64; t++) {
+        int64_t i = okv_gguf_find_key(g, names[t]);
+        CHECK(i >= 0 && okv_gguf_kv_type(g, i) == (okv_gguf_type)t, "%s: type %s", names[t],
+              okv_gguf_type_name(okv_gguf_kv_type(g, i)));
+        CHECK(i < 0 || strcmp(okv_gguf_key(g, i), names[t]) == 0, "key %" PRId64, i);
+    }
+    CHECK(okv_gguf_key(g, okv_gguf_n_kv(g)) == NULL && okv_gguf_kv_type(g, -1) == OKV_GGUF_NONE, "bad index");
+
+    CHECK_STATUS(okv_gguf_get_u32(g, "t.u8", &u32, &err), OKV_OK, err);
+    CHECK(u32 == 255, "u8 %u", u32);
+    CHECK_STATUS(okv_gguf_get_i32(g, "t.i8", &i32, &err), OKV_OK, err);
+    CHECK(i32 == -128, "i8 %d", i32);
+    CHECK_STATUS(okv_gguf_get_u32(g, "t.i8", &u32, &err), OKV_ERR_FORMAT, err);
+    CHECK_MSG(err, "-128");
+    CHECK_STATUS(okv_gguf_get_u32(g, "t.u16", &u32, &err), OKV_OK, err);
+    CHECK(u32 == 65535, "u16 %u", u32);
+    CHECK_STATUS(okv_gguf_get_i32(g, "t.i16", &i32, &err), OKV_OK, err);
+    CHECK(i32 == -32768, "i16 %d", i32);
+    CHECK_STATUS(okv_gguf_get_u32(g, "t.u32", &u32, &err), OKV_OK, err);
+    CHECK(u32 == UINT32_MAX, "u32 %u", u32);
+    CHECK_STATUS(okv_gguf_get_i32(g, "t.u32", &i32, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_get_i32(g, "t.i32", &i32, &err), OKV_OK, err);
+    CHECK(i32 == INT32_MIN, "i32 %d", i32);
+    CHECK_STATUS(okv_gguf_get_i64(g, "t.i32", &i64, &err), OKV_OK, err);
+    CHECK(i64 == INT32_MIN, "i32 as i64 %" PRId64, i64);
+    CHECK_STATUS(okv_gguf_get_u64(g, "t.u64", &u64, &err), OKV_OK, err);
+    CHECK(u64 == UINT64_MAX, "u64");
+    CHECK_STATUS(okv_gguf_get_i64(g, "t.u64", &i64, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_get_u32(g, "t.u64", &u32, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_get_i64(g, "t.i64", &i64, &err), OKV_OK, err);
+    CHECK(i64 == INT64_MIN, "i64 %" PRId64, i64);
+    CHECK_STATUS(okv_gguf_get_u64(g, "t.i64", &u64, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_get_f32(g, "t.f32", &f, &err), OKV_OK, err);
+    CHECK(f == -1.5f, "f32 %g", f);
+    CHECK_STATUS(okv_gguf_get_f32(g, "t.f64", &f, &err), OKV_OK, err);
+    CHECK(f == 0.25f, "f64 %g", f);
+    CHECK_STATUS(okv_gguf_get_f32(g, "t.f64big", &f, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_get_bool(g, "t.bool", &b, &err), OKV_OK, err);
+    CHECK(b == true, "bool");
+    CHECK_STATUS(okv_gguf_get_bool(g, "t.u8", &b, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_get_str(g, "t.str", &s, &len, &err), OKV_OK, err);
+    CHECK(len == 6 && memcmp(s, "h\xc3\xa9llo", 6) == 0, "str '%.*s'", (int)len, s);
+    char buf[7];
+    CHECK_STATUS(okv_gguf_get_str_buf(g, "t.str", buf, sizeof buf, &err), OKV_OK, err);
+    CHECK(strcmp(buf, "h\xc3\xa9llo") == 0, "str buf '%s'", buf);
+    CHECK_STATUS(okv_gguf_get_str_buf(g, "t.str", buf, 6, &err), OKV_ERR_INVALID, err);
+    CHECK(buf[0] == '\0', "buffer not emptied");
+    CHECK_STATUS(okv_gguf_get_str(g, "t.empty", &s, &len, &err), OKV_OK, err);
+    CHECK(len == 0, "empty string len %zu", len);
+
+    okv_gguf_type et;
+    uint64_t n;
+    CHECK_STATUS(okv_gguf_get_array(g, "a.str", &et, &n, &err), OKV_OK, err);
+    CHECK(et == OKV_GGUF_STRING && n == 3, "a.str");
+    const char *want[] = {"a", "", "ccc"};
+    for (uint64_t i = 0; i < 3; i++) {
+        CHECK_STATUS(okv_gguf_array_str(g, "a.str", i, &s, &len, &err), OKV_OK, err);
+        CHECK(len == strlen(want[i]) && memcmp(s, want[i], len) == 0, "a.str[%" PRIu64 "]", i);
+    }
+    int32_t ints[] = {-1, 0, INT32_MAX};
+    for (uint64_t i = 0; i < 3; i++) {
+        CHECK_STATUS(okv_gguf_array_i64(g, "a.i32", i, &i64, &err), OKV_OK, err);
+        CHECK(i64 == ints[i], "a.i32[%" PRIu64 "] = %" PRId64, i, i64);
+    }
+    CHECK_STATUS(okv_gguf_array_i64(g, "a.i32", 3, &i64, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_gguf_array_f32(g, "a.f32", 1, &f, &err), OKV_OK, err);
+    CHECK(f == -2.0f, "a.f32[1] %g", f);
+    CHECK_STATUS(okv_gguf_array_f32(g, "a.f64", 0, &f, &err), OKV_OK, err);
+    CHECK(f == 3.0f, "a.f64[0] %g", f);
+    CHECK_STATUS(okv_gguf_array_f32(g, "a.i32", 0, &f, &err), OKV_ERR_FORMAT, err);
+    int bits = 0;
+    for (uint64_t i = 0; i < 4; i++) {
+        CHECK_STATUS(okv_gguf_array_bool(g, "a.bool", i, &b, &err), OKV_OK, err);
+        bits |= b << i;
+    }
+    CHECK(bits == 0xd, "a.bool bits 0x%x", bits);
+    CHECK_STATUS(okv_gguf_array_i64(g, "a.u64", 0, &i64, &err), OKV_ERR_FORMAT, err);
+    CHECK_MSG(err, "a.u64");
+    CHECK_STATUS(okv_gguf_array_i64(g, "a.u64", 1, &i64, &err), OKV_OK, err);
+    CHECK(i64 == 5, "a.u64[1]");
+    CHECK_STATUS(okv_gguf_array_i64(g, "a.u8", 1, &i64, &err), OKV_OK, err);
+    CHECK(i64 == 200, "a.u8[1]");
+    CHECK_STATUS(okv_gguf_get_array(g, "a.none", &et, &n, &err), OKV_OK, err);
+    CHECK(et == OKV_GGUF_I32 && n == 0, "empty array");
+    CHECK_STATUS(okv_gguf_get_array(g, "t.u8", &et, &n, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_array_str(g, "nope", 0, &s, &len, &err), OKV_ERR_NOT_FOUND, err);
+
+    struct { const char *name; okv_ggml_type type; int32_t n_dims; int64_t ne[4]; const void *data; size_t n; } want_t[] = {
+        {"w.f32", OKV_GGML_F32, 2, {8, 2, 1, 1}, td->f32, sizeof td->f32},
+        {"w.f16", OKV_GGML_F16, 1, {4, 1, 1, 1}, td->f16, sizeof td->f16},
+        {"w.bf16", OKV_GGML_BF16, 3, {2, 3, 1, 1}, td->bf16, sizeof td->bf16},
+        {"w.q8_0", OKV_GGML_Q8_0, 2, {32, 2, 1, 1}, td->q8, sizeof td->q8},
+        {"w.q4_0", OKV_GGML_Q4_0, 4, {64, 1, 1, 1}, td->q4, sizeof td->q4},
+    };
+    CHECK(okv_gguf_n_tensors(g) == 6, "n_tensors %" PRId64, okv_gguf_n_tensors(g));
+    uint32_t a = okv_gguf_alignment(g);
+    for (int k = 0; k < 5; k++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(g, okv_gguf_find_tensor(g, want_t[k].name));
+        CHECK(t != NULL, "%s missing", want_t[k].name);
+        if (!t) continue;
+        CHECK(t->type == want_t[k].type && t->n_dims == want_t[k].n_dims &&
+                  memcmp(t->ne, want_t[k].ne, sizeof t->ne) == 0,
+              "%s shape", t->name);
+        CHECK(t->n_bytes == want_t[k].n && memcmp(t->data, want_t[k].data, t->n_bytes) == 0, "%s data",
+              t->name);
+        CHECK(t->offset % a == 0, "%s offset %" PRIu64 " not %u-aligned", t->name, t->offset, a);
+    }
+    const okv_gguf_tensor *t = okv_gguf_tensor_at(g, 5);
+    CHECK(t && strcmp(t->name, "w.fill") == 0 && t->n_bytes == 20, "w.fill");
+    if (t) {
+        int ok = 1;
+        for (size_t i = 0; i < t->n_bytes; i++) ok &= ((const uint8_t *)t->data)[i] == (uint8_t)(i * 7 + 1);
+        CHECK(ok, "w.fill data");
+    }
+}
+
+static void test_writer(void) {
+    okv_error err;
+    tensor_data td;
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t alignment = pass ? 64 : 0;
+        int fills = 0;
+        okv_gguf_writer *w = make_writer(&td, &fills, alignment);
+        CHECK(w != NULL, "writer");
+        if (!w) return;
+        void *buf = NULL;
+        size_t size = 0;
+        CHECK_STATUS(okv_gguf_writer_to_memory(w, &buf, &size, &err), OKV_OK, err);
+        CHECK(fills == 1, "fill called %d times for one write", fills);
+        okv_gguf *g = buf ? okv_gguf_open_memory(buf, size, &err) : NULL;
+        CHECK(g != NULL, "reading back: %s", err.message);
+        if (g) check_round_trip(g, &td, alignment);
+        okv_gguf_close(g);
+        free(buf);
+
+        const char *path = pass ? "test_gguf_a64.gguf" : "test_gguf_a32.gguf";
+        CHECK_STATUS(okv_gguf_writer_write(w, path, &err), OKV_OK, err);
+        g = okv_gguf_open(path, &err);
+        CHECK(g != NULL, "reading %s back: %s", path, err.message);
+        if (g) check_round_trip(g, &td, alignment);
+        okv_gguf_close(g);
+        remove(path);
+
+        CHECK_STATUS(okv_gguf_writer_write(w, "/nonexistent-dir/x.gguf", &err), OKV_ERR_IO, err);
+        CHECK_MSG(err, "/nonexistent-dir/x.gguf");
+
+        /* Refusals leave the writer as it was. */
+        CHECK_STATUS(okv_gguf_writer_add_u32(w, "t.u8", 1, &err), OKV_ERR_INVALID, err);
+        CHECK_MSG(err, "t.u8");
+        CHECK_STATUS(okv_gguf_writer_add_u32(w, "", 1, &err), OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_gguf_writer_add_scalar(w, "x", OKV_GGUF_ARRAY, &alignment, &err), OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_gguf_writer_add_array(w, "x", (okv_gguf_type)13, &alignment, 1, &err), OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_gguf_writer_add_tensor(w, "w.f32", OKV_GGML_F32, 1, (int64_t[]){1}, td.f32, &err),
+                     OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_gguf_writer_add_tensor(w, "x", OKV_GGML_Q8_0, 1, (int64_t[]){33}, td.q8, &err),
+                     OKV_ERR_INVALID, err);
+        CHECK_MSG(err, "block size");
+        CHECK_STATUS(okv_gguf_writer_add_tensor(w, "x", OKV_GGML_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, td.f32, &err),
+                     OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_gguf_writer_add_tensor(w, "x", OKV_GGML_F32, 1, (int64_t[]){0}, td.f32, &err),
+                     OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_gguf_writer_add_tensor(w, "x", (okv_ggml_type)4, 1, (int64_t[]){1}, td.f32, &err),
+                     OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_gguf_writer_add_tensor(w, "x", OKV_GGML_F32, 4,
+                                                (int64_t[]){INT64_MAX, INT64_MAX, 2, 2}, td.f32, &err),
+                     OKV_ERR_INVALID, err);
+        void *buf2 = NULL;
+        size_t size2 = 0;
+        CHECK_STATUS(okv_gguf_writer_to_memory(w, &buf2, &size2, &err), OKV_OK, err);
+        g = buf2 ? okv_gguf_open_memory(buf2, size2, &err) : NULL;
+        CHECK(g != NULL, "after refusals: %s", err.message);
+        if (g) check_round_trip(g, &td, alignment);
+        okv_gguf_close(g);
+        free(buf2);
+        okv_gguf_writer_free(w);
+    }
+
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    CHECK_STATUS(okv_gguf_writer_add_u32(w, "general.alignment", 48, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_gguf_writer_add_u32(w, "general.alignment", 0, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_gguf_writer_add_i32(w, "general.alignment", 32, &err), OKV_ERR_INVALID, err);
+    /* A failing fill aborts the write, says why, and leaves no file. */
+    CHECK_STATUS(okv_gguf_writer_add_tensor_fn(w, "bad", OKV_GGML_F32, 1, (int64_t[]){4}, fill_fail, NULL, &err),
+                 OKV_OK, err);
+    CHECK_STATUS(okv_gguf_writer_write(w, "test_gguf_fail.gguf", &err), OKV_ERR_UNSUPPORTED, err);
+    CHECK_MSG(err, "fill refused 'bad'");
+    FILE *f = fopen("test_gguf_fail.gguf", "rb");
+    CHECK(f == NULL, "partial file left behind");
+    if (f) fclose(f);
+    okv_gguf_writer_free(w);
+}
+
 int main(void) {
     const char *shared = check_shared_dir();
+    test_types();
+    test_writer();
     if (shared) test_real_files(shared);
     else printf("skipped: ../shared not found\n");
     return check_done();
