@@ -500,11 +500,347 @@ static void test_writer(void) {
     okv_gguf_writer_free(w);
 }
 
+
+/* ---- the corrupt-file suite ---- */
+
+/* A small valid file to break: two tensors, strings, an array. */
+static uint8_t *base_file(size_t *size) {
+    static const float a[16] = {1};
+    static const uint8_t b[68] = {0};
+    okv_error err;
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    okv_status st = okv_gguf_writer_add_u32(w, "general.alignment", 32, &err);
+    st |= okv_gguf_writer_add_u32(w, "test.count", 7, &err);
+    st |= okv_gguf_writer_add_array(w, "test.list", OKV_GGUF_I32, (int32_t[]){1, 2, 3}, 3, &err);
+    st |= okv_gguf_writer_add_str(w, "test.name", "hello", &err);
+    st |= okv_gguf_writer_add_tensor(w, "weight.a", OKV_GGML_F32, 2, (int64_t[]){8, 2}, a, &err);
+    st |= okv_gguf_writer_add_tensor(w, "weight.b", OKV_GGML_Q8_0, 2, (int64_t[]){32, 2}, b, &err);
+    void *buf = NULL;
+    if (!st) st = okv_gguf_writer_to_memory(w, &buf, size, &err);
+    okv_gguf_writer_free(w);
+    CHECK(st == OKV_OK, "base file: %s", err.message);
+    return buf;
+}
+
+/* Offset just past the first occurrence of needle (a key or tensor name),
+ * i.e. where the field that follows it starts. */
+static size_t after(const uint8_t *buf, size_t size, const char *needle) {
+    const uint8_t *p = memmem(buf, size, needle, strlen(needle));
+    if (!p) {
+        fprintf(stderr, "'%s' not in the base file\n", needle);
+        exit(1);
+    }
+    return (size_t)(p - buf) + strlen(needle);
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Opens size bytes of data from an exactly-sized copy (so ASan sees any
+ * read past the end) and returns the status; err gets the message. */
+static okv_status open_copy(const uint8_t *data, size_t size, okv_error *err) {
+    uint8_t *copy = malloc(size ? size : 1);
+    if (!copy) return OKV_ERR_NOMEM;
+    if (size) memcpy(copy, data, size);
+    okv_gguf *g = okv_gguf_open_memory(copy, size, err);
+    okv_status st = g ? OKV_OK : err->status;
+    okv_gguf_close(g);
+    free(copy);
+    return st;
+}
+
+/* The file, broken by patch, must be OKV_ERR_FORMAT naming both needles. */
+static void expect_format(const uint8_t *buf, size_t size, const char *what, const char *needle1,
+                          const char *needle2) {
+    okv_error err = {0};
+    okv_status st = open_copy(buf, size, &err);
+    CHECK(st == OKV_ERR_FORMAT, "%s: status %s (%s)", what, okv_status_name(st), err.message);
+    CHECK(strstr(err.message, needle1) != NULL, "%s: message '%s' lacks '%s'", what, err.message, needle1);
+    CHECK(!needle2 || strstr(err.message, needle2) != NULL, "%s: message '%s' lacks '%s'", what,
+          err.message, needle2);
+}
+
+static void test_corrupt_fields(void) {
+    size_t size = 0;
+    uint8_t *base = base_file(&size);
+    if (!base) return;
+    uint8_t *b = malloc(size);
+    okv_error err;
+    CHECK(open_copy(base, size, &err) == OKV_OK, "base file does not open: %s", err.message);
+#define RESET() memcpy(b, base, size)
+
+    RESET(); b[0] = 'X';
+    expect_format(b, size, "bad magic", "magic", NULL);
+    expect_format(b, 3, "3-byte file", "magic", NULL);
+    expect_format(b, 0, "empty file", "magic", NULL);
+    RESET(); put32(b + 4, 1);
+    expect_format(b, size, "version 1", "version 1", NULL);
+    RESET(); put32(b + 4, 4);
+    expect_format(b, size, "version 4", "version 4", NULL);
+    RESET(); put32(b + 4, 0x03000000);
+    expect_format(b, size, "big-endian", "big-endian", NULL);
+    RESET(); put32(b + 4, 2);
+    CHECK(open_copy(b, size, &err) == OKV_OK, "version 2 refused: %s", err.message);
+
+    RESET(); put64(b + 8, (uint64_t)1 << 62);
+    expect_format(b, size, "n_tensors 2^62", "n_tensors 4611686018427387904", NULL);
+    RESET(); put64(b + 16, (uint64_t)1 << 62);
+    expect_format(b, size, "n_kv 2^62", "n_kv 4611686018427387904", NULL);
+    RESET(); put64(b + 16, 5); /* one pair more than written: eats the tensor infos */
+    expect_format(b, size, "n_kv + 1", "past end of file", NULL);
+    RESET(); put64(b + 8, 3);
+    expect_format(b, size, "n_tensors + 1", "tensor", NULL);
+
+    size_t name_val = after(base, size, "test.name") + 4;
+    RESET(); put64(b + name_val, (uint64_t)1 << 62);
+    expect_format(b, size, "string length 2^62", "'test.name'", "string length 4611686018427387904");
+    RESET(); put64(b + name_val, UINT64_MAX);
+    expect_format(b, size, "string length 2^64-1", "'test.name'", "string length");
+
+    size_t list_type = after(base, size, "test.list");
+    /* 2^62 i32s are 2^64 bytes: a count * size that wraps to 0 would pass. */
+    RESET(); put64(b + list_type + 8, (uint64_t)1 << 62);
+    expect_format(b, size, "array count 2^62", "'test.list'", "array count 4611686018427387904");
+    RESET(); put32(b + list_type + 4, 99);
+    expect_format(b, size, "array element type 99", "'test.list'", "unknown array element type 99");
+    RESET(); put32(b + after(base, size, "test.count"), 13);
+    expect_format(b, size, "value type 13", "'test.count'", "unknown value type 13");
+
+    size_t align_val = after(base, size, "general.alignment") + 4;
+    RESET(); put32(b + align_val, 48);
+    expect_format(b, size, "alignment 48", "general.alignment", "power of two");
+    RESET(); put32(b + align_val, 0);
+    expect_format(b, size, "alignment 0", "general.alignment", "power of two");
+    RESET(); put32(b + align_val - 4, OKV_GGUF_F32);
+    expect_format(b, size, "alignment as f32", "general.alignment", "want an integer");
+
+    RESET(); memcpy(b + after(base, size, "test.name") - 9, "test.list", 9);
+    expect_format(b, size, "duplicate key", "duplicate key 'test.list'", NULL);
+    RESET(); b[after(base, size, "test.name") - 5] = '\0';
+    expect_format(b, size, "NUL in key", "NUL", NULL);
+
+    size_t a_dims = after(base, size, "weight.a");
+    size_t b_dims = after(base, size, "weight.b");
+    RESET(); put32(b + a_dims, 0);
+    expect_format(b, size, "n_dims 0", "'weight.a'", "n_dims 0");
+    RESET(); put32(b + a_dims, 5);
+    expect_format(b, size, "n_dims 5", "'weight.a'", "n_dims 5");
+    RESET(); put64(b + a_dims + 4, (uint64_t)1 << 40); put64(b + a_dims + 12, (uint64_t)1 << 40);
+    expect_format(b, size, "ne product overflow", "'weight.a'", "overflows");
+    RESET(); put64(b + a_dims + 4, (uint64_t)1 << 62);
+    expect_format(b, size, "row bytes overflow", "'weight.a'", "overflows");
+    RESET(); put64(b + a_dims + 12, (uint64_t)1 << 63);
+    expect_format(b, size, "ne[1] 2^63", "'weight.a'", "ne[1]");
+    RESET(); put64(b + a_dims + 12, 1000);
+    expect_format(b, size, "ne[1] too big for the data", "'weight.a'", "past end of file");
+    RESET(); put32(b + a_dims + 20, 99);
+    expect_format(b, size, "tensor type 99", "'weight.a'", "unknown ggml type 99");
+    RESET(); put32(b + a_dims + 20, 4); /* Q4_2, removed from ggml */
+    expect_format(b, size, "tensor type 4", "'weight.a'", "unknown ggml type 4");
+    RESET(); put64(b + b_dims + 4, 16);
+    expect_format(b, size, "q8_0 ne[0] 16", "'weight.b'", "block size 32");
+    size_t b_off = b_dims + 4 + 16 + 4;
+    RESET(); put64(b + b_off, (uint64_t)1 << 20);
+    expect_format(b, size, "offset past end", "'weight.b'", "data offset 1048576 + 68 bytes past end of file");
+    RESET(); put64(b + b_off, UINT64_MAX - 31); /* 32-aligned; offset + size wraps */
+    expect_format(b, size, "offset wraps", "'weight.b'", "past end of file");
+    RESET(); put64(b + b_off, 68);
+    expect_format(b, size, "misaligned offset", "'weight.b'", "alignment 32");
+    RESET(); memcpy(b + a_dims - 8, "weight.b", 8);
+    expect_format(b, size, "duplicate tensor", "duplicate tensor name 'weight.b'", NULL);
+    RESET(); b[a_dims - 1] = '\0';
+    expect_format(b, size, "NUL in tensor name", "NUL", NULL);
+
+    /* Every prefix that loses any data is corrupt (the padding after the
+     * last tensor is not data). */
+    okv_gguf *whole = okv_gguf_open_memory(base, size, &err);
+    const okv_gguf_tensor *last = okv_gguf_tensor_at(whole, 1);
+    size_t end = last ? (size_t)((const uint8_t *)last->data - base) + last->n_bytes : size;
+    okv_gguf_close(whole);
+    CHECK(end > size - 32 && end <= size, "last tensor ends at %zu of %zu", end, size);
+    int bad = 0;
+    for (size_t cut = 0; cut < end; cut++) {
+        okv_status st = open_copy(base, cut, &err);
+        if (st != OKV_ERR_FORMAT || !err.message[0]) {
+            if (!bad) CHECK(0, "prefix of %zu bytes: %s (%s)", cut, okv_status_name(st), err.message);
+            bad++;
+        }
+    }
+    CHECK(bad == 0, "%d of %zu prefixes not OKV_ERR_FORMAT", bad, end);
+
+    /* Random byte damage: opening must stay clean (OK or FORMAT), and a
+     * file that still opens must be safe to read everywhere. */
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int unclean = 0;
+    for (int iter = 0; iter < 4000; iter++) {
+        RESET();
+        int n = 1 + (int)(rng % 4);
+        for (int k = 0; k < n; k++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            size_t at = (size_t)(rng % (size - 64)); /* the header, metadata and infos */
+            b[at] = (uint8_t)(rng >> 40);
+        }
+        uint8_t *copy = malloc(size);
+        memcpy(copy, b, size);
+        okv_gguf *g = okv_gguf_open_memory(copy, size, &err);
+        if (!g && err.status != OKV_ERR_FORMAT) unclean++;
+        for (int64_t i = 0; g && i < okv_gguf_n_kv(g); i++) {
+            const char *k = okv_gguf_key(g, i), *s;
+            size_t len;
+            int64_t v;
+            float f;
+            uint64_t cnt = 0;
+            okv_gguf_get_i64(g, k, &v, &err);
+            okv_gguf_get_f32(g, k, &f, &err);
+            okv_gguf_get_str(g, k, &s, &len, &err);
+            if (okv_gguf_get_array(g, k, NULL, &cnt, &err) == OKV_OK)
+                for (uint64_t j = 0; j < cnt; j++) {
+                    okv_gguf_array_i64(g, k, j, &v, &err);
+                    okv_gguf_array_str(g, k, j, &s, &len, &err);
+                }
+        }
+        unsigned sum = 0;
+        for (int64_t i = 0; g && i < okv_gguf_n_tensors(g); i++) {
+            const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
+            for (size_t j = 0; j < t->n_bytes; j++) sum += ((const uint8_t *)t->data)[j];
+        }
+        (void)sum;
+        okv_gguf_close(g);
+        free(copy);
+    }
+    CHECK(unclean == 0, "%d damaged files failed with a status other than FORMAT", unclean);
+#undef RESET
+    free(b);
+    free(base);
+}
+
+/* A hand-made byte stream, for what the writer will not produce. */
+typedef struct {
+    uint8_t b[4096];
+    size_t n;
+} bytes;
+static void b32(bytes *x, uint32_t v) { put32(x->b + x->n, v); x->n += 4; }
+static void b64(bytes *x, uint64_t v) { put64(x->b + x->n, v); x->n += 8; }
+static void bstr(bytes *x, const char *s) {
+    b64(x, strlen(s));
+    memcpy(x->b + x->n, s, strlen(s));
+    x->n += strlen(s);
+}
+static void bheader(bytes *x, uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
+    memcpy(x->b, "GGUF", 4);
+    x->n = 4;
+    b32(x, version);
+    b64(x, n_tensors);
+    b64(x, n_kv);
+}
+
+static void test_nested_arrays(void) {
+    okv_error err;
+    /* v2 file: an array of arrays ([[1, 2], ["x"]]) is skipped correctly and
+     * the pair after it reads fine. */
+    bytes x;
+    bheader(&x, 2, 0, 2);
+    bstr(&x, "nest");
+    b32(&x, OKV_GGUF_ARRAY);
+    b32(&x, OKV_GGUF_ARRAY);
+    b64(&x, 2);
+    b32(&x, OKV_GGUF_I32);
+    b64(&x, 2);
+    b32(&x, 1);
+    b32(&x, 2);
+    b32(&x, OKV_GGUF_STRING);
+    b64(&x, 1);
+    bstr(&x, "x");
+    bstr(&x, "after");
+    b32(&x, OKV_GGUF_U32);
+    b32(&x, 42);
+    okv_gguf *g = okv_gguf_open_memory(x.b, x.n, &err);
+    CHECK(g != NULL, "nested arrays: %s", err.message);
+    if (g) {
+        uint32_t v = 0;
+        okv_gguf_type et;
+        uint64_t n;
+        int64_t i64;
+        CHECK(okv_gguf_version(g) == 2, "version %u", okv_gguf_version(g));
+        CHECK_STATUS(okv_gguf_get_u32(g, "after", &v, &err), OKV_OK, err);
+        CHECK(v == 42, "after = %u", v);
+        CHECK_STATUS(okv_gguf_get_array(g, "nest", &et, &n, &err), OKV_OK, err);
+        CHECK(et == OKV_GGUF_ARRAY && n == 2, "nest: %s x %" PRIu64, okv_gguf_type_name(et), n);
+        CHECK_STATUS(okv_gguf_array_i64(g, "nest", 0, &i64, &err), OKV_ERR_FORMAT, err);
+        okv_gguf_close(g);
+    }
+    /* Arrays nested 100 deep: refused, not recursed into. */
+    bheader(&x, 3, 0, 1);
+    bstr(&x, "deep");
+    b32(&x, OKV_GGUF_ARRAY);
+    for (int i = 0; i < 100; i++) {
+        b32(&x, OKV_GGUF_ARRAY);
+        b64(&x, 1);
+    }
+    b32(&x, OKV_GGUF_U8);
+    b64(&x, 0);
+    g = okv_gguf_open_memory(x.b, x.n, &err);
+    CHECK(g == NULL && err.status == OKV_ERR_FORMAT, "100-deep arrays: %s", err.message);
+    CHECK_MSG(err, "'deep'");
+    CHECK_MSG(err, "nested");
+    /* A string array whose count outruns the file, before any allocation. */
+    bheader(&x, 3, 0, 1);
+    bstr(&x, "strs");
+    b32(&x, OKV_GGUF_ARRAY);
+    b32(&x, OKV_GGUF_STRING);
+    b64(&x, (uint64_t)1 << 62);
+    g = okv_gguf_open_memory(x.b, x.n, &err);
+    CHECK(g == NULL && err.status == OKV_ERR_FORMAT, "2^62 strings: %s", err.message);
+    CHECK_MSG(err, "array count 4611686018427387904");
+    /* No tensors and no data section: fine even without padding. */
+    bheader(&x, 3, 0, 0);
+    g = okv_gguf_open_memory(x.b, x.n, &err);
+    CHECK(g != NULL && okv_gguf_n_kv(g) == 0 && okv_gguf_n_tensors(g) == 0, "empty GGUF: %s", err.message);
+    okv_gguf_close(g);
+    g = okv_gguf_open_memory(NULL, 4, &err);
+    CHECK(g == NULL && err.status == OKV_ERR_INVALID, "NULL data accepted");
+}
+
+/* stories260K cut at every 1/64th of its size. */
+static void test_truncated_model(const char *shared) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    size_t size = 0;
+    uint8_t *buf = read_whole(path, &size);
+    CHECK(buf != NULL, "read %s", path);
+    if (!buf) return;
+    for (int k = 0; k < 64; k++) {
+        size_t cut = size / 64 * (size_t)k;
+        okv_error err = {0};
+        okv_status st = open_copy(buf, cut, &err);
+        CHECK(st == OKV_ERR_FORMAT, "cut at %zu/%zu: %s", cut, size, okv_status_name(st));
+        CHECK(strstr(err.message, "past end of file") || strstr(err.message, "magic") ||
+                  strstr(err.message, "cannot fit"),
+              "cut at %zu: message '%s'", cut, err.message);
+        /* Past the metadata, the message names the tensor that lost its data. */
+        if (k >= 8) CHECK(strstr(err.message, "tensor '") != NULL, "cut at %zu: '%s'", cut, err.message);
+    }
+    okv_error err;
+    CHECK(open_copy(buf, size, &err) == OKV_OK, "whole file: %s", err.message);
+    CHECK(open_copy(buf, size - 1, &err) == OKV_ERR_FORMAT, "one byte short: %s", err.message);
+    CHECK_MSG(err, "tensor 'blk.4.ffn_norm.weight': data offset");
+    free(buf);
+}
+
 int main(void) {
     const char *shared = check_shared_dir();
     test_types();
     test_writer();
-    if (shared) test_real_files(shared);
+    test_corrupt_fields();
+    test_nested_arrays();
+    if (shared) {
+        test_real_files(shared);
+        test_truncated_model(shared);
+    }
     else printf("skipped: ../shared not found\n");
     return check_done();
 }
