@@ -6,5 +6,6 @@
 #include "offkv/threads.h"
 #include "offkv/cache.h"
 #include "offkv/registry.h"
+#include "offkv/tokenizer.h"
 
 #endif
