@@ -5,6 +5,7 @@
 #include "offkv/status.h"
 #include "offkv/threads.h"
 #include "offkv/cache.h"
+#include "offkv/gguf.h"
 #include "offkv/registry.h"
 #include "offkv/tokenizer.h"
 

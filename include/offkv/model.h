@@ -1,0 +1,61 @@
+/* offkv — models loaded from GGUF files.
+ *
+ * A model is the read-only half of inference: hyperparameters, weights
+ * (memory-mapped from the file, never copied), the tokenizer, and the cache
+ * geometry its attention layers need.  Contexts (context.h) run it.  One
+ * model may serve any number of contexts; it must outlive them. */
+#ifndef OFFKV_MODEL_H
+#define OFFKV_MODEL_H
+
+#include <stdint.h>
+#include "offkv/cache.h"
+#include "offkv/status.h"
+#include "offkv/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_model okv_model;
+
+/* Loads the GGUF file at path.  options is NULL or a NULL-terminated list
+ * of key, value string pairs; known keys:
+ *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
+ *                     of N positions (for files that lack the key).
+ * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing or
+ * mis-shaped tensor, a missing required key), OKV_ERR_UNSUPPORTED (an unknown
+ * architecture or tensor type), OKV_ERR_INVALID (an unknown option or bad
+ * value); each message names the file part or option.  Returns NULL on
+ * error; free with okv_model_free. */
+okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err);
+
+/* Frees the model and unmaps its file.  No context may still use it.  NULL is a no-op. */
+void okv_model_free(okv_model *m);
+
+/* The architecture name from the file ("llama", "gemma3", ...). */
+const char *okv_model_arch(const okv_model *m);
+
+/* Hyperparameters. */
+int32_t okv_model_n_vocab(const okv_model *m);
+int32_t okv_model_n_layers(const okv_model *m);
+int32_t okv_model_n_embd(const okv_model *m);
+int32_t okv_model_n_ctx_train(const okv_model *m);
+
+/* Copies the cache geometry of layer i (kv heads, head dim, window) into
+ * out; false for a bad index.  These are what contexts build caches from and
+ * check shared caches against. */
+bool okv_model_layer_geometry(const okv_model *m, int32_t i, okv_layer_geometry *out);
+
+/* The model's tokenizer (borrowed; lives as long as the model). */
+const okv_tokenizer *okv_model_tokenizer(const okv_model *m);
+
+/* Bytes of weights the model maps. */
+size_t okv_model_weight_bytes(const okv_model *m);
+
+/* A one-line description: arch, layers, widths, weight types. */
+const char *okv_model_describe(const okv_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* offkv — choosing the next token from logits. */
+#ifndef OFFKV_SAMPLER_H
+#define OFFKV_SAMPLER_H
+
+#include <stdint.h>
+#include "offkv/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_sampler_params {
+    float temperature;  /* <= 0: greedy (argmax, ties to the lowest id) */
+    int32_t top_k;      /* <= 0: no top-k cut */
+    float top_p;        /* >= 1: no nucleus cut */
+    uint64_t seed;      /* same seed, same logits: same choices */
+} okv_sampler_params;
+
+typedef struct okv_sampler okv_sampler;
+
+/* Creates a sampler for a vocabulary of n_vocab tokens (its scratch is
+ * allocated here, not per call).  n_vocab < 1, top_p <= 0 or a NaN
+ * temperature is OKV_ERR_INVALID.  Free with okv_sampler_free. */
+okv_sampler *okv_sampler_create(const okv_sampler_params *p, int32_t n_vocab, okv_error *err);
+
+void okv_sampler_free(okv_sampler *s);
+
+/* Picks a token from n_vocab logits: greedy, or temperature-scaled softmax
+ * restricted to the top_k highest and then to the smallest set whose
+ * probability reaches top_p, drawn with the sampler's own random state. */
+int32_t okv_sampler_sample(okv_sampler *s, const float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,162 @@
+/* The sequence cache: creation, lifetime, length, rewind and clear. */
+#include <stdlib.h>
+
+#include "attend/attend.h"
+#include "cache/cache_impl.h"
+#include "core/error.h"
+
+static okv_status check_config(const okv_layer_geometry *layers, int32_t n_layers,
+                               const okv_cache_config *cfg, okv_error *err) {
+    if (!layers) return okv_fail(err, OKV_ERR_INVALID, "cache: layers is NULL");
+    if (!cfg) return okv_fail(err, OKV_ERR_INVALID, "cache: config is NULL");
+    if (n_layers < 1) return okv_fail(err, OKV_ERR_INVALID, "cache: n_layers %d < 1", (int)n_layers);
+    if (cfg->capacity < 1)
+        return okv_fail(err, OKV_ERR_INVALID, "cache: capacity %d < 1", (int)cfg->capacity);
+    if (cfg->max_write < 1)
+        return okv_fail(err, OKV_ERR_INVALID, "cache: max_write %d < 1", (int)cfg->max_write);
+    if (cfg->dtype != OKV_F32 && cfg->dtype != OKV_F16)
+        return okv_fail(err, OKV_ERR_INVALID, "cache: unknown dtype %d", (int)cfg->dtype);
+    for (int32_t i = 0; i < n_layers; i++) {
+        const okv_layer_geometry *g = &layers[i];
+        if (g->n_kv_heads < 1)
+            return okv_fail(err, OKV_ERR_INVALID, "cache: layer %d: n_kv_heads %d < 1", (int)i,
+                            (int)g->n_kv_heads);
+        if (g->head_dim < 1 || g->head_dim > 512)
+            return okv_fail(err, OKV_ERR_INVALID, "cache: layer %d: head_dim %d outside 1..512",
+                            (int)i, (int)g->head_dim);
+        if (g->window < 0)
+            return okv_fail(err, OKV_ERR_INVALID, "cache: layer %d: window %d < 0", (int)i,
+                            (int)g->window);
+    }
+    return OKV_OK;
+}
+
+okv_cache *okv_cache_create(const okv_layer_geometry *layers, int32_t n_layers,
+                            const okv_cache_config *cfg, okv_error *err) {
+    if (check_config(layers, n_layers, cfg, err) != OKV_OK) return NULL;
+    okv_cache *c = calloc(1, sizeof *c);
+    if (c) c->layers = calloc((size_t)n_layers, sizeof *c->layers);
+    if (!c || !c->layers) {
+        free(c);
+        okv_fail(err, OKV_ERR_NOMEM, "cache: out of memory for %d layers", (int)n_layers);
+        return NULL;
+    }
+    c->refs = 1;
+    c->n_layers = n_layers;
+    c->cfg = *cfg;
+    if (c->cfg.initial_capacity < 0) c->cfg.initial_capacity = 0;
+    if (c->cfg.initial_capacity > c->cfg.capacity) c->cfg.initial_capacity = c->cfg.capacity;
+    c->elem = cfg->dtype == OKV_F16 ? 2 : 4;
+    for (int32_t i = 0; i < n_layers; i++) {
+        const okv_layer_geometry *g = &layers[i];
+        c->layers[i].geom = *g;
+        int32_t rows = g->window > 0 ? okv_ring_rows(g, &c->cfg) : c->cfg.initial_capacity;
+        c->layers[i].st = okv_storage_new(c, g, rows);
+        if (!c->layers[i].st) {
+            okv_fail(err, OKV_ERR_NOMEM, "cache: out of memory for layer %d (%d rows)", (int)i,
+                     (int)rows);
+            okv_cache_release(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+okv_cache *okv_cache_retain(okv_cache *c) {
+    if (c) c->refs++;
+    return c;
+}
+
+void okv_cache_release(okv_cache *c) {
+    if (!c || --c->refs > 0) return;
+    for (int32_t i = 0; i < c->n_layers; i++) okv_storage_release(c->layers[i].st);
+    free(c->layers);
+    free(c->scratch);
+    free(c);
+}
+
+int32_t okv_cache_length(const okv_cache *c) { return c ? c->length : 0; }
+int32_t okv_cache_n_layers(const okv_cache *c) { return c ? c->n_layers : 0; }
+
+bool okv_cache_layer_geometry(const okv_cache *c, int32_t layer, okv_layer_geometry *out) {
+    if (!c || !out || layer < 0 || layer >= c->n_layers) return false;
+    *out = c->layers[layer].geom;
+    return true;
+}
+
+bool okv_cache_get_config(const okv_cache *c, okv_cache_config *out) {
+    if (!c || !out) return false;
+    *out = c->cfg;
+    return true;
+}
+
+int32_t okv_cache_rows(const okv_cache *c, int32_t layer) {
+    if (!c || layer < 0 || layer >= c->n_layers) return -1;
+    return c->layers[layer].st->rows;
+}
+
+size_t okv_cache_bytes(const okv_cache *c) {
+    if (!c) return 0;
+    size_t total = 0;
+    for (int32_t i = 0; i < c->n_layers; i++) {
+        const okv_layer_geometry *g = &c->layers[i].geom;
+        total += 2 * (size_t)g->n_kv_heads * (size_t)c->layers[i].st->rows * (size_t)g->head_dim *
+                 c->elem;
+    }
+    return total;
+}
+
+uint64_t okv_cache_generation(const okv_cache *c) { return c ? c->generation : 0; }
+
+bool okv_cache_can_rewind(const okv_cache *c, int32_t pos) {
+    if (!c) return false;
+    if (pos == 0) return true;
+    if (pos < 0 || pos > c->length) return false;
+    /* A query at pos needs positions pos-W+1 .. pos-1 of each ring layer; the
+     * oldest position a ring of R rows still holds is high_water - R. */
+    for (int32_t i = 0; i < c->n_layers; i++) {
+        const okv_layer_geometry *g = &c->layers[i].geom;
+        if (g->window <= 0) continue;
+        int64_t need = (int64_t)pos - g->window + 1;
+        int64_t held = (int64_t)c->high_water - c->layers[i].st->rows;
+        if ((need > 0 ? need : 0) < (held > 0 ? held : 0)) return false;
+    }
+    return true;
+}
+
+okv_status okv_cache_rewind(okv_cache *c, int32_t pos, okv_error *err) {
+    if (!c) return okv_fail(err, OKV_ERR_INVALID, "rewind: cache is NULL");
+    if (c->step_open) return okv_fail(err, OKV_ERR_BUSY, "rewind: a step is open on the cache");
+    if (!okv_cache_can_rewind(c, pos)) {
+        if (pos < 0 || pos > c->length)
+            return okv_fail(err, OKV_ERR_POSITION, "rewind to %d: outside 0..length %d", (int)pos,
+                            (int)c->length);
+        return okv_fail(err, OKV_ERR_POSITION,
+                        "rewind to %d: a sliding-window layer no longer holds the positions it needs "
+                        "(written up to %d)",
+                        (int)pos, (int)c->high_water);
+    }
+    c->length = pos;
+    okv_error_clear(err);
+    return OKV_OK;
+}
+
+okv_status okv_cache_clear(okv_cache *c, okv_error *err) {
+    if (!c) return okv_fail(err, OKV_ERR_INVALID, "clear: cache is NULL");
+    if (c->step_open) return okv_fail(err, OKV_ERR_BUSY, "clear: a step is open on the cache");
+    c->length = 0;
+    c->high_water = 0;
+    okv_error_clear(err);
+    return OKV_OK;
+}
+
+void okv_cache_set_alloc_hook(okv_cache *c, okv_alloc_fn fn, void *user) {
+    if (!c) return;
+    c->alloc = fn;
+    c->alloc_user = user;
+}
+
+okv_storage *okv_cache_layer_storage(okv_cache *c, int32_t layer) {
+    if (!c || layer < 0 || layer >= c->n_layers) return NULL;
+    return c->layers[layer].st;
+}

@@ -1,0 +1,227 @@
+/* Steps: begin (check, grow, plan), update_and_attend per layer, commit or
+ * abort.  The rule that keeps the sequence honest: nothing changes before
+ * every check has passed, and a step that wrote anything and does not commit
+ * leaves the length at most at its start. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attend/attend.h"
+#include "cache/cache_impl.h"
+#include "core/error.h"
+#include "kernels/f16.h"
+
+struct okv_step {
+    okv_cache *cache;       /* retained */
+    okv_threadpool *pool;
+    int32_t start, n_tokens;
+    okv_storage **storage;  /* per layer, retained: what this step writes and reads */
+    okv_plan *plans;
+    uint8_t *attended;
+    bool failed;            /* an error happened; commit refuses */
+    bool wrote;             /* some layer's rows were overwritten */
+};
+
+static void step_free(okv_step *s) {
+    okv_cache *c = s->cache;
+    for (int32_t i = 0; i < c->n_layers; i++) okv_storage_release(s->storage[i]);
+    free(s->storage);
+    free(s->plans);
+    free(s->attended);
+    c->step_open = false;
+    free(s);
+    okv_cache_release(c);
+}
+
+/* Rows a flat layer needs for a step ending at end: doubling from the rows it
+ * has (from 1 if none) until the step fits, capped at the capacity. */
+static int32_t grown_rows(int32_t rows, int32_t end, int32_t capacity) {
+    int64_t r = rows > 0 ? rows : 1;
+    while (r < end) r *= 2;
+    return r < capacity ? (int32_t)r : capacity;
+}
+
+/* Grows every flat layer that cannot hold positions up to end.  All new
+ * buffers are allocated before any is swapped in, so a failure leaves every
+ * layer (and the generation) as it was. */
+static okv_status grow(okv_cache *c, int32_t end, okv_error *err) {
+    okv_storage **fresh = calloc((size_t)c->n_layers, sizeof *fresh);
+    if (!fresh) return okv_fail(err, OKV_ERR_NOMEM, "step: out of memory planning growth");
+    bool any = false;
+    for (int32_t i = 0; i < c->n_layers; i++) {
+        cache_layer *L = &c->layers[i];
+        if (L->geom.window > 0 || L->st->rows >= end) continue;
+        int32_t rows = grown_rows(L->st->rows, end, c->cfg.capacity);
+        fresh[i] = okv_storage_new(c, &L->geom, rows);
+        if (!fresh[i]) {
+            for (int32_t j = 0; j < i; j++) okv_storage_release(fresh[j]);
+            free(fresh);
+            return okv_fail(err, OKV_ERR_NOMEM, "step: out of memory growing layer %d to %d rows",
+                            (int)i, (int)rows);
+        }
+        any = true;
+    }
+    for (int32_t i = 0; i < c->n_layers && any; i++) {
+        if (!fresh[i]) continue;
+        cache_layer *L = &c->layers[i];
+        const okv_storage *old = L->st;
+        const size_t row_bytes = (size_t)L->geom.head_dim * c->elem;
+        for (int32_t h = 0; h < L->geom.n_kv_heads && old->rows > 0; h++) {
+            size_t src = (size_t)h * old->rows * row_bytes, dst = (size_t)h * fresh[i]->rows * row_bytes;
+            memcpy((char *)fresh[i]->k + dst, (const char *)old->k + src, old->rows * row_bytes);
+            memcpy((char *)fresh[i]->v + dst, (const char *)old->v + src, old->rows * row_bytes);
+        }
+        okv_storage_release(L->st);
+        L->st = fresh[i];
+    }
+    if (any) c->generation++;
+    free(fresh);
+    return OKV_OK;
+}
+
+okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_tokens,
+                         okv_threadpool *pool, okv_error *err) {
+    if (!c || !positions) {
+        okv_fail(err, OKV_ERR_INVALID, "step: %s is NULL", c ? "positions" : "cache");
+        return NULL;
+    }
+    if (n_tokens < 1) {
+        okv_fail(err, OKV_ERR_INVALID, "step: n_tokens %d < 1", (int)n_tokens);
+        return NULL;
+    }
+    if (c->step_open) {
+        okv_fail(err, OKV_ERR_BUSY, "step: another step is open on this cache");
+        return NULL;
+    }
+    if (okv_check_positions(c, positions, positions[0], n_tokens, true, err) != OKV_OK) return NULL;
+
+    okv_step *s = calloc(1, sizeof *s);
+    if (s) {
+        s->storage = calloc((size_t)c->n_layers, sizeof *s->storage);
+        s->plans = calloc((size_t)c->n_layers, sizeof *s->plans);
+        s->attended = calloc((size_t)c->n_layers, 1);
+    }
+    if (!s || !s->storage || !s->plans || !s->attended) {
+        if (s) { free(s->storage); free(s->plans); free(s->attended); }
+        free(s);
+        okv_fail(err, OKV_ERR_NOMEM, "step: out of memory");
+        return NULL;
+    }
+    s->start = positions[0];
+    s->n_tokens = n_tokens;
+    s->pool = pool;
+    if (grow(c, s->start + n_tokens, err) != OKV_OK) {
+        free(s->storage); free(s->plans); free(s->attended); free(s);
+        return NULL;
+    }
+    for (int32_t i = 0; i < c->n_layers; i++) {
+        /* Checked above, so planning cannot fail. */
+        okv_cache_plan(c, i, s->start, n_tokens, &s->plans[i], NULL);
+        s->storage[i] = okv_storage_retain(c->layers[i].st);
+    }
+    s->cache = okv_cache_retain(c);
+    c->step_open = true;
+    okv_error_clear(err);
+    return s;
+}
+
+static okv_status step_error(okv_step *s, okv_error *err, okv_status st, const char *what, int layer) {
+    s->failed = true;
+    return okv_fail(err, st, "update_and_attend: layer %d: %s", layer, what);
+}
+
+/* Writes the step's rows of one layer: input [n_tokens][n_kv_heads][head_dim]
+ * of kv_type into storage [n_kv_heads][rows][head_dim] of the cache's type. */
+static void write_rows(okv_step *s, int32_t layer, const void *src, okv_dtype kv_type, void *dst) {
+    const okv_cache *c = s->cache;
+    const okv_layer_geometry *g = &c->layers[layer].geom;
+    const int32_t rows = s->storage[layer]->rows, hd = g->head_dim;
+    for (int32_t t = 0; t < s->n_tokens; t++) {
+        const int32_t row = okv_row_of(g, rows, s->start + t);
+        for (int32_t h = 0; h < g->n_kv_heads; h++) {
+            const size_t in = ((size_t)t * g->n_kv_heads + h) * hd;
+            const size_t at = ((size_t)h * rows + row) * hd;
+            if (kv_type == c->cfg.dtype) {
+                memcpy((char *)dst + at * c->elem, (const char *)src + in * c->elem, hd * c->elem);
+            } else if (kv_type == OKV_F32) {
+                okv_f32_to_f16_row((okv_f16 *)dst + at, (const float *)src + in, hd);
+            } else {
+                okv_f16_to_f32_row((float *)dst + at, (const okv_f16 *)src + in, hd);
+            }
+        }
+    }
+}
+
+okv_status okv_update_and_attend(okv_step *s, int32_t layer, const float *q, int32_t n_heads,
+                                 const void *k, const void *v, okv_dtype kv_type, float scale,
+                                 float *out, okv_error *err) {
+    if (!s) return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: step is NULL");
+    okv_cache *c = s->cache;
+    if (layer < 0 || layer >= c->n_layers) {
+        s->failed = true;
+        return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d outside 0..%d",
+                        (int)layer, (int)c->n_layers - 1);
+    }
+    if (!q || !k || !v || !out) return step_error(s, err, OKV_ERR_INVALID, "NULL q, k, v or out", layer);
+    const okv_layer_geometry *g = &c->layers[layer].geom;
+    if (n_heads < 1 || n_heads % g->n_kv_heads != 0) {
+        s->failed = true;
+        return okv_fail(err, OKV_ERR_INVALID,
+                        "update_and_attend: layer %d: n_heads %d is not a positive multiple of "
+                        "n_kv_heads %d",
+                        (int)layer, (int)n_heads, (int)g->n_kv_heads);
+    }
+    if (kv_type != OKV_F32 && kv_type != OKV_F16) {
+        s->failed = true;
+        return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: unknown kv_type %d",
+                        (int)layer, (int)kv_type);
+    }
+    if (s->attended[layer])
+        return step_error(s, err, OKV_ERR_INVALID, "already attended in this step", layer);
+
+    okv_storage *st = s->storage[layer];
+    okv_attend_job job = {
+        .k = st->k, .v = st->v, .dtype = c->cfg.dtype,
+        .n_kv_heads = g->n_kv_heads, .rows = st->rows, .head_dim = g->head_dim,
+        .window = g->window, .ring = g->window > 0, .lo_pos = s->plans[layer].read_base_pos,
+        .q = q, .out = out, .n_heads = n_heads, .n_tokens = s->n_tokens,
+        .start = s->start, .scale = scale,
+    };
+    const size_t need = okv_attend_scratch_bytes(&job, okv_threadpool_size(s->pool));
+    if (need > c->scratch_bytes) {
+        void *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        if (!p) return step_error(s, err, OKV_ERR_NOMEM, "out of memory for attention scratch", layer);
+        free(c->scratch);
+        c->scratch = p;
+        c->scratch_bytes = need;
+    }
+
+    write_rows(s, layer, k, kv_type, st->k);
+    write_rows(s, layer, v, kv_type, st->v);
+    s->wrote = true;
+    if (c->high_water < s->start + s->n_tokens) c->high_water = s->start + s->n_tokens;
+
+    okv_attend_run(&job, s->pool, c->scratch, okv_cpu_best_isa());
+    s->attended[layer] = 1;
+    okv_error_clear(err);
+    return OKV_OK;
+}
+
+okv_status okv_step_commit(okv_step *s, okv_error *err) {
+    if (!s) return okv_fail(err, OKV_ERR_INVALID, "commit: step is NULL");
+    if (s->failed)
+        return okv_fail(err, OKV_ERR_INVALID, "commit: the step had an error; abort it");
+    for (int32_t i = 0; i < s->cache->n_layers; i++) {
+        if (!s->attended[i])
+            return okv_fail(err, OKV_ERR_INVALID, "commit: layer %d was not attended", (int)i);
+    }
+    s->cache->length = s->start + s->n_tokens;
+    step_free(s);
+    okv_error_clear(err);
+    return OKV_OK;
+}
+
+void okv_step_abort(okv_step *s) {
+    if (!s) return;
+    if (s->wrote && s->cache->length > s->start) s->cache->length = s->start;
+    step_free(s);
+}
