@@ -7,5 +7,6 @@
 #include "offkv/cache.h"
 #include "offkv/gguf.h"
 #include "offkv/registry.h"
+#include "offkv/tokenizer.h"
 
 #endif
