@@ -8,5 +8,8 @@
 #include "offkv/gguf.h"
 #include "offkv/registry.h"
 #include "offkv/tokenizer.h"
+#include "offkv/model.h"
+#include "offkv/context.h"
+#include "offkv/sampler.h"
 
 #endif

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "kernels/matmul.h"
+#include "kernels/ops.h"
 #include "model/model_impl.h"
 
 okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32_t n, float *y) {
@@ -27,4 +28,29 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il) {
         memcpy(f->v + t * nkv, row + nq + nkv, nkv * sizeof(float));
     }
     return OKV_OK;
+}
+
+void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
+    okv_rope rope = {.n_rot = p->head_dim, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
+                     .freq_factors = f->m->rope_freqs};
+    float cs[512];
+    if (p->rope_base == 0.0f) return;
+    for (int32_t t = 0; t < f->n; t++) {
+        okv_rope_cache(&rope, f->pos[t], cs);
+        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
+        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
+        if (neox) {
+            okv_rope_neox(q, p->n_head, p->head_dim, p->head_dim, cs);
+            okv_rope_neox(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
+        } else {
+            okv_rope_normal(q, p->n_head, p->head_dim, p->head_dim, cs);
+            okv_rope_normal(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
+        }
+    }
+}
+
+
+void okv_fwd_norm_rows(okv_fwd *f, float *y, const float *x, int64_t width, const okv_weight *gain, float eps) {
+    const float *g = gain && gain->data ? gain->data : NULL;
+    for (int32_t t = 0; t < f->n; t++) okv_rmsnorm(y + (size_t)t * width, x + (size_t)t * width, width, g, eps);
 }

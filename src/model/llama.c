@@ -66,25 +66,6 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
     return OKV_OK;
 }
 
-/* Rotates the step's q and k of one layer, token by token. */
-static void rope_step(okv_fwd *f, const okv_layer_params *p, bool neox) {
-    okv_rope rope = {.n_rot = p->head_dim, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
-                     .freq_factors = f->m->rope_freqs};
-    float cs[512];
-    for (int32_t t = 0; t < f->n; t++) {
-        okv_rope_cache(&rope, f->pos[t], cs);
-        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
-        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
-        if (neox) {
-            okv_rope_neox(q, p->n_head, p->head_dim, p->head_dim, cs);
-            okv_rope_neox(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
-        } else {
-            okv_rope_normal(q, p->n_head, p->head_dim, p->head_dim, cs);
-            okv_rope_normal(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
-        }
-    }
-}
-
 static okv_status llama_forward(okv_fwd *f) {
     const okv_model *m = f->m;
     const int32_t n = f->n, E = m->n_embd;
@@ -94,26 +75,23 @@ static okv_status llama_forward(okv_fwd *f) {
         const okv_layer_weights *w = &m->w[il];
 
         /* attention */
-        for (int32_t t = 0; t < n; t++)
-            okv_rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, E, w->attn_norm.data, m->norm_eps);
+        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
         if ((st = okv_fwd_qkv(f, il))) return st;
-        rope_step(f, p, false);
+        okv_fwd_rope(f, p, false);
         if ((st = okv_update_and_attend(f->step, il, f->q, p->n_head, f->k, f->v, OKV_F32,
-                                        1.0f / sqrtf((float)p->head_dim), f->att, f->err)))
+                                        p->attn_scale, f->att, f->err)))
             return st;
         if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
 
         /* feed-forward */
-        for (int32_t t = 0; t < n; t++)
-            okv_rmsnorm(f->xb + (size_t)t * E, f->x + (size_t)t * E, E, w->ffn_norm.data, m->norm_eps);
+        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
         if ((st = okv_fwd_matmul(f, &w->ffn_gate, f->xb, n, f->hb))) return st;
         if ((st = okv_fwd_matmul(f, &w->ffn_up, f->xb, n, f->hb2))) return st;
         okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
         if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
     }
-    for (int32_t t = 0; t < n; t++)
-        okv_rmsnorm(f->x + (size_t)t * E, f->x + (size_t)t * E, E, m->output_norm.data, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
     return OKV_OK;
 }

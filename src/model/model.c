@@ -224,6 +224,7 @@ static okv_status read_common(okv_model *m, okv_error *err) {
                             (int)i, (int)p->n_head, (int)p->n_head_kv);
         p->rope_base = base;
         p->rope_pos_scale = 1.0f;
+        p->attn_scale = 0; /* set below, once head_dim is known */
     }
     uint32_t kl = (uint32_t)(m->n_embd / m->layer[0].n_head), vl = 0;
     if ((st = okv_model_u32(m, "attention.key_length", &kl, false, err))) return st;
@@ -233,7 +234,10 @@ static okv_status read_common(okv_model *m, okv_error *err) {
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: key_length %u differs from value_length %u", kl, vl);
     if (kl < 1 || kl > 512)
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: head dim %u outside 1..512", kl);
-    for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].head_dim = (int32_t)kl;
+    for (int32_t i = 0; i < m->n_layer; i++) {
+        m->layer[i].head_dim = (int32_t)kl;
+        m->layer[i].attn_scale = 1.0f / sqrtf((float)kl);
+    }
     return OKV_OK;
 }
 
@@ -296,6 +300,7 @@ fail:
 void okv_model_free(okv_model *m) {
     if (!m) return;
     okv_tokenizer_free(m->tok);
+    free(m->gelu_table);
     okv_gguf_close(m->file);
     free(m->layer);
     free(m->w);
