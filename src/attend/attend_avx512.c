@@ -59,8 +59,19 @@ AI void score_tile(const float *qs, int32_t hdp, int32_t nqv, const void *k, int
             for (int q = 0; q < Q; q++) acc[q * R + r] = _mm512_fmadd_ps(qv[q], kv, acc[q * R + r]);
         }
     }
+    const __m512 sums = reduce16(acc);
+    if (nqv >= Q && r0 + R <= nr) {  /* whole tile: one store per query */
+        for (int q = 0; q < Q; q++) {
+            float *dst = S + (size_t)q * BR + r0;
+            if (R == 16) _mm512_storeu_ps(dst, sums);
+            else if (R == 8) _mm256_storeu_ps(dst, q ? _mm512_extractf32x8_ps(sums, 1)
+                                                     : _mm512_castps512_ps256(sums));
+            else _mm_storeu_ps(dst, _mm512_extractf32x4_ps(sums, q));
+        }
+        return;
+    }
     float out[16] __attribute__((aligned(64)));
-    _mm512_store_ps(out, reduce16(acc));
+    _mm512_store_ps(out, sums);
     for (int q = 0; q < Q && q < nqv; q++)
         for (int r = 0; r < R && r0 + r < nr; r++) S[(size_t)q * BR + r0 + r] = out[q * R + r];
 }
