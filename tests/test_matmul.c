@@ -30,7 +30,7 @@ static float h2f(uint16_t h) { return okv_f16_to_f32(h); }
 /* W in type t from random floats, and its decoded values by the format's
  * definition (written out here, not through the library's dequantizers). */
 static void make_weights(int t, int64_t rows, int64_t k, uint8_t *w, float *wd) {
-    size_t rb = okv_ggml_row_bytes(t, k);
+    size_t rb = okv_ggml_row_size(t, k);
     float *row = malloc((size_t)k * sizeof(float));
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *wr = w + r * rb;
@@ -93,7 +93,7 @@ typedef struct shape { int64_t rows, k, n; } shape;
 static void check_type_shape(int t, shape s, okv_threadpool **pools) {
     const int64_t rows = s.rows, k = s.k, n = s.n;
     const int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0;
-    uint8_t *w = malloc(okv_ggml_row_bytes(t, k) * (size_t)rows);
+    uint8_t *w = malloc(okv_ggml_row_size(t, k) * (size_t)rows);
     float *wd = malloc(sizeof(float) * (size_t)(rows * k));
     float *x = malloc(sizeof(float) * (size_t)(n * k));
     float *xq = malloc(sizeof(float) * (size_t)(n * k));

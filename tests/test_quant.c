@@ -12,13 +12,13 @@ static float frand(void) { /* uniform in [-1, 1) */
 }
 
 static void test_sizes(void) {
-    CHECK(okv_ggml_row_bytes(OKV_GGML_Q8_0, 64) == 68, "q8_0 64");
-    CHECK(okv_ggml_row_bytes(OKV_GGML_Q4_0, 64) == 36, "q4_0 64");
-    CHECK(okv_ggml_row_bytes(OKV_GGML_Q4_0, 48) == 0, "q4_0 48 is not whole blocks");
-    CHECK(okv_ggml_row_bytes(OKV_GGML_F16, 3) == 6, "f16 3");
-    CHECK(okv_ggml_row_bytes(OKV_GGML_BF16, 5) == 10, "bf16 5");
-    CHECK(okv_ggml_row_bytes(OKV_GGML_F32, 5) == 20, "f32 5");
-    CHECK(okv_ggml_row_bytes(3, 64) == 0, "type 3 (q4_1) unsupported");
+    CHECK(okv_ggml_row_size(OKV_GGML_Q8_0, 64) == 68, "q8_0 64");
+    CHECK(okv_ggml_row_size(OKV_GGML_Q4_0, 64) == 36, "q4_0 64");
+    CHECK(okv_ggml_row_size(OKV_GGML_Q4_0, 48) == 0, "q4_0 48 is not whole blocks");
+    CHECK(okv_ggml_row_size(OKV_GGML_F16, 3) == 6, "f16 3");
+    CHECK(okv_ggml_row_size(OKV_GGML_BF16, 5) == 10, "bf16 5");
+    CHECK(okv_ggml_row_size(OKV_GGML_F32, 5) == 20, "f32 5");
+    CHECK(okv_ggml_row_size(OKV_GGML_Q4_1, 64) == 40, "q4_1 is known to the type table (20-byte blocks)");
     CHECK(!okv_ggml_type_supported(3) && okv_ggml_type_supported(30), "supported set");
 }
 
