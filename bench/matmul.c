@@ -84,7 +84,7 @@ static void peers(okv_threadpool *pool, int reps) {
 }
 
 static void bench(okv_mm_kernel kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps) {
-    const size_t mbytes = okv_ggml_row_bytes(type, k) * (size_t)rows;
+    const size_t mbytes = okv_ggml_row_size(type, k) * (size_t)rows;
     int copies = n == 1 ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
     uint8_t *w = malloc(mbytes * (size_t)copies);
     float *row = malloc(sizeof(float) * (size_t)k);
@@ -93,7 +93,7 @@ static void bench(okv_mm_kernel kern, okv_threadpool *pool, int type, int64_t ro
     size_t sb = okv_matmul_scratch_bytes(type, k, n);
     void *scratch = sb ? malloc(sb) : NULL;
     if (!w || !row || !x || !y || (sb && !scratch)) { printf("out of memory\n"); goto done; }
-    const size_t rb = okv_ggml_row_bytes(type, k);
+    const size_t rb = okv_ggml_row_size(type, k);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t i = 0; i < k; i++) row[i] = frand();
         uint8_t *dst = w + (size_t)r * rb;
