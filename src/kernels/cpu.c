@@ -32,3 +32,11 @@ const char *okv_isa_name(okv_isa isa) {
     }
     return "unknown";
 }
+
+int okv_cpu_has_avx512vnni(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return okv_cpu_has_isa(OKV_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
+}

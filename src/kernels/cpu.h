@@ -20,5 +20,12 @@ const char *okv_isa_name(okv_isa isa);
 
 #define OKV_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define OKV_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+/* OKV_TARGET_AVX512 plus the 8-bit dot product instruction (vpdpbusd);
+ * check okv_cpu_has_avx512vnni() before calling such code. */
+#define OKV_TARGET_AVX512VNNI \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+
+/* True if the processor has AVX512-VNNI on top of OKV_ISA_AVX512. */
+int okv_cpu_has_avx512vnni(void);
 
 #endif

@@ -1,0 +1,137 @@
+/* The matmul driver: checks the call, quantizes activations into scratch,
+ * and splits output rows between threads; the per-ISA files do the math. */
+#include "core/error.h"
+#include "kernels/cpu.h"
+#include "kernels/matmul_impl.h"
+#include "threads/pool.h"
+
+/* Columns whose quantized activations are swept per pass over a row tile:
+ * 64 columns of k = 8192 is 512 KiB, which stays in L2 while each weight
+ * row tile (a few KiB) stays in L1. */
+enum { MM_COL_BLOCK = 64 };
+
+int okv_mm_kernel_available(okv_mm_kernel kern) {
+    switch (kern) {
+    case OKV_MM_SCALAR: return 1;
+    case OKV_MM_AVX2: return okv_cpu_has_isa(OKV_ISA_AVX2);
+    case OKV_MM_AVX512: return okv_cpu_has_isa(OKV_ISA_AVX512);
+    case OKV_MM_AVX512_VNNI: return okv_cpu_has_avx512vnni();
+    case OKV_MM_KERNEL_COUNT: break;
+    }
+    return 0;
+}
+
+okv_mm_kernel okv_mm_kernel_best(void) {
+    for (int k = OKV_MM_KERNEL_COUNT - 1; k > 0; k--)
+        if (okv_mm_kernel_available((okv_mm_kernel)k)) return (okv_mm_kernel)k;
+    return OKV_MM_SCALAR;
+}
+
+const char *okv_mm_kernel_name(okv_mm_kernel kern) {
+    switch (kern) {
+    case OKV_MM_SCALAR: return "scalar";
+    case OKV_MM_AVX2: return "avx2";
+    case OKV_MM_AVX512: return "avx512";
+    case OKV_MM_AVX512_VNNI: return "avx512vnni";
+    case OKV_MM_KERNEL_COUNT: break;
+    }
+    return "unknown";
+}
+
+static int is_quantized(int wtype) { return wtype == OKV_GGML_Q8_0 || wtype == OKV_GGML_Q4_0; }
+
+size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n) {
+    if (!is_quantized(wtype) || k < 1 || n < 1 || k % OKV_QK) return 0;
+    /* scales first (4-byte values), then the int8 values; 64 bytes of slack
+     * for aligning the start */
+    return (size_t)n * ((size_t)(k / OKV_QK) * sizeof(float) + (size_t)k) + 64;
+}
+
+typedef struct mm_job {
+    okv_mm_ctx ctx;
+    okv_mm_tile_fn tile;
+    okv_mm_quant_fn quant;
+    int8_t *xq;  /* writable views of ctx.xq and ctx.xd */
+    float *xd;
+} mm_job;
+
+static void quant_job(void *p, int32_t ith, int32_t nth) {
+    mm_job *job = p;
+    const okv_mm_ctx *c = &job->ctx;
+    const int64_t nb = c->k / OKV_QK;
+    for (int64_t j = ith; j < c->n; j += nth)
+        job->quant(c->x + j * c->k, c->k, job->xq + j * c->k, job->xd + j * nb);
+}
+
+static void tile_job(void *p, int32_t ith, int32_t nth) {
+    mm_job *job = p;
+    const okv_mm_ctx *c = &job->ctx;
+    /* thread boundaries on multiples of MM_TR, so tiles are the same for any
+     * thread count */
+    const int64_t n_tiles = (c->rows + MM_TR - 1) / MM_TR;
+    const int64_t t0 = n_tiles * ith / nth, t1 = n_tiles * (ith + 1) / nth;
+    const int64_t r_begin = t0 * MM_TR;
+    const int64_t r_end = t1 * MM_TR < c->rows ? t1 * MM_TR : c->rows;
+    for (int64_t cb = 0; cb < c->n; cb += MM_COL_BLOCK) {
+        const int64_t cb_end = cb + MM_COL_BLOCK < c->n ? cb + MM_COL_BLOCK : c->n;
+        for (int64_t r = r_begin; r < r_end; r += MM_TR) {
+            const int nr = (int)(r_end - r < MM_TR ? r_end - r : MM_TR);
+            for (int64_t j = cb; j < cb_end; j += MM_TC) {
+                const int nc = (int)(cb_end - j < MM_TC ? cb_end - j : MM_TC);
+                job->tile(c, r, nr, j, nc);
+            }
+        }
+    }
+}
+
+okv_status okv_matmul_with(okv_mm_kernel kern, okv_threadpool *pool, int wtype, const void *w,
+                           int64_t rows, int64_t k, const float *x, int64_t n, float *y,
+                           void *scratch, okv_error *err) {
+    if (!w || !x || !y) return okv_fail(err, OKV_ERR_INVALID, "matmul: NULL weight, input or output");
+    if (rows < 1 || k < 1 || n < 1)
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: rows %lld, k %lld, n %lld must be >= 1",
+                        (long long)rows, (long long)k, (long long)n);
+    if (!okv_ggml_type_supported(wtype))
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: unsupported weight type %d", wtype);
+    const size_t wrow = okv_ggml_row_bytes(wtype, k);
+    if (wrow == 0)
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: k = %lld is not a multiple of %lld for %s",
+                        (long long)k, (long long)okv_ggml_block_size(wtype), okv_ggml_type_name(wtype));
+    if (is_quantized(wtype) && !scratch)
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: %s weights need scratch", okv_ggml_type_name(wtype));
+    if ((int)kern < 0 || kern >= OKV_MM_KERNEL_COUNT || !okv_mm_kernel_available(kern))
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s cannot run on this processor",
+                        okv_mm_kernel_name(kern));
+
+    mm_job job = {0};
+    switch (kern) {
+    case OKV_MM_SCALAR: job.tile = okv_mm_tile_scalar(wtype); break;
+    case OKV_MM_AVX2: job.tile = okv_mm_tile_avx2(wtype); break;
+    case OKV_MM_AVX512: job.tile = okv_mm_tile_avx512(wtype); break;
+    case OKV_MM_AVX512_VNNI: job.tile = okv_mm_tile_avx512vnni(wtype); break;
+    case OKV_MM_KERNEL_COUNT: break;
+    }
+    if (!job.tile)
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s has no %s path",
+                        okv_mm_kernel_name(kern), okv_ggml_type_name(wtype));
+    job.quant = kern == OKV_MM_SCALAR ? okv_mm_quantize_act_scalar : okv_mm_quantize_act_avx2;
+    job.ctx = (okv_mm_ctx){.w = w, .wrow = wrow, .rows = rows, .k = k, .n = n, .x = x, .y = y};
+
+    if (is_quantized(wtype)) {
+        uintptr_t a = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
+        float *xd = (float *)a;
+        int8_t *xq = (int8_t *)(xd + n * (k / OKV_QK));
+        job.ctx.xd = job.xd = xd;
+        job.ctx.xq = job.xq = xq;
+        /* one fork-join for a single column costs more than quantizing it */
+        if (n >= 2 * okv_threadpool_size(pool)) okv_parallel(pool, quant_job, &job);
+        else quant_job(&job, 0, 1);
+    }
+    okv_parallel(pool, tile_job, &job);
+    return OKV_OK;
+}
+
+okv_status okv_matmul(okv_threadpool *pool, int wtype, const void *w, int64_t rows, int64_t k,
+                      const float *x, int64_t n, float *y, void *scratch, okv_error *err) {
+    return okv_matmul_with(okv_mm_kernel_best(), pool, wtype, w, rows, k, x, n, y, scratch, err);
+}

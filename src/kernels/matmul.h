@@ -1,0 +1,65 @@
+/* Internal: weight-matrix products, the bulk of a forward pass.
+ *
+ *   y[j][r] = sum_i W[r][i] * x[j][i]     r < rows, i < k, j < n
+ *
+ * W is row-major in one of the ggml types of quant.h, each row
+ * okv_ggml_row_bytes(type, k) bytes, exactly as a GGUF tensor stores it
+ * (ne0 = k, ne1 = rows).  x and y are f32, one activation column per token.
+ *
+ * Like ggml, Q8_0 and Q4_0 weights are multiplied by activations quantized
+ * once per call to 8 bits (blocks of 32, d = amax/127 rounded to f16,
+ * q = nearest-even(x * 127/amax): ggml's x86 activation quantizer), with
+ * integer dot products per block.  F32, F16 and BF16 weights are widened to
+ * f32 and multiplied with the f32 activations as they are.
+ *
+ * Output rows are split between threads in tiles of 4 whose boundaries depend
+ * only on rows and the thread count, and every output element is computed by
+ * the same sequence of operations whatever tile or thread computes it: the
+ * result depends on the kernel alone, never on threads or on n. */
+#ifndef OKV_KERNELS_MATMUL_H
+#define OKV_KERNELS_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offkv/status.h"
+#include "offkv/threads.h"
+
+/* The instruction-set variants of the product.  Different kernels may round
+ * differently (the order of float sums differs); integer parts are exact. */
+typedef enum okv_mm_kernel {
+    OKV_MM_SCALAR = 0,
+    OKV_MM_AVX2 = 1,        /* AVX2 + FMA + F16C */
+    OKV_MM_AVX512 = 2,      /* AVX-512 F/BW/VL/DQ */
+    OKV_MM_AVX512_VNNI = 3, /* the above + AVX512-VNNI (same results as OKV_MM_AVX512) */
+    OKV_MM_KERNEL_COUNT = 4
+} okv_mm_kernel;
+
+/* 1 if kern can run on this processor. */
+int okv_mm_kernel_available(okv_mm_kernel kern);
+
+/* The fastest kernel this processor runs. */
+okv_mm_kernel okv_mm_kernel_best(void);
+
+const char *okv_mm_kernel_name(okv_mm_kernel kern);
+
+/* Bytes of scratch okv_matmul needs for this shape (0 for F32/F16/BF16
+ * weights, where scratch may be NULL).  Any alignment is fine: the product
+ * aligns inside the buffer.  0 also for an unknown type or a bad shape. */
+size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n);
+
+/* y = W x as above, with the best kernel.  x is [n][k], y is [n][rows]; y
+ * must not overlap x or W.  scratch holds okv_matmul_scratch_bytes(wtype, k, n)
+ * bytes.  pool may be NULL (the caller's thread).  Errors (nothing written to
+ * y): OKV_ERR_INVALID for NULL pointers, rows/k/n < 1, an unknown wtype, a k
+ * that is not a multiple of 32 for Q8_0/Q4_0, or missing scratch. */
+okv_status okv_matmul(okv_threadpool *pool, int wtype, const void *w, int64_t rows, int64_t k,
+                      const float *x, int64_t n, float *y, void *scratch, okv_error *err);
+
+/* The same with a chosen kernel (tests and benchmarks try each);
+ * OKV_ERR_UNSUPPORTED when kern cannot run here. */
+okv_status okv_matmul_with(okv_mm_kernel kern, okv_threadpool *pool, int wtype, const void *w,
+                           int64_t rows, int64_t k, const float *x, int64_t n, float *y,
+                           void *scratch, okv_error *err);
+
+#endif

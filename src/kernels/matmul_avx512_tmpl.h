@@ -1,0 +1,129 @@
+/* AVX-512 tile kernels, included twice by matmul_avx512.c: once for
+ * AVX-512BW (USE_VNNI 0) and once with VNNI (USE_VNNI 1).  Quantized kernels
+ * take two 32-value blocks per 512-bit register; both variants produce the
+ * same int32 lanes (exact), hence bit-identical outputs.
+ * Expects TARGET, USE_VNNI and NAME(x) to be defined. */
+
+#define KERNEL static inline __attribute__((always_inline)) TARGET
+
+/* Two block scales, one per 256-bit half. */
+KERNEL __m512 NAME(scale2)(float d0, float d1) {
+    return _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+}
+
+/* One step over blocks b and b+1 (TWO = 1) or the last block b alone
+ * (TWO = 0, upper half zero, adding exactly nothing). */
+KERNEL void NAME(q8_0_step)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC,
+                            int64_t b, const int TWO, __m512 acc[MM_TR][MM_TC]) {
+    const int64_t nb = c->k / OKV_QK;
+    __m512i xv[MM_TC];
+    __m512 sx[MM_TC];
+    for (int j = 0; j < NC; j++) {
+        const int8_t *xq = c->xq + (c0 + j) * c->k + b * OKV_QK;
+        const float *xd = c->xd + (c0 + j) * nb + b;
+        xv[j] = TWO ? _mm512_loadu_si512(xq) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
+        sx[j] = NAME(scale2)(xd[0], TWO ? xd[1] : 0.0f);
+#if USE_VNNI
+        xv[j] = _mm512_xor_si512(xv[j], _mm512_set1_epi8((char)0x80)); /* x + 128, unsigned */
+#endif
+    }
+    for (int r = 0; r < NR; r++) {
+        const block_q8_0 *blk = (const block_q8_0 *)(c->w + (r0 + r) * c->wrow) + b;
+        const __m512i lo = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)blk[0].qs));
+        const __m512i wv = TWO ? _mm512_inserti64x4(lo, _mm256_loadu_si256((const __m256i *)blk[1].qs), 1) : lo;
+        const __m512 sw = NAME(scale2)(_cvtsh_ss(blk[0].d), TWO ? _cvtsh_ss(blk[1].d) : 0.0f);
+#if USE_VNNI
+        /* sum (x+128) w - 128 sum w = sum x w, exactly, in each 4-byte lane */
+        const __m512i corr = _mm512_sub_epi32(
+            _mm512_setzero_si512(),
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), wv));
+        for (int j = 0; j < NC; j++) {
+            const __m512i p = _mm512_dpbusd_epi32(corr, xv[j], wv);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
+        }
+#else
+        /* |w| * (x with w's sign): maddubs needs one unsigned side; pairs
+         * stay within int16 since |w| <= 128 and |x| <= 127 */
+        const __m512i wa = _mm512_abs_epi8(wv);
+        const __mmask64 neg = _mm512_movepi8_mask(wv);
+        const __m512i ones = _mm512_set1_epi16(1);
+        for (int j = 0; j < NC; j++) {
+            const __m512i xs = _mm512_mask_sub_epi8(xv[j], neg, _mm512_setzero_si512(), xv[j]);
+            const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(wa, xs), ones);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
+        }
+#endif
+    }
+}
+
+KERNEL void NAME(q8_0_tile)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const int64_t nb = c->k / OKV_QK;
+    __m512 acc[MM_TR][MM_TC];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) NAME(q8_0_step)(c, r0, NR, c0, NC, b, 1, acc);
+    if (b < nb) NAME(q8_0_step)(c, r0, NR, c0, NC, b, 0, acc);
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+KERNEL void NAME(q4_0_step)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC,
+                            int64_t b, const int TWO, __m512 acc[MM_TR][MM_TC]) {
+    const int64_t nb = c->k / OKV_QK;
+    const __m512i eight = _mm512_set1_epi8(8);
+    __m512i xv[MM_TC], x8[MM_TC];
+    __m512 sx[MM_TC];
+    for (int j = 0; j < NC; j++) {
+        const int8_t *xq = c->xq + (c0 + j) * c->k + b * OKV_QK;
+        const float *xd = c->xd + (c0 + j) * nb + b;
+        xv[j] = TWO ? _mm512_loadu_si512(xq) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
+        sx[j] = NAME(scale2)(xd[0], TWO ? xd[1] : 0.0f);
+        /* the stored nibbles are value + 8: take 8 * x off once per column */
+#if USE_VNNI
+        x8[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xv[j]));
+#else
+        x8[j] = _mm512_maddubs_epi16(eight, xv[j]);
+#endif
+    }
+    /* 128-bit lanes: [q0, q0 >> 4, q1, q1 >> 4] & 15 = block b's values 0-15,
+     * 16-31, then block b+1's */
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int r = 0; r < NR; r++) {
+        const block_q4_0 *blk = (const block_q4_0 *)(c->w + (r0 + r) * c->wrow) + b;
+        const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blk[0].qs));
+        const __m256i q1 = TWO ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blk[1].qs))
+                               : _mm256_setzero_si256();
+        const __m512i wq = _mm512_and_si512(
+            _mm512_srlv_epi64(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), shifts), low4);
+        const __m512 sw = NAME(scale2)(_cvtsh_ss(blk[0].d), TWO ? _cvtsh_ss(blk[1].d) : 0.0f);
+        for (int j = 0; j < NC; j++) {
+#if USE_VNNI
+            const __m512i p = _mm512_dpbusd_epi32(x8[j], wq, xv[j]);
+#else
+            const __m512i p = _mm512_madd_epi16(_mm512_sub_epi16(_mm512_maddubs_epi16(wq, xv[j]), x8[j]),
+                                                _mm512_set1_epi16(1));
+#endif
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
+        }
+    }
+}
+
+KERNEL void NAME(q4_0_tile)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const int64_t nb = c->k / OKV_QK;
+    __m512 acc[MM_TR][MM_TC];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) NAME(q4_0_step)(c, r0, NR, c0, NC, b, 1, acc);
+    if (b < nb) NAME(q4_0_step)(c, r0, NR, c0, NC, b, 0, acc);
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+OKV_MM_DISPATCH(TARGET, NAME(tile_q8_0), NAME(q8_0_tile))
+OKV_MM_DISPATCH(TARGET, NAME(tile_q4_0), NAME(q4_0_tile))
+
+#undef KERNEL

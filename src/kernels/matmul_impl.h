@@ -1,0 +1,59 @@
+/* Internal to the matmul kernels: what the driver (matmul.c) hands the
+ * per-ISA tile functions (matmul_scalar.c, matmul_avx2.c, matmul_avx512.c). */
+#ifndef OKV_KERNELS_MATMUL_IMPL_H
+#define OKV_KERNELS_MATMUL_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+/* Tile shape: at most MM_TR rows by MM_TC activation columns per call. */
+enum { MM_TR = 4, MM_TC = 4 };
+
+typedef struct okv_mm_ctx {
+    const uint8_t *w;   /* row r at w + r * wrow */
+    size_t wrow;
+    int64_t rows, k, n;
+    const float *x;     /* f32 activations, column j at x + j * k */
+    const int8_t *xq;   /* quantized activations, column j at xq + j * k */
+    const float *xd;    /* their block scales (f16-rounded), column j at xd + j * (k / 32) */
+    float *y;           /* column j at y + j * rows */
+} okv_mm_ctx;
+
+/* Computes y for rows r0 .. r0+nr-1 and columns c0 .. c0+nc-1,
+ * 1 <= nr <= MM_TR, 1 <= nc <= MM_TC. */
+typedef void (*okv_mm_tile_fn)(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc);
+
+/* Quantizes one activation column of k values (k a multiple of 32). */
+typedef void (*okv_mm_quant_fn)(const float *x, int64_t k, int8_t *q, float *d);
+
+/* Tile function for a weight type, or NULL if the kernel lacks it. */
+okv_mm_tile_fn okv_mm_tile_scalar(int wtype);
+okv_mm_tile_fn okv_mm_tile_avx2(int wtype);
+okv_mm_tile_fn okv_mm_tile_avx512(int wtype);
+okv_mm_tile_fn okv_mm_tile_avx512vnni(int wtype);
+
+void okv_mm_quantize_act_scalar(const float *x, int64_t k, int8_t *q, float *d);
+void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t *q, float *d);
+
+/* Expands a tile function body written for compile-time NR x NC into a
+ * dispatcher, so the accumulators of each shape live in registers. */
+#define OKV_MM_DISPATCH(attr, name, body)                                                         \
+    attr static void name(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {  \
+        switch (nr * 8 + nc) {                                                             \
+        case 4 * 8 + 4: body(c, r0, 4, c0, 4); break;                                      \
+        case 4 * 8 + 3: body(c, r0, 4, c0, 3); break;                                      \
+        case 4 * 8 + 2: body(c, r0, 4, c0, 2); break;                                      \
+        case 4 * 8 + 1: body(c, r0, 4, c0, 1); break;                                      \
+        default:                                                                           \
+            for (int r_ = 0; r_ < nr; r_++) {                                              \
+                int64_t j_ = 0;                                                            \
+                for (; j_ + 4 <= nc; j_ += 4) body(c, r0 + r_, 1, c0 + j_, 4);             \
+                for (; j_ < nc; j_++) body(c, r0 + r_, 1, c0 + j_, 1);                     \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+#endif

@@ -1,0 +1,90 @@
+/* Internal: ggml-compatible weight formats and their row conversions.
+ *
+ * Type numbers are ggml's (they are what a GGUF tensor header stores), so the
+ * model code passes a tensor's type straight through.  Quantized formats hold
+ * blocks of 32 values; a row of k values is k/32 consecutive blocks. */
+#ifndef OKV_KERNELS_QUANT_H
+#define OKV_KERNELS_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/f16.h"
+
+typedef enum okv_ggml_type {
+    OKV_GGML_F32 = 0,
+    OKV_GGML_F16 = 1,
+    OKV_GGML_Q4_0 = 2,
+    OKV_GGML_Q8_0 = 8,
+    OKV_GGML_BF16 = 30
+} okv_ggml_type;
+
+enum { OKV_QK = 32 }; /* values per quantized block */
+
+/* value j = qs[j] * d */
+typedef struct block_q8_0 {
+    okv_f16 d;
+    int8_t qs[OKV_QK];
+} block_q8_0;
+
+/* value j (0..15) = ((qs[j] & 0x0F) - 8) * d, value j+16 = ((qs[j] >> 4) - 8) * d */
+typedef struct block_q4_0 {
+    okv_f16 d;
+    uint8_t qs[OKV_QK / 2];
+} block_q4_0;
+
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 must match ggml's 34-byte layout");
+_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 must match ggml's 18-byte layout");
+
+/* bfloat16: the top 16 bits of an IEEE f32. */
+typedef uint16_t okv_bf16;
+
+static inline float okv_bf16_to_f32(okv_bf16 h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Round to nearest even, as ggml does; a NaN stays a (quiet) NaN rather than
+ * rounding into infinity. */
+static inline okv_bf16 okv_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (okv_bf16)((u >> 16) | 64u);
+    return (okv_bf16)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
+}
+
+/* 1 for the five types above, 0 otherwise. */
+int okv_ggml_type_supported(int type);
+
+/* "f32", "f16", "q4_0", "q8_0", "bf16", or "unknown". */
+const char *okv_ggml_type_name(int type);
+
+/* Values per block: 1 for float types, 32 for quantized ones (0 if unknown). */
+int64_t okv_ggml_block_size(int type);
+
+/* Bytes of a row of k values, or 0 when the type is unknown, k < 0, or k is
+ * not a multiple of the block size. */
+size_t okv_ggml_row_bytes(int type, int64_t k);
+
+/* Row conversions to f32.  k must be a multiple of the type's block size
+ * (callers check with okv_ggml_row_bytes). */
+void okv_dequantize_row_q8_0(const block_q8_0 *src, float *dst, int64_t k);
+void okv_dequantize_row_q4_0(const block_q4_0 *src, float *dst, int64_t k);
+void okv_bf16_to_f32_row(float *dst, const okv_bf16 *src, int64_t k);
+/* Any supported type; returns 0 for an unknown type or bad k, else 1. */
+int okv_dequantize_row(int type, const void *src, float *dst, int64_t k);
+
+/* Quantization exactly as ggml's reference (quantize_row_*_ref), which is
+ * what llama.cpp's converter and quantizer write into files:
+ *   q8_0: d = amax/127, q = roundf(x/d) (ties away from zero);
+ *   q4_0: m = the value of largest magnitude (signed), d = m/-8,
+ *         q = min(15, (int8)(x/d + 8.5)).
+ * k is a multiple of 32. */
+void okv_quantize_row_q8_0(const float *x, block_q8_0 *y, int64_t k);
+void okv_quantize_row_q4_0(const float *x, block_q4_0 *y, int64_t k);
+void okv_f32_to_bf16_row(okv_bf16 *dst, const float *src, int64_t k);
+
+#endif

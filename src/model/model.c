@@ -1,0 +1,333 @@
+/* Loading a model: the parts every architecture shares. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model_impl.h"
+
+static void key_of(const okv_model *m, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", m->arch_name, suffix);
+}
+
+bool okv_model_has(const okv_model *m, const char *suffix) {
+    char key[160];
+    key_of(m, suffix, key, sizeof key);
+    return okv_gguf_find_key(m->file, key) >= 0;
+}
+
+okv_status okv_model_u32(const okv_model *m, const char *suffix, uint32_t *out, bool required,
+                         okv_error *err) {
+    char key[160];
+    key_of(m, suffix, key, sizeof key);
+    if (okv_gguf_find_key(m->file, key) < 0) {
+        if (!required) return OKV_OK;
+        return okv_fail(err, OKV_ERR_FORMAT, "model: required key '%s' is missing", key);
+    }
+    okv_status st = okv_gguf_get_u32(m->file, key, out, err);
+    if (st != OKV_OK) return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s': %s", key, err ? err->message : "");
+    return OKV_OK;
+}
+
+okv_status okv_model_f32(const okv_model *m, const char *suffix, float *out, bool required,
+                         okv_error *err) {
+    char key[160];
+    key_of(m, suffix, key, sizeof key);
+    if (okv_gguf_find_key(m->file, key) < 0) {
+        if (!required) return OKV_OK;
+        return okv_fail(err, OKV_ERR_FORMAT, "model: required key '%s' is missing", key);
+    }
+    okv_status st = okv_gguf_get_f32(m->file, key, out, err);
+    if (st != OKV_OK) return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s': %s", key, err ? err->message : "");
+    if (!isfinite(*out)) return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s' is not finite", key);
+    return OKV_OK;
+}
+
+/* A head count may be one number or one per layer. */
+static okv_status per_layer_u32(okv_model *m, const char *suffix, uint32_t dflt, bool required,
+                                int32_t *dst, size_t stride, okv_error *err) {
+    char key[160];
+    key_of(m, suffix, key, sizeof key);
+    int64_t idx = okv_gguf_find_key(m->file, key);
+    for (int32_t i = 0; i < m->n_layer; i++) *(int32_t *)((char *)dst + i * stride) = (int32_t)dflt;
+    if (idx < 0) {
+        if (required) return okv_fail(err, OKV_ERR_FORMAT, "model: required key '%s' is missing", key);
+        return OKV_OK;
+    }
+    if (okv_gguf_kv_type(m->file, idx) == OKV_GGUF_ARRAY) {
+        okv_gguf_type et;
+        uint64_t n;
+        if (okv_gguf_get_array(m->file, key, &et, &n, err) != OKV_OK) return OKV_ERR_FORMAT;
+        if (n != (uint64_t)m->n_layer)
+            return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' has %llu entries for %d layers", key,
+                            (unsigned long long)n, (int)m->n_layer);
+        for (int32_t i = 0; i < m->n_layer; i++) {
+            int64_t v;
+            if (okv_gguf_array_i64(m->file, key, (uint64_t)i, &v, err) != OKV_OK)
+                return okv_fail(err, OKV_ERR_FORMAT, "model: '%s'[%d] is not an integer", key, (int)i);
+            if (v < 0 || v > 1 << 20)
+                return okv_fail(err, OKV_ERR_FORMAT, "model: '%s'[%d] = %lld is out of range", key, (int)i,
+                                (long long)v);
+            *(int32_t *)((char *)dst + i * stride) = (int32_t)v;
+        }
+        return OKV_OK;
+    }
+    uint32_t v = dflt;
+    okv_status st = okv_model_u32(m, suffix, &v, required, err);
+    if (st != OKV_OK) return st;
+    if (v > 1u << 20) return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' = %u is out of range", key, v);
+    for (int32_t i = 0; i < m->n_layer; i++) *(int32_t *)((char *)dst + i * stride) = (int32_t)v;
+    return OKV_OK;
+}
+
+okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool required, okv_error *err) {
+    char wkey[160], pkey[160];
+    key_of(m, "attention.sliding_window", wkey, sizeof wkey);
+    key_of(m, "attention.sliding_window_pattern", pkey, sizeof pkey);
+    uint32_t window = 0;
+    if (okv_gguf_find_key(m->file, wkey) < 0) {
+        if (required)
+            return okv_fail(err, OKV_ERR_FORMAT, "model: %s needs a window, but key '%s' is missing",
+                            m->arch_name, wkey);
+        return OKV_OK;
+    }
+    okv_status st = okv_model_u32(m, "attention.sliding_window", &window, true, err);
+    if (st != OKV_OK) return st;
+    int64_t pidx = okv_gguf_find_key(m->file, pkey);
+    if (pidx < 0 && required)
+        return okv_fail(err, OKV_ERR_FORMAT, "model: %s needs a window layout, but key '%s' is missing",
+                        m->arch_name, pkey);
+    if (window == 0) return OKV_OK;
+    if (window > (1u << 30)) return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' = %u is out of range", wkey, window);
+    if (pidx >= 0 && okv_gguf_kv_type(m->file, pidx) == OKV_GGUF_ARRAY) {
+        okv_gguf_type et;
+        uint64_t n;
+        if (okv_gguf_get_array(m->file, pkey, &et, &n, err) != OKV_OK) return OKV_ERR_FORMAT;
+        if (n != (uint64_t)m->n_layer || et != OKV_GGUF_BOOL)
+            return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' must be %d bools (got %llu of type %s)", pkey,
+                            (int)m->n_layer, (unsigned long long)n, okv_gguf_type_name(et));
+        for (int32_t i = 0; i < m->n_layer; i++) {
+            bool b = false;
+            if (okv_gguf_array_bool(m->file, pkey, (uint64_t)i, &b, err) != OKV_OK) return OKV_ERR_FORMAT;
+            m->layer[i].window = b ? (int32_t)window : 0;
+        }
+        return OKV_OK;
+    }
+    uint32_t period = default_period;
+    if (pidx >= 0 && (st = okv_model_u32(m, "attention.sliding_window_pattern", &period, true, err)) != OKV_OK)
+        return st;
+    /* Period n: layer i slides iff n == 0 or i mod n < n - 1. */
+    for (int32_t i = 0; i < m->n_layer; i++)
+        m->layer[i].window = (period == 0 || (uint32_t)i % period < period - 1) ? (int32_t)window : 0;
+    return OKV_OK;
+}
+
+static bool runnable_matrix_type(int32_t t) {
+    return t == OKV_GGML_F32 || t == OKV_GGML_F16 || t == OKV_GGML_BF16 || t == OKV_GGML_Q8_0 ||
+           t == OKV_GGML_Q4_0;
+}
+
+okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t ne0, int64_t ne1,
+                          bool optional, okv_error *err) {
+    memset(w, 0, sizeof *w);
+    int64_t i = okv_gguf_find_tensor(m->file, name);
+    if (i < 0) {
+        if (optional) return OKV_OK;
+        return okv_fail(err, OKV_ERR_FORMAT, "model: tensor '%s' is missing", name);
+    }
+    const okv_gguf_tensor *t = okv_gguf_tensor_at(m->file, i);
+    const int32_t want_dims = ne1 > 0 ? 2 : 1;
+    int64_t got1 = t->n_dims >= 2 ? t->ne[1] : 0;
+    bool extra = (t->n_dims >= 3 && t->ne[2] != 1) || (t->n_dims >= 4 && t->ne[3] != 1);
+    if (t->ne[0] != ne0 || got1 != ne1 || extra || (want_dims == 1 && t->n_dims != 1))
+        return okv_fail(err, OKV_ERR_FORMAT,
+                        "model: tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name,
+                        (long long)t->ne[0], (long long)got1, (long long)ne0, (long long)ne1);
+    if (ne1 > 0 && !runnable_matrix_type(t->type))
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which offkv does not run",
+                        name, okv_ggml_type_name(t->type));
+    if (ne1 == 0 && t->type != OKV_GGML_F32)
+        return okv_fail(err, OKV_ERR_FORMAT, "model: vector '%s' has type %s, expected F32", name,
+                        okv_ggml_type_name(t->type));
+    if (ne1 > 0 && ne0 % okv_ggml_block_size(t->type) != 0)
+        return okv_fail(err, OKV_ERR_FORMAT, "model: tensor '%s': row of %lld is not whole %s blocks",
+                        name, (long long)ne0, okv_ggml_type_name(t->type));
+    w->type = t->type;
+    w->data = t->data;
+    w->ne0 = ne0;
+    w->ne1 = ne1 > 0 ? ne1 : 1;
+    m->weight_bytes += t->n_bytes;
+    return OKV_OK;
+}
+
+okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {
+    const okv_layer_params *p = &m->layer[il];
+    okv_layer_weights *w = &m->w[il];
+    const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
+    char name[96];
+    okv_status st;
+    snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", (int)il);
+    if (okv_gguf_find_tensor(m->file, name) >= 0) {
+        if ((st = okv_model_bind(m, &w->wqkv, name, m->n_embd, nq + 2 * nkv, false, err))) return st;
+    } else {
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->wq, name, m->n_embd, nq, false, err))) return st;
+        snprintf(name, sizeof name, "blk.%d.attn_k.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->wk, name, m->n_embd, nkv, false, err))) return st;
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->wv, name, m->n_embd, nkv, false, err))) return st;
+    }
+    snprintf(name, sizeof name, "blk.%d.attn_output.weight", (int)il);
+    return okv_model_bind(m, &w->wo, name, nq, m->n_embd, false, err);
+}
+
+static const char *opt_value(const char *const *options, const char *key) {
+    for (size_t i = 0; options && options[i]; i += 2)
+        if (strcmp(options[i], key) == 0) return options[i + 1];
+    return NULL;
+}
+
+static okv_status check_options(const char *const *options, okv_error *err) {
+    for (size_t i = 0; options && options[i]; i += 2) {
+        if (!options[i + 1]) return okv_fail(err, OKV_ERR_INVALID, "model option '%s' has no value", options[i]);
+        if (strcmp(options[i], "sliding_window") != 0)
+            return okv_fail(err, OKV_ERR_INVALID, "unknown model option '%s'", options[i]);
+    }
+    return OKV_OK;
+}
+
+/* Hyperparameters every architecture reads the same way. */
+static okv_status read_common(okv_model *m, okv_error *err) {
+    uint32_t u = 0;
+    okv_status st;
+    if ((st = okv_model_u32(m, "block_count", &u, true, err))) return st;
+    if (u < 1 || u > 4096) return okv_fail(err, OKV_ERR_FORMAT, "model: block_count %u is out of range", u);
+    m->n_layer = (int32_t)u;
+    if ((st = okv_model_u32(m, "embedding_length", &u, true, err))) return st;
+    if (u < 1 || u > 1u << 20) return okv_fail(err, OKV_ERR_FORMAT, "model: embedding_length %u is out of range", u);
+    m->n_embd = (int32_t)u;
+    u = 0;
+    if ((st = okv_model_u32(m, "feed_forward_length", &u, true, err))) return st;
+    if (u < 1 || u > 1u << 22) return okv_fail(err, OKV_ERR_FORMAT, "model: feed_forward_length %u is out of range", u);
+    m->n_ff = (int32_t)u;
+    u = 2048;
+    if ((st = okv_model_u32(m, "context_length", &u, false, err))) return st;
+    m->n_ctx_train = u > 0 && u < (1u << 30) ? (int32_t)u : 2048;
+    m->norm_eps = 1e-5f;
+    if ((st = okv_model_f32(m, "attention.layer_norm_rms_epsilon", &m->norm_eps, false, err))) return st;
+
+    m->layer = calloc((size_t)m->n_layer, sizeof *m->layer);
+    m->w = calloc((size_t)m->n_layer, sizeof *m->w);
+    if (!m->layer || !m->w) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory");
+    if ((st = per_layer_u32(m, "attention.head_count", 0, true, &m->layer[0].n_head, sizeof *m->layer, err)))
+        return st;
+    for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].n_head_kv = m->layer[i].n_head;
+    /* head_count_kv defaults to head_count, layer by layer */
+    char key[160];
+    key_of(m, "attention.head_count_kv", key, sizeof key);
+    if (okv_gguf_find_key(m->file, key) >= 0 &&
+        (st = per_layer_u32(m, "attention.head_count_kv", 0, true, &m->layer[0].n_head_kv, sizeof *m->layer, err)))
+        return st;
+    float base = 10000.0f;
+    if ((st = okv_model_f32(m, "rope.freq_base", &base, false, err))) return st;
+    for (int32_t i = 0; i < m->n_layer; i++) {
+        okv_layer_params *p = &m->layer[i];
+        if (p->n_head < 1 || p->n_head_kv < 1 || p->n_head % p->n_head_kv != 0)
+            return okv_fail(err, OKV_ERR_FORMAT, "model: layer %d: %d heads, %d kv heads (need a positive multiple)",
+                            (int)i, (int)p->n_head, (int)p->n_head_kv);
+        p->rope_base = base;
+        p->rope_pos_scale = 1.0f;
+    }
+    uint32_t kl = (uint32_t)(m->n_embd / m->layer[0].n_head), vl = 0;
+    if ((st = okv_model_u32(m, "attention.key_length", &kl, false, err))) return st;
+    vl = kl;
+    if ((st = okv_model_u32(m, "attention.value_length", &vl, false, err))) return st;
+    if (kl != vl)
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: key_length %u differs from value_length %u", kl, vl);
+    if (kl < 1 || kl > 512)
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: head dim %u outside 1..512", kl);
+    for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].head_dim = (int32_t)kl;
+    return OKV_OK;
+}
+
+static okv_status load_tokenizer(okv_model *m, okv_error *err) {
+    m->tok = okv_tokenizer_from_gguf(m->file, err);
+    if (!m->tok) return err ? err->status : OKV_ERR_FORMAT;
+    m->n_vocab = okv_tokenizer_n_vocab(m->tok);
+    return OKV_OK;
+}
+
+okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err) {
+    if (!path) { okv_fail(err, OKV_ERR_INVALID, "model: path is NULL"); return NULL; }
+    if (check_options(options, err) != OKV_OK) return NULL;
+    okv_model *m = calloc(1, sizeof *m);
+    if (!m) { okv_fail(err, OKV_ERR_NOMEM, "model: out of memory"); return NULL; }
+    m->embd_scale = 1.0f;
+    m->logit_scale = 1.0f;
+    m->file = okv_gguf_open(path, err);
+    okv_status st = OKV_OK;
+    if (!m->file) goto fail;
+    const char *arch;
+    size_t arch_len;
+    if (okv_gguf_get_str(m->file, "general.architecture", &arch, &arch_len, err) != OKV_OK) {
+        okv_fail(err, OKV_ERR_FORMAT, "model: general.architecture is missing or not a string");
+        goto fail;
+    }
+    if (arch_len >= sizeof m->arch_name) arch_len = sizeof m->arch_name - 1;
+    memcpy(m->arch_name, arch, arch_len);
+    m->arch_name[arch_len] = '\0';
+    if (strcmp(m->arch_name, "llama") == 0) m->arch = OKV_ARCH_LLAMA;
+    else if (strcmp(m->arch_name, "gemma3") == 0) m->arch = OKV_ARCH_GEMMA3;
+    else if (strcmp(m->arch_name, "muse-glimmer") == 0) m->arch = OKV_ARCH_MUSE_GLIMMER;
+    else {
+        okv_fail(err, OKV_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer)",
+                 m->arch_name);
+        goto fail;
+    }
+    if ((st = read_common(m, err)) || (st = load_tokenizer(m, err))) goto fail;
+    if ((st = okv_model_bind(m, &m->tok_embd, "token_embd.weight", m->n_embd, m->n_vocab, false, err))) goto fail;
+    if ((st = okv_model_bind(m, &m->output_norm, "output_norm.weight", m->n_embd, 0, false, err))) goto fail;
+    if ((st = okv_model_bind(m, &m->output, "output.weight", m->n_embd, m->n_vocab, true, err))) goto fail;
+    if (!m->output.data) m->output = m->tok_embd; /* tied embeddings */
+    switch (m->arch) {
+    case OKV_ARCH_LLAMA: st = okv_llama_load(m, options, err); break;
+    case OKV_ARCH_GEMMA3: st = okv_gemma3_load(m, err); break;
+    case OKV_ARCH_MUSE_GLIMMER: st = okv_muse_glimmer_load(m, err); break;
+    }
+    if (st) goto fail;
+    snprintf(m->desc, sizeof m->desc, "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights",
+             m->arch_name, (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
+             (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
+    okv_error_clear(err);
+    return m;
+fail:
+    okv_model_free(m);
+    return NULL;
+}
+
+void okv_model_free(okv_model *m) {
+    if (!m) return;
+    okv_tokenizer_free(m->tok);
+    okv_gguf_close(m->file);
+    free(m->layer);
+    free(m->w);
+    free(m);
+}
+
+const char *okv_model_arch(const okv_model *m) { return m ? m->arch_name : ""; }
+int32_t okv_model_n_vocab(const okv_model *m) { return m ? m->n_vocab : 0; }
+int32_t okv_model_n_layers(const okv_model *m) { return m ? m->n_layer : 0; }
+int32_t okv_model_n_embd(const okv_model *m) { return m ? m->n_embd : 0; }
+int32_t okv_model_n_ctx_train(const okv_model *m) { return m ? m->n_ctx_train : 0; }
+const okv_tokenizer *okv_model_tokenizer(const okv_model *m) { return m ? m->tok : NULL; }
+size_t okv_model_weight_bytes(const okv_model *m) { return m ? m->weight_bytes : 0; }
+const char *okv_model_describe(const okv_model *m) { return m ? m->desc : ""; }
+
+bool okv_model_layer_geometry(const okv_model *m, int32_t i, okv_layer_geometry *out) {
+    if (!m || !out || i < 0 || i >= m->n_layer) return false;
+    out->n_kv_heads = m->layer[i].n_head_kv;
+    out->head_dim = m->layer[i].head_dim;
+    out->window = m->layer[i].window;
+    return true;
+}

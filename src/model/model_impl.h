@@ -1,0 +1,114 @@
+/* Internal: a loaded model.  model.c reads what every architecture shares
+ * (hyperparameters, window layout, tensors by name); each architecture's file
+ * (llama.c, gemma3.c, muse_glimmer.c) binds its tensors and holds its
+ * forward pass, top to bottom. */
+#ifndef OKV_MODEL_IMPL_H
+#define OKV_MODEL_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "offkv/cache.h"
+#include "offkv/gguf.h"
+#include "offkv/model.h"
+#include "offkv/tokenizer.h"
+
+/* A weight as the kernels take it: ne0 inputs per row, ne1 rows (ggml order). */
+typedef struct okv_weight {
+    int32_t type;       /* okv_ggml_type */
+    const void *data;   /* into the mapped file */
+    int64_t ne0, ne1;
+} okv_weight;
+
+typedef struct okv_layer_weights {
+    okv_weight attn_norm, wq, wk, wv, wqkv, wo;
+    okv_weight attn_q_norm, attn_k_norm;      /* per-head norms (gemma3, muse-glimmer) */
+    okv_weight attn_post_norm, attn_gate;     /* gemma3 post_attention_norm; muse-glimmer gate */
+    okv_weight ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_post_norm;
+} okv_layer_weights;
+
+/* What one layer's attention looks like. */
+typedef struct okv_layer_params {
+    int32_t n_head, n_head_kv, head_dim;
+    int32_t window;       /* 0: full attention */
+    float rope_base;      /* 0: no rotation (muse-glimmer global layers) */
+    float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
+} okv_layer_params;
+
+typedef enum okv_arch { OKV_ARCH_LLAMA, OKV_ARCH_GEMMA3, OKV_ARCH_MUSE_GLIMMER } okv_arch;
+
+typedef struct okv_fwd okv_fwd;
+
+struct okv_model {
+    okv_gguf *file;
+    okv_arch arch;
+    char arch_name[32];
+    int32_t n_vocab, n_embd, n_layer, n_ff, n_ctx_train;
+    float norm_eps;
+    okv_layer_params *layer;     /* n_layer */
+    okv_layer_weights *w;        /* n_layer */
+    okv_weight tok_embd, output_norm, output;
+    const float *rope_freqs;     /* llama 3: per-frequency divisors, head_dim/2, or NULL */
+    float embd_scale;            /* gemma3: sqrt(n_embd); else 1 */
+    float logit_scale;           /* muse-glimmer; else 1 */
+    float final_softcap;         /* 0: none */
+    okv_tokenizer *tok;
+    /* the architecture's forward pass: embeddings in f->x, leaves the final
+     * normed hidden states in f->x */
+    okv_status (*forward)(okv_fwd *f);
+    size_t weight_bytes;
+    char desc[256];
+};
+
+/* Per-eval state handed to an architecture's forward pass; buffers hold
+ * max_write tokens. */
+struct okv_fwd {
+    const okv_model *m;
+    okv_threadpool *pool;
+    okv_step *step;
+    int32_t n;                 /* tokens in this step */
+    const int32_t *pos;        /* their positions */
+    float *x;                  /* [n][n_embd] residual stream */
+    float *xb, *xb2;           /* [n][max(n_embd, q width)] */
+    float *q, *k, *v;          /* [n][n_head * head_dim], [n][n_head_kv * head_dim] */
+    float *att;                /* [n][n_head * head_dim] attention output */
+    float *gate;               /* [n][n_head * head_dim] (muse-glimmer) */
+    float *qkv;                /* [n][(n_head + 2 n_head_kv) * head_dim] (fused weights) */
+    float *hb, *hb2;           /* [n][n_ff] */
+    void *mm_scratch;
+    okv_error *err;
+};
+
+/* Looks up tensor name and checks its shape (ne1 = 0: a vector of ne0).
+ * Missing: OKV_ERR_FORMAT naming it, unless optional (then w->data = NULL).
+ * Matrices must be of a type the kernels run (F32, F16, BF16, Q8_0, Q4_0):
+ * else OKV_ERR_UNSUPPORTED; vectors must be F32. */
+okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t ne0, int64_t ne1,
+                          bool optional, okv_error *err);
+
+/* Binds Q, K, V (separate or a fused attn_qkv), O for layer il. */
+okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err);
+
+/* Architecture hooks: read architecture-specific hyperparameters and bind
+ * tensors, setting m->forward. */
+okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *err);
+okv_status okv_gemma3_load(okv_model *m, okv_error *err);
+okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err);
+
+/* Metadata helpers: "{arch}.{suffix}". Missing and optional: *out keeps its
+ * value.  Wrong type: OKV_ERR_FORMAT naming the key. */
+okv_status okv_model_u32(const okv_model *m, const char *suffix, uint32_t *out, bool required, okv_error *err);
+okv_status okv_model_f32(const okv_model *m, const char *suffix, float *out, bool required, okv_error *err);
+bool okv_model_has(const okv_model *m, const char *suffix);
+
+/* Reads "{arch}.attention.sliding_window_pattern" (a period or a per-layer
+ * bool array) and the window into m->layer[].window.  When required and
+ * either key is absent: OKV_ERR_FORMAT naming it. */
+okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool required, okv_error *err);
+
+/* Shared forward pieces. */
+okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32_t n, float *y);
+/* Computes Q, K, V of layer il from f->xb (separate or fused weights). */
+okv_status okv_fwd_qkv(okv_fwd *f, int32_t il);
+
+#endif
