@@ -7,6 +7,12 @@ command -v cmake >/dev/null 2>&1 || need="$need cmake"
 command -v make >/dev/null 2>&1 || need="$need make"
 command -v gcc >/dev/null 2>&1 || need="$need gcc"
 command -v ctest >/dev/null 2>&1 || need="$need cmake"
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+# The BPE tokenizer's pre-tokenizer regexes need Unicode classes: PCRE2.
+# Asked of pkg-config, else of dpkg, so a missing pkg-config does not hide it.
+pkg-config --exists libpcre2-8 2>/dev/null ||
+  dpkg-query -W -f='${Status}' libpcre2-dev 2>/dev/null | grep -q 'install ok installed' ||
+  need="$need libpcre2-dev"
 # libasan/libubsan come with gcc's runtime packages on Debian 12.
 [ -n "$need" ] || exit 0
 echo "offkv: installing missing packages:$need"

@@ -177,7 +177,8 @@ okv_status okv_gguf_get_str(const okv_gguf *g, const char *key, const char **s, 
 
 /* Copies a string value into buf as a NUL-terminated string.  A value that
  * needs more than cap bytes (with its NUL) is OKV_ERR_INVALID and leaves buf
- * as an empty string (when cap > 0). */
+ * as an empty string, as does any other failure; a NULL buf or cap 0 is
+ * OKV_ERR_INVALID. */
 okv_status okv_gguf_get_str_buf(const okv_gguf *g, const char *key, char *buf, size_t cap,
                                 okv_error *err);
 

@@ -7,5 +7,9 @@
 #include "offkv/cache.h"
 #include "offkv/gguf.h"
 #include "offkv/registry.h"
+#include "offkv/tokenizer.h"
+#include "offkv/model.h"
+#include "offkv/context.h"
+#include "offkv/sampler.h"
 
 #endif

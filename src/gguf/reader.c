@@ -289,9 +289,10 @@ static okv_status place_tensors(okv_gguf *g, cursor *c) {
                             "tensor '%.150s': ne[0] = %" PRId64 " is not a multiple of the %s block size %" PRId64,
                             t->name, t->ne[0], tn, blk);
         uint64_t bytes = okv_ggml_row_size(t->type, t->ne[0]);
+        bool row_overflow = t->ne[0] != 0 && bytes == 0;
         for (int d = 1; d < 4; d++) {
             uint64_t ne = (uint64_t)t->ne[d];
-            if (ne != 0 && bytes > UINT64_MAX / ne)
+            if (row_overflow || (ne != 0 && bytes > UINT64_MAX / ne))
                 return okv_fail(c->err, OKV_ERR_FORMAT,
                                 "tensor '%.150s': shape %" PRId64 " x %" PRId64 " x %" PRId64 " x %" PRId64
                                 " of %s overflows",

@@ -93,7 +93,7 @@ okv_status okv_matmul_with(okv_mm_kernel kern, okv_threadpool *pool, int wtype, 
                         (long long)rows, (long long)k, (long long)n);
     if (!okv_ggml_type_supported(wtype))
         return okv_fail(err, OKV_ERR_INVALID, "matmul: unsupported weight type %d", wtype);
-    const size_t wrow = okv_ggml_row_bytes(wtype, k);
+    const size_t wrow = okv_ggml_row_size(wtype, k);
     if (wrow == 0)
         return okv_fail(err, OKV_ERR_INVALID, "matmul: k = %lld is not a multiple of %lld for %s",
                         (long long)k, (long long)okv_ggml_block_size(wtype), okv_ggml_type_name(wtype));

@@ -3,7 +3,7 @@
  *   y[j][r] = sum_i W[r][i] * x[j][i]     r < rows, i < k, j < n
  *
  * W is row-major in one of the ggml types of quant.h, each row
- * okv_ggml_row_bytes(type, k) bytes, exactly as a GGUF tensor stores it
+ * okv_ggml_row_size(type, k) bytes, exactly as a GGUF tensor stores it
  * (ne0 = k, ne1 = rows).  x and y are f32, one activation column per token.
  *
  * Like ggml, Q8_0 and Q4_0 weights are multiplied by activations quantized

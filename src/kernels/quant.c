@@ -10,37 +10,6 @@ int okv_ggml_type_supported(int type) {
     return 0;
 }
 
-const char *okv_ggml_type_name(int type) {
-    switch (type) {
-    case OKV_GGML_F32: return "f32";
-    case OKV_GGML_F16: return "f16";
-    case OKV_GGML_Q4_0: return "q4_0";
-    case OKV_GGML_Q8_0: return "q8_0";
-    case OKV_GGML_BF16: return "bf16";
-    }
-    return "unknown";
-}
-
-int64_t okv_ggml_block_size(int type) {
-    switch (type) {
-    case OKV_GGML_F32: case OKV_GGML_F16: case OKV_GGML_BF16: return 1;
-    case OKV_GGML_Q4_0: case OKV_GGML_Q8_0: return OKV_QK;
-    }
-    return 0;
-}
-
-size_t okv_ggml_row_bytes(int type, int64_t k) {
-    int64_t bs = okv_ggml_block_size(type);
-    if (bs == 0 || k < 0 || k % bs != 0) return 0;
-    switch (type) {
-    case OKV_GGML_F32: return (size_t)k * 4;
-    case OKV_GGML_F16: case OKV_GGML_BF16: return (size_t)k * 2;
-    case OKV_GGML_Q4_0: return (size_t)(k / OKV_QK) * sizeof(block_q4_0);
-    case OKV_GGML_Q8_0: return (size_t)(k / OKV_QK) * sizeof(block_q8_0);
-    }
-    return 0;
-}
-
 void okv_dequantize_row_q8_0(const block_q8_0 *src, float *dst, int64_t k) {
     for (int64_t b = 0; b < k / OKV_QK; b++) {
         float d = okv_f16_to_f32(src[b].d);
@@ -67,7 +36,7 @@ void okv_f32_to_bf16_row(okv_bf16 *dst, const float *src, int64_t k) {
 }
 
 int okv_dequantize_row(int type, const void *src, float *dst, int64_t k) {
-    if (okv_ggml_row_bytes(type, k) == 0 && k != 0) return 0;
+    if (okv_ggml_row_size(type, k) == 0 && k != 0) return 0;
     switch (type) {
     case OKV_GGML_F32: memcpy(dst, src, (size_t)k * sizeof(float)); return 1;
     case OKV_GGML_F16: okv_f16_to_f32_row(dst, src, k); return 1;

@@ -11,14 +11,8 @@
 #include <string.h>
 
 #include "kernels/f16.h"
+#include "offkv/gguf.h" /* okv_ggml_type and the type table */
 
-typedef enum okv_ggml_type {
-    OKV_GGML_F32 = 0,
-    OKV_GGML_F16 = 1,
-    OKV_GGML_Q4_0 = 2,
-    OKV_GGML_Q8_0 = 8,
-    OKV_GGML_BF16 = 30
-} okv_ggml_type;
 
 enum { OKV_QK = 32 }; /* values per quantized block */
 
@@ -59,18 +53,9 @@ static inline okv_bf16 okv_f32_to_bf16(float f) {
 /* 1 for the five types above, 0 otherwise. */
 int okv_ggml_type_supported(int type);
 
-/* "f32", "f16", "q4_0", "q8_0", "bf16", or "unknown". */
-const char *okv_ggml_type_name(int type);
-
-/* Values per block: 1 for float types, 32 for quantized ones (0 if unknown). */
-int64_t okv_ggml_block_size(int type);
-
-/* Bytes of a row of k values, or 0 when the type is unknown, k < 0, or k is
- * not a multiple of the block size. */
-size_t okv_ggml_row_bytes(int type, int64_t k);
 
 /* Row conversions to f32.  k must be a multiple of the type's block size
- * (callers check with okv_ggml_row_bytes). */
+ * (callers check with okv_ggml_row_size). */
 void okv_dequantize_row_q8_0(const block_q8_0 *src, float *dst, int64_t k);
 void okv_dequantize_row_q4_0(const block_q4_0 *src, float *dst, int64_t k);
 void okv_bf16_to_f32_row(float *dst, const okv_bf16 *src, int64_t k);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/options.h"
 #include "model/model_impl.h"
 
 static void key_of(const okv_model *m, const char *suffix, char *buf, size_t cap) {
@@ -182,21 +183,6 @@ okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {
     return okv_model_bind(m, &w->wo, name, nq, m->n_embd, false, err);
 }
 
-static const char *opt_value(const char *const *options, const char *key) {
-    for (size_t i = 0; options && options[i]; i += 2)
-        if (strcmp(options[i], key) == 0) return options[i + 1];
-    return NULL;
-}
-
-static okv_status check_options(const char *const *options, okv_error *err) {
-    for (size_t i = 0; options && options[i]; i += 2) {
-        if (!options[i + 1]) return okv_fail(err, OKV_ERR_INVALID, "model option '%s' has no value", options[i]);
-        if (strcmp(options[i], "sliding_window") != 0)
-            return okv_fail(err, OKV_ERR_INVALID, "unknown model option '%s'", options[i]);
-    }
-    return OKV_OK;
-}
-
 /* Hyperparameters every architecture reads the same way. */
 static okv_status read_common(okv_model *m, okv_error *err) {
     uint32_t u = 0;
@@ -238,6 +224,7 @@ static okv_status read_common(okv_model *m, okv_error *err) {
                             (int)i, (int)p->n_head, (int)p->n_head_kv);
         p->rope_base = base;
         p->rope_pos_scale = 1.0f;
+        p->attn_scale = 0; /* set below, once head_dim is known */
     }
     uint32_t kl = (uint32_t)(m->n_embd / m->layer[0].n_head), vl = 0;
     if ((st = okv_model_u32(m, "attention.key_length", &kl, false, err))) return st;
@@ -247,7 +234,10 @@ static okv_status read_common(okv_model *m, okv_error *err) {
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: key_length %u differs from value_length %u", kl, vl);
     if (kl < 1 || kl > 512)
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: head dim %u outside 1..512", kl);
-    for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].head_dim = (int32_t)kl;
+    for (int32_t i = 0; i < m->n_layer; i++) {
+        m->layer[i].head_dim = (int32_t)kl;
+        m->layer[i].attn_scale = 1.0f / sqrtf((float)kl);
+    }
     return OKV_OK;
 }
 
@@ -260,7 +250,8 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 
 okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err) {
     if (!path) { okv_fail(err, OKV_ERR_INVALID, "model: path is NULL"); return NULL; }
-    if (check_options(options, err) != OKV_OK) return NULL;
+    static const char *const known[] = {"sliding_window", NULL};
+    if (okv_options_check(options, known, "model", err) != OKV_OK) return NULL;
     okv_model *m = calloc(1, sizeof *m);
     if (!m) { okv_fail(err, OKV_ERR_NOMEM, "model: out of memory"); return NULL; }
     m->embd_scale = 1.0f;
@@ -309,6 +300,7 @@ fail:
 void okv_model_free(okv_model *m) {
     if (!m) return;
     okv_tokenizer_free(m->tok);
+    free(m->gelu_table);
     okv_gguf_close(m->file);
     free(m->layer);
     free(m->w);

@@ -12,6 +12,10 @@
 #include "offkv/gguf.h"
 #include "offkv/model.h"
 #include "offkv/tokenizer.h"
+#include "kernels/f16.h"
+
+/* Provided by src/tokenizer (reads tokenizer.ggml.* keys). */
+okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err);
 
 /* A weight as the kernels take it: ne0 inputs per row, ne1 rows (ggml order). */
 typedef struct okv_weight {
@@ -33,6 +37,7 @@ typedef struct okv_layer_params {
     int32_t window;       /* 0: full attention */
     float rope_base;      /* 0: no rotation (muse-glimmer global layers) */
     float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
+    float attn_scale;     /* softmax scale of q.k */
 } okv_layer_params;
 
 typedef enum okv_arch { OKV_ARCH_LLAMA, OKV_ARCH_GEMMA3, OKV_ARCH_MUSE_GLIMMER } okv_arch;
@@ -53,6 +58,7 @@ struct okv_model {
     float logit_scale;           /* muse-glimmer; else 1 */
     float final_softcap;         /* 0: none */
     okv_tokenizer *tok;
+    okv_f16 *gelu_table;         /* gemma3: llama.cpp's f16 GELU table, 64 Ki entries */
     /* the architecture's forward pass: embeddings in f->x, leaves the final
      * normed hidden states in f->x */
     okv_status (*forward)(okv_fwd *f);
@@ -110,5 +116,10 @@ okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool re
 okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32_t n, float *y);
 /* Computes Q, K, V of layer il from f->xb (separate or fused weights). */
 okv_status okv_fwd_qkv(okv_fwd *f, int32_t il);
+/* Rotates the step's q and k of one layer, token by token: "normal"
+ * (adjacent pairs) or NEOX (halves).  A layer with rope_base 0 is left alone. */
+void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox);
+/* RMSNorm of each of the step's n rows of width n (gain may be NULL). */
+void okv_fwd_norm_rows(okv_fwd *f, float *y, const float *x, int64_t width, const okv_weight *gain, float eps);
 
 #endif

@@ -1,0 +1,124 @@
+/* offkv — tokenizers: text to token ids and back, as llama.cpp does it.
+ *
+ * Two vocabulary models are served: SentencePiece-style ("llama": score-
+ * driven bigram merges over UTF-8 characters, spaces written as U+2581,
+ * byte-fallback tokens <0xXX>) and GPT-2-style byte-level BPE ("gpt2": a
+ * regex pre-tokenizer chosen by name, bytes mapped to printable characters,
+ * merges applied by rank).  The ids produced are llama.cpp's for the same
+ * vocabulary, input and flags.
+ *
+ * A tokenizer is built from plain arrays (okv_vocab_desc), so it does not
+ * depend on any file format; okv_tokenizer_from_gguf reads those arrays from
+ * a GGUF file's tokenizer.ggml.* metadata.  A tokenizer is immutable once
+ * made: any number of threads may encode and decode with it at once. */
+#ifndef OFFKV_TOKENIZER_H
+#define OFFKV_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "offkv/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_tokenizer okv_tokenizer;
+
+/* Token types, numbered as tokenizer.ggml.token_type stores them. */
+typedef enum okv_token_type {
+    OKV_TOKEN_UNDEFINED = 0,
+    OKV_TOKEN_NORMAL = 1,
+    OKV_TOKEN_UNKNOWN = 2,
+    OKV_TOKEN_CONTROL = 3,
+    OKV_TOKEN_USER_DEFINED = 4,
+    OKV_TOKEN_UNUSED = 5,
+    OKV_TOKEN_BYTE = 6
+} okv_token_type;
+
+/* A vocabulary as plain arrays.  Nothing is borrowed past
+ * okv_tokenizer_create: every string and number is copied.  Ids that a
+ * vocabulary lacks are -1. */
+typedef struct okv_vocab_desc {
+    const char *model;          /* "llama" (SentencePiece) or "gpt2" (byte-level BPE) */
+    const char *pre;            /* gpt2 only: pre-tokenizer name; NULL means "default" */
+    int32_t n_tokens;           /* >= 1 */
+    const char *const *tokens;  /* n_tokens strings (UTF-8 bytes) */
+    const size_t *token_lens;   /* their lengths; NULL: the strings are NUL-terminated */
+    const float *scores;        /* n_tokens merge scores (llama); NULL: all 0 */
+    const int32_t *types;       /* n_tokens okv_token_type values; NULL: all NORMAL */
+    int32_t n_merges;           /* gpt2: number of merges (rank = index) */
+    const char *const *merges;  /* "left right" strings; NULL when n_merges is 0 */
+    const size_t *merge_lens;   /* their lengths; NULL: NUL-terminated */
+    int32_t bos_id, eos_id, unk_id, pad_id;
+    int add_bos;                /* 1/0, or -1 for the model's default */
+    int add_eos;                /* 1/0, or -1 for the model's default */
+    int add_space_prefix;       /* llama: 1/0, or -1 for the default (1) */
+} okv_vocab_desc;
+
+/* Encode flags. */
+#define OKV_TOKENIZE_ADD_SPECIAL 1u   /* add BOS/EOS where the vocabulary asks for them */
+#define OKV_TOKENIZE_PARSE_SPECIAL 2u /* control tokens' text in the input becomes those tokens */
+
+/* Builds a tokenizer from desc.  An unknown model is OKV_ERR_UNSUPPORTED, as
+ * is a gpt2 pre-tokenizer name this build does not know ("default",
+ * "gpt-2"/"gpt2", "starcoder", "deepseek-coder", "llama-bpe"/"llama3"/
+ * "llama-v3" and "qwen2" are known); the message names it.  A NULL array
+ * that is required, n_tokens < 1, a token id or type out of range, a
+ * duplicate token string, or add_bos/add_eos set while that id is -1 is
+ * OKV_ERR_INVALID naming the value.  Empty token strings are renamed
+ * "[EMPTY_<id>]" as llama.cpp does.  Returns NULL on error; the caller frees
+ * the tokenizer with okv_tokenizer_free. */
+okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *desc, okv_error *err);
+
+/* Frees the tokenizer.  NULL is a no-op. */
+void okv_tokenizer_free(okv_tokenizer *tok);
+
+/* Turns len bytes of text (UTF-8; invalid bytes are read as U+FFFD, as
+ * llama.cpp reads them) into token ids written to ids[0..max-1], and sets
+ * *n_out to the number of ids the text needs.  flags is a combination of
+ * OKV_TOKENIZE_*.  With ids NULL and max 0 it only counts.  When max is too
+ * small the call is OKV_ERR_INVALID, saying both sizes, with *n_out still
+ * set to the size needed, so a caller can allocate and call again.  Without
+ * OKV_TOKENIZE_PARSE_SPECIAL, user-defined tokens in the text are still
+ * matched whole (as llama.cpp and Hugging Face do), control tokens are not. */
+okv_status okv_tokenizer_encode(const okv_tokenizer *tok, const char *text, size_t len,
+                                unsigned flags, int32_t *ids, size_t max, size_t *n_out,
+                                okv_error *err);
+
+/* Writes the bytes token id stands for into buf[0..cap-1] (no NUL) and sets
+ * *n_out to their count: U+2581 becomes a space (llama), byte-level
+ * characters become their bytes (gpt2), <0xXX> byte tokens become one byte.
+ * Control and unknown tokens give no bytes unless special is nonzero, then
+ * their text.  A piece is a byte string, not necessarily whole UTF-8: join
+ * the pieces of a sequence before displaying them.  An id out of range is
+ * OKV_ERR_INVALID; so is cap too small, with *n_out set to the size needed. */
+okv_status okv_tokenizer_token_to_piece(const okv_tokenizer *tok, int32_t id, int special,
+                                        char *buf, size_t cap, size_t *n_out, okv_error *err);
+
+/* The stored text of token id (not NUL-terminated; *len gets its length),
+ * or NULL for an id out of range. */
+const char *okv_tokenizer_token_text(const okv_tokenizer *tok, int32_t id, size_t *len);
+
+/* The type of token id, or OKV_TOKEN_UNDEFINED for an id out of range. */
+okv_token_type okv_tokenizer_token_type(const okv_tokenizer *tok, int32_t id);
+
+/* Number of tokens in the vocabulary. */
+int32_t okv_tokenizer_n_vocab(const okv_tokenizer *tok);
+
+/* The beginning-of-sequence id, or -1 when the vocabulary has none. */
+int32_t okv_tokenizer_bos(const okv_tokenizer *tok);
+
+/* The end-of-sequence id, or -1 when the vocabulary has none. */
+int32_t okv_tokenizer_eos(const okv_tokenizer *tok);
+
+/* Whether OKV_TOKENIZE_ADD_SPECIAL adds a BOS (resp. EOS) with this
+ * vocabulary: the file's add_bos_token/add_eos_token, else the model's
+ * default (llama: BOS yes, EOS no; gpt2: neither, except BOS for
+ * llama-bpe). */
+int okv_tokenizer_adds_bos(const okv_tokenizer *tok);
+int okv_tokenizer_adds_eos(const okv_tokenizer *tok);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,56 @@
+/* Pieces of the forward pass that every architecture shares. */
+#include <string.h>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/model_impl.h"
+
+okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32_t n, float *y) {
+    return okv_matmul(f->pool, w->type, w->data, w->ne1, w->ne0, x, n, y, f->mm_scratch, f->err);
+}
+
+okv_status okv_fwd_qkv(okv_fwd *f, int32_t il) {
+    const okv_layer_params *p = &f->m->layer[il];
+    const okv_layer_weights *w = &f->m->w[il];
+    okv_status st;
+    if (!w->wqkv.data) {
+        if ((st = okv_fwd_matmul(f, &w->wq, f->xb, f->n, f->q))) return st;
+        if ((st = okv_fwd_matmul(f, &w->wk, f->xb, f->n, f->k))) return st;
+        return okv_fwd_matmul(f, &w->wv, f->xb, f->n, f->v);
+    }
+    /* Fused rows are Q then K then V for each token: split them apart. */
+    if ((st = okv_fwd_matmul(f, &w->wqkv, f->xb, f->n, f->qkv))) return st;
+    const size_t nq = (size_t)p->n_head * p->head_dim, nkv = (size_t)p->n_head_kv * p->head_dim;
+    for (int32_t t = 0; t < f->n; t++) {
+        const float *row = f->qkv + (size_t)t * (nq + 2 * nkv);
+        memcpy(f->q + t * nq, row, nq * sizeof(float));
+        memcpy(f->k + t * nkv, row + nq, nkv * sizeof(float));
+        memcpy(f->v + t * nkv, row + nq + nkv, nkv * sizeof(float));
+    }
+    return OKV_OK;
+}
+
+void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
+    okv_rope rope = {.n_rot = p->head_dim, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
+                     .freq_factors = f->m->rope_freqs};
+    float cs[512];
+    if (p->rope_base == 0.0f) return;
+    for (int32_t t = 0; t < f->n; t++) {
+        okv_rope_cache(&rope, f->pos[t], cs);
+        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
+        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
+        if (neox) {
+            okv_rope_neox(q, p->n_head, p->head_dim, p->head_dim, cs);
+            okv_rope_neox(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
+        } else {
+            okv_rope_normal(q, p->n_head, p->head_dim, p->head_dim, cs);
+            okv_rope_normal(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
+        }
+    }
+}
+
+
+void okv_fwd_norm_rows(okv_fwd *f, float *y, const float *x, int64_t width, const okv_weight *gain, float eps) {
+    const float *g = gain && gain->data ? gain->data : NULL;
+    for (int32_t t = 0; t < f->n; t++) okv_rmsnorm(y + (size_t)t * width, x + (size_t)t * width, width, g, eps);
+}

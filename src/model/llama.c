@@ -1,0 +1,97 @@
+/* Llama (Llama 2/3, TinyLlama, Mistral, TinyStories): pre-norm decoder with
+ * RMSNorm, rotary position embedding on adjacent pairs, grouped-query
+ * attention through the off-graph cache, and a SwiGLU feed-forward. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/options.h"
+#include "kernels/ops.h"
+#include "model/model_impl.h"
+
+static okv_status llama_forward(okv_fwd *f);
+
+okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *err) {
+    okv_status st;
+    /* Linear RoPE scaling divides positions; other kinds are not served. */
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    const char *type = "linear";
+    size_t type_len = 6;
+    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &type_len, err))
+        return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
+    float factor = 1.0f;
+    if ((st = okv_model_f32(m, "rope.scaling.factor", &factor, false, err))) return st;
+    const bool linear = type_len == 6 && memcmp(type, "linear", 6) == 0;
+    const bool none = type_len == 4 && memcmp(type, "none", 4) == 0;
+    if (!linear && !none && factor != 1.0f)
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' is not supported",
+                        (int)type_len, type);
+    if (linear && factor > 0.0f && factor != 1.0f)
+        for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_pos_scale = 1.0f / factor;
+
+    /* A window makes every layer slide (Mistral 7B v0.1); the option wins
+     * over the file so files that lack the key can still be served so. */
+    uint32_t window = 0;
+    if ((st = okv_model_u32(m, "attention.sliding_window", &window, false, err))) return st;
+    int32_t opt_window = -1;
+    if ((st = okv_option_int(options, "sliding_window", 1, 1 << 30, &opt_window, err))) return st;
+    if (opt_window > 0) window = (uint32_t)opt_window;
+    if (window > (1u << 30)) return okv_fail(err, OKV_ERR_FORMAT, "model: sliding window %u is out of range", window);
+    for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].window = (int32_t)window;
+
+    const int32_t hd = m->layer[0].head_dim;
+    okv_weight freqs;
+    if ((st = okv_model_bind(m, &freqs, "rope_freqs.weight", hd / 2, 0, true, err))) return st;
+    m->rope_freqs = freqs.data;
+
+    char name[96];
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        okv_layer_weights *w = &m->w[il];
+        snprintf(name, sizeof name, "blk.%d.attn_norm.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->attn_norm, name, m->n_embd, 0, false, err))) return st;
+        if ((st = okv_model_bind_attention(m, il, err))) return st;
+        snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->ffn_norm, name, m->n_embd, 0, false, err))) return st;
+        snprintf(name, sizeof name, "blk.%d.ffn_gate.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->ffn_gate, name, m->n_embd, m->n_ff, false, err))) return st;
+        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->ffn_up, name, m->n_embd, m->n_ff, false, err))) return st;
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", (int)il);
+        if ((st = okv_model_bind(m, &w->ffn_down, name, m->n_ff, m->n_embd, false, err))) return st;
+    }
+    m->forward = llama_forward;
+    return OKV_OK;
+}
+
+static okv_status llama_forward(okv_fwd *f) {
+    const okv_model *m = f->m;
+    const int32_t n = f->n, E = m->n_embd;
+    okv_status st;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        const okv_layer_params *p = &m->layer[il];
+        const okv_layer_weights *w = &m->w[il];
+
+        /* attention */
+        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
+        if ((st = okv_fwd_qkv(f, il))) return st;
+        okv_fwd_rope(f, p, false);
+        if ((st = okv_update_and_attend(f->step, il, f->q, p->n_head, f->k, f->v, OKV_F32,
+                                        p->attn_scale, f->att, f->err)))
+            return st;
+        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
+        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+
+        /* feed-forward */
+        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
+        if ((st = okv_fwd_matmul(f, &w->ffn_gate, f->xb, n, f->hb))) return st;
+        if ((st = okv_fwd_matmul(f, &w->ffn_up, f->xb, n, f->hb2))) return st;
+        okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
+        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
+        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+    }
+    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    return OKV_OK;
+}

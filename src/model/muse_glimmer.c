@@ -1,0 +1,107 @@
+/* Muse Glimmer: 3 sliding layers to 1 global.  Embeddings are RMS-normed
+ * (no gain); attention output is gated by sigmoid(attn_gate . x); Q and K
+ * are RMS-normed per head; sliding layers rotate adjacent pairs, global
+ * layers use no positional rotation at all; norms (eps 1e-8) after attention
+ * and feed-forward; logits are scaled, then soft-capped (30 when the file
+ * says nothing, as llama.cpp does). */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+#include "model/model_impl.h"
+
+static const float POST_NORM_EPS = 1e-8f;
+
+static okv_status muse_glimmer_forward(okv_fwd *f);
+
+/* The file may name the post norms either way. */
+static okv_status bind_either(okv_model *m, okv_weight *w, int32_t il, const char *a, const char *b,
+                              okv_error *err) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s.weight", (int)il, a);
+    if (okv_gguf_find_tensor(m->file, name) < 0) snprintf(name, sizeof name, "blk.%d.%s.weight", (int)il, b);
+    return okv_model_bind(m, w, name, m->n_embd, 0, false, err);
+}
+
+okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err) {
+    okv_status st;
+    if ((st = okv_model_read_windows(m, 0, true, err))) return st;
+    float base = m->layer[0].rope_base, base_swa;
+    if ((st = okv_model_f32(m, "rope.freq_base", &base, false, err))) return st;
+    base_swa = base;
+    if ((st = okv_model_f32(m, "rope.freq_base_swa", &base_swa, false, err))) return st;
+    for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_base = m->layer[i].window > 0 ? base_swa : 0.0f;
+    if ((st = okv_model_f32(m, "logit_scale", &m->logit_scale, true, err))) return st;
+    m->final_softcap = 30.0f;
+    if ((st = okv_model_f32(m, "final_logit_softcapping", &m->final_softcap, false, err))) return st;
+
+    char name[96];
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        okv_layer_weights *w = &m->w[il];
+        const okv_layer_params *p = &m->layer[il];
+        const int32_t hd = p->head_dim;
+        struct { okv_weight *w; const char *fmt; int64_t ne0, ne1; } t[] = {
+            {&w->attn_norm, "blk.%d.attn_norm.weight", m->n_embd, 0},
+            {&w->attn_gate, "blk.%d.attn_gate.weight", m->n_embd, (int64_t)p->n_head * hd},
+            {&w->attn_q_norm, "blk.%d.attn_q_norm.weight", hd, 0},
+            {&w->attn_k_norm, "blk.%d.attn_k_norm.weight", hd, 0},
+            {&w->ffn_norm, "blk.%d.ffn_norm.weight", m->n_embd, 0},
+            {&w->ffn_gate, "blk.%d.ffn_gate.weight", m->n_embd, m->n_ff},
+            {&w->ffn_up, "blk.%d.ffn_up.weight", m->n_embd, m->n_ff},
+            {&w->ffn_down, "blk.%d.ffn_down.weight", m->n_ff, m->n_embd},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            snprintf(name, sizeof name, t[i].fmt, (int)il);
+            if ((st = okv_model_bind(m, t[i].w, name, t[i].ne0, t[i].ne1, false, err))) return st;
+        }
+        if ((st = bind_either(m, &w->attn_post_norm, il, "attn_post_norm", "post_attention_norm", err))) return st;
+        if ((st = bind_either(m, &w->ffn_post_norm, il, "ffn_post_norm", "post_ffw_norm", err))) return st;
+        if ((st = okv_model_bind_attention(m, il, err))) return st;
+    }
+    m->forward = muse_glimmer_forward;
+    return OKV_OK;
+}
+
+static okv_status muse_glimmer_forward(okv_fwd *f) {
+    const okv_model *m = f->m;
+    const int32_t n = f->n, E = m->n_embd;
+    okv_status st;
+    okv_fwd_norm_rows(f, f->x, f->x, E, NULL, m->norm_eps);
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        const okv_layer_params *p = &m->layer[il];
+        const okv_layer_weights *w = &m->w[il];
+        const int64_t nq = (int64_t)p->n_head * p->head_dim;
+
+        /* gated attention */
+        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
+        if ((st = okv_fwd_qkv(f, il))) return st;
+        if ((st = okv_fwd_matmul(f, &w->attn_gate, f->xb, n, f->gate))) return st;
+        for (int32_t t = 0; t < n; t++) {
+            float *q = f->q + (size_t)t * nq;
+            float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
+            okv_rmsnorm_heads(q, q, p->n_head, p->head_dim, w->attn_q_norm.data, m->norm_eps);
+            okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, w->attn_k_norm.data, m->norm_eps);
+        }
+        okv_fwd_rope(f, p, false); /* no-op on global layers (rope_base 0) */
+        if ((st = okv_update_and_attend(f->step, il, f->q, p->n_head, f->k, f->v, OKV_F32, p->attn_scale,
+                                        f->att, f->err)))
+            return st;
+        okv_sigmoid(f->gate, f->gate, n * nq);
+        okv_mul(f->att, f->att, f->gate, n * nq);
+        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
+        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, POST_NORM_EPS);
+        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+
+        /* SwiGLU feed-forward */
+        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
+        if ((st = okv_fwd_matmul(f, &w->ffn_gate, f->xb, n, f->hb))) return st;
+        if ((st = okv_fwd_matmul(f, &w->ffn_up, f->xb, n, f->hb2))) return st;
+        okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
+        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
+        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, POST_NORM_EPS);
+        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+    }
+    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    return OKV_OK;
+}
