@@ -116,3 +116,86 @@ const char *cli_bytes(size_t n, char *buf, size_t cap) {
     else snprintf(buf, cap, "%zu B", n);
     return buf;
 }
+
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window) {
+    if (!cli_model_file_ok(cmd, path)) return NULL;
+    char sw[16];
+    snprintf(sw, sizeof sw, "%d", (int)sliding_window);
+    const char *opts[] = {"sliding_window", sw, NULL};
+    okv_error err = {0};
+    okv_model *m = okv_model_load(path, sliding_window > 0 ? opts : NULL, &err);
+    if (!m) cli_error(cmd, "cannot load model '%s': %s", path, err.message);
+    return m;
+}
+
+okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
+    char nt[16], cap[16], mw[16], ic[16];
+    const char *opts[16];
+    int k = 0;
+#define OPT(key, buf, v)                          \
+    do {                                          \
+        if ((v) > 0) {                            \
+            snprintf(buf, sizeof buf, "%d", (int)(v)); \
+            opts[k++] = key;                      \
+            opts[k++] = buf;                      \
+        }                                         \
+    } while (0)
+    OPT("n_threads", nt, o->n_threads);
+    OPT("capacity", cap, o->capacity);
+    OPT("max_write", mw, o->max_write);
+    OPT("initial_capacity", ic, o->initial_capacity);
+#undef OPT
+    if (o->kv_type) {
+        opts[k++] = "kv_type";
+        opts[k++] = o->kv_type;
+    }
+    opts[k] = NULL;
+    okv_error err = {0};
+    okv_context *ctx = okv_context_create(m, opts, NULL, &err);
+    if (!ctx) cli_error(cmd, "cannot create a context: %s", err.message);
+    return ctx;
+}
+
+int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, bool add_special, size_t *n) {
+    const okv_tokenizer *tok = okv_model_tokenizer(m);
+    unsigned flags = add_special ? OKV_TOKENIZE_ADD_SPECIAL : 0;
+    okv_error err = {0};
+    size_t need = 0;
+    if (okv_tokenizer_encode(tok, text, strlen(text), flags, NULL, 0, &need, &err) != OKV_OK && need == 0) {
+        cli_error(cmd, "cannot tokenize the prompt: %s", err.message);
+        return NULL;
+    }
+    int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
+    if (!ids) {
+        cli_error(cmd, "out of memory for %zu tokens", need);
+        return NULL;
+    }
+    if (okv_tokenizer_encode(tok, text, strlen(text), flags, ids, need, n, &err) != OKV_OK) {
+        cli_error(cmd, "cannot tokenize the prompt: %s", err.message);
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}
+
+void cli_cache_bytes_by_kind(const okv_cache *c, size_t *flat, int *n_flat, size_t *ring, int *n_ring) {
+    *flat = *ring = 0;
+    *n_flat = *n_ring = 0;
+    okv_cache_config cfg;
+    if (!okv_cache_get_config(c, &cfg)) return;
+    const size_t esize = cfg.dtype == OKV_F32 ? 4 : 2;
+    for (int32_t l = 0; l < okv_cache_n_layers(c); l++) {
+        okv_layer_geometry g;
+        okv_cache_layer_geometry(c, l, &g);
+        int32_t rows = okv_cache_rows(c, l);
+        /* K and V: as okv_cache_bytes counts them */
+        size_t b = 2 * (size_t)g.n_kv_heads * (size_t)(rows > 0 ? rows : 0) * (size_t)g.head_dim * esize;
+        if (g.window > 0) {
+            *ring += b;
+            ++*n_ring;
+        } else {
+            *flat += b;
+            ++*n_flat;
+        }
+    }
+}

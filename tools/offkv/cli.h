@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "offkv/context.h"
+#include "offkv/model.h"
 #include "offkv/status.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -49,5 +51,26 @@ double cli_now(void);
 
 /* "12.3 MiB" style, into buf. */
 const char *cli_bytes(size_t n, char *buf, size_t cap);
+
+/* Loads the model at path (sliding_window > 0: the model option of that
+ * name), saying why not on failure. */
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window);
+
+/* Context options; 0 or NULL leaves the context's default. */
+typedef struct cli_ctx_opts {
+    int32_t n_threads, capacity, max_write, initial_capacity;
+    const char *kv_type;
+} cli_ctx_opts;
+
+/* Creates a context with its own cache, saying why not on failure. */
+okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o);
+
+/* Tokenizes text (with BOS/EOS as the vocabulary asks when add_special);
+ * returns a malloc'd array and its length in *n, or NULL after saying why. */
+int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, bool add_special, size_t *n);
+
+/* Bytes of cache storage held now by the flat (window 0) and by the ring
+ * layers, and how many layers of each kind. */
+void cli_cache_bytes_by_kind(const okv_cache *c, size_t *flat, int *n_flat, size_t *ring, int *n_ring);
 
 #endif

@@ -15,13 +15,13 @@
 #include "cli.h"
 #include "offkv/gguf.h"
 #include "offkv/threads.h"
-#include "synth_quant.h"
+#include "kernels/quant.h"
 #include "threads/pool.h"
 
 enum { ARCH_LLAMA, ARCH_GEMMA3, ARCH_MUSE };
 static const char *const arch_names[] = {"llama", "gemma3", "muse-glimmer", NULL};
 static const char *const type_names[] = {"f32", "f16", "q8_0", "q4_0", NULL};
-static const int type_ids[] = {SYNTH_F32, SYNTH_F16, SYNTH_Q8_0, SYNTH_Q4_0};
+static const int type_ids[] = {OKV_GGML_F32, OKV_GGML_F16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
 /* llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_0. */
 static const uint32_t type_ftype[] = {0, 1, 7, 2};
 
@@ -89,6 +89,17 @@ typedef struct fill_job {
     size_t row_bytes;
 } fill_job;
 
+/* One row of k floats as ggml type `type`; the quantizers are the kernels'
+ * (ggml's reference rounding), so the file holds what llama.cpp would write. */
+static void encode_row(int type, const float *x, void *dst, int64_t k) {
+    switch (type) {
+    case OKV_GGML_F32: memcpy(dst, x, (size_t)k * sizeof *x); break;
+    case OKV_GGML_F16: okv_f32_to_f16_row(dst, x, k); break;
+    case OKV_GGML_Q8_0: okv_quantize_row_q8_0(x, dst, k); break;
+    case OKV_GGML_Q4_0: okv_quantize_row_q4_0(x, dst, k); break;
+    }
+}
+
 static void fill_rows(void *arg, int32_t ith, int32_t nth) {
     const fill_job *j = arg;
     const tspec *t = j->t;
@@ -102,7 +113,7 @@ static void fill_rows(void *arg, int32_t ith, int32_t nth) {
             float u = (float)(mix64(state) >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
             x[i] = t->kind == FILL_NORM ? 1.0f + t->scale * u : t->scale * u;
         }
-        synth_encode_row(t->type, x, j->dst + (size_t)r * j->row_bytes, t->ne0);
+        encode_row(t->type, x, j->dst + (size_t)r * j->row_bytes, t->ne0);
     }
 }
 
@@ -143,7 +154,7 @@ static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type,
      * blocks in F16; so do we (the default n_ff of 172 is such a row). */
     t->type = type;
     if (okv_ggml_row_size(type, ne0) == 0) {
-        t->type = SYNTH_F16;
+        t->type = OKV_GGML_F16;
         s->n_fallback++;
     }
     if (ne0 > s->max_ne0) s->max_ne0 = ne0;
@@ -169,7 +180,7 @@ static bool build_specs(synth_run *s, const shape *sh) {
     snprintf(nm, sizeof nm, "token_embd.weight");
     ADD(FILL_MATRIX, mt, E, sh->n_vocab);
     snprintf(nm, sizeof nm, "output_norm.weight");
-    ADD(FILL_NORM, SYNTH_F32, E, 1);
+    ADD(FILL_NORM, OKV_GGML_F32, E, 1);
     if (!sh->tied) {
         snprintf(nm, sizeof nm, "output.weight");
         ADD(FILL_MATRIX, mt, E, sh->n_vocab);
@@ -177,7 +188,7 @@ static bool build_specs(synth_run *s, const shape *sh) {
     for (int32_t l = 0; l < sh->n_layer; l++) {
 #define BLK(suffix) snprintf(nm, sizeof nm, "blk.%d.%s.weight", (int)l, suffix)
         BLK("attn_norm");
-        ADD(FILL_NORM, SYNTH_F32, E, 1);
+        ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         if (sh->fused_qkv) {
             BLK("attn_qkv");
             ADD(FILL_MATRIX, mt, E, nq + 2 * nkv);
@@ -191,9 +202,9 @@ static bool build_specs(synth_run *s, const shape *sh) {
         }
         if (sh->arch == ARCH_GEMMA3 || sh->arch == ARCH_MUSE) {
             BLK("attn_q_norm");
-            ADD(FILL_NORM, SYNTH_F32, hd, 1);
+            ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
             BLK("attn_k_norm");
-            ADD(FILL_NORM, SYNTH_F32, hd, 1);
+            ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
         }
         if (sh->arch == ARCH_MUSE) {
             /* one gate value per query channel, from the attn_norm output */
@@ -206,10 +217,10 @@ static bool build_specs(synth_run *s, const shape *sh) {
             /* muse-glimmer's attn_post_norm and ffn_post_norm are stored
              * under gemma3's names, as its converter writes them */
             BLK("post_attention_norm");
-            ADD(FILL_NORM, SYNTH_F32, E, 1);
+            ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         }
         BLK("ffn_norm");
-        ADD(FILL_NORM, SYNTH_F32, E, 1);
+        ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         BLK("ffn_gate");
         ADD(FILL_MATRIX, mt, E, sh->n_ff);
         BLK("ffn_up");
@@ -218,7 +229,7 @@ static bool build_specs(synth_run *s, const shape *sh) {
         ADD(FILL_MATRIX, mt, sh->n_ff, E);
         if (sh->arch != ARCH_LLAMA) {
             BLK("post_ffw_norm");
-            ADD(FILL_NORM, SYNTH_F32, E, 1);
+            ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         }
 #undef BLK
     }
