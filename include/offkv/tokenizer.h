@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "offkv/gguf.h"
 #include "offkv/status.h"
 
 #ifdef __cplusplus
@@ -69,6 +70,20 @@ typedef struct okv_vocab_desc {
  * "[EMPTY_<id>]" as llama.cpp does.  Returns NULL on error; the caller frees
  * the tokenizer with okv_tokenizer_free. */
 okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *desc, okv_error *err);
+
+/* Builds the tokenizer a GGUF file describes in its tokenizer.ggml.* keys:
+ * model, tokens, scores (f32 or i32), token_type, merges (required for
+ * gpt2), pre, bos/eos/unknown/padding_token_id, add_bos_token,
+ * add_eos_token and add_space_prefix.  Absent keys take llama.cpp's
+ * defaults (llama: bos 1, eos 2, unk 0; gpt2: bos = eos = 11, no unk; pre
+ * "default"), and, as in llama.cpp, a special id outside the vocabulary
+ * keeps the default (files write -1 as 4294967295) and a token type outside
+ * 0..6 reads as UNDEFINED.  A missing tokenizer.ggml.model or tokens is
+ * OKV_ERR_NOT_FOUND, a key of the wrong type or too short an array is
+ * OKV_ERR_FORMAT, and the rest is as okv_tokenizer_create; messages name
+ * the key.  Everything needed is copied: g may be closed afterwards.
+ * Returns NULL on error; free the tokenizer with okv_tokenizer_free. */
+okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err);
 
 /* Frees the tokenizer.  NULL is a no-op. */
 void okv_tokenizer_free(okv_tokenizer *tok);

@@ -1,0 +1,247 @@
+/* Every weight type on every kernel this processor runs, against a double
+ * reference built from weights decoded here by the format's formula.
+ *
+ * Tolerances: for F32/F16/BF16 the only error is f32 summation, at most
+ * (k + 16) * 2^-24 * sum|w x| (a sequential-sum bound; SIMD lanes sum fewer
+ * terms each).  For Q8_0/Q4_0 the activations are quantized; against the
+ * double product with the same quantized activations (quantized here, by
+ * ggml's x86 rule) the error is again only summation, (k/32 + 24) * 2^-24 *
+ * sum|w xq|.  Against the exact f32 activations each value moves by at most
+ * half a step, amax_b/254, and the f16 scale by 2^-11 relative, giving the
+ * looser bound checked second. */
+#include <math.h>
+
+#include "check.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_impl.h"
+#include "kernels/quant.h"
+#include "offkv/offkv.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (2.0 / (1ull << 24)) - 1.0);
+}
+
+static const int TYPES[] = {OKV_GGML_F32, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
+
+static float h2f(uint16_t h) { return okv_f16_to_f32(h); }
+
+/* W in type t from random floats, and its decoded values by the format's
+ * definition (written out here, not through the library's dequantizers). */
+static void make_weights(int t, int64_t rows, int64_t k, uint8_t *w, float *wd) {
+    size_t rb = okv_ggml_row_size(t, k);
+    float *row = malloc((size_t)k * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *wr = w + r * rb;
+        for (int64_t i = 0; i < k; i++) row[i] = frand() * (1.0f + (float)(i % 7));
+        if (r == 1 && t == OKV_GGML_Q8_0) row[0] = -200.0f; /* exercise qs = -127 */
+        float *o = wd + r * k;
+        switch (t) {
+        case OKV_GGML_F32: memcpy(wr, row, (size_t)k * 4); memcpy(o, row, (size_t)k * 4); break;
+        case OKV_GGML_F16:
+            for (int64_t i = 0; i < k; i++) {
+                uint16_t h = okv_f32_to_f16(row[i]);
+                memcpy(wr + 2 * i, &h, 2);
+                o[i] = h2f(h);
+            }
+            break;
+        case OKV_GGML_BF16:
+            for (int64_t i = 0; i < k; i++) {
+                uint16_t h = okv_f32_to_bf16(row[i]);
+                memcpy(wr + 2 * i, &h, 2);
+                uint32_t bits = (uint32_t)h << 16;
+                memcpy(&o[i], &bits, 4);
+            }
+            break;
+        case OKV_GGML_Q8_0:
+            okv_quantize_row_q8_0(row, (block_q8_0 *)wr, k);
+            if (r == 2) ((block_q8_0 *)wr)[0].qs[3] = -128; /* legal in the format, never written by ggml */
+            for (int64_t i = 0; i < k; i++) {
+                const uint8_t *blk = wr + (i / 32) * 34;
+                o[i] = (float)(int8_t)blk[2 + i % 32] * h2f((uint16_t)(blk[0] | blk[1] << 8));
+            }
+            break;
+        case OKV_GGML_Q4_0:
+            okv_quantize_row_q4_0(row, (block_q4_0 *)wr, k);
+            for (int64_t i = 0; i < k; i++) {
+                const uint8_t *blk = wr + (i / 32) * 18;
+                int j = (int)(i % 32);
+                int q = j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4;
+                o[i] = (float)(q - 8) * h2f((uint16_t)(blk[0] | blk[1] << 8));
+            }
+            break;
+        }
+    }
+    free(row);
+}
+
+/* ggml's x86 activation quantizer, written plainly: d = f16(amax/127),
+ * q = nearest-even(x * 127/amax); returns the dequantized values. */
+static void quantize_ref(const float *x, int64_t k, float *xq) {
+    for (int64_t b = 0; b < k / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        float id = amax ? 127.0f / amax : 0.0f;
+        float d = h2f(okv_f32_to_f16(amax / 127.0f));
+        for (int i = 0; i < 32; i++) xq[b * 32 + i] = nearbyintf(x[b * 32 + i] * id) * d;
+    }
+}
+
+typedef struct shape { int64_t rows, k, n; } shape;
+
+static void check_type_shape(int t, shape s, okv_threadpool **pools) {
+    const int64_t rows = s.rows, k = s.k, n = s.n;
+    const int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0;
+    uint8_t *w = malloc(okv_ggml_row_size(t, k) * (size_t)rows);
+    float *wd = malloc(sizeof(float) * (size_t)(rows * k));
+    float *x = malloc(sizeof(float) * (size_t)(n * k));
+    float *xq = malloc(sizeof(float) * (size_t)(n * k));
+    make_weights(t, rows, k, w, wd);
+    for (int64_t i = 0; i < n * k; i++) x[i] = frand() * 3.0f;
+    x[0] = 0.5f; /* ties for the nearest-even rounding */
+    if (quant)
+        for (int64_t j = 0; j < n; j++) quantize_ref(x + j * k, k, xq + j * k);
+    double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+    double *tol = malloc(sizeof(double) * (size_t)(n * rows));
+    double *ref_exact = malloc(sizeof(double) * (size_t)(n * rows));
+    double *tol_exact = malloc(sizeof(double) * (size_t)(n * rows));
+    for (int64_t j = 0; j < n; j++) {
+        for (int64_t r = 0; r < rows; r++) {
+            const float *wr = wd + r * k, *xj = x + j * k, *xqj = xq + j * k;
+            double sum = 0, mag = 0, sum_e = 0, qerr = 0;
+            for (int64_t i = 0; i < k; i++) {
+                double xv = quant ? xqj[i] : xj[i];
+                sum += (double)wr[i] * xv;
+                mag += fabs((double)wr[i] * xv);
+                sum_e += (double)wr[i] * xj[i];
+            }
+            if (quant) {
+                for (int64_t b = 0; b < k / 32; b++) {
+                    double amax = 0, wabs = 0, wx = 0;
+                    for (int i = 0; i < 32; i++) {
+                        amax = fmax(amax, fabs(xj[b * 32 + i]));
+                        wabs += fabs(wr[b * 32 + i]);
+                        wx += fabs(wr[b * 32 + i] * xj[b * 32 + i]);
+                    }
+                    qerr += wabs * amax / 254.0 + wx * 0x1p-10;
+                }
+            }
+            double steps = quant ? (double)(k / 32 + 24) : (double)(k + 16);
+            ref[j * rows + r] = sum;
+            tol[j * rows + r] = steps * 0x1p-24 * mag + 1e-30;
+            ref_exact[j * rows + r] = sum_e;
+            tol_exact[j * rows + r] = qerr + tol[j * rows + r] * 2;
+        }
+    }
+
+    size_t sb = okv_matmul_scratch_bytes(t, k, n);
+    void *scratch = sb ? malloc(sb) : NULL;
+    float *y = malloc(sizeof(float) * (size_t)(n * rows));
+    float *y2 = malloc(sizeof(float) * (size_t)(n * rows));
+    float *y1 = malloc(sizeof(float) * (size_t)rows);
+    float *yb = malloc(sizeof(float) * (size_t)(n * rows));
+    int have_bw = 0;
+    for (int kern = 0; kern < OKV_MM_KERNEL_COUNT; kern++) {
+        if (!okv_mm_kernel_available((okv_mm_kernel)kern)) {
+            printf("kernel %s: not on this processor, skipped\n", okv_mm_kernel_name((okv_mm_kernel)kern));
+            continue;
+        }
+        const char *kn = okv_mm_kernel_name((okv_mm_kernel)kern);
+        okv_error err;
+        okv_status st = okv_matmul_with((okv_mm_kernel)kern, NULL, t, w, rows, k, x, n, y, scratch, &err);
+        CHECK_STATUS(st, OKV_OK, err);
+        int bad = 0, bad_e = 0;
+        double worst = 0;
+        for (int64_t i = 0; i < n * rows; i++) {
+            double e = fabs(y[i] - ref[i]);
+            if (!(e <= tol[i])) bad++;
+            if (e / tol[i] > worst) worst = e / tol[i];
+            if (quant && !(fabs(y[i] - ref_exact[i]) <= tol_exact[i])) bad_e++;
+        }
+        CHECK(bad == 0, "%s %s rows %lld k %lld n %lld: %d outputs off (worst %.2f x tol)", kn,
+              okv_ggml_type_name(t), (long long)rows, (long long)k, (long long)n, bad, worst);
+        CHECK(bad_e == 0, "%s %s: %d outputs beyond the activation-quantization bound", kn, okv_ggml_type_name(t),
+              bad_e);
+        /* threads and column count must not change a single bit */
+        for (int p = 0; p < 3; p++) {
+            memset(y2, 0xFF, sizeof(float) * (size_t)(n * rows));
+            st = okv_matmul_with((okv_mm_kernel)kern, pools[p], t, w, rows, k, x, n, y2, scratch, &err);
+            CHECK_STATUS(st, OKV_OK, err);
+            CHECK(memcmp(y, y2, sizeof(float) * (size_t)(n * rows)) == 0, "%s %s: %d threads differ", kn,
+                  okv_ggml_type_name(t), okv_threadpool_size(pools[p]));
+        }
+        for (int64_t j = 0; j < n; j++) {
+            st = okv_matmul_with((okv_mm_kernel)kern, pools[1], t, w, rows, k, x + j * k, 1, y1, scratch, &err);
+            CHECK(st == OKV_OK && memcmp(y1, y + j * rows, sizeof(float) * (size_t)rows) == 0,
+                  "%s %s: column %lld alone differs from within n = %lld", kn, okv_ggml_type_name(t),
+                  (long long)j, (long long)n);
+        }
+        if (kern == OKV_MM_AVX512) { memcpy(yb, y, sizeof(float) * (size_t)(n * rows)); have_bw = 1; }
+        if (kern == OKV_MM_AVX512_VNNI && have_bw)
+            CHECK(memcmp(yb, y, sizeof(float) * (size_t)(n * rows)) == 0, "vnni and bw differ (%s)",
+                  okv_ggml_type_name(t));
+    }
+    free(w); free(wd); free(x); free(xq); free(ref); free(tol); free(ref_exact); free(tol_exact);
+    free(scratch); free(y); free(y2); free(y1); free(yb);
+}
+
+static void test_act_quantizers(void) {
+    enum { K = 32 * 8 };
+    float x[K];
+    for (int i = 0; i < K; i++) x[i] = frand() * 5.0f;
+    /* exact ties after scaling by 127/amax = 1: block 1 has amax 127 */
+    for (int i = 0; i < 32; i++) x[32 + i] = (float)(i - 16) + 0.5f;
+    x[32 + 31] = 127.0f;
+    for (int i = 0; i < 32; i++) x[64 + i] = 0.0f; /* zero block */
+    int8_t qa[K], qb[K];
+    float da[K / 32], db[K / 32];
+    okv_mm_quantize_act_scalar(x, K, qa, da);
+    CHECK(qa[32 + 0] == -16 && qa[32 + 1] == -14 && qa[32 + 2] == -14, "half to even: %d %d %d", qa[32],
+          qa[33], qa[34]);
+    CHECK(da[1] == 1.0f && da[2] == 0.0f && qa[64] == 0, "scales %g %g", da[1], da[2]);
+    if (okv_mm_kernel_available(OKV_MM_AVX2)) {
+        okv_mm_quantize_act_avx2(x, K, qb, db);
+        CHECK(memcmp(qa, qb, K) == 0 && memcmp(da, db, sizeof da) == 0, "avx2 quantizer differs from scalar");
+    }
+}
+
+static void test_errors(void) {
+    okv_error err;
+    float x[64] = {0}, y[4];
+    uint8_t w[4 * 68] = {0};
+    uint8_t scratch[1024];
+    CHECK_STATUS(okv_matmul(NULL, OKV_GGML_Q4_0, w, 1, 48, x, 1, y, scratch, &err), OKV_ERR_INVALID, err);
+    CHECK(strstr(err.message, "48") != NULL, "message names k: %s", err.message);
+    CHECK_STATUS(okv_matmul(NULL, 3, w, 1, 32, x, 1, y, scratch, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_matmul(NULL, OKV_GGML_Q8_0, w, 1, 32, x, 1, y, NULL, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_matmul(NULL, OKV_GGML_F32, w, 0, 32, x, 1, y, NULL, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_matmul(NULL, OKV_GGML_F32, NULL, 1, 32, x, 1, y, NULL, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_matmul_with(OKV_MM_KERNEL_COUNT, NULL, OKV_GGML_F32, w, 1, 16, x, 1, y, NULL, &err),
+                 OKV_ERR_UNSUPPORTED, err);
+    CHECK_STATUS(okv_matmul(NULL, OKV_GGML_F32, w, 1, 16, x, 1, y, NULL, NULL), OKV_OK, err);
+    CHECK(okv_matmul_scratch_bytes(OKV_GGML_F16, 64, 3) == 0, "float types need no scratch");
+    CHECK(okv_matmul_scratch_bytes(OKV_GGML_Q4_0, 48, 3) == 0, "bad k");
+    CHECK(okv_matmul_scratch_bytes(OKV_GGML_Q8_0, 64, 3) >= 3 * (64 + 8), "q8 scratch");
+}
+
+int main(void) {
+    okv_threadpool *pools[3];
+    for (int i = 0; i < 3; i++) pools[i] = okv_threadpool_create(i + 1, NULL);
+    if (!pools[0] || !pools[1] || !pools[2]) { fprintf(stderr, "thread pools\n"); return 1; }
+    printf("best kernel: %s\n", okv_mm_kernel_name(okv_mm_kernel_best()));
+    test_act_quantizers();
+    test_errors();
+    /* odd block counts (3, 7) take the AVX-512 single-block tail; rows 37
+     * and 67 leave partial row tiles; n 9 leaves a partial column tile */
+    const shape qshapes[] = {{1, 32, 1}, {5, 64, 3}, {37, 96, 1}, {67, 320, 9}, {8, 224, 5}, {13, 32, 4}};
+    const shape fshapes[] = {{1, 16, 1}, {5, 37, 3}, {37, 96, 1}, {67, 320, 9}, {9, 19, 6}, {4, 33, 4}};
+    for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
+        int t = TYPES[ti];
+        int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0;
+        const shape *sh = quant ? qshapes : fshapes;
+        for (int s = 0; s < 6; s++) check_type_shape(t, sh[s], pools);
+    }
+    for (int i = 0; i < 3; i++) okv_threadpool_free(pools[i]);
+    return check_done();
+}
