@@ -155,9 +155,15 @@ int cmd_bench(int argc, char **argv) {
     cli_bytes(okv_model_weight_bytes(m), size, sizeof size);
     printf("| %-24s | %10s | %10s | %-7s | %7s | %6s | %10s | %20s |\n", "model", "size", "params", "backend",
            "threads", "kv", "test", "t/s");
-    printf("| %.24s | %.10s: | %.10s: | %.7s | %.6s: | %.6s | %.9s: | %.19s: |\n",
-           "--------------------------------", "------------", "------------", "---------", "---------",
-           "--------", "------------", "----------------------");
+    /* markdown alignment row: a trailing ':' right-aligns the column */
+    static const int widths[] = {24, 10, 10, 7, 7, 6, 10, 20};
+    static const bool right[] = {false, true, true, false, true, false, true, true};
+    for (int c = 0; c < 8; c++) {
+        printf("| ");
+        for (int k = 0; k < widths[c] - right[c]; k++) putchar('-');
+        printf(right[c] ? ": " : " ");
+    }
+    printf("|\n");
     fflush(stdout);
     for (int test = 0; test < 2; test++) {
         int32_t n = test == 0 ? n_prompt : n_gen;

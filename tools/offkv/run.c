@@ -150,7 +150,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr, "offkv run: %s\n", okv_model_describe(m));
-    fprintf(stderr, "offkv run: %d prompt tokens, chunk %d, capacity %d, %s KV, %d threads, seed %llu\n",
+    fprintf(stderr, "offkv run: %d prompt tokens, chunk %d, capacity %d, %s KV, threads %d, seed %llu\n",
             (int)n_prompt, (int)step, (int)cfg.capacity, kv_types[kv], (int)threads, (unsigned long long)sp.seed);
 
     if (warmup) {
