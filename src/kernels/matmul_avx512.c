@@ -44,7 +44,10 @@ KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR,
         __m512 xv[MM_TC];
         for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, c->x + (c0 + j) * c->k + i);
         for (int r = 0; r < NR; r++) {
-            const __m512 wv = load16(wtype, c->w + (r0 + r) * c->wrow, i, m);
+            const uint8_t *row = c->w + (r0 + r) * c->wrow;
+            /* as in the quantized kernels: helps decode stream from DRAM */
+            _mm_prefetch((const char *)row + (wtype == OKV_GGML_F32 ? 4 : 2) * i + 1024, _MM_HINT_T0);
+            const __m512 wv = load16(wtype, row, i, m);
             for (int j = 0; j < NC; j++) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
         }
     }

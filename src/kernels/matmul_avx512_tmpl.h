@@ -6,9 +6,26 @@
 
 #define KERNEL static inline __attribute__((always_inline)) TARGET
 
+#ifndef PREFETCH_AHEAD
+/* Software prefetch distance along each weight row: the hardware prefetcher
+ * alone left Q8_0/Q4_0 decode at ~60% of the read bandwidth that F16 gets
+ * (measured 6.6 -> 9-11 GB/s for Q8_0 on one core). */
+#define PREFETCH_AHEAD 512
+#endif
+
 /* Two block scales, one per 256-bit half. */
 KERNEL __m512 NAME(scale2)(float d0, float d1) {
     return _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+}
+
+/* The same from two f16 scales in memory: two word broadcasts and one
+ * conversion cost fewer shuffle-port operations than two scalar conversions
+ * and an insert (d1 may be NULL: upper half 0). */
+KERNEL __m512 NAME(wscale2)(const okv_f16 *d0, const okv_f16 *d1) {
+    __m256i h = _mm256_broadcastw_epi16(_mm_loadu_si16(d0));
+    h = d1 ? _mm256_mask_broadcastw_epi16(h, 0xFF00, _mm_loadu_si16(d1))
+           : _mm256_maskz_mov_epi16(0x00FF, h);
+    return _mm512_cvtph_ps(h);
 }
 
 /* One step over blocks b and b+1 (TWO = 1) or the last block b alone
@@ -17,6 +34,9 @@ KERNEL void NAME(q8_0_step)(const okv_mm_ctx *c, int64_t r0, const int NR, int64
                             int64_t b, const int TWO, __m512 acc[MM_TR][MM_TC]) {
     const int64_t nb = c->k / OKV_QK;
     __m512i xv[MM_TC];
+#if USE_VNNI
+    __m512i xc[MM_TC];
+#endif
     __m512 sx[MM_TC];
     for (int j = 0; j < NC; j++) {
         const int8_t *xq = c->xq + (c0 + j) * c->k + b * OKV_QK;
@@ -24,21 +44,22 @@ KERNEL void NAME(q8_0_step)(const okv_mm_ctx *c, int64_t r0, const int NR, int64
         xv[j] = TWO ? _mm512_loadu_si512(xq) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
         sx[j] = NAME(scale2)(xd[0], TWO ? xd[1] : 0.0f);
 #if USE_VNNI
-        xv[j] = _mm512_xor_si512(xv[j], _mm512_set1_epi8((char)0x80)); /* x + 128, unsigned */
+        /* weights go in offset by 128 (unsigned); take 128 * x off per column */
+        xc[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), xv[j]));
 #endif
     }
     for (int r = 0; r < NR; r++) {
         const block_q8_0 *blk = (const block_q8_0 *)(c->w + (r0 + r) * c->wrow) + b;
+        _mm_prefetch((const char *)blk + PREFETCH_AHEAD, _MM_HINT_T0);
         const __m512i lo = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)blk[0].qs));
         const __m512i wv = TWO ? _mm512_inserti64x4(lo, _mm256_loadu_si256((const __m256i *)blk[1].qs), 1) : lo;
-        const __m512 sw = NAME(scale2)(_cvtsh_ss(blk[0].d), TWO ? _cvtsh_ss(blk[1].d) : 0.0f);
+        const __m512 sw = NAME(wscale2)(&blk[0].d, TWO ? &blk[1].d : NULL);
 #if USE_VNNI
-        /* sum (x+128) w - 128 sum w = sum x w, exactly, in each 4-byte lane */
-        const __m512i corr = _mm512_sub_epi32(
-            _mm512_setzero_si512(),
-            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), wv));
+        /* sum (w+128) x - 128 sum x = sum w x, exactly, in each 4-byte lane */
+        const __m512i wu = _mm512_xor_si512(wv, _mm512_set1_epi8((char)0x80));
         for (int j = 0; j < NC; j++) {
-            const __m512i p = _mm512_dpbusd_epi32(corr, xv[j], wv);
+            const __m512i p = _mm512_dpbusd_epi32(xc[j], wu, xv[j]);
             acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
         }
 #else
@@ -93,12 +114,13 @@ KERNEL void NAME(q4_0_step)(const okv_mm_ctx *c, int64_t r0, const int NR, int64
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int r = 0; r < NR; r++) {
         const block_q4_0 *blk = (const block_q4_0 *)(c->w + (r0 + r) * c->wrow) + b;
+        _mm_prefetch((const char *)blk + PREFETCH_AHEAD, _MM_HINT_T0);
         const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blk[0].qs));
         const __m256i q1 = TWO ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blk[1].qs))
                                : _mm256_setzero_si256();
         const __m512i wq = _mm512_and_si512(
             _mm512_srlv_epi64(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), shifts), low4);
-        const __m512 sw = NAME(scale2)(_cvtsh_ss(blk[0].d), TWO ? _cvtsh_ss(blk[1].d) : 0.0f);
+        const __m512 sw = NAME(wscale2)(&blk[0].d, TWO ? &blk[1].d : NULL);
         for (int j = 0; j < NC; j++) {
 #if USE_VNNI
             const __m512i p = _mm512_dpbusd_epi32(x8[j], wq, xv[j]);

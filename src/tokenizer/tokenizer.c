@@ -571,7 +571,7 @@ okv_status okv_tokenizer_token_to_piece(const okv_tokenizer *t, int32_t id, int 
      * result is never longer than the stored text. */
     size_t o = 0;
     bool fits = true;
-    char tmp[4];
+    char tmp[1];
     for (size_t i = 0; i < n;) {
         const char *piece = s + i;
         size_t pn = 1;

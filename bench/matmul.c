@@ -1,0 +1,153 @@
+/* Matrix products per weight type: GFLOP/s and GB/s of weight bytes read,
+ * beside memcpy and a plain read of memory measured in the same run.
+ *
+ * Decode reads every weight once per token from memory (a 1B model is larger
+ * than any cache), so the matvec runs cycle through enough copies of the
+ * matrix (>= 512 MiB) that each call reads from DRAM, not from L3.
+ *
+ *   build/bench/matmul [reps] [kernel]     kernel: scalar|avx2|avx512|avx512vnni */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "offkv/offkv.h"
+#include "threads/pool.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static float frand(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (2.0 / (1ull << 24)) - 1.0);
+}
+
+enum { POOL_BYTES = 512 << 20 };
+
+typedef struct read_arg { const uint64_t *p; size_t n; uint64_t sums[64]; } read_arg;
+
+static void read_job(void *p, int32_t ith, int32_t nth) {
+    read_arg *a = p;
+    size_t lo = a->n * (size_t)ith / (size_t)nth, hi = a->n * (size_t)(ith + 1) / (size_t)nth;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = lo; i + 4 <= hi; i += 4) { s0 += a->p[i]; s1 += a->p[i + 1]; s2 += a->p[i + 2]; s3 += a->p[i + 3]; }
+    a->sums[ith * 8] = s0 + s1 + s2 + s3;
+}
+
+typedef struct copy_arg { uint8_t *dst; const uint8_t *src; size_t n; } copy_arg;
+
+static void copy_job(void *p, int32_t ith, int32_t nth) {
+    copy_arg *a = p;
+    size_t lo = a->n * (size_t)ith / (size_t)nth, hi = a->n * (size_t)(ith + 1) / (size_t)nth;
+    memcpy(a->dst + lo, a->src + lo, hi - lo);
+}
+
+static void peers(okv_threadpool *pool, int reps) {
+    const size_t n = 256u << 20;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    if (!a || !b) { free(a); free(b); return; }
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double tc[64], tr[64];
+    for (int r = 0; r < reps; r++) {
+        copy_arg ca = {b, a, n};
+        double t = now();
+        okv_parallel(pool, copy_job, &ca);
+        tc[r] = now() - t;
+        read_arg ra = {.p = (const uint64_t *)a, .n = n / 8};
+        t = now();
+        okv_parallel(pool, read_job, &ra);
+        tr[r] = now() - t;
+        if (ra.sums[0] == 42) printf(" ");
+    }
+    printf("peers, %d thread(s): memcpy %.1f GB/s (bytes copied; %.1f GB/s of traffic), read %.1f GB/s\n",
+           okv_threadpool_size(pool), n / median(tc, reps) / 1e9, 2 * n / median(tc, reps) / 1e9,
+           n / median(tr, reps) / 1e9);
+    free(a);
+    free(b);
+}
+
+static void bench(okv_mm_kernel kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps) {
+    const size_t mbytes = okv_ggml_row_size(type, k) * (size_t)rows;
+    int copies = n == 1 ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
+    uint8_t *w = malloc(mbytes * (size_t)copies);
+    float *row = malloc(sizeof(float) * (size_t)k);
+    float *x = malloc(sizeof(float) * (size_t)(k * n));
+    float *y = malloc(sizeof(float) * (size_t)(rows * n));
+    size_t sb = okv_matmul_scratch_bytes(type, k, n);
+    void *scratch = sb ? malloc(sb) : NULL;
+    if (!w || !row || !x || !y || (sb && !scratch)) { printf("out of memory\n"); goto done; }
+    const size_t rb = okv_ggml_row_size(type, k);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < k; i++) row[i] = frand();
+        uint8_t *dst = w + (size_t)r * rb;
+        switch (type) {
+        case OKV_GGML_F32: memcpy(dst, row, rb); break;
+        case OKV_GGML_F16: okv_f32_to_f16_row((okv_f16 *)dst, row, k); break;
+        case OKV_GGML_BF16: okv_f32_to_bf16_row((okv_bf16 *)dst, row, k); break;
+        case OKV_GGML_Q8_0: okv_quantize_row_q8_0(row, (block_q8_0 *)dst, k); break;
+        case OKV_GGML_Q4_0: okv_quantize_row_q4_0(row, (block_q4_0 *)dst, k); break;
+        }
+    }
+    for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * mbytes, w, mbytes);
+    for (int64_t i = 0; i < k * n; i++) x[i] = frand();
+    double t[256];
+    int runs = n == 1 ? reps * 4 : reps;
+    if (runs > 256) runs = 256;
+    for (int r = -copies; r < runs; r++) { /* the first pass over the copies warms page tables */
+        double t0 = now();
+        okv_status st = okv_matmul_with(kern, pool, type, w + (size_t)((r + copies) % copies) * mbytes, rows, k,
+                                        x, n, y, scratch, NULL);
+        double dt = now() - t0;
+        if (st != OKV_OK) { printf("%s: matmul failed (%d)\n", okv_ggml_type_name(type), st); goto done; }
+        if (r >= 0) t[r] = dt;
+    }
+    double tm = median(t, runs);
+    printf("%-5s %5lldx%-5lld n=%-3lld t=%d  %8.3f ms  %7.1f GFLOP/s  %6.1f GB/s weights\n", okv_ggml_type_name(type),
+           (long long)rows, (long long)k, (long long)n, okv_threadpool_size(pool), tm * 1e3,
+           2.0 * (double)rows * (double)k * (double)n / tm / 1e9, (double)mbytes / tm / 1e9);
+done:
+    free(w); free(row); free(x); free(y); free(scratch);
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 7;
+    if (reps < 1) reps = 1;
+    if (reps > 64) reps = 64;
+    okv_mm_kernel kern = okv_mm_kernel_best();
+    if (argc > 2) {
+        for (int i = 0; i < OKV_MM_KERNEL_COUNT; i++)
+            if (!strcmp(argv[2], okv_mm_kernel_name((okv_mm_kernel)i))) kern = (okv_mm_kernel)i;
+    }
+    if (!okv_mm_kernel_available(kern)) { printf("kernel %s not available\n", okv_mm_kernel_name(kern)); return 1; }
+    printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_mm_kernel_name(kern), reps);
+    const int types[] = {OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32};
+    for (int nt = 1; nt <= 2; nt++) {
+        okv_threadpool *pool = okv_threadpool_create(nt, NULL);
+        if (!pool) return 1;
+        peers(pool, reps);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            bench(kern, pool, types[ti], 2048, 2048, 1, reps);
+            bench(kern, pool, types[ti], 5632, 2048, 1, reps);
+            bench(kern, pool, types[ti], 5632, 2048, 64, reps);
+        }
+        okv_threadpool_free(pool);
+    }
+    return 0;
+}
