@@ -1,0 +1,201 @@
+/* Shared command-line helpers.  Every message names the subcommand, the
+ * flag and the value, so a script's log says what to fix. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+
+bool cli_is(const char *a, const char *b1, const char *b2) {
+    return strcmp(a, b1) == 0 || (b2 && strcmp(a, b2) == 0);
+}
+
+void cli_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "offkv %s: error: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+const char *cli_value(const char *cmd, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        cli_error(cmd, "flag %s needs a value (see offkv %s --help)", argv[*i], cmd);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+bool cli_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi, int32_t *out) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        cli_error(cmd, "bad value '%s' for %s: expected an integer in %lld..%lld", v, flag, lo, hi);
+        return false;
+    }
+    *out = (int32_t)x;
+    return true;
+}
+
+bool cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    /* strtoull accepts "-1" and wraps it; a seed of -1 is not what anyone means. */
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || strchr(v, '-')) {
+        cli_error(cmd, "bad value '%s' for %s: expected an unsigned integer", v, flag);
+        return false;
+    }
+    *out = (uint64_t)x;
+    return true;
+}
+
+bool cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        cli_error(cmd, "bad value '%s' for %s: expected a number in %g..%g", v, flag, lo, hi);
+        return false;
+    }
+    *out = (float)x;
+    return true;
+}
+
+bool cli_choice(const char *cmd, const char *flag, const char *v, const char *const *choices, int *out) {
+    for (int i = 0; choices[i]; i++) {
+        if (strcmp(v, choices[i]) == 0) {
+            *out = i;
+            return true;
+        }
+    }
+    char list[256] = "";
+    for (int i = 0; choices[i]; i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, choices[i], sizeof list - strlen(list) - 1);
+    }
+    cli_error(cmd, "bad value '%s' for %s: expected one of %s", v, flag, list);
+    return false;
+}
+
+int cli_unknown(const char *cmd, const char *flag) {
+    cli_error(cmd, "unknown flag '%s' (see offkv %s --help)", flag, cmd);
+    return CLI_USAGE;
+}
+
+bool cli_model_file_ok(const char *cmd, const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        cli_error(cmd, "model file '%s' not found: %s", path, strerror(errno));
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cli_error(cmd, "model file '%s' is not a regular file", path);
+        return false;
+    }
+    return true;
+}
+
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *cli_bytes(size_t n, char *buf, size_t cap) {
+    if (n >= (size_t)1 << 30) snprintf(buf, cap, "%.2f GiB", (double)n / (double)(1u << 30));
+    else if (n >= (size_t)1 << 20) snprintf(buf, cap, "%.2f MiB", (double)n / (double)(1u << 20));
+    else if (n >= (size_t)1 << 10) snprintf(buf, cap, "%.2f KiB", (double)n / 1024.0);
+    else snprintf(buf, cap, "%zu B", n);
+    return buf;
+}
+
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window) {
+    if (!cli_model_file_ok(cmd, path)) return NULL;
+    char sw[16];
+    snprintf(sw, sizeof sw, "%d", (int)sliding_window);
+    const char *opts[] = {"sliding_window", sw, NULL};
+    okv_error err = {0};
+    okv_model *m = okv_model_load(path, sliding_window > 0 ? opts : NULL, &err);
+    if (!m) cli_error(cmd, "cannot load model '%s': %s", path, err.message);
+    return m;
+}
+
+okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
+    char nt[16], cap[16], mw[16], ic[16];
+    const char *opts[16];
+    int k = 0;
+#define OPT(key, buf, v)                          \
+    do {                                          \
+        if ((v) > 0) {                            \
+            snprintf(buf, sizeof buf, "%d", (int)(v)); \
+            opts[k++] = key;                      \
+            opts[k++] = buf;                      \
+        }                                         \
+    } while (0)
+    OPT("n_threads", nt, o->n_threads);
+    OPT("capacity", cap, o->capacity);
+    OPT("max_write", mw, o->max_write);
+    OPT("initial_capacity", ic, o->initial_capacity);
+#undef OPT
+    if (o->kv_type) {
+        opts[k++] = "kv_type";
+        opts[k++] = o->kv_type;
+    }
+    opts[k] = NULL;
+    okv_error err = {0};
+    okv_context *ctx = okv_context_create(m, opts, NULL, &err);
+    if (!ctx) cli_error(cmd, "cannot create a context: %s", err.message);
+    return ctx;
+}
+
+int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, bool add_special, size_t *n) {
+    const okv_tokenizer *tok = okv_model_tokenizer(m);
+    unsigned flags = add_special ? OKV_TOKENIZE_ADD_SPECIAL : 0;
+    okv_error err = {0};
+    size_t need = 0;
+    if (okv_tokenizer_encode(tok, text, strlen(text), flags, NULL, 0, &need, &err) != OKV_OK && need == 0) {
+        cli_error(cmd, "cannot tokenize the prompt: %s", err.message);
+        return NULL;
+    }
+    int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
+    if (!ids) {
+        cli_error(cmd, "out of memory for %zu tokens", need);
+        return NULL;
+    }
+    if (okv_tokenizer_encode(tok, text, strlen(text), flags, ids, need, n, &err) != OKV_OK) {
+        cli_error(cmd, "cannot tokenize the prompt: %s", err.message);
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}
+
+void cli_cache_bytes_by_kind(const okv_cache *c, size_t *flat, int *n_flat, size_t *ring, int *n_ring) {
+    *flat = *ring = 0;
+    *n_flat = *n_ring = 0;
+    okv_cache_config cfg;
+    if (!okv_cache_get_config(c, &cfg)) return;
+    const size_t esize = cfg.dtype == OKV_F32 ? 4 : 2;
+    for (int32_t l = 0; l < okv_cache_n_layers(c); l++) {
+        okv_layer_geometry g;
+        okv_cache_layer_geometry(c, l, &g);
+        int32_t rows = okv_cache_rows(c, l);
+        /* K and V: as okv_cache_bytes counts them */
+        size_t b = 2 * (size_t)g.n_kv_heads * (size_t)(rows > 0 ? rows : 0) * (size_t)g.head_dim * esize;
+        if (g.window > 0) {
+            *ring += b;
+            ++*n_ring;
+        } else {
+            *flat += b;
+            ++*n_flat;
+        }
+    }
+}

@@ -1,0 +1,76 @@
+/* offkv command line: what the subcommands share (flag values, model and
+ * context set-up, messages).  Exit codes: 0 success, 1 a failure while
+ * working (a bad model file, an eval error), 2 a usage error (an unknown
+ * flag, a bad flag value). */
+#ifndef OFFKV_TOOL_CLI_H
+#define OFFKV_TOOL_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offkv/context.h"
+#include "offkv/model.h"
+#include "offkv/status.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Subcommands: argv[0] is the subcommand's name. */
+int cmd_run(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* True when a is one of the two spellings (b2 may be NULL). */
+bool cli_is(const char *a, const char *b1, const char *b2);
+
+/* The value after flag argv[*i] (advancing *i), or NULL after saying that
+ * the flag needs one. */
+const char *cli_value(const char *cmd, int argc, char **argv, int *i);
+
+/* Parse value v of flag into *out, checking the range [lo, hi]; on failure
+ * they print "offkv CMD: bad value 'V' for FLAG: ..." and return false. */
+bool cli_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi, int32_t *out);
+bool cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out);
+bool cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi, float *out);
+/* v must be one of the NULL-terminated choices; *out gets its index. */
+bool cli_choice(const char *cmd, const char *flag, const char *v, const char *const *choices, int *out);
+
+/* Says that flag is unknown and how to get help; returns CLI_USAGE. */
+int cli_unknown(const char *cmd, const char *flag);
+
+/* Prints "offkv CMD: error: ..." to stderr. */
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Checks that path names a readable regular file, saying otherwise. */
+bool cli_model_file_ok(const char *cmd, const char *path);
+
+/* Monotonic seconds. */
+double cli_now(void);
+
+/* "12.3 MiB" style, into buf. */
+const char *cli_bytes(size_t n, char *buf, size_t cap);
+
+/* Loads the model at path (sliding_window > 0: the model option of that
+ * name), saying why not on failure. */
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window);
+
+/* Context options; 0 or NULL leaves the context's default. */
+typedef struct cli_ctx_opts {
+    int32_t n_threads, capacity, max_write, initial_capacity;
+    const char *kv_type;
+} cli_ctx_opts;
+
+/* Creates a context with its own cache, saying why not on failure. */
+okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o);
+
+/* Tokenizes text (with BOS/EOS as the vocabulary asks when add_special);
+ * returns a malloc'd array and its length in *n, or NULL after saying why. */
+int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, bool add_special, size_t *n);
+
+/* Bytes of cache storage held now by the flat (window 0) and by the ring
+ * layers, and how many layers of each kind. */
+void cli_cache_bytes_by_kind(const okv_cache *c, size_t *flat, int *n_flat, size_t *ring, int *n_ring);
+
+#endif

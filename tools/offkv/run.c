@@ -1,0 +1,223 @@
+/* offkv run: generate text.  The prompt is evaluated in chunks of at most
+ * --chunk tokens (the cache's max_write), then one token per eval; text goes
+ * to stdout as it is made, numbers to stderr, so `offkv run ... > out.txt`
+ * keeps only the text. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "offkv/sampler.h"
+#include "offkv/tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: offkv run -m MODEL [-p PROMPT] [flags]\n"
+            "Generates text from PROMPT (BOS added as the vocabulary asks) and streams it to stdout;\n"
+            "prompt and generation speed and cache bytes go to stderr.\n\n"
+            "  -m, --model FILE        GGUF model\n"
+            "  -p, --prompt TEXT       prompt (default: empty, BOS only)\n"
+            "  -n, --n-predict N       tokens to generate at most (default 128); stops earlier at EOS or\n"
+            "                          when the context is full\n"
+            "  --temp T                temperature; 0 = greedy (default 0.8)\n"
+            "  --top-k K               keep the K most likely tokens; 0 = all (default 40)\n"
+            "  --top-p P               keep the smallest set reaching probability P; 1 = all (default 0.95)\n"
+            "  --seed S                sampling seed (default: random, printed to stderr)\n"
+            "  -t, --threads N         threads (default 1)\n"
+            "  -c, --ctx-size N        positions the cache holds (default: the model's training context,\n"
+            "                          at most 4096)\n"
+            "  --chunk N               most prompt tokens per eval, the cache's max_write (default 512)\n"
+            "  --kv-type T             K/V cache storage: f16 (default) or f32\n"
+            "  --warmup                evaluate the prompt once, clear the cache, then run for real\n"
+            "  --sliding-window N      give every layer of a llama model a window of N positions\n"
+            "  --no-display-prompt     do not echo the prompt to stdout\n"
+            "  -h, --help              this help\n");
+}
+
+/* Evaluates ids[0..n) from position 0 in chunks; the last token's logits
+ * land in logits. */
+static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t n, int32_t chunk, int32_t *pos,
+                    float *logits) {
+    for (int32_t start = 0; start < n; start += chunk) {
+        int32_t len = n - start < chunk ? n - start : chunk;
+        for (int32_t i = 0; i < len; i++) pos[i] = start + i;
+        okv_error err = {0};
+        /* Only the last chunk's last row is needed: skip the output layer before it. */
+        if (okv_context_eval_last(ctx, ids + start, pos, len, start + len == n ? logits : NULL, &err) != OKV_OK) {
+            cli_error(cmd, "prompt eval of positions %d..%d: %s", (int)start, (int)(start + len - 1), err.message);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool emit(const char *cmd, const okv_tokenizer *tok, int32_t id) {
+    char buf[256];
+    size_t n = 0;
+    okv_error err = {0};
+    if (okv_tokenizer_token_to_piece(tok, id, 0, buf, sizeof buf, &n, &err) != OKV_OK) {
+        cli_error(cmd, "token %d: %s", (int)id, err.message);
+        return false;
+    }
+    fwrite(buf, 1, n, stdout);
+    fflush(stdout);
+    return true;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *cmd = "run", *model = NULL, *prompt = "", *v;
+    int32_t n_predict = 128, threads = 1, ctx_size = 0, chunk = 512, window = 0;
+    okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
+    bool seed_given = false, warmup = false, display_prompt = true;
+    int kv = 0;
+    static const char *const kv_types[] = {"f16", "f32", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (cli_is(a, "--warmup", NULL)) { warmup = true; continue; }
+        if (cli_is(a, "--no-display-prompt", NULL)) { display_prompt = false; continue; }
+        if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--prompt") || cli_is(a, "-n", "--n-predict") ||
+              cli_is(a, "--temp", "--top-k") || cli_is(a, "--top-p", "--seed") || cli_is(a, "-t", "--threads") ||
+              cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "--sliding-window", NULL)))
+            return cli_unknown(cmd, a);
+        if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+        bool ok = true;
+        if (cli_is(a, "-m", "--model")) model = v;
+        else if (cli_is(a, "-p", "--prompt")) prompt = v;
+        else if (cli_is(a, "-n", "--n-predict")) ok = cli_int(cmd, a, v, 0, 1 << 24, &n_predict);
+        else if (cli_is(a, "--temp", NULL)) ok = cli_float(cmd, a, v, 0.0, 1e6, &sp.temperature);
+        else if (cli_is(a, "--top-k", NULL)) ok = cli_int(cmd, a, v, 0, 1 << 24, &sp.top_k);
+        else if (cli_is(a, "--top-p", NULL)) {
+            ok = cli_float(cmd, a, v, 0.0, 1.0, &sp.top_p);
+            if (ok && sp.top_p <= 0.0f) {
+                cli_error(cmd, "bad value '%s' for --top-p: expected a number in (0, 1]", v);
+                ok = false;
+            }
+        } else if (cli_is(a, "--seed", NULL)) ok = seed_given = cli_u64(cmd, a, v, &sp.seed);
+        else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
+        else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);
+        else if (cli_is(a, "--chunk", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 20, &chunk);
+        else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, kv_types, &kv);
+        else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
+        if (!ok) return CLI_USAGE;
+    }
+    if (!model) {
+        cli_error(cmd, "-m MODEL is required (see offkv run --help)");
+        return CLI_USAGE;
+    }
+    if (!seed_given) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+
+    int rc = CLI_FAIL;
+    okv_context *ctx = NULL;
+    okv_sampler *smp = NULL;
+    int32_t *ids = NULL, *pos = NULL;
+    float *logits = NULL;
+    okv_model *m = cli_load_model(cmd, model, window);
+    if (!m) goto done;
+    const okv_tokenizer *tok = okv_model_tokenizer(m);
+    size_t n_prompt_sz = 0;
+    if (!(ids = cli_tokenize(cmd, m, prompt, true, &n_prompt_sz))) goto done;
+    const int32_t n_prompt = (int32_t)n_prompt_sz;
+    if (n_prompt == 0) {
+        cli_error(cmd, "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate");
+        rc = CLI_USAGE;
+        goto done;
+    }
+    cli_ctx_opts o = {.n_threads = threads, .capacity = ctx_size, .max_write = chunk, .kv_type = kv_types[kv]};
+    if (ctx_size > 0 && chunk > ctx_size) o.max_write = ctx_size;
+    if (!(ctx = cli_context(cmd, m, &o))) goto done;
+    okv_cache *cache = okv_context_cache(ctx);
+    okv_cache_config cfg;
+    okv_cache_get_config(cache, &cfg);
+    if (n_prompt > cfg.capacity) {
+        cli_error(cmd, "the prompt has %d tokens, more than the context's %d (-c)", (int)n_prompt, (int)cfg.capacity);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    const int32_t n_vocab = okv_model_n_vocab(m);
+    const int32_t step = okv_context_max_write(ctx);
+    okv_error err = {0};
+    if (!(smp = okv_sampler_create(&sp, n_vocab, &err))) {
+        cli_error(cmd, "sampler: %s", err.message);
+        goto done;
+    }
+    logits = malloc((size_t)n_vocab * sizeof *logits);
+    pos = malloc((size_t)step * sizeof *pos);
+    if (!logits || !pos) {
+        cli_error(cmd, "out of memory");
+        goto done;
+    }
+    fprintf(stderr, "offkv run: %s\n", okv_model_describe(m));
+    fprintf(stderr, "offkv run: %d prompt tokens, chunk %d, capacity %d, %s KV, threads %d, seed %llu\n",
+            (int)n_prompt, (int)step, (int)cfg.capacity, kv_types[kv], (int)threads, (unsigned long long)sp.seed);
+
+    if (warmup) {
+        double w0 = cli_now();
+        if (!prefill(cmd, ctx, ids, n_prompt, step, pos, logits)) goto done;
+        if (okv_cache_clear(cache, &err) != OKV_OK) {
+            cli_error(cmd, "clearing the cache after warmup: %s", err.message);
+            goto done;
+        }
+        fprintf(stderr, "offkv run: warmup %.1f ms, cache cleared\n", (cli_now() - w0) * 1e3);
+    }
+
+    if (display_prompt) {
+        fputs(prompt, stdout);
+        fflush(stdout);
+    }
+    double t0 = cli_now();
+    if (!prefill(cmd, ctx, ids, n_prompt, step, pos, logits)) goto done;
+    double t_prompt = cli_now() - t0;
+
+    const int32_t eos = okv_tokenizer_eos(tok);
+    int32_t n_gen = 0, p = n_prompt;
+    const char *stop = "n reached";
+    t0 = cli_now();
+    while (n_gen < n_predict) {
+        int32_t id = okv_sampler_sample(smp, logits);
+        if (id == eos) {
+            stop = "end of sequence";
+            break;
+        }
+        n_gen++;
+        if (!emit(cmd, tok, id)) goto done;
+        if (n_gen == n_predict) break;
+        if (p >= cfg.capacity) {
+            stop = "context full";
+            break;
+        }
+        pos[0] = p;
+        if (okv_context_eval_last(ctx, &id, pos, 1, logits, &err) != OKV_OK) {
+            cli_error(cmd, "eval at position %d: %s", (int)p, err.message);
+            goto done;
+        }
+        p++;
+    }
+    double t_gen = cli_now() - t0;
+    fputc('\n', stdout);
+    fflush(stdout);
+
+    size_t flat, ring;
+    int n_flat, n_ring;
+    char b0[32], b1[32], b2[32];
+    cli_cache_bytes_by_kind(cache, &flat, &n_flat, &ring, &n_ring);
+    fprintf(stderr, "offkv run: stopped: %s\n", stop);
+    fprintf(stderr, "offkv run: prompt     %5d tokens in %9.2f ms (%8.2f tokens/s)\n", (int)n_prompt, t_prompt * 1e3,
+            t_prompt > 0 ? n_prompt / t_prompt : 0.0);
+    fprintf(stderr, "offkv run: generation %5d tokens in %9.2f ms (%8.2f tokens/s)\n", (int)n_gen, t_gen * 1e3,
+            t_gen > 0 && n_gen > 0 ? n_gen / t_gen : 0.0);
+    fprintf(stderr, "offkv run: cache %s for %d positions: %d flat layers %s, %d ring layers %s\n",
+            cli_bytes(okv_cache_bytes(cache), b0, sizeof b0), (int)okv_cache_length(cache), n_flat,
+            cli_bytes(flat, b1, sizeof b1), n_ring, cli_bytes(ring, b2, sizeof b2));
+    rc = CLI_OK;
+done:
+    free(logits);
+    free(pos);
+    free(ids);
+    okv_sampler_free(smp);
+    okv_context_free(ctx);
+    okv_model_free(m);
+    return rc;
+}

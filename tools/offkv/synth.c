@@ -1,0 +1,592 @@
+/* offkv synth: a deterministic random-weight GGUF model of any shape, with
+ * llama.cpp's tensor names, shapes and metadata keys and a small
+ * SentencePiece vocabulary, for tests, benchmarks and the demo.
+ *
+ * Every row of every tensor draws from its own generator, seeded from the
+ * seed, the tensor's name and the row, so the bytes do not depend on the
+ * thread count or on the order tensors are written in.  Tensors are
+ * produced one at a time through the writer's fill callback: a 1.1B model
+ * never sits in memory whole. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "offkv/gguf.h"
+#include "offkv/threads.h"
+#include "kernels/quant.h"
+#include "threads/pool.h"
+
+enum { ARCH_LLAMA, ARCH_GEMMA3, ARCH_MUSE };
+static const char *const arch_names[] = {"llama", "gemma3", "muse-glimmer", NULL};
+static const char *const type_names[] = {"f32", "f16", "q8_0", "q4_0", NULL};
+static const int type_ids[] = {OKV_GGML_F32, OKV_GGML_F16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
+/* llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_0. */
+static const uint32_t type_ftype[] = {0, 1, 7, 2};
+
+typedef struct shape {
+    int arch;
+    int32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, head_dim, ctx;
+    float rope_base, rope_base_swa;
+    int32_t window;       /* 0: none */
+    int32_t pattern;      /* -1: no key; else the period */
+    const char *pattern_bools; /* "1110..." per layer, or NULL */
+    float softcap;        /* 0: no key */
+    float logit_scale;    /* muse-glimmer */
+    bool tied, fused_qkv;
+    int type_idx;
+    uint64_t seed;
+    int32_t threads;
+} shape;
+
+/* ------------------------------------------------------------------ */
+/* Random numbers                                                      */
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tensors                                                             */
+
+typedef enum { FILL_MATRIX, FILL_NORM } fill_kind;
+
+typedef struct synth_run synth_run;
+
+typedef struct tspec {
+    char name[64];
+    fill_kind kind;
+    int type;            /* ggml type number */
+    int64_t ne0, ne1;    /* ne1 = 1 for vectors */
+    int32_t n_dims;
+    float scale;         /* matrix: half-width of the uniform; norm: spread around 1 */
+    synth_run *run;
+} tspec;
+
+struct synth_run {
+    tspec *t;
+    int n, cap;
+    okv_threadpool *pool;
+    float *scratch;       /* threads x max_ne0 */
+    int64_t max_ne0;
+    int32_t n_threads;
+    uint64_t seed;
+    int n_fallback;
+};
+
+typedef struct fill_job {
+    const tspec *t;
+    unsigned char *dst;
+    size_t row_bytes;
+} fill_job;
+
+/* One row of k floats as ggml type `type`; the quantizers are the kernels'
+ * (ggml's reference rounding), so the file holds what llama.cpp would write. */
+static void encode_row(int type, const float *x, void *dst, int64_t k) {
+    switch (type) {
+    case OKV_GGML_F32: memcpy(dst, x, (size_t)k * sizeof *x); break;
+    case OKV_GGML_F16: okv_f32_to_f16_row(dst, x, k); break;
+    case OKV_GGML_Q8_0: okv_quantize_row_q8_0(x, dst, k); break;
+    case OKV_GGML_Q4_0: okv_quantize_row_q4_0(x, dst, k); break;
+    }
+}
+
+static void fill_rows(void *arg, int32_t ith, int32_t nth) {
+    const fill_job *j = arg;
+    const tspec *t = j->t;
+    float *x = t->run->scratch + (size_t)ith * (size_t)t->run->max_ne0;
+    const uint64_t tseed = mix64(t->run->seed ^ name_hash(t->name));
+    for (int64_t r = ith; r < t->ne1; r += nth) {
+        uint64_t state = mix64(tseed + (uint64_t)r * 0x9e3779b97f4a7c15ull);
+        for (int64_t i = 0; i < t->ne0; i++) {
+            state += 0x9e3779b97f4a7c15ull;
+            /* 24 bits: every value is exact in a float. */
+            float u = (float)(mix64(state) >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
+            x[i] = t->kind == FILL_NORM ? 1.0f + t->scale * u : t->scale * u;
+        }
+        encode_row(t->type, x, j->dst + (size_t)r * j->row_bytes, t->ne0);
+    }
+}
+
+static okv_status fill_tensor(void *user, const char *name, void *dst, size_t n_bytes, okv_error *err) {
+    const tspec *t = user;
+    fill_job j = {t, dst, okv_ggml_row_size(t->type, t->ne0)};
+    if (j.row_bytes * (size_t)t->ne1 != n_bytes) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "synth: tensor '%s': %zu bytes, expected %zu", name,
+                     n_bytes, j.row_bytes * (size_t)t->ne1);
+            err->status = OKV_ERR_INVALID;
+        }
+        return OKV_ERR_INVALID;
+    }
+    okv_parallel(t->run->pool, fill_rows, &j);
+    return OKV_OK;
+}
+
+static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type, int64_t ne0, int64_t ne1,
+                       float scale) {
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        tspec *t = realloc(s->t, (size_t)cap * sizeof *t);
+        if (!t) return NULL;
+        s->t = t;
+        s->cap = cap;
+    }
+    tspec *t = &s->t[s->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->kind = kind;
+    t->ne0 = ne0;
+    t->ne1 = ne1;
+    t->n_dims = kind == FILL_NORM ? 1 : 2;
+    t->scale = scale;
+    t->run = s;
+    /* llama.cpp's quantizer keeps a row that does not split into 32-value
+     * blocks in F16; so do we (the default n_ff of 172 is such a row). */
+    t->type = type;
+    if (okv_ggml_row_size(type, ne0) == 0) {
+        t->type = OKV_GGML_F16;
+        s->n_fallback++;
+    }
+    if (ne0 > s->max_ne0) s->max_ne0 = ne0;
+    return t;
+}
+
+/* Weights ~ uniform(-a, a) with a = 0.02·√3 (standard deviation 0.02, as
+ * GPT-2-style initializations use), so activations stay in a sane range;
+ * norm gains 1 ± 0.1 so a wrong gain is visible in the logits. */
+#define W_SCALE 0.034641016f
+#define NORM_SPREAD 0.1f
+
+static bool build_specs(synth_run *s, const shape *sh) {
+    const int mt = type_ids[sh->type_idx];
+    const int64_t E = sh->n_embd, hd = sh->head_dim;
+    const int64_t nq = (int64_t)sh->n_head * hd, nkv = (int64_t)sh->n_head_kv * hd;
+    char nm[64];
+#define ADD(kind, type, ne0, ne1)                                                   \
+    do {                                                                            \
+        if (!add_spec(s, nm, kind, type, ne0, ne1, kind == FILL_NORM ? NORM_SPREAD : W_SCALE)) \
+            return false;                                                           \
+    } while (0)
+    snprintf(nm, sizeof nm, "token_embd.weight");
+    ADD(FILL_MATRIX, mt, E, sh->n_vocab);
+    snprintf(nm, sizeof nm, "output_norm.weight");
+    ADD(FILL_NORM, OKV_GGML_F32, E, 1);
+    if (!sh->tied) {
+        snprintf(nm, sizeof nm, "output.weight");
+        ADD(FILL_MATRIX, mt, E, sh->n_vocab);
+    }
+    for (int32_t l = 0; l < sh->n_layer; l++) {
+#define BLK(suffix) snprintf(nm, sizeof nm, "blk.%d.%s.weight", (int)l, suffix)
+        BLK("attn_norm");
+        ADD(FILL_NORM, OKV_GGML_F32, E, 1);
+        if (sh->fused_qkv) {
+            BLK("attn_qkv");
+            ADD(FILL_MATRIX, mt, E, nq + 2 * nkv);
+        } else {
+            BLK("attn_q");
+            ADD(FILL_MATRIX, mt, E, nq);
+            BLK("attn_k");
+            ADD(FILL_MATRIX, mt, E, nkv);
+            BLK("attn_v");
+            ADD(FILL_MATRIX, mt, E, nkv);
+        }
+        if (sh->arch == ARCH_GEMMA3 || sh->arch == ARCH_MUSE) {
+            BLK("attn_q_norm");
+            ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
+            BLK("attn_k_norm");
+            ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
+        }
+        if (sh->arch == ARCH_MUSE) {
+            /* one gate value per query channel, from the attn_norm output */
+            BLK("attn_gate");
+            ADD(FILL_MATRIX, mt, E, nq);
+        }
+        BLK("attn_output");
+        ADD(FILL_MATRIX, mt, nq, E);
+        if (sh->arch != ARCH_LLAMA) {
+            /* muse-glimmer's attn_post_norm and ffn_post_norm are stored
+             * under gemma3's names, as its converter writes them */
+            BLK("post_attention_norm");
+            ADD(FILL_NORM, OKV_GGML_F32, E, 1);
+        }
+        BLK("ffn_norm");
+        ADD(FILL_NORM, OKV_GGML_F32, E, 1);
+        BLK("ffn_gate");
+        ADD(FILL_MATRIX, mt, E, sh->n_ff);
+        BLK("ffn_up");
+        ADD(FILL_MATRIX, mt, E, sh->n_ff);
+        BLK("ffn_down");
+        ADD(FILL_MATRIX, mt, sh->n_ff, E);
+        if (sh->arch != ARCH_LLAMA) {
+            BLK("post_ffw_norm");
+            ADD(FILL_NORM, OKV_GGML_F32, E, 1);
+        }
+#undef BLK
+    }
+#undef ADD
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Vocabulary                                                          */
+
+/* Story words, so "Once upon a time" and friends are whole tokens. */
+static const char *const words[] = {
+    "Once", "upon", "a", "time", "there", "was", "the", "The", "little", "girl", "boy", "named", "Lily", "Tim",
+    "She", "He", "They", "One", "day", "and", "to", "he", "she", "it", "of", "in", "on", "with", "her", "his",
+    "they", "said", "big", "play", "happy", "sad", "mom", "dad", "friend", "tree", "sun", "ball", "park", "saw",
+    "had", "not", "very", "so", "but", "is", "you", "I", "we", "what", "went", "wanted", "loved", "liked",
+    "looked", "found", "home", "house", "toy", "bird", "dog", "cat", "fish", "red", "blue", "green", "good",
+    "fun", "then", "when", "all", "up", "down", "out", "too", "can", "do", "go", "see", "help", "new", "run",
+    "jump", "smile", "laugh", "together", "after", "again", "asked", "came", "made", "each", "every", "other",
+    "thing", "could", "would", "from", "for", "at", "by", "that", "this", "be", "are", "were", "have", "like",
+    "will", "my", "your", "its", "their", "them", "him", "me", "us", "no", "yes", "an", "as", "or", "if",
+    "some", "more", "many", "much", "long", "old", "nice", "best", "bad", "hot", "cold", "Ben", "Sue", "Max",
+};
+
+typedef struct vocab {
+    char **tok;
+    float *score;
+    int32_t *type;
+    int32_t n, cap;
+    /* open-addressing set of token strings, so duplicates are skipped */
+    int32_t *slot;
+    size_t n_slot;
+} vocab;
+
+static bool vocab_has(const vocab *v, const char *s, size_t *pos) {
+    size_t i = (size_t)name_hash(s) & (v->n_slot - 1);
+    while (v->slot[i] >= 0) {
+        if (strcmp(v->tok[v->slot[i]], s) == 0) return true;
+        i = (i + 1) & (v->n_slot - 1);
+    }
+    *pos = i;
+    return false;
+}
+
+/* Appends s (while there is room) unless present; false only when out of memory. */
+static bool vocab_add(vocab *v, const char *s, int32_t type, float score) {
+    size_t pos;
+    if (v->n >= v->cap || vocab_has(v, s, &pos)) return true;
+    char *copy = malloc(strlen(s) + 1);
+    if (!copy) return false;
+    strcpy(copy, s);
+    v->tok[v->n] = copy;
+    v->type[v->n] = type;
+    v->score[v->n] = score;
+    v->slot[pos] = v->n++;
+    return true;
+}
+
+static void vocab_free(vocab *v) {
+    for (int32_t i = 0; i < v->n; i++) free(v->tok[i]);
+    free(v->tok);
+    free(v->score);
+    free(v->type);
+    free(v->slot);
+}
+
+#define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's word boundary */
+
+/* Pieces are scored by rank (-1, -2, ...), as a trained SentencePiece vocab
+ * is roughly ordered: earlier pieces merge first.  Every word's prefixes
+ * ("▁O", "▁On", "▁Onc", "▁Once") are pieces too, so the bigram merges can
+ * reach the whole word. */
+static bool build_vocab(vocab *v, int32_t n_vocab) {
+    v->cap = n_vocab;
+    v->n_slot = 1;
+    while (v->n_slot < 2 * (size_t)n_vocab) v->n_slot <<= 1;
+    v->tok = calloc((size_t)n_vocab, sizeof *v->tok);
+    v->score = calloc((size_t)n_vocab, sizeof *v->score);
+    v->type = calloc((size_t)n_vocab, sizeof *v->type);
+    v->slot = malloc(v->n_slot * sizeof *v->slot);
+    if (!v->tok || !v->score || !v->type || !v->slot) return false;
+    memset(v->slot, 0xff, v->n_slot * sizeof *v->slot);
+
+    char buf[64];
+    int32_t rank = 0;
+#define PIECE(str) \
+    do { if (!vocab_add(v, (str), 1, (float)-(++rank))) return false; } while (0)
+    if (!vocab_add(v, "<unk>", 2, 0.0f) || !vocab_add(v, "<s>", 3, 0.0f) || !vocab_add(v, "</s>", 3, 0.0f))
+        return false;
+    for (int b = 0; b < 256; b++) {
+        snprintf(buf, sizeof buf, "<0x%02X>", b);
+        if (!vocab_add(v, buf, 6, 0.0f)) return false;
+    }
+    PIECE(SPM_SPACE);
+    const char *singles = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?'\"-:;()";
+    for (const char *c = singles; *c; c++) {
+        buf[0] = *c;
+        buf[1] = '\0';
+        PIECE(buf);
+    }
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        size_t len = strlen(words[w]);
+        for (size_t k = 1; k <= len; k++) {
+            snprintf(buf, sizeof buf, SPM_SPACE "%.*s", (int)k, words[w]);
+            PIECE(buf);
+        }
+    }
+    /* Filler: letter bigrams and trigrams, bare and word-initial; then
+     * numbered pieces if a vocabulary is larger still. */
+    for (int pass = 0; pass < 4 && v->n < n_vocab; pass++) {
+        const char *pre = (pass & 1) ? SPM_SPACE : "";
+        for (int a = 0; a < 26; a++)
+            for (int b = 0; b < 26; b++) {
+                if (pass < 2) {
+                    snprintf(buf, sizeof buf, "%s%c%c", pre, 'a' + a, 'a' + b);
+                    PIECE(buf);
+                    continue;
+                }
+                for (int c = 0; c < 26; c++) {
+                    snprintf(buf, sizeof buf, "%s%c%c%c", pre, 'a' + a, 'a' + b, 'a' + c);
+                    PIECE(buf);
+                }
+            }
+    }
+    for (int32_t i = 0; v->n < n_vocab; i++) {
+        snprintf(buf, sizeof buf, "<filler_%d>", (int)i);
+        PIECE(buf);
+    }
+#undef PIECE
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Metadata                                                            */
+
+static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab *v, okv_error *err) {
+    const char *arch = arch_names[sh->arch];
+    char key[128], name[128];
+    okv_status st;
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+#define TRY(call) do { if ((st = (call)) != OKV_OK) return st; } while (0)
+    snprintf(name, sizeof name, "offkv synth %s seed %llu (random weights)", arch, (unsigned long long)sh->seed);
+    TRY(okv_gguf_writer_add_str(w, "general.architecture", arch, err));
+    TRY(okv_gguf_writer_add_str(w, "general.name", name, err));
+    TRY(okv_gguf_writer_add_u32(w, "general.file_type", type_ftype[sh->type_idx], err));
+    TRY(okv_gguf_writer_add_u32(w, K("context_length"), (uint32_t)sh->ctx, err));
+    TRY(okv_gguf_writer_add_u32(w, K("embedding_length"), (uint32_t)sh->n_embd, err));
+    TRY(okv_gguf_writer_add_u32(w, K("block_count"), (uint32_t)sh->n_layer, err));
+    TRY(okv_gguf_writer_add_u32(w, K("feed_forward_length"), (uint32_t)sh->n_ff, err));
+    TRY(okv_gguf_writer_add_u32(w, K("attention.head_count"), (uint32_t)sh->n_head, err));
+    TRY(okv_gguf_writer_add_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_head_kv, err));
+    TRY(okv_gguf_writer_add_u32(w, K("vocab_size"), (uint32_t)sh->n_vocab, err));
+    if (sh->arch == ARCH_LLAMA) TRY(okv_gguf_writer_add_u32(w, K("rope.dimension_count"), (uint32_t)sh->head_dim, err));
+    if (sh->arch != ARCH_LLAMA || sh->head_dim * sh->n_head != sh->n_embd) {
+        TRY(okv_gguf_writer_add_u32(w, K("attention.key_length"), (uint32_t)sh->head_dim, err));
+        TRY(okv_gguf_writer_add_u32(w, K("attention.value_length"), (uint32_t)sh->head_dim, err));
+    }
+    TRY(okv_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), sh->arch == ARCH_LLAMA ? 1e-5f : 1e-6f, err));
+    TRY(okv_gguf_writer_add_f32(w, K("rope.freq_base"), sh->rope_base, err));
+    if (sh->rope_base_swa > 0.0f) TRY(okv_gguf_writer_add_f32(w, K("rope.freq_base_swa"), sh->rope_base_swa, err));
+    if (sh->window > 0) TRY(okv_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)sh->window, err));
+    if (sh->pattern_bools) {
+        bool *b = malloc((size_t)sh->n_layer * sizeof *b);
+        if (!b) { err->status = OKV_ERR_NOMEM; snprintf(err->message, sizeof err->message, "synth: out of memory"); return OKV_ERR_NOMEM; }
+        for (int32_t i = 0; i < sh->n_layer; i++) b[i] = sh->pattern_bools[i] == '1';
+        st = okv_gguf_writer_add_array(w, K("attention.sliding_window_pattern"), OKV_GGUF_BOOL, b, (uint64_t)sh->n_layer, err);
+        free(b);
+        if (st) return st;
+    } else if (sh->pattern >= 0) {
+        TRY(okv_gguf_writer_add_u32(w, K("attention.sliding_window_pattern"), (uint32_t)sh->pattern, err));
+    }
+    if (sh->softcap > 0.0f) TRY(okv_gguf_writer_add_f32(w, K("final_logit_softcapping"), sh->softcap, err));
+    if (sh->arch == ARCH_MUSE) TRY(okv_gguf_writer_add_f32(w, K("logit_scale"), sh->logit_scale, err));
+
+    TRY(okv_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", err));
+    TRY(okv_gguf_writer_add_array(w, "tokenizer.ggml.tokens", OKV_GGUF_STRING, v->tok, (uint64_t)v->n, err));
+    TRY(okv_gguf_writer_add_array(w, "tokenizer.ggml.scores", OKV_GGUF_F32, v->score, (uint64_t)v->n, err));
+    TRY(okv_gguf_writer_add_array(w, "tokenizer.ggml.token_type", OKV_GGUF_I32, v->type, (uint64_t)v->n, err));
+    TRY(okv_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0, err));
+    TRY(okv_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1, err));
+    TRY(okv_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2, err));
+    TRY(okv_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true, err));
+    TRY(okv_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false, err));
+#undef K
+#undef TRY
+    return OKV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Command                                                             */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: offkv synth [flags] -o FILE\n"
+            "Writes a GGUF v3 model with deterministic random weights (same flags and seed: same bytes).\n"
+            "Its text is gibberish; it is for tests, benchmarks and demos.\n\n"
+            "  -o, --output FILE        file to write (required)\n"
+            "  --arch NAME              llama (default), gemma3 or muse-glimmer\n"
+            "  --type T                 matrix type: f32 (default), f16, q8_0, q4_0 (norms stay f32;\n"
+            "                           a matrix whose rows do not split into 32-value blocks is f16)\n"
+            "  --seed S                 random seed (default 1)\n"
+            "  --n-embd N               embedding width (default 64)\n"
+            "  --n-layer N              layers (default 2)\n"
+            "  --n-head N               attention heads (default 4)\n"
+            "  --n-head-kv N            key/value heads, dividing n-head (default 2)\n"
+            "  --n-ff N                 feed-forward width (default 172)\n"
+            "  --n-vocab N              vocabulary size, at least 260 (default 512)\n"
+            "  --head-dim N             head width (default n-embd / n-head)\n"
+            "  --ctx N                  training context length written to the file (default 2048)\n"
+            "  --rope-base F            rope.freq_base (default 10000)\n"
+            "  --rope-base-swa F        rope.freq_base_swa for sliding layers (gemma3, muse-glimmer; default:\n"
+            "                           no key)\n"
+            "  --sliding-window N       attention.sliding_window (default: no key for llama, 8 otherwise)\n"
+            "  --sliding-window-pattern P\n"
+            "                           a period n (layer i slides iff n == 0 or i mod n < n-1), or a string\n"
+            "                           of 0/1, one per layer, written as a bool array (default: no key for\n"
+            "                           gemma3, period 4 for muse-glimmer)\n"
+            "  --softcap F              final_logit_softcapping (gemma3, muse-glimmer; default: no key)\n"
+            "  --logit-scale F          muse-glimmer logit_scale (default 0.5)\n"
+            "  --tied                   no output.weight: the output reuses token_embd (always for gemma3)\n"
+            "  --fused-qkv              one attn_qkv tensor instead of attn_q/attn_k/attn_v\n"
+            "  -t, --threads N          threads generating weights (default 2)\n"
+            "  -h, --help               this help\n"
+            "\nTinyLlama-1.1B shape: --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 "
+            "--n-vocab 32000\n");
+}
+
+int cmd_synth(int argc, char **argv) {
+    const char *cmd = "synth";
+    shape sh = {.arch = ARCH_LLAMA, .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 172,
+                .n_vocab = 512, .head_dim = 0, .ctx = 2048, .rope_base = 10000.0f, .rope_base_swa = 0.0f,
+                .window = -1, .pattern = -2, .logit_scale = 0.5f, .type_idx = 0, .seed = 1, .threads = 2};
+    const char *out = NULL, *v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (cli_is(a, "--tied", NULL)) { sh.tied = true; continue; }
+        if (cli_is(a, "--fused-qkv", NULL)) { sh.fused_qkv = true; continue; }
+        if (!(cli_is(a, "-o", "--output") || cli_is(a, "--arch", "--type") || cli_is(a, "--seed", "--n-embd") ||
+              cli_is(a, "--n-layer", "--n-head") || cli_is(a, "--n-head-kv", "--n-ff") ||
+              cli_is(a, "--n-vocab", "--head-dim") || cli_is(a, "--ctx", "--rope-base") ||
+              cli_is(a, "--rope-base-swa", "--sliding-window") || cli_is(a, "--sliding-window-pattern", "--softcap") ||
+              cli_is(a, "--logit-scale", "-t") || cli_is(a, "--threads", NULL)))
+            return cli_unknown(cmd, a);
+        if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+        bool ok = true;
+        if (cli_is(a, "-o", "--output")) out = v;
+        else if (cli_is(a, "--arch", NULL)) ok = cli_choice(cmd, a, v, arch_names, &sh.arch);
+        else if (cli_is(a, "--type", NULL)) ok = cli_choice(cmd, a, v, type_names, &sh.type_idx);
+        else if (cli_is(a, "--seed", NULL)) ok = cli_u64(cmd, a, v, &sh.seed);
+        else if (cli_is(a, "--n-embd", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 16, &sh.n_embd);
+        else if (cli_is(a, "--n-layer", NULL)) ok = cli_int(cmd, a, v, 1, 1024, &sh.n_layer);
+        else if (cli_is(a, "--n-head", NULL)) ok = cli_int(cmd, a, v, 1, 4096, &sh.n_head);
+        else if (cli_is(a, "--n-head-kv", NULL)) ok = cli_int(cmd, a, v, 1, 4096, &sh.n_head_kv);
+        else if (cli_is(a, "--n-ff", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 18, &sh.n_ff);
+        else if (cli_is(a, "--n-vocab", NULL)) ok = cli_int(cmd, a, v, 260, 1 << 20, &sh.n_vocab);
+        else if (cli_is(a, "--head-dim", NULL)) ok = cli_int(cmd, a, v, 2, 512, &sh.head_dim);
+        else if (cli_is(a, "--ctx", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 24, &sh.ctx);
+        else if (cli_is(a, "--rope-base", NULL)) ok = cli_float(cmd, a, v, 1.0, 1e12, &sh.rope_base);
+        else if (cli_is(a, "--rope-base-swa", NULL)) ok = cli_float(cmd, a, v, 1.0, 1e12, &sh.rope_base_swa);
+        else if (cli_is(a, "--sliding-window", NULL)) ok = cli_int(cmd, a, v, 0, 1 << 24, &sh.window);
+        else if (cli_is(a, "--softcap", NULL)) ok = cli_float(cmd, a, v, 0.0, 1e6, &sh.softcap);
+        else if (cli_is(a, "--logit-scale", NULL)) ok = cli_float(cmd, a, v, -1e6, 1e6, &sh.logit_scale);
+        else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 256, &sh.threads);
+        else if (cli_is(a, "--sliding-window-pattern", NULL)) {
+            if (v[0] && strspn(v, "01") == strlen(v) && strlen(v) > 1) sh.pattern_bools = v;
+            else ok = cli_int(cmd, a, v, 0, 1 << 20, &sh.pattern);
+        }
+        if (!ok) return CLI_USAGE;
+    }
+    if (!out) {
+        cli_error(cmd, "no output file: give -o FILE (see offkv synth --help)");
+        return CLI_USAGE;
+    }
+    if (sh.head_dim == 0) {
+        if (sh.n_embd % sh.n_head != 0) {
+            cli_error(cmd, "--n-embd %d is not a multiple of --n-head %d: give --head-dim", (int)sh.n_embd,
+                      (int)sh.n_head);
+            return CLI_USAGE;
+        }
+        sh.head_dim = sh.n_embd / sh.n_head;
+    }
+    if (sh.head_dim % 2 != 0) {
+        cli_error(cmd, "head dim %d is odd: rope rotates pairs, so it must be even", (int)sh.head_dim);
+        return CLI_USAGE;
+    }
+    if (sh.n_head % sh.n_head_kv != 0) {
+        cli_error(cmd, "--n-head %d is not a multiple of --n-head-kv %d", (int)sh.n_head, (int)sh.n_head_kv);
+        return CLI_USAGE;
+    }
+    if (sh.pattern_bools && (int32_t)strlen(sh.pattern_bools) != sh.n_layer) {
+        cli_error(cmd, "--sliding-window-pattern '%s' has %zu entries for %d layers", sh.pattern_bools,
+                  strlen(sh.pattern_bools), (int)sh.n_layer);
+        return CLI_USAGE;
+    }
+    if (sh.arch == ARCH_LLAMA) {
+        if (sh.pattern != -2 || sh.pattern_bools || sh.softcap > 0.0f || sh.rope_base_swa > 0.0f) {
+            cli_error(cmd, "--sliding-window-pattern, --softcap and --rope-base-swa are for gemma3 and muse-glimmer");
+            return CLI_USAGE;
+        }
+        if (sh.window < 0) sh.window = 0;
+        sh.pattern = -1;
+    } else {
+        if (sh.window < 0) sh.window = 8;
+        if (sh.pattern == -2) sh.pattern = sh.arch == ARCH_MUSE && !sh.pattern_bools ? 4 : -1;
+        if (sh.arch == ARCH_GEMMA3) sh.tied = true;
+    }
+
+    synth_run run = {.seed = sh.seed};
+    vocab voc = {0};
+    okv_error err = {0};
+    okv_gguf_writer *w = NULL;
+    int rc = CLI_FAIL;
+    if (!build_vocab(&voc, sh.n_vocab) || !build_specs(&run, &sh)) {
+        cli_error(cmd, "out of memory building the model description");
+        goto done;
+    }
+    run.n_threads = sh.threads;
+    run.pool = okv_threadpool_create(sh.threads, &err);
+    run.scratch = malloc((size_t)sh.threads * (size_t)run.max_ne0 * sizeof *run.scratch);
+    if (!run.pool || !run.scratch) {
+        cli_error(cmd, "cannot start %d threads: %s", (int)sh.threads, run.pool ? "out of memory" : err.message);
+        goto done;
+    }
+    if (!(w = okv_gguf_writer_create(&err)) || add_metadata(w, &sh, &voc, &err) != OKV_OK) {
+        cli_error(cmd, "metadata: %s", err.message);
+        goto done;
+    }
+    for (int i = 0; i < run.n; i++) {
+        tspec *t = &run.t[i];
+        int64_t ne[2] = {t->ne0, t->ne1};
+        if (okv_gguf_writer_add_tensor_fn(w, t->name, (okv_ggml_type)t->type, t->n_dims, ne, fill_tensor, t, &err) !=
+            OKV_OK) {
+            cli_error(cmd, "tensor %s: %s", t->name, err.message);
+            goto done;
+        }
+    }
+    double t0 = cli_now();
+    if (okv_gguf_writer_write(w, out, &err) != OKV_OK) {
+        cli_error(cmd, "writing '%s': %s", out, err.message);
+        goto done;
+    }
+    fprintf(stderr,
+            "offkv synth: wrote %s: %s, %d layers, n_embd %d, %d/%d heads, head_dim %d, ffn %d, vocab %d, %s, "
+            "seed %llu (%.1f s)\n",
+            out, arch_names[sh.arch], (int)sh.n_layer, (int)sh.n_embd, (int)sh.n_head, (int)sh.n_head_kv,
+            (int)sh.head_dim, (int)sh.n_ff, (int)sh.n_vocab, type_names[sh.type_idx],
+            (unsigned long long)sh.seed, cli_now() - t0);
+    if (run.n_fallback && sh.type_idx >= 2)
+        fprintf(stderr, "offkv synth: %d matrices whose rows do not split into 32-value blocks are f16\n",
+                run.n_fallback);
+    rc = CLI_OK;
+done:
+    okv_gguf_writer_free(w);
+    okv_threadpool_free(run.pool);
+    free(run.scratch);
+    free(run.t);
+    vocab_free(&voc);
+    return rc;
+}
