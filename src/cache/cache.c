@@ -1,4 +1,5 @@
 /* The sequence cache: creation, lifetime, length, rewind and clear. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "attend/attend.h"
@@ -27,6 +28,19 @@ static okv_status check_config(const okv_layer_geometry *layers, int32_t n_layer
         if (g->window < 0)
             return okv_fail(err, OKV_ERR_INVALID, "cache: layer %d: window %d < 0", (int)i,
                             (int)g->window);
+    }
+    /* Every layer at its largest (a flat one at the capacity) and the whole
+     * cache must be addressable, so growth and okv_cache_bytes never overflow. */
+    const size_t elem = cfg->dtype == OKV_F16 ? 2 : 4;
+    size_t total = 0, bytes;
+    for (int32_t i = 0; i < n_layers; i++) {
+        const okv_layer_geometry *g = &layers[i];
+        const int32_t rows = g->window > 0 ? okv_ring_rows(g, cfg) : cfg->capacity;
+        if (!okv_storage_bytes(g, rows, elem, &bytes) || __builtin_add_overflow(total, 2 * bytes, &total) ||
+            total > PTRDIFF_MAX)
+            return okv_fail(err, OKV_ERR_NOMEM,
+                            "cache: layer %d: %d kv heads x %d rows x head_dim %d cannot be addressed",
+                            (int)i, (int)g->n_kv_heads, (int)rows, (int)g->head_dim);
     }
     return OKV_OK;
 }

@@ -49,6 +49,10 @@ okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, in
 okv_storage *okv_storage_retain(okv_storage *s);
 void okv_storage_release(okv_storage *s);
 
+/* Bytes of one of a layer's K or V buffers at `rows` rows; false when that
+ * cannot be addressed (the product overflows or passes PTRDIFF_MAX / 2). */
+bool okv_storage_bytes(const okv_layer_geometry *g, int32_t rows, size_t elem, size_t *out);
+
 /* Rows a ring layer holds: min(window + max_write - 1, capacity). */
 int32_t okv_ring_rows(const okv_layer_geometry *g, const okv_cache_config *cfg);
 

@@ -12,10 +12,10 @@ okv_status okv_check_positions(const okv_cache *c, const int32_t *positions, int
     if (start < 0) return okv_fail(err, OKV_ERR_POSITION, "position %d is negative", (int)start);
     if (positions) {
         for (int32_t i = 1; i < n_tokens; i++) {
-            if (positions[i] != start + i)
+            if ((int64_t)positions[i] != (int64_t)start + i)
                 return okv_fail(err, OKV_ERR_POSITION,
-                                "position %d at index %d is not consecutive (expected %d)",
-                                (int)positions[i], (int)i, (int)(start + i));
+                                "position %d at index %d is not consecutive (expected %lld)",
+                                (int)positions[i], (int)i, (long long)start + i);
         }
     }
     int64_t end = (int64_t)start + n_tokens;

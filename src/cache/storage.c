@@ -1,13 +1,24 @@
+#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cache/cache_impl.h"
 
 static void *cache_alloc(const okv_cache *c, size_t bytes) {
     if (c->alloc) return c->alloc(c->alloc_user, bytes);
+    if (bytes > SIZE_MAX - 63) return NULL;
     /* 64-byte alignment lets the SIMD kernels load whole cache lines. */
     size_t rounded = (bytes + 63) & ~(size_t)63;
     return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+bool okv_storage_bytes(const okv_layer_geometry *g, int32_t rows, size_t elem, size_t *out) {
+    size_t n;
+    if (__builtin_mul_overflow((size_t)g->n_kv_heads, (size_t)rows, &n) ||
+        __builtin_mul_overflow(n, (size_t)g->head_dim, &n) || __builtin_mul_overflow(n, elem, &n) ||
+        n > PTRDIFF_MAX / 2)
+        return false;
+    *out = n;
+    return true;
 }
 
 okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, int32_t rows) {
@@ -15,8 +26,14 @@ okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, in
     if (!s) return NULL;
     s->refs = 1;
     s->rows = rows;
+    /* Not zeroed: rows are read only after they are written, and leaving
+     * the pages untouched keeps a large ring's memory unpaid until used. */
+    size_t bytes;
     if (rows > 0) {
-        size_t bytes = (size_t)g->n_kv_heads * (size_t)rows * (size_t)g->head_dim * c->elem;
+        if (!okv_storage_bytes(g, rows, c->elem, &bytes)) {
+            free(s);
+            return NULL;
+        }
         s->k = cache_alloc(c, bytes);
         s->v = s->k ? cache_alloc(c, bytes) : NULL;
         if (!s->k || !s->v) {
@@ -24,10 +41,6 @@ okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, in
             free(s);
             return NULL;
         }
-        /* Rows are read only after they are written, but zeroing keeps
-         * uninitialised memory out of any debugging dump. */
-        memset(s->k, 0, bytes);
-        memset(s->v, 0, bytes);
     }
     return s;
 }
