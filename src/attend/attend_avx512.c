@@ -66,7 +66,10 @@ AI void score_tile(const float *qs, int32_t hdp, int32_t nqv, const void *k, int
             if (R == 16) _mm512_storeu_ps(dst, sums);
             else if (R == 8) _mm256_storeu_ps(dst, q ? _mm512_extractf32x8_ps(sums, 1)
                                                      : _mm512_castps512_ps256(sums));
-            else _mm_storeu_ps(dst, _mm512_extractf32x4_ps(sums, q));
+            else if (q == 0) _mm_storeu_ps(dst, _mm512_castps512_ps128(sums));
+            else if (q == 1) _mm_storeu_ps(dst, _mm512_extractf32x4_ps(sums, 1));
+            else if (q == 2) _mm_storeu_ps(dst, _mm512_extractf32x4_ps(sums, 2));
+            else _mm_storeu_ps(dst, _mm512_extractf32x4_ps(sums, 3));
         }
         return;
     }

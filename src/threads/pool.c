@@ -3,6 +3,7 @@
  * second, and a condition-variable wake costs tens of microseconds), then
  * sleep on a condition variable. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -43,7 +44,8 @@ static void *worker_main(void *p) {
         while ((g = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen &&
                !atomic_load_explicit(&pool->stop, memory_order_acquire)) {
             if (++spins < SPIN_ROUNDS) {
-                cpu_relax();
+                if (spins % 1024 == 0) sched_yield();
+                else cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&pool->mu);
@@ -130,5 +132,10 @@ void okv_parallel(okv_threadpool *pool, okv_job_fn fn, void *arg) {
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->mu);
     fn(arg, 0, pool->n_threads);
-    while (atomic_load_explicit(&pool->pending, memory_order_acquire) != 0) cpu_relax();
+    /* Yield now and then: with more threads than cores, the worker we wait
+     * for may need this core to finish. */
+    for (unsigned spins = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) != 0; spins++) {
+        if (spins % 1024 == 1023) sched_yield();
+        else cpu_relax();
+    }
 }
