@@ -397,6 +397,45 @@ static void test_model_commands(const char *model) {
     CHECK(strstr(out_text, "pp16") && strstr(out_text, "tg4") && strstr(out_text, "t/s"), "bench table: %s", out_text);
 }
 
+/* A chunked 37-token prompt with --warmup on every family of the shared
+ * models: the warm-up evaluates the prompt, clears the cache, and the real
+ * run then says and generates exactly what a run without warm-up does. */
+static void test_warmup_families(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) { printf("skipped (warm-up on real models): ../shared not found\n"); return; }
+    const char *models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer"};
+    const char *words = "Once upon a time there was a little girl named Lily who loved to play outside in the "
+                        "park with her big red ball and her friend Tom every sunny day of the long warm summer";
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char path[4200], prompt[512];
+        snprintf(path, sizeof path, "%s/models/%s.gguf", shared, models[i]);
+        okv_error err;
+        okv_model *m = okv_model_load(path, NULL, &err);
+        if (!m) { CHECK(0, "load %s: %s", path, err.message); continue; }
+        /* the shortest prefix of words that tokenizes to 37 ids, BOS included */
+        size_t n = 0, best = 0;
+        for (size_t len = 1; len <= strlen(words) && !best; len++) {
+            okv_tokenizer_encode(okv_model_tokenizer(m), words, len, OKV_TOKENIZE_ADD_SPECIAL, NULL, 0, &n, &err);
+            if (n == 37) best = len;
+        }
+        CHECK(best > 0, "%s: no prefix of the text is 37 tokens", models[i]);
+        okv_model_free(m);
+        snprintf(prompt, sizeof prompt, "%.*s", (int)best, words);
+        CHECK(offkv("run", "-m", path, "-p", prompt, "-n", "8", "--temp", "0", "--chunk", "8", "-c", "128",
+                    "--no-display-prompt", NULL) == 0, "%s run: %s", models[i], err_text);
+        static char plain[sizeof out_text];
+        snprintf(plain, sizeof plain, "%s", out_text);
+        CHECK(offkv("run", "-m", path, "-p", prompt, "-n", "8", "--temp", "0", "--chunk", "8", "-c", "128",
+                    "--no-display-prompt", "--warmup", NULL) == 0, "%s run --warmup: %s", models[i], err_text);
+        const char *line = strstr(err_text, "offkv run: prompt");
+        int n_prompt = 0;
+        CHECK(line && sscanf(line, "offkv run: prompt %d tokens", &n_prompt) == 1 && n_prompt == 37,
+              "%s: prompt is not 37 tokens: %s", models[i], err_text);
+        CHECK(strstr(err_text, "warmup") != NULL, "%s: no word of the warm-up: %s", models[i], err_text);
+        CHECK(strcmp(plain, out_text) == 0, "%s: --warmup changed the text: '%s' vs '%s'", models[i], plain, out_text);
+    }
+}
+
 int main(void) {
     const char *b = getenv("OKV_BIN");
     if (!b) {
@@ -416,6 +455,7 @@ int main(void) {
     test_synth(model);
     test_synth_archs();
     test_model_commands(model);
+    test_warmup_families();
     /* leave the folder on failure, for a look */
     if (check_failed_ == 0) {
         char cmd[4300];
