@@ -9,11 +9,15 @@
 
 #include "offkv/offkv.h"
 
-/* Copies every metadata value of g into w. */
-static inline int copy_metadata(const okv_gguf *g, okv_gguf_writer *w) {
+/* Copies every metadata value of g into w, except the keys in skip (a
+ * NULL-terminated list, or NULL). */
+static inline int copy_metadata_except(const okv_gguf *g, okv_gguf_writer *w, const char *const *skip) {
     okv_error err;
     for (int64_t i = 0; i < okv_gguf_n_kv(g); i++) {
         const char *key = okv_gguf_key(g, i);
+        bool skipped = false;
+        for (size_t j = 0; skip && skip[j]; j++) skipped |= strcmp(skip[j], key) == 0;
+        if (skipped) continue;
         okv_gguf_type t = okv_gguf_kv_type(g, i);
         okv_status st = OKV_OK;
         if (t == OKV_GGUF_STRING) {
@@ -64,6 +68,21 @@ static inline int copy_metadata(const okv_gguf *g, okv_gguf_writer *w) {
             if (!st) st = okv_gguf_writer_add_u32(w, key, u, &err);
         }
         if (st) { fprintf(stderr, "copy %s: %s\n", key, err.message); return 0; }
+    }
+    return 1;
+}
+
+static inline int copy_metadata(const okv_gguf *g, okv_gguf_writer *w) { return copy_metadata_except(g, w, NULL); }
+
+/* Adds every tensor of g to w (data borrowed from g's map). */
+static inline int copy_tensors(const okv_gguf *g, okv_gguf_writer *w) {
+    okv_error err;
+    for (int64_t i = 0; i < okv_gguf_n_tensors(g); i++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
+        if (okv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, &err)) {
+            fprintf(stderr, "copy tensor %s: %s\n", t->name, err.message);
+            return 0;
+        }
     }
     return 1;
 }

@@ -1,0 +1,193 @@
+/* Metadata variants of real models, each written as a modified copy:
+ *  - llama with a rope_freqs tensor (Llama 3), and with linear RoPE scaling,
+ *    against the dense double-precision reference with the same rotation;
+ *  - head counts given per layer as arrays: same logits as scalars;
+ *  - gemma3: linear scaling moves only global layers; no window key means
+ *    no layer slides;
+ *  - muse-glimmer without its window keys is refused, naming the key, and
+ *    without a soft-cap key caps at 30. */
+#include "check.h"
+#include "dense_llama.h"
+#include "gguf_copy.h"
+
+enum { T = 40, CHUNK = 8 };
+static const char *shared;
+static int tokens[T];
+
+typedef struct extra {
+    const char *const *skip;  /* keys to leave out */
+    const char *f32_key;      /* a float key to add, or NULL */
+    float f32_value;
+    const char *str_key, *str_value;
+    const char *arr_key;      /* a u32 array key to add (n_layers values) */
+    const uint32_t *arr;
+    int arr_n;
+    const char *tensor;       /* an f32 vector tensor to add */
+    const float *tensor_data;
+    int64_t tensor_n;
+} extra;
+
+static const char *variant(const char *model, const extra *x) {
+    static char dst[64];
+    snprintf(dst, sizeof dst, "test_model_variants.tmp.gguf");
+    char src[1024];
+    snprintf(src, sizeof src, "%s/models/%s.gguf", shared, model);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(src, &err);
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    int ok = g && w && copy_metadata_except(g, w, x->skip) && copy_tensors(g, w);
+    if (ok && x->f32_key) ok = !okv_gguf_writer_add_f32(w, x->f32_key, x->f32_value, &err);
+    if (ok && x->str_key) ok = !okv_gguf_writer_add_str(w, x->str_key, x->str_value, &err);
+    if (ok && x->arr_key) ok = !okv_gguf_writer_add_array(w, x->arr_key, OKV_GGUF_U32, x->arr, (uint64_t)x->arr_n, &err);
+    if (ok && x->tensor) ok = !okv_gguf_writer_add_tensor(w, x->tensor, OKV_GGML_F32, 1, &x->tensor_n, x->tensor_data, &err);
+    ok = ok && !okv_gguf_writer_write(w, dst, &err);
+    okv_gguf_writer_free(w);
+    okv_gguf_close(g);
+    CHECK(ok, "writing a variant of %s: %s", model, err.message);
+    return ok ? dst : NULL;
+}
+
+static float *logits_of(const char *path) {
+    okv_error err;
+    okv_model *m = path ? okv_model_load(path, NULL, &err) : NULL;
+    if (!m) { CHECK(0, "load %s: %s", path ? path : "(none)", err.message); return NULL; }
+    const char *opts[] = {"max_write", "8", "kv_type", "f32", "capacity", "64", NULL};
+    okv_context *ctx = okv_context_create(m, opts, NULL, &err);
+    const int V = okv_model_n_vocab(m);
+    float *out = malloc(sizeof(float) * T * V);
+    int32_t pos[T];
+    for (int i = 0; i < T; i++) pos[i] = i;
+    for (int s = 0; s < T; s += CHUNK)
+        if (okv_context_eval(ctx, tokens + s, pos + s, CHUNK, out + (size_t)s * V, &err)) CHECK(0, "eval: %s", err.message);
+    okv_context_free(ctx);
+    okv_model_free(m);
+    return out;
+}
+
+static double max_diff(const float *a, const double *b, int n, double *max_abs) {
+    double d = 0, mx = 0;
+    for (int i = 0; i < n; i++) { d = fmax(d, fabs(a[i] - b[i])); mx = fmax(mx, fabs(b[i])); }
+    if (max_abs) *max_abs = mx;
+    return d;
+}
+
+static double max_diff_ff(const float *a, const float *b, int n) {
+    double d = 0;
+    for (int i = 0; i < n; i++) d = fmax(d, fabs(a[i] - b[i]));
+    return d;
+}
+
+/* offkv on a variant against the dense reference with the same rotation. */
+static void against_dense(const char *what, const char *path, const dense_opts *same, const dense_opts *plain) {
+    float *ours = logits_of(path);
+    okv_error err;
+    okv_gguf *file = okv_gguf_open(path, &err);
+    G = file;
+    double *ref = dense_forward(tokens, T, same), *ref_plain = dense_forward(tokens, T, plain), mx;
+    double d = max_diff(ours, ref, T * 512, &mx), d_plain = max_diff(ours, ref_plain, T * 512, NULL);
+    printf("%-26s max |diff| vs dense reference %.3g (max |logit| %.3g); vs unrotated-variant reference %.3g\n",
+           what, d, mx, d_plain);
+    CHECK(d <= 1e-4 * fmax(1, mx), "%s: differs from the dense reference by %g", what, d);
+    CHECK(d_plain > 100 * d, "%s: the variant made no difference (%g vs %g)", what, d_plain, d);
+    free(ours);
+    free(ref);
+    free(ref_plain);
+    okv_gguf_close(file);
+}
+
+static void expect_load_error(const char *path, const char *needle, const char *what) {
+    okv_error err = {0};
+    okv_model *m = path ? okv_model_load(path, NULL, &err) : NULL;
+    CHECK(path && !m && err.status == OKV_ERR_FORMAT && strstr(err.message, needle),
+          "%s: got %s '%s', want an error naming %s", what, okv_status_name(err.status), err.message, needle);
+    okv_model_free(m);
+}
+
+int main(void) {
+    shared = check_shared_dir();
+    if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
+    for (int i = 0; i < T; i++) tokens[i] = i == 0 ? 1 : 3 + (i * 97) % 509;
+    const dense_opts plain = {.pos_scale = 1};
+
+    /* Llama 3's rope_freqs: frequency i divided by factor i. */
+    float factors[8];
+    for (int i = 0; i < 8; i++) factors[i] = 1.0f + 0.5f * (float)i;
+    extra freqs = {.tensor = "rope_freqs.weight", .tensor_data = factors, .tensor_n = 8};
+    dense_opts with_freqs = {.pos_scale = 1, .freq_factors = factors};
+    against_dense("rope_freqs", variant("tiny-llama", &freqs), &with_freqs, &plain);
+
+    /* Linear scaling divides positions. */
+    extra linear = {.f32_key = "llama.rope.scaling.factor", .f32_value = 4.0f, .str_key = "llama.rope.scaling.type",
+                    .str_value = "linear"};
+    dense_opts scaled = {.pos_scale = 0.25};
+    against_dense("linear rope scaling x4", variant("tiny-llama", &linear), &scaled, &plain);
+    extra yarn = {.f32_key = "llama.rope.scaling.factor", .f32_value = 4.0f, .str_key = "llama.rope.scaling.type",
+                  .str_value = "yarn"};
+    okv_error err = {0};
+    const char *yarn_path = variant("tiny-llama", &yarn);
+    okv_model *m = yarn_path ? okv_model_load(yarn_path, NULL, &err) : NULL;
+    CHECK(!m && err.status == OKV_ERR_UNSUPPORTED && strstr(err.message, "yarn"), "yarn scaling: %s", err.message);
+    okv_model_free(m);
+
+    /* Head counts per layer, as arrays. */
+    char orig[1024];
+    snprintf(orig, sizeof orig, "%s/models/tiny-llama.gguf", shared);
+    float *base = logits_of(orig);
+    static const char *const skip_kv[] = {"llama.attention.head_count_kv", NULL};
+    const uint32_t kv[4] = {2, 2, 2, 2};
+    extra arrays = {.skip = skip_kv, .arr_key = "llama.attention.head_count_kv", .arr = kv, .arr_n = 4};
+    float *arr = logits_of(variant("tiny-llama", &arrays));
+    CHECK(base && arr && max_diff_ff(base, arr, T * 512) == 0, "per-layer head_count_kv array changed the logits");
+    free(arr);
+    const uint32_t kv_bad[3] = {2, 2, 2};
+    extra short_arr = {.skip = skip_kv, .arr_key = "llama.attention.head_count_kv", .arr = kv_bad, .arr_n = 3};
+    expect_load_error(variant("tiny-llama", &short_arr), "head_count_kv", "a 3-entry array for 4 layers");
+    free(base);
+
+    /* gemma3: linear scaling reaches global layers only. */
+    snprintf(orig, sizeof orig, "%s/models/tiny-gemma3-allswa.gguf", shared);
+    float *allswa = logits_of(orig);
+    extra g_scale = {.f32_key = "gemma3.rope.scaling.factor", .f32_value = 8.0f};
+    float *allswa_scaled = logits_of(variant("tiny-gemma3-allswa", &g_scale));
+    CHECK(allswa && allswa_scaled && max_diff_ff(allswa, allswa_scaled, T * 512) == 0,
+          "scaling moved a model whose every layer slides");
+    snprintf(orig, sizeof orig, "%s/models/tiny-gemma3.gguf", shared);
+    float *g3 = logits_of(orig), *g3_scaled = logits_of(variant("tiny-gemma3", &g_scale));
+    double moved = g3 && g3_scaled ? max_diff_ff(g3, g3_scaled, T * 512) : 0;
+    CHECK(moved > 1e-3, "scaling did not move gemma3's global layer (%g)", moved);
+    /* gemma3 without a window key: no layer slides. */
+    static const char *const skip_window[] = {"gemma3.attention.sliding_window", NULL};
+    extra no_window = {.skip = skip_window};
+    const char *nw = variant("tiny-gemma3", &no_window);
+    m = nw ? okv_model_load(nw, NULL, &err) : NULL;
+    int sliding = 0;
+    for (int l = 0; m && l < okv_model_n_layers(m); l++) {
+        okv_layer_geometry g;
+        okv_model_layer_geometry(m, l, &g);
+        sliding += g.window > 0;
+    }
+    CHECK(m && sliding == 0, "gemma3 without a window key: %d sliding layers", sliding);
+    okv_model_free(m);
+    free(allswa); free(allswa_scaled); free(g3); free(g3_scaled);
+
+    /* muse-glimmer refuses to run without its window layout. */
+    static const char *const skip_pattern[] = {"muse-glimmer.attention.sliding_window_pattern", NULL};
+    static const char *const skip_mwindow[] = {"muse-glimmer.attention.sliding_window", NULL};
+    static const char *const skip_scale[] = {"muse-glimmer.logit_scale", NULL};
+    extra np = {.skip = skip_pattern}, nwin = {.skip = skip_mwindow}, nscale = {.skip = skip_scale};
+    expect_load_error(variant("tiny-muse-glimmer", &np), "muse-glimmer.attention.sliding_window_pattern", "no pattern");
+    expect_load_error(variant("tiny-muse-glimmer", &nwin), "muse-glimmer.attention.sliding_window", "no window");
+    expect_load_error(variant("tiny-muse-glimmer", &nscale), "muse-glimmer.logit_scale", "no logit scale");
+    /* Without final_logit_softcapping muse-glimmer caps at 30, as llama.cpp does. */
+    static const char *const skip_cap[] = {"muse-glimmer.final_logit_softcapping", NULL};
+    extra no_cap = {.skip = skip_cap}, cap30 = {.skip = skip_cap, .f32_key = "muse-glimmer.final_logit_softcapping",
+                                                 .f32_value = 30.0f};
+    float *a = logits_of(variant("tiny-muse-glimmer", &no_cap)), *b = logits_of(variant("tiny-muse-glimmer", &cap30));
+    snprintf(orig, sizeof orig, "%s/models/tiny-muse-glimmer.gguf", shared);
+    float *c15 = logits_of(orig);
+    CHECK(a && b && c15 && max_diff_ff(a, b, T * 512) == 0 && max_diff_ff(a, c15, T * 512) > 1e-3,
+          "muse-glimmer's default soft cap is not 30");
+    free(a); free(b); free(c15);
+    remove("test_model_variants.tmp.gguf");
+    return check_done();
+}
