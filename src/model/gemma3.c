@@ -42,26 +42,21 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
     if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");
     okv_gelu_table_init(m->gelu_table);
 
-    char name[96];
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_weights *w = &m->w[il];
         const int32_t hd = m->layer[il].head_dim;
-        struct { okv_weight *w; const char *fmt; int64_t ne0, ne1; } t[] = {
-            {&w->attn_norm, "blk.%d.attn_norm.weight", m->n_embd, 0},
-            {&w->attn_q_norm, "blk.%d.attn_q_norm.weight", hd, 0},
-            {&w->attn_k_norm, "blk.%d.attn_k_norm.weight", hd, 0},
-            {&w->attn_post_norm, "blk.%d.post_attention_norm.weight", m->n_embd, 0},
-            {&w->ffn_norm, "blk.%d.ffn_norm.weight", m->n_embd, 0},
-            {&w->ffn_gate, "blk.%d.ffn_gate.weight", m->n_embd, m->n_ff},
-            {&w->ffn_up, "blk.%d.ffn_up.weight", m->n_embd, m->n_ff},
-            {&w->ffn_down, "blk.%d.ffn_down.weight", m->n_ff, m->n_embd},
-            {&w->ffn_post_norm, "blk.%d.post_ffw_norm.weight", m->n_embd, 0},
+        const okv_bind_spec specs[] = {
+            {&w->attn_norm, "attn_norm", m->n_embd, 0},
+            {&w->attn_q_norm, "attn_q_norm", hd, 0},
+            {&w->attn_k_norm, "attn_k_norm", hd, 0},
+            {&w->attn_post_norm, "post_attention_norm", m->n_embd, 0},
+            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
+            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
+            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
+            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
+            {&w->ffn_post_norm, "post_ffw_norm", m->n_embd, 0},
         };
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            snprintf(name, sizeof name, t[i].fmt, (int)il);
-            if ((st = okv_model_bind(m, t[i].w, name, t[i].ne0, t[i].ne1, false, err))) return st;
-        }
-        if ((st = okv_model_bind_attention(m, il, err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
     }
     m->forward = gemma3_forward;
     return OKV_OK;

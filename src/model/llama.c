@@ -47,20 +47,16 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
     if ((st = okv_model_bind(m, &freqs, "rope_freqs.weight", hd / 2, 0, true, err))) return st;
     m->rope_freqs = freqs.data;
 
-    char name[96];
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_weights *w = &m->w[il];
-        snprintf(name, sizeof name, "blk.%d.attn_norm.weight", (int)il);
-        if ((st = okv_model_bind(m, &w->attn_norm, name, m->n_embd, 0, false, err))) return st;
-        if ((st = okv_model_bind_attention(m, il, err))) return st;
-        snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", (int)il);
-        if ((st = okv_model_bind(m, &w->ffn_norm, name, m->n_embd, 0, false, err))) return st;
-        snprintf(name, sizeof name, "blk.%d.ffn_gate.weight", (int)il);
-        if ((st = okv_model_bind(m, &w->ffn_gate, name, m->n_embd, m->n_ff, false, err))) return st;
-        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", (int)il);
-        if ((st = okv_model_bind(m, &w->ffn_up, name, m->n_embd, m->n_ff, false, err))) return st;
-        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", (int)il);
-        if ((st = okv_model_bind(m, &w->ffn_down, name, m->n_ff, m->n_embd, false, err))) return st;
+        const okv_bind_spec specs[] = {
+            {&w->attn_norm, "attn_norm", m->n_embd, 0},
+            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
+            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
+            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
+            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
+        };
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
     }
     m->forward = llama_forward;
     return OKV_OK;

@@ -18,29 +18,40 @@ bool okv_model_has(const okv_model *m, const char *suffix) {
     return okv_gguf_find_key(m->file, key) >= 0;
 }
 
+/* Resolves "{arch}.{suffix}" into key; OKV_OK with *present telling whether
+ * the file has it, or an error when it is required and missing. */
+static okv_status lookup(const okv_model *m, const char *suffix, bool required, char *key, size_t cap,
+                         bool *present, okv_error *err) {
+    key_of(m, suffix, key, cap);
+    *present = okv_gguf_find_key(m->file, key) >= 0;
+    if (!*present && required) return okv_fail(err, OKV_ERR_FORMAT, "model: required key '%s' is missing", key);
+    return OKV_OK;
+}
+
+/* Restates a getter's failure as a format error naming the key. */
+static okv_status bad_value(const char *key, okv_error *err) {
+    char why[sizeof err->message];
+    snprintf(why, sizeof why, "%s", err ? err->message : "");
+    return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s': %s", key, why);
+}
+
 okv_status okv_model_u32(const okv_model *m, const char *suffix, uint32_t *out, bool required,
                          okv_error *err) {
     char key[160];
-    key_of(m, suffix, key, sizeof key);
-    if (okv_gguf_find_key(m->file, key) < 0) {
-        if (!required) return OKV_OK;
-        return okv_fail(err, OKV_ERR_FORMAT, "model: required key '%s' is missing", key);
-    }
-    okv_status st = okv_gguf_get_u32(m->file, key, out, err);
-    if (st != OKV_OK) return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s': %s", key, err ? err->message : "");
+    bool present;
+    okv_status st = lookup(m, suffix, required, key, sizeof key, &present, err);
+    if (st || !present) return st;
+    if (okv_gguf_get_u32(m->file, key, out, err)) return bad_value(key, err);
     return OKV_OK;
 }
 
 okv_status okv_model_f32(const okv_model *m, const char *suffix, float *out, bool required,
                          okv_error *err) {
     char key[160];
-    key_of(m, suffix, key, sizeof key);
-    if (okv_gguf_find_key(m->file, key) < 0) {
-        if (!required) return OKV_OK;
-        return okv_fail(err, OKV_ERR_FORMAT, "model: required key '%s' is missing", key);
-    }
-    okv_status st = okv_gguf_get_f32(m->file, key, out, err);
-    if (st != OKV_OK) return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s': %s", key, err ? err->message : "");
+    bool present;
+    okv_status st = lookup(m, suffix, required, key, sizeof key, &present, err);
+    if (st || !present) return st;
+    if (okv_gguf_get_f32(m->file, key, out, err)) return bad_value(key, err);
     if (!isfinite(*out)) return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s' is not finite", key);
     return OKV_OK;
 }
@@ -160,6 +171,17 @@ okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t
     w->ne1 = ne1 > 0 ? ne1 : 1;
     m->weight_bytes += t->n_bytes;
     return OKV_OK;
+}
+
+okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
+                                okv_error *err) {
+    char name[96];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s.weight", (int)il, specs[i].name);
+        okv_status st = okv_model_bind(m, specs[i].w, name, specs[i].ne0, specs[i].ne1, false, err);
+        if (st) return st;
+    }
+    return okv_model_bind_attention(m, il, err);
 }
 
 okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {

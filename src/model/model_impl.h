@@ -92,6 +92,18 @@ struct okv_fwd {
 okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t ne0, int64_t ne1,
                           bool optional, okv_error *err);
 
+/* One tensor of a layer: blk.{il}.{name}.weight, shape [ne0, ne1] (ne1 0: a vector). */
+typedef struct okv_bind_spec {
+    okv_weight *w;
+    const char *name;
+    int64_t ne0, ne1;
+} okv_bind_spec;
+
+/* Binds the n tensors of layer il that specs name, then its attention
+ * projections (okv_model_bind_attention). */
+okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
+                                okv_error *err);
+
 /* Binds Q, K, V (separate or a fused attn_qkv), O for layer il. */
 okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err);
 

@@ -36,28 +36,22 @@ okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err) {
     m->final_softcap = 30.0f;
     if ((st = okv_model_f32(m, "final_logit_softcapping", &m->final_softcap, false, err))) return st;
 
-    char name[96];
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_weights *w = &m->w[il];
         const okv_layer_params *p = &m->layer[il];
-        const int32_t hd = p->head_dim;
-        struct { okv_weight *w; const char *fmt; int64_t ne0, ne1; } t[] = {
-            {&w->attn_norm, "blk.%d.attn_norm.weight", m->n_embd, 0},
-            {&w->attn_gate, "blk.%d.attn_gate.weight", m->n_embd, (int64_t)p->n_head * hd},
-            {&w->attn_q_norm, "blk.%d.attn_q_norm.weight", hd, 0},
-            {&w->attn_k_norm, "blk.%d.attn_k_norm.weight", hd, 0},
-            {&w->ffn_norm, "blk.%d.ffn_norm.weight", m->n_embd, 0},
-            {&w->ffn_gate, "blk.%d.ffn_gate.weight", m->n_embd, m->n_ff},
-            {&w->ffn_up, "blk.%d.ffn_up.weight", m->n_embd, m->n_ff},
-            {&w->ffn_down, "blk.%d.ffn_down.weight", m->n_ff, m->n_embd},
+        const okv_bind_spec specs[] = {
+            {&w->attn_norm, "attn_norm", m->n_embd, 0},
+            {&w->attn_gate, "attn_gate", m->n_embd, (int64_t)p->n_head * p->head_dim},
+            {&w->attn_q_norm, "attn_q_norm", p->head_dim, 0},
+            {&w->attn_k_norm, "attn_k_norm", p->head_dim, 0},
+            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
+            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
+            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
+            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
         };
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-            snprintf(name, sizeof name, t[i].fmt, (int)il);
-            if ((st = okv_model_bind(m, t[i].w, name, t[i].ne0, t[i].ne1, false, err))) return st;
-        }
         if ((st = bind_either(m, &w->attn_post_norm, il, "attn_post_norm", "post_attention_norm", err))) return st;
         if ((st = bind_either(m, &w->ffn_post_norm, il, "ffn_post_norm", "post_ffw_norm", err))) return st;
-        if ((st = okv_model_bind_attention(m, il, err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
     }
     m->forward = muse_glimmer_forward;
     return OKV_OK;
