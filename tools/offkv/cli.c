@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -198,4 +199,9 @@ void cli_cache_bytes_by_kind(const okv_cache *c, size_t *flat, int *n_flat, size
             ++*n_flat;
         }
     }
+}
+
+int32_t cli_default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (int32_t)n;
 }

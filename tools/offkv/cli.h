@@ -25,6 +25,9 @@ int cmd_bench(int argc, char **argv);
 /* True when a is one of the two spellings (b2 may be NULL). */
 bool cli_is(const char *a, const char *b1, const char *b2);
 
+/* Threads when the user says nothing: the online cores, at most 8. */
+int32_t cli_default_threads(void);
+
 /* The value after flag argv[*i] (advancing *i), or NULL after saying that
  * the flag needs one. */
 const char *cli_value(const char *cmd, int argc, char **argv, int *i);

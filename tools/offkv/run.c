@@ -25,7 +25,7 @@ static void usage(FILE *f) {
             "  --top-k K               keep the K most likely tokens; 0 = all (default 40)\n"
             "  --top-p P               keep the smallest set reaching probability P; 1 = all (default 0.95)\n"
             "  --seed S                sampling seed (default: random, printed to stderr)\n"
-            "  -t, --threads N         threads (default 1)\n"
+            "  -t, --threads N         threads (default: this machine's cores, at most 8)\n"
             "  -c, --ctx-size N        positions the cache holds (default: the model's training context,\n"
             "                          at most 4096)\n"
             "  --chunk N               most prompt tokens per eval, the cache's max_write (default 512)\n"
@@ -68,7 +68,7 @@ static bool emit(const char *cmd, const okv_tokenizer *tok, int32_t id) {
 
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *model = NULL, *prompt = "", *v;
-    int32_t n_predict = 128, threads = 1, ctx_size = 0, chunk = 512, window = 0;
+    int32_t n_predict = 128, threads = cli_default_threads(), ctx_size = 0, chunk = 512, window = 0;
     okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
     bool seed_given = false, warmup = false, display_prompt = true;
     int kv = 0;
