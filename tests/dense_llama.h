@@ -15,7 +15,8 @@
 typedef struct dense_opts {
     int window;                 /* 0: full attention */
     double pos_scale;           /* positions are multiplied by this (1 / linear factor) */
-    const float *freq_factors;  /* head_dim / 2 divisors of the rotation frequencies, or NULL */
+    const float *freq_factors;  /* n_rot / 2 divisors of the rotation frequencies, or NULL */
+    int n_rot;                  /* dimensions rotated per head; 0: all */
 } dense_opts;
 
 static const okv_gguf *G;
@@ -52,8 +53,8 @@ static void rmsnorm(double *y, const double *x, const float *g, int n, double ep
 
 static void rope(double *x, int heads, int hd, int pos, double base, const dense_opts *o) {
     for (int h = 0; h < heads; h++)
-        for (int i = 0; i < hd; i += 2) {
-            double th = pos * o->pos_scale * pow(base, -(double)i / hd);
+        for (int i = 0; i < (o->n_rot ? o->n_rot : hd); i += 2) {
+            double th = pos * o->pos_scale * pow(base, -(double)i / (o->n_rot ? o->n_rot : hd));
             if (o->freq_factors) th /= o->freq_factors[i / 2];
             double c = cos(th), s = sin(th);
             double a = x[h * hd + i], b = x[h * hd + i + 1];

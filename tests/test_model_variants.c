@@ -1,6 +1,7 @@
 /* Metadata variants of real models, each written as a modified copy:
- *  - llama with a rope_freqs tensor (Llama 3), and with linear RoPE scaling,
- *    against the dense double-precision reference with the same rotation;
+ *  - llama with a rope_freqs tensor (Llama 3), with linear RoPE scaling, and
+ *    rotating only part of each head, against the dense double-precision
+ *    reference with the same rotation;
  *  - head counts given per layer as arrays: same logits as scalars;
  *  - gemma3: linear scaling moves only global layers; no window key means
  *    no layer slides;
@@ -128,6 +129,24 @@ int main(void) {
     okv_model *m = yarn_path ? okv_model_load(yarn_path, NULL, &err) : NULL;
     CHECK(!m && err.status == OKV_ERR_UNSUPPORTED && strstr(err.message, "yarn"), "yarn scaling: %s", err.message);
     okv_model_free(m);
+
+    /* Partial rotary: only the first 8 of 16 dimensions rotate. */
+    static const char *const skip_rot[] = {"llama.rope.dimension_count", NULL};
+    {
+        char src[1024];
+        snprintf(src, sizeof src, "%s/models/tiny-llama.gguf", shared);
+        okv_error e2;
+        okv_gguf *g = okv_gguf_open(src, &e2);
+        okv_gguf_writer *w = okv_gguf_writer_create(&e2);
+        int ok = g && w && copy_metadata_except(g, w, skip_rot) && copy_tensors(g, w) &&
+                 !okv_gguf_writer_add_u32(w, "llama.rope.dimension_count", 8, &e2) &&
+                 !okv_gguf_writer_write(w, "test_model_variants.tmp.gguf", &e2);
+        okv_gguf_writer_free(w);
+        okv_gguf_close(g);
+        CHECK(ok, "partial rotary variant: %s", e2.message);
+        dense_opts rot8 = {.pos_scale = 1, .n_rot = 8};
+        if (ok) against_dense("rope.dimension_count 8 of 16", "test_model_variants.tmp.gguf", &rot8, &plain);
+    }
 
     /* Head counts per layer, as arrays. */
     char orig[1024];

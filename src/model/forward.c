@@ -31,7 +31,7 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il) {
 }
 
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
-    okv_rope rope = {.n_rot = p->head_dim, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
+    okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
                      .freq_factors = f->m->rope_freqs};
     float cs[512];
     if (p->rope_base == 0.0f) return;
@@ -40,11 +40,11 @@ void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
         float *q = f->q + (size_t)t * p->n_head * p->head_dim;
         float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
         if (neox) {
-            okv_rope_neox(q, p->n_head, p->head_dim, p->head_dim, cs);
-            okv_rope_neox(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
+            okv_rope_neox(q, p->n_head, p->head_dim, p->n_rot, cs);
+            okv_rope_neox(k, p->n_head_kv, p->head_dim, p->n_rot, cs);
         } else {
-            okv_rope_normal(q, p->n_head, p->head_dim, p->head_dim, cs);
-            okv_rope_normal(k, p->n_head_kv, p->head_dim, p->head_dim, cs);
+            okv_rope_normal(q, p->n_head, p->head_dim, p->n_rot, cs);
+            okv_rope_normal(k, p->n_head_kv, p->head_dim, p->n_rot, cs);
         }
     }
 }

@@ -256,8 +256,15 @@ static okv_status read_common(okv_model *m, okv_error *err) {
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: key_length %u differs from value_length %u", kl, vl);
     if (kl < 1 || kl > 512)
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: head dim %u outside 1..512", kl);
+    /* RoPE may rotate only the first dimensions of each head. */
+    uint32_t n_rot = kl;
+    if ((st = okv_model_u32(m, "rope.dimension_count", &n_rot, false, err))) return st;
+    if (n_rot < 2 || n_rot > kl || n_rot % 2)
+        return okv_fail(err, OKV_ERR_FORMAT, "model: rope.dimension_count %u must be even and in 2..head dim %u",
+                        n_rot, kl);
     for (int32_t i = 0; i < m->n_layer; i++) {
         m->layer[i].head_dim = (int32_t)kl;
+        m->layer[i].n_rot = (int32_t)n_rot;
         m->layer[i].attn_scale = 1.0f / sqrtf((float)kl);
     }
     return OKV_OK;

@@ -34,6 +34,7 @@ typedef struct okv_layer_weights {
 /* What one layer's attention looks like. */
 typedef struct okv_layer_params {
     int32_t n_head, n_head_kv, head_dim;
+    int32_t n_rot;        /* leading dimensions of each head that RoPE rotates (even, <= head_dim) */
     int32_t window;       /* 0: full attention */
     float rope_base;      /* 0: no rotation (muse-glimmer global layers) */
     float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
