@@ -86,6 +86,48 @@ static void mutate(char *buf, size_t lo, size_t hi) {
     }
 }
 
+/* Offsets of the scalar metadata values (u32, i32, f32, bool) in data:
+ * the key's bytes, then its u32 type, then the value. */
+typedef struct scalar_at { size_t off; int type; } scalar_at;
+
+static size_t find_scalars(const char *data, size_t size, scalar_at *out, size_t cap) {
+    okv_error err;
+    okv_gguf *g = okv_gguf_open_memory(data, size, &err);
+    if (!g) return 0;
+    size_t n = 0;
+    for (int64_t i = 0; i < okv_gguf_n_kv(g) && n < cap; i++) {
+        okv_gguf_type t = okv_gguf_kv_type(g, i);
+        if (t != OKV_GGUF_U32 && t != OKV_GGUF_I32 && t != OKV_GGUF_F32 && t != OKV_GGUF_BOOL) continue;
+        const char *key = okv_gguf_key(g, i);
+        size_t kl = strlen(key);
+        const char *at = memmem(data, size, key, kl);
+        if (!at) continue;
+        out[n].off = (size_t)(at - data) + kl + 4;
+        out[n].type = t;
+        n++;
+    }
+    okv_gguf_close(g);
+    return n;
+}
+
+/* Overwrites one scalar value with an interesting one of its size. */
+static void mutate_scalar(char *buf, const scalar_at *s) {
+    static const uint32_t u[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 255, 256, 511, 512,
+                                 513, 1023, 1024, 4095, 4096, 65535, 65536, 1u << 20, (1u << 20) + 1, 1u << 22,
+                                 (1u << 22) + 1, 1u << 30, (1u << 30) + 1, 0x7fffffff, 0x80000000, 0xffffffff};
+    static const float f[] = {0.0f, -0.0f, 1.0f, -1.0f, 1e-30f, 1e30f, 3.4e38f, -3.4e38f, 1e-45f, 0.5f, 2.0f,
+                              10000.0f, -10000.0f};
+    if (s->type == OKV_GGUF_BOOL) {
+        buf[s->off] = (char)(rnd() % 3);
+    } else if (s->type == OKV_GGUF_F32 && rnd() % 2) {
+        float v = f[rnd() % (sizeof f / sizeof f[0])];
+        memcpy(buf + s->off, &v, 4);
+    } else {
+        uint32_t v = u[rnd() % (sizeof u / sizeof u[0])];
+        memcpy(buf + s->off, &v, 4);
+    }
+}
+
 static int n_loaded, n_failed, n_evals;
 
 /* Loads path; evaluates 3 tokens if it loads.  Checks the error contract. */
@@ -123,7 +165,7 @@ int main(void) {
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
     static const char *const models[] = {"stories260K", "aidreams260K", "tiny-llama", "tiny-gemma3",
                                          "tiny-gemma3-allswa", "tiny-muse-glimmer"};
-    size_t iters = 150;
+    size_t iters = 400;
     if (getenv("OKV_FUZZ_ITERS")) iters = (size_t)strtoull(getenv("OKV_FUZZ_ITERS"), NULL, 10);
     uint64_t seed0 = getenv("OKV_FUZZ_SEED") ? strtoull(getenv("OKV_FUZZ_SEED"), NULL, 10) : 1;
     const char *tmp = "test_fuzz_model_bytes.tmp.gguf";
@@ -134,26 +176,38 @@ int main(void) {
         char *data = golden_read(path, &size);
         CHECK(data != NULL, "read %s", path);
         if (!data) continue;
-        size_t ti, ds;
-        CHECK(regions(data, size, &ti, &ds), "%s: cannot find the regions", models[mi]);
+        size_t ti = 0, ds = 0;
+        if (!regions(data, size, &ti, &ds)) {
+            CHECK(0, "%s: cannot find the metadata and tensor-info regions", models[mi]);
+            free(data);
+            continue;
+        }
         /* Only the header and tables go to the file each time: the data
          * section is written once and never changes. */
         int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);
         CHECK(fd >= 0 && write(fd, data, size) == (ssize_t)size, "write %s", tmp);
         char *buf = malloc(ds);
+        scalar_at scalars[64];
+        size_t n_scalars = find_scalars(data, size, scalars, 64);
+        CHECK(n_scalars >= 5, "%s: only %zu scalar keys found", models[mi], n_scalars);
         for (size_t it = 0; it < iters; it++) {
             rng_state = seed0 * 1000003u + mi * 7919u + it;
             memcpy(buf, data, ds);
             /* half in the metadata (its first 2 KiB and its last 1 KiB,
-             * where the scalar hyperparameters are, more often), half in
-             * the tensor info */
+             * where the scalar hyperparameters are; and 1 in 6 overwriting
+             * scalar values with interesting ones), half in the tensor
+             * info */
             size_t lo = 24, hi = ti;
             uint64_t r = rnd() % 6;
             if (r == 0 && hi > lo + 2048) hi = lo + 2048;
             if (r == 1 && hi > lo + 1024) lo = hi - 1024;
             if (r >= 3) { lo = ti; hi = ds; }
             int n_mut = 1 + (int)(rnd() % 3);
-            for (int k = 0; k < n_mut; k++) mutate(buf, lo, hi);
+            if (r == 2 && n_scalars) { /* values of the hyperparameters, in place */
+                for (int k = 0; k < n_mut; k++) mutate_scalar(buf, &scalars[rnd() % n_scalars]);
+            } else {
+                for (int k = 0; k < n_mut; k++) mutate(buf, lo, hi);
+            }
             if (pwrite(fd, buf, ds, 0) != (ssize_t)ds) break;
             if (getenv("OKV_FUZZ_VERBOSE")) fprintf(stderr, "%s #%zu\n", models[mi], it);
             try_model(tmp, models[mi], it);

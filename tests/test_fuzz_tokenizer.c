@@ -36,7 +36,7 @@ static size_t put_utf8(char *o, uint32_t cp) {
 static size_t gen_utf8(char *o, size_t n) {
     static const uint32_t ranges[][2] = {{'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {' ', ' '}, {'!', '/'}, {'\t', '\r'},
                                          {0xC0, 0x17F}, {0x391, 0x3C9}, {0x4E00, 0x4FFF}, {0x1F600, 0x1F64F},
-                                         {0x300, 0x36F}, {0x0, 0x0}, {0x3040, 0x30FF}, {0x10000, 0x10FFFF},
+                                         {0x300, 0x36F}, {0x0, 0x0}, {0x3040, 0x30FF}, {0x10000, 0x3FFFF},
                                          {0xE000, 0xF8FF}, {0x2000, 0x206F}};
     size_t o_n = 0;
     while (o_n + 4 <= n) {
