@@ -1,0 +1,49 @@
+/* BUG (fails today): `offkv logits -m MODEL ... -o MODEL` dies of SIGBUS and
+ * destroys the model file.
+ *
+ * The rule: the CLI never crashes on user input; a bad value is a non-zero
+ * exit with a message naming it.  cmd_logits (tools/offkv/logits.c) maps
+ * the model, then fopen(out, "wb") truncates the output path; when that is
+ * the model file (same path, or another name for it), the mapped weights
+ * are gone and the first eval reads past the end of the file: SIGBUS (exit
+ * 135, or an ASan "BUS" report), and the model is left empty.
+ * Expected: refuse an output that is the model file (same st_dev/st_ino),
+ * with a message naming -o, before writing anything; the model stays
+ * intact. */
+#include "fuzz_cli.h"
+#include "golden.h"
+
+int main(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
+    if (!fc_init("test-fuzz-cli-logits-output")) return CHECK_SKIP;
+    char src[1024], model[4200], link_path[4200];
+    snprintf(src, sizeof src, "%s/models/stories260K.gguf", shared);
+    fc_path(model, sizeof model, "model.gguf");
+    fc_path(link_path, sizeof link_path, "link.gguf");
+    size_t size0 = 0;
+    char *orig = golden_read(src, &size0);
+    CHECK(orig != NULL, "read %s", src);
+
+    /* the same path, then a symlink to it */
+    const char *outs[] = {model, link_path};
+    for (int k = 0; k < 2; k++) {
+        CHECK(fc_copy(src, model), "copy the model");
+        remove(link_path);
+        CHECK(symlink("model.gguf", link_path) == 0, "symlink");
+        int rc = fc_run(60, "logits", "-m", model, "--tokens", "1,2,3", "-o", outs[k], NULL);
+        CHECK(!fc_crashed(rc) && rc != FC_TIMEOUT, "logits -o %s (the model): crashed (rc %d): %.300s",
+              k ? "a link to the model" : "the model path", rc, fc_err);
+        CHECK(rc != 0 && strstr(fc_err, "-o"), "logits -o the model: want a refusal naming -o, got rc %d: %.300s", rc,
+              fc_err);
+        size_t size = 0;
+        char *now = golden_read(model, &size);
+        CHECK(now && orig && size == size0 && memcmp(now, orig, size) == 0,
+              "the model file was changed (now %zu bytes, was %zu)", size, size0);
+        free(now);
+    }
+    free(orig);
+    remove(link_path);
+    remove(model);
+    return check_done();
+}
