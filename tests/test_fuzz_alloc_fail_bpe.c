@@ -1,5 +1,5 @@
-/* BUG (fails today): a failed allocation while building a byte-level BPE
- * tokenizer is reported as OKV_ERR_UNSUPPORTED, not OKV_ERR_NOMEM.
+/* A failed allocation while building a byte-level BPE tokenizer is
+ * OKV_ERR_NOMEM, not OKV_ERR_UNSUPPORTED (found by fuzzing; fixed).
  *
  * The rule: an allocation that fails is OKV_ERR_NOMEM with a message.
  * pretok_create (src/tokenizer/pretok.c, the pcre2_compile failure branch,

@@ -1,5 +1,5 @@
-/* BUG (fails today): `offkv logits -m MODEL ... -o MODEL` dies of SIGBUS and
- * destroys the model file.
+/* `offkv logits -m MODEL ... -o MODEL` must be refused: it used to die of
+ * SIGBUS and destroy the model file (found by fuzzing; fixed).
  *
  * The rule: the CLI never crashes on user input; a bad value is a non-zero
  * exit with a message naming it.  cmd_logits (tools/offkv/logits.c) maps

@@ -1,5 +1,6 @@
-/* BUG (fails today): `offkv synth --arch muse-glimmer --sliding-window 0`
- * exits 0 and writes a file that offkv itself refuses to load.
+/* `offkv synth --arch muse-glimmer --sliding-window 0` used to exit 0 and
+ * write a file that offkv itself refuses to load (found by fuzzing; now a
+ * usage error).
  *
  * The rule: `--help` tells the truth and a bad value is a usage error naming
  * it.  synth's help says --sliding-window N writes attention.sliding_window

@@ -1,4 +1,5 @@
-/* BUG (fails today): a negative RMSNorm epsilon is accepted and run.
+/* A negative RMSNorm epsilon must be refused (it used to run, giving NaN
+ * logits; found by fuzzing, fixed).
  *
  * The rule: absurd metadata the GGUF reader accepts must be refused with an
  * error naming the key.  attention.layer_norm_rms_epsilon is read by

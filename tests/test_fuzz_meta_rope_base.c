@@ -1,11 +1,12 @@
-/* BUG (fails today): a RoPE base of 0 or below is accepted and run.
+/* A RoPE base of 0 or below must be refused (it used to run; found by
+ * fuzzing, fixed).
  *
  * The rule: semantically absurd metadata that the GGUF reader accepts must be
  * refused by the model with an error naming the key, never run silently.
  * theta = pos * base^(-2i/d) needs base > 0 (and base 1 is the degenerate
  * "every pair rotates alike"; real files use 1e4..1e6).
  *
- * Today okv_model_f32 (src/model/model.c) only rejects non-finite values, so:
+ * Before the fix okv_model_f32 (src/model/model.c) only rejects non-finite values, so:
  *  - base 0 collides with the "no rotation" sentinel that muse-glimmer's
  *    global layers use (src/model/forward.c okv_fwd_rope: rope_base == 0 ->
  *    return): a llama / gemma3 file with freq_base 0 silently runs with no

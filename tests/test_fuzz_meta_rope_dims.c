@@ -1,14 +1,9 @@
-/* BUG (fails today): llama.rope.dimension_count is ignored.
- *
- * The rule: metadata that describes a model wrongly (a wrong shape) is an
- * error naming the key, never run silently.  llama.cpp reads n_rot from
- * {arch}.rope.dimension_count and, for the llama architecture, refuses a file
- * whose n_rot differs from the head dim ("invalid n_rot").  offkv never
- * reads the key (src/model/llama.c rotates all head_dim dims), so a file
- * saying "rotate 4 of 16 dims" or "1000 dims" runs as if it said 16, and
- * its logits silently differ from what the file describes.
- * Expected: OKV_ERR_FORMAT or OKV_ERR_UNSUPPORTED naming
- * rope.dimension_count. */
+/* llama.rope.dimension_count must be read and checked: a value that cannot
+ * describe the heads (odd, 0, or more than the head dim) is an error naming
+ * the key, never run silently.  A value below the head dim rotates only the
+ * leading dimensions of each head (partial rotary, checked against a dense
+ * reference in test_model_variants.c); llama.cpp refuses that for llama
+ * files, offkv serves it. */
 #include "fuzz_meta.h"
 
 int main(void) {
@@ -17,7 +12,9 @@ int main(void) {
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
     static const meta_case cases[] = {
         /* tiny-llama: head_dim 16 */
-        {"tiny-llama", "llama.rope.dimension_count", V_U32, 4, 0, REFUSE, "dimension_count"},
+        {"tiny-llama", "llama.rope.dimension_count", V_U32, 4, 0, RUN, NULL}, /* partial rotary */
+        {"tiny-llama", "llama.rope.dimension_count", V_U32, 5, 0, REFUSE, "dimension_count"},
+        {"tiny-llama", "llama.rope.dimension_count", V_U32, 0, 0, REFUSE, "dimension_count"},
         {"tiny-llama", "llama.rope.dimension_count", V_U32, 1000, 0, REFUSE, "dimension_count"},
         {"tiny-llama", "llama.rope.dimension_count", V_U32, 16, 0, RUN, NULL}, /* the true value runs */
     };

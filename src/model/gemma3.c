@@ -17,12 +17,9 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
     okv_status st;
     if ((st = okv_model_read_windows(m, 6, false, err))) return st;
     float base_swa = 10000.0f, scale = 1.0f;
-    if ((st = okv_model_f32(m, "rope.freq_base_swa", &base_swa, false, err))) return st;
-    if (okv_model_has(m, "rope.scaling.factor")) {
-        if ((st = okv_model_f32(m, "rope.scaling.factor", &scale, true, err))) return st;
-    } else if ((st = okv_model_f32(m, "rope.scale_linear", &scale, false, err))) {
-        return st;
-    }
+    if ((st = okv_model_positive(m, "rope.freq_base_swa", &base_swa, err))) return st;
+    const char *scale_key = okv_model_has(m, "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
+    if ((st = okv_model_positive(m, scale_key, &scale, err))) return st;
     /* The 27B shape (62 layers) scales queries by 1/sqrt(n_embd / n_head). */
     const bool big = m->n_layer == 62;
     for (int32_t i = 0; i < m->n_layer; i++) {
@@ -34,9 +31,9 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
         }
         if (big) p->attn_scale = 1.0f / sqrtf((float)m->n_embd / (float)p->n_head);
     }
-    float cap = 0.0f;
-    if ((st = okv_model_f32(m, "final_logit_softcapping", &cap, false, err))) return st;
-    m->final_softcap = cap;
+    if (okv_model_has(m, "final_logit_softcapping") &&
+        (st = okv_model_positive(m, "final_logit_softcapping", &m->final_softcap, err)))
+        return st;
     m->embd_scale = sqrtf((float)m->n_embd);
     m->gelu_table = malloc(sizeof(okv_f16) * 65536);
     if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");

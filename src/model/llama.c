@@ -23,7 +23,7 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
     if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &type_len, err))
         return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
     float factor = 1.0f;
-    if ((st = okv_model_f32(m, "rope.scaling.factor", &factor, false, err))) return st;
+    if ((st = okv_model_positive(m, "rope.scaling.factor", &factor, err))) return st;
     const bool linear = type_len == 6 && memcmp(type, "linear", 6) == 0;
     const bool none = type_len == 4 && memcmp(type, "none", 4) == 0;
     if (!linear && !none && factor != 1.0f)

@@ -56,6 +56,16 @@ okv_status okv_model_f32(const okv_model *m, const char *suffix, float *out, boo
     return OKV_OK;
 }
 
+okv_status okv_model_positive(const okv_model *m, const char *suffix, float *out, okv_error *err) {
+    float v = *out;
+    okv_status st = okv_model_f32(m, suffix, &v, false, err);
+    if (st) return st;
+    if (!(v > 0.0f))
+        return okv_fail(err, OKV_ERR_FORMAT, "model: key '%s.%s' = %g must be positive", m->arch_name, suffix, v);
+    *out = v;
+    return OKV_OK;
+}
+
 /* A head count may be one number or one per layer. */
 static okv_status per_layer_u32(okv_model *m, const char *suffix, uint32_t dflt, bool required,
                                 int32_t *dst, size_t stride, okv_error *err) {
@@ -224,6 +234,8 @@ static okv_status read_common(okv_model *m, okv_error *err) {
     m->n_ctx_train = u > 0 && u < (1u << 30) ? (int32_t)u : 2048;
     m->norm_eps = 1e-5f;
     if ((st = okv_model_f32(m, "attention.layer_norm_rms_epsilon", &m->norm_eps, false, err))) return st;
+    if (m->norm_eps < 0.0f)
+        return okv_fail(err, OKV_ERR_FORMAT, "model: attention.layer_norm_rms_epsilon %g is negative", m->norm_eps);
 
     m->layer = calloc((size_t)m->n_layer, sizeof *m->layer);
     m->w = calloc((size_t)m->n_layer, sizeof *m->w);
@@ -238,7 +250,7 @@ static okv_status read_common(okv_model *m, okv_error *err) {
         (st = per_layer_u32(m, "attention.head_count_kv", 0, true, &m->layer[0].n_head_kv, sizeof *m->layer, err)))
         return st;
     float base = 10000.0f;
-    if ((st = okv_model_f32(m, "rope.freq_base", &base, false, err))) return st;
+    if ((st = okv_model_positive(m, "rope.freq_base", &base, err))) return st;
     for (int32_t i = 0; i < m->n_layer; i++) {
         okv_layer_params *p = &m->layer[i];
         if (p->n_head < 1 || p->n_head_kv < 1 || p->n_head % p->n_head_kv != 0)
@@ -302,6 +314,12 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     else if (strcmp(m->arch_name, "muse-glimmer") == 0) m->arch = OKV_ARCH_MUSE_GLIMMER;
     else {
         okv_fail(err, OKV_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer)",
+                 m->arch_name);
+        goto fail;
+    }
+    if (m->arch != OKV_ARCH_LLAMA && okv_option_get(options, "sliding_window")) {
+        okv_fail(err, OKV_ERR_INVALID,
+                 "model option sliding_window applies to llama models; %s takes its windows from the file",
                  m->arch_name);
         goto fail;
     }

@@ -119,6 +119,9 @@ okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err);
 okv_status okv_model_u32(const okv_model *m, const char *suffix, uint32_t *out, bool required, okv_error *err);
 okv_status okv_model_f32(const okv_model *m, const char *suffix, float *out, bool required, okv_error *err);
 bool okv_model_has(const okv_model *m, const char *suffix);
+/* An optional float key that, when present, must be > 0 (RoPE bases,
+ * scaling factors, soft caps): else OKV_ERR_FORMAT naming it. */
+okv_status okv_model_positive(const okv_model *m, const char *suffix, float *out, okv_error *err);
 
 /* Reads "{arch}.attention.sliding_window_pattern" (a period or a per-layer
  * bool array) and the window into m->layer[].window.  When required and

@@ -28,13 +28,12 @@ okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err) {
     okv_status st;
     if ((st = okv_model_read_windows(m, 0, true, err))) return st;
     float base = m->layer[0].rope_base, base_swa;
-    if ((st = okv_model_f32(m, "rope.freq_base", &base, false, err))) return st;
     base_swa = base;
-    if ((st = okv_model_f32(m, "rope.freq_base_swa", &base_swa, false, err))) return st;
+    if ((st = okv_model_positive(m, "rope.freq_base_swa", &base_swa, err))) return st;
     for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_base = m->layer[i].window > 0 ? base_swa : 0.0f;
     if ((st = okv_model_f32(m, "logit_scale", &m->logit_scale, true, err))) return st;
     m->final_softcap = 30.0f;
-    if ((st = okv_model_f32(m, "final_logit_softcapping", &m->final_softcap, false, err))) return st;
+    if ((st = okv_model_positive(m, "final_logit_softcapping", &m->final_softcap, err))) return st;
 
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_weights *w = &m->w[il];

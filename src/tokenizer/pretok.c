@@ -77,7 +77,7 @@ okv_status pretok_create(const char *name, struct pretok **out, bool *ignore_mer
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(code, msg, sizeof msg);
             pretok_free(p);
-            return okv_fail(err, OKV_ERR_UNSUPPORTED,
+            return okv_fail(err, code == PCRE2_ERROR_HEAP_FAILED ? OKV_ERR_NOMEM : OKV_ERR_UNSUPPORTED,
                             "tokenizer: regex %d of pre-tokenizer \"%s\" does not compile at %zu: %s",
                             i, name, (size_t)at, (const char *)msg);
         }
@@ -236,7 +236,8 @@ okv_status pretok_split(const okv_tokenizer *t, const char *text, size_t len, ch
                 if (rc < 0) {
                     PCRE2_UCHAR msg[128];
                     pcre2_get_error_message(rc, msg, sizeof msg);
-                    st = okv_fail(err, OKV_ERR_UNSUPPORTED,
+                    const bool nomem = rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT;
+                    st = okv_fail(err, nomem ? OKV_ERR_NOMEM : OKV_ERR_UNSUPPORTED,
                                   "tokenizer_encode: pre-tokenizer regex %d failed: %s", r,
                                   (const char *)msg);
                     goto done;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -83,6 +84,13 @@ int cmd_logits(int argc, char **argv) {
     if (!model || !tokens_arg || !out) {
         cli_error(cmd, "%s is required (see offkv logits --help)",
                   !model ? "-m MODEL" : !tokens_arg ? "--tokens LIST" : "-o FILE");
+        return CLI_USAGE;
+    }
+    /* Writing over the model would truncate the file its weights are mapped from. */
+    struct stat model_st, out_st;
+    if (stat(model, &model_st) == 0 && stat(out, &out_st) == 0 && model_st.st_dev == out_st.st_dev &&
+        model_st.st_ino == out_st.st_ino) {
+        cli_error(cmd, "bad value '%s' for -o: it is the model file itself", out);
         return CLI_USAGE;
     }
     int32_t n = 0;

@@ -54,15 +54,20 @@ static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32
 }
 
 static bool emit(const char *cmd, const okv_tokenizer *tok, int32_t id) {
-    char buf[256];
+    char small[256], *buf = small;
     size_t n = 0;
     okv_error err = {0};
-    if (okv_tokenizer_token_to_piece(tok, id, 0, buf, sizeof buf, &n, &err) != OKV_OK) {
-        cli_error(cmd, "token %d: %s", (int)id, err.message);
+    okv_status st = okv_tokenizer_token_to_piece(tok, id, 0, buf, sizeof small, &n, &err);
+    if (st != OKV_OK && n > sizeof small && (buf = malloc(n))) /* a piece longer than most */
+        st = okv_tokenizer_token_to_piece(tok, id, 0, buf, n, &n, &err);
+    if (st != OKV_OK || !buf) {
+        cli_error(cmd, "token %d: %s", (int)id, buf ? err.message : "out of memory for its text");
+        if (buf != small) free(buf);
         return false;
     }
     fwrite(buf, 1, n, stdout);
     fflush(stdout);
+    if (buf != small) free(buf);
     return true;
 }
 
@@ -90,11 +95,11 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(a, "--temp", NULL)) ok = cli_float(cmd, a, v, 0.0, 1e6, &sp.temperature);
         else if (cli_is(a, "--top-k", NULL)) ok = cli_int(cmd, a, v, 0, 1 << 24, &sp.top_k);
         else if (cli_is(a, "--top-p", NULL)) {
-            ok = cli_float(cmd, a, v, 0.0, 1.0, &sp.top_p);
-            if (ok && sp.top_p <= 0.0f) {
-                cli_error(cmd, "bad value '%s' for --top-p: expected a number in (0, 1]", v);
-                ok = false;
-            }
+            char *end;
+            const double p = strtod(v, &end);
+            ok = end != v && !*end && p > 0.0 && p <= 1.0;
+            if (ok) sp.top_p = (float)p;
+            else cli_error(cmd, "bad value '%s' for --top-p: expected a number in (0, 1]", v);
         } else if (cli_is(a, "--seed", NULL)) ok = seed_given = cli_u64(cmd, a, v, &sp.seed);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);

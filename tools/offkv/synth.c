@@ -534,6 +534,11 @@ int cmd_synth(int argc, char **argv) {
         sh.pattern = -1;
     } else {
         if (sh.window < 0) sh.window = 8;
+        if (sh.arch == ARCH_MUSE && sh.window == 0) {
+            /* offkv refuses a muse-glimmer file without a window, so do not write one */
+            cli_error(cmd, "bad value '0' for --sliding-window: muse-glimmer needs a window of at least 1");
+            return CLI_USAGE;
+        }
         if (sh.pattern == -2) sh.pattern = sh.arch == ARCH_MUSE && !sh.pattern_bools ? 4 : -1;
         if (sh.arch == ARCH_GEMMA3) sh.tied = true;
     }
