@@ -23,6 +23,7 @@ typedef struct okv_sampler okv_sampler;
  * temperature is OKV_ERR_INVALID.  Free with okv_sampler_free. */
 okv_sampler *okv_sampler_create(const okv_sampler_params *p, int32_t n_vocab, okv_error *err);
 
+/* Frees the sampler.  NULL is a no-op. */
 void okv_sampler_free(okv_sampler *s);
 
 /* Picks a token from n_vocab logits: greedy, or temperature-scaled softmax
