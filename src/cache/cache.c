@@ -49,13 +49,17 @@ okv_cache *okv_cache_create(const okv_layer_geometry *layers, int32_t n_layers,
                             const okv_cache_config *cfg, okv_error *err) {
     if (check_config(layers, n_layers, cfg, err) != OKV_OK) return NULL;
     okv_cache *c = calloc(1, sizeof *c);
-    if (c) c->layers = calloc((size_t)n_layers, sizeof *c->layers);
-    if (!c || !c->layers) {
-        free(c);
+    if (c) {
+        c->refs = 1;
+        c->layers = calloc((size_t)n_layers, sizeof *c->layers);
+        c->fresh = calloc((size_t)n_layers, sizeof *c->fresh);
+        c->step_slot = okv_step_slot_create(n_layers);
+    }
+    if (!c || !c->layers || !c->fresh || !c->step_slot) {
+        okv_cache_release(c);
         okv_fail(err, OKV_ERR_NOMEM, "cache: out of memory for %d layers", (int)n_layers);
         return NULL;
     }
-    c->refs = 1;
     c->n_layers = n_layers;
     c->cfg = *cfg;
     if (c->cfg.initial_capacity < 0) c->cfg.initial_capacity = 0;
@@ -83,7 +87,9 @@ okv_cache *okv_cache_retain(okv_cache *c) {
 
 void okv_cache_release(okv_cache *c) {
     if (!c || --c->refs > 0) return;
-    for (int32_t i = 0; i < c->n_layers; i++) okv_storage_release(c->layers[i].st);
+    for (int32_t i = 0; i < c->n_layers && c->layers; i++) okv_storage_release(c->layers[i].st);
+    okv_step_slot_destroy(c->step_slot);
+    free(c->fresh);
     free(c->layers);
     free(c->scratch);
     free(c);

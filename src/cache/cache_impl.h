@@ -42,7 +42,15 @@ struct okv_cache {
     void *alloc_user;
     void *scratch;        /* attention scratch, grown on demand, 64-byte aligned */
     size_t scratch_bytes;
+    /* Made at creation so that a step allocates nothing unless it grows:
+     * the one step that can be open, and growth's list of new buffers. */
+    struct okv_step *step_slot;
+    okv_storage **fresh;  /* n_layers */
 };
+
+/* The cache's step slot: made with the cache, for n_layers layers. */
+struct okv_step *okv_step_slot_create(int32_t n_layers);
+void okv_step_slot_destroy(struct okv_step *s);
 
 /* Storage: allocate (rows may be 0), add a reference, drop one. */
 okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, int32_t rows);

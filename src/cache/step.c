@@ -21,14 +21,37 @@ struct okv_step {
     bool wrote;             /* some layer's rows were overwritten */
 };
 
-static void step_free(okv_step *s) {
-    okv_cache *c = s->cache;
-    for (int32_t i = 0; i < c->n_layers; i++) okv_storage_release(s->storage[i]);
+okv_step *okv_step_slot_create(int32_t n_layers) {
+    okv_step *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->storage = calloc((size_t)n_layers, sizeof *s->storage);
+    s->plans = calloc((size_t)n_layers, sizeof *s->plans);
+    s->attended = calloc((size_t)n_layers, 1);
+    if (!s->storage || !s->plans || !s->attended) {
+        okv_step_slot_destroy(s);
+        return NULL;
+    }
+    return s;
+}
+
+void okv_step_slot_destroy(okv_step *s) {
+    if (!s) return;
     free(s->storage);
     free(s->plans);
     free(s->attended);
-    c->step_open = false;
     free(s);
+}
+
+/* Ends the step: drops what it held and hands the slot back.  The cache's
+ * reference goes last, since it may free the cache and the slot with it. */
+static void step_end(okv_step *s) {
+    okv_cache *c = s->cache;
+    for (int32_t i = 0; i < c->n_layers; i++) {
+        okv_storage_release(s->storage[i]);
+        s->storage[i] = NULL;
+    }
+    c->step_open = false;
+    s->cache = NULL;
     okv_cache_release(c);
 }
 
@@ -44,17 +67,16 @@ static int32_t grown_rows(int32_t rows, int32_t end, int32_t capacity) {
  * buffers are allocated before any is swapped in, so a failure leaves every
  * layer (and the generation) as it was. */
 static okv_status grow(okv_cache *c, int32_t end, okv_error *err) {
-    okv_storage **fresh = calloc((size_t)c->n_layers, sizeof *fresh);
-    if (!fresh) return okv_fail(err, OKV_ERR_NOMEM, "step: out of memory planning growth");
+    okv_storage **fresh = c->fresh;
     bool any = false;
     for (int32_t i = 0; i < c->n_layers; i++) {
         cache_layer *L = &c->layers[i];
+        fresh[i] = NULL;
         if (L->geom.window > 0 || L->st->rows >= end) continue;
         int32_t rows = grown_rows(L->st->rows, end, c->cfg.capacity);
         fresh[i] = okv_storage_new(c, &L->geom, rows);
         if (!fresh[i]) {
             for (int32_t j = 0; j < i; j++) okv_storage_release(fresh[j]);
-            free(fresh);
             return okv_fail(err, OKV_ERR_NOMEM, "step: out of memory growing layer %d to %d rows",
                             (int)i, (int)rows);
         }
@@ -74,7 +96,6 @@ static okv_status grow(okv_cache *c, int32_t end, okv_error *err) {
         L->st = fresh[i];
     }
     if (any) c->generation++;
-    free(fresh);
     return OKV_OK;
 }
 
@@ -94,25 +115,13 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
     }
     if (okv_check_positions(c, positions, positions[0], n_tokens, true, err) != OKV_OK) return NULL;
 
-    okv_step *s = calloc(1, sizeof *s);
-    if (s) {
-        s->storage = calloc((size_t)c->n_layers, sizeof *s->storage);
-        s->plans = calloc((size_t)c->n_layers, sizeof *s->plans);
-        s->attended = calloc((size_t)c->n_layers, 1);
-    }
-    if (!s || !s->storage || !s->plans || !s->attended) {
-        if (s) { free(s->storage); free(s->plans); free(s->attended); }
-        free(s);
-        okv_fail(err, OKV_ERR_NOMEM, "step: out of memory");
-        return NULL;
-    }
+    if (grow(c, positions[0] + n_tokens, err) != OKV_OK) return NULL;
+    okv_step *s = c->step_slot;
     s->start = positions[0];
     s->n_tokens = n_tokens;
     s->pool = pool;
-    if (grow(c, s->start + n_tokens, err) != OKV_OK) {
-        free(s->storage); free(s->plans); free(s->attended); free(s);
-        return NULL;
-    }
+    s->failed = s->wrote = false;
+    memset(s->attended, 0, (size_t)c->n_layers);
     for (int32_t i = 0; i < c->n_layers; i++) {
         /* Checked above, so planning cannot fail. */
         okv_cache_plan(c, i, s->start, n_tokens, &s->plans[i], NULL);
@@ -215,7 +224,7 @@ okv_status okv_step_commit(okv_step *s, okv_error *err) {
             return okv_fail(err, OKV_ERR_INVALID, "commit: layer %d was not attended", (int)i);
     }
     s->cache->length = s->start + s->n_tokens;
-    step_free(s);
+    step_end(s);
     okv_error_clear(err);
     return OKV_OK;
 }
@@ -223,5 +232,5 @@ okv_status okv_step_commit(okv_step *s, okv_error *err) {
 void okv_step_abort(okv_step *s) {
     if (!s) return;
     if (s->wrote && s->cache->length > s->start) s->cache->length = s->start;
-    step_free(s);
+    step_end(s);
 }
