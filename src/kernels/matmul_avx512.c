@@ -35,24 +35,34 @@ KERNEL __m512 load16(int wtype, const uint8_t *row, int64_t i, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, row + 4 * i);
 }
 
-KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    __m512 acc[MM_TR][MM_TC];
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < c->k; i += 16) {
-        const __mmask16 m = c->k - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (c->k - i)) - 1);
-        __m512 xv[MM_TC];
-        for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, c->x + (c0 + j) * c->k + i);
-        for (int r = 0; r < NR; r++) {
-            const uint8_t *row = c->w + (r0 + r) * c->wrow;
-            /* as in the quantized kernels: helps decode stream from DRAM */
-            _mm_prefetch((const char *)row + (wtype == OKV_GGML_F32 ? 4 : 2) * i + 1024, _MM_HINT_T0);
-            const __m512 wv = load16(wtype, row, i, m);
-            for (int j = 0; j < NC; j++) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
-        }
+/* One 16-wide step of a tile at element i; row and column pointers come
+ * hoisted, as GCC otherwise reloads and remultiplies them on every step. */
+KERNEL void float_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
+                       int64_t i, __mmask16 m, __m512 acc[MM_TR][MM_TC]) {
+    __m512 xv[MM_TC];
+    UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs[j] + i);
+    UNROLL for (int r = 0; r < NR; r++) {
+        /* as in the quantized kernels: helps decode stream from DRAM */
+        _mm_prefetch((const char *)rows[r] + (wtype == OKV_GGML_F32 ? 4 : 2) * i + 1024, _MM_HINT_T0);
+        const __m512 wv = load16(wtype, rows[r], i, m);
+        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
     }
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const uint8_t *rows[MM_TR];
+    const float *xs[MM_TC];
+    UNROLL for (int r = 0; r < NR; r++) rows[r] = c->w + (r0 + r) * c->wrow;
+    UNROLL for (int j = 0; j < NC; j++) xs[j] = c->x + (c0 + j) * c->k;
+    __m512 acc[MM_TR][MM_TC];
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
+    const int64_t k = c->k, k16 = k & ~(int64_t)15;
+    int64_t i = 0;
+    for (; i < k16; i += 16) float_step(wtype, rows, xs, NR, NC, i, (__mmask16)0xFFFF, acc);
+    if (i < k) float_step(wtype, rows, xs, NR, NC, i, (__mmask16)((1u << (k - i)) - 1), acc);
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
 KERNEL void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
