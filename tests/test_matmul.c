@@ -284,12 +284,17 @@ int main(void) {
     /* odd block counts (3, 7) take the AVX-512 single-block tail; rows 37
      * and 67 leave partial row tiles; n 9 leaves a partial column tile */
     const shape qshapes[] = {{1, 32, 1}, {5, 64, 3}, {37, 96, 1}, {67, 320, 9}, {8, 224, 5}, {13, 32, 4}};
-    const shape fshapes[] = {{1, 16, 1}, {5, 37, 3}, {37, 96, 1}, {67, 320, 9}, {9, 19, 6}, {4, 33, 4}};
+    /* n >= 16 takes the AVX-512 block pass: k 1100 spans three weight panels
+     * and ends in a partial step, n 70 two column blocks, rows 29 every
+     * strip height */
+    const shape fshapes[] = {{1, 16, 1}, {5, 37, 3}, {37, 96, 1}, {67, 320, 9}, {9, 19, 6}, {4, 33, 4},
+                             {29, 1100, 70}};
     for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
         int t = TYPES[ti];
         int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0;
         const shape *sh = quant ? qshapes : fshapes;
-        for (int s = 0; s < 6; s++) check_type_shape(t, sh[s], pools);
+        const int n_shapes = quant ? (int)(sizeof qshapes / sizeof qshapes[0]) : (int)(sizeof fshapes / sizeof fshapes[0]);
+        for (int s = 0; s < n_shapes; s++) check_type_shape(t, sh[s], pools);
     }
     for (int i = 0; i < 3; i++) okv_threadpool_free(pools[i]);
     return check_done();

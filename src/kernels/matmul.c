@@ -5,11 +5,6 @@
 #include "kernels/matmul_impl.h"
 #include "threads/pool.h"
 
-/* Columns whose quantized activations are swept per pass over a row tile:
- * 64 columns of k = 8192 is 512 KiB, which stays in L2 while each weight
- * row tile (a few KiB) stays in L1. */
-enum { MM_COL_BLOCK = 64 };
-
 int okv_mm_kernel_available(okv_mm_kernel kern) {
     switch (kern) {
     case OKV_MM_SCALAR: return 1;
@@ -38,6 +33,11 @@ const char *okv_mm_kernel_name(okv_mm_kernel kern) {
     return "unknown";
 }
 
+/* Fewest columns for which a kernel's block pass is used: with 8 columns
+ * the panel conversion cost more than it saved (F16 5632x2048, one thread:
+ * ~50 against ~70 GFLOP/s), with 16 it gained ~10%. */
+enum { MM_BLOCK_MIN_N = 16 };
+
 static int is_quantized(int wtype) { return wtype == OKV_GGML_Q8_0 || wtype == OKV_GGML_Q4_0; }
 
 size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n) {
@@ -50,6 +50,7 @@ size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n) {
 typedef struct mm_job {
     okv_mm_ctx ctx[OKV_MM_MAX_OPS];
     okv_mm_tile_fn tile[OKV_MM_MAX_OPS];
+    okv_mm_block_fn block[OKV_MM_MAX_OPS]; /* NULL: tile by tile */
     int n_ops;
     okv_mm_quant_fn quant;
     int8_t *xq;  /* writable views of ctx[].xq and ctx[].xd */
@@ -64,7 +65,8 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
         job->quant(c->x + j * c->k, c->k, job->xq + j * c->k, job->xd + j * nb);
 }
 
-static void tile_range(const okv_mm_ctx *c, okv_mm_tile_fn tile, int32_t ith, int32_t nth) {
+static void tile_range(const okv_mm_ctx *c, okv_mm_tile_fn tile, okv_mm_block_fn block, int32_t ith,
+                       int32_t nth) {
     /* thread boundaries on multiples of MM_TR, so tiles are the same for any
      * thread count */
     const int64_t n_tiles = (c->rows + MM_TR - 1) / MM_TR;
@@ -73,6 +75,10 @@ static void tile_range(const okv_mm_ctx *c, okv_mm_tile_fn tile, int32_t ith, in
     const int64_t r_end = t1 * MM_TR < c->rows ? t1 * MM_TR : c->rows;
     for (int64_t cb = 0; cb < c->n; cb += MM_COL_BLOCK) {
         const int64_t cb_end = cb + MM_COL_BLOCK < c->n ? cb + MM_COL_BLOCK : c->n;
+        if (block) {
+            if (r_begin < r_end) block(c, r_begin, r_end, cb, cb_end);
+            continue;
+        }
         for (int64_t r = r_begin; r < r_end; r += MM_TR) {
             const int nr = (int)(r_end - r < MM_TR ? r_end - r : MM_TR);
             for (int64_t j = cb; j < cb_end; j += MM_TC) {
@@ -87,7 +93,7 @@ static void tile_range(const okv_mm_ctx *c, okv_mm_tile_fn tile, int32_t ith, in
  * fork-join and stays balanced. */
 static void tile_job(void *p, int32_t ith, int32_t nth) {
     mm_job *job = p;
-    for (int i = 0; i < job->n_ops; i++) tile_range(&job->ctx[i], job->tile[i], ith, nth);
+    for (int i = 0; i < job->n_ops; i++) tile_range(&job->ctx[i], job->tile[i], job->block[i], ith, nth);
 }
 
 static okv_mm_tile_fn tile_for(okv_mm_kernel kern, int wtype) {
@@ -130,6 +136,10 @@ okv_status okv_matmul_multi_with(okv_mm_kernel kern, okv_threadpool *pool, const
         if (!job.tile[i])
             return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s has no %s path",
                             okv_mm_kernel_name(kern), okv_ggml_type_name(op->wtype));
+        /* a block pass converts each float weight once per column block,
+         * which pays from a few columns on; decode keeps the plain tiles */
+        if (n >= MM_BLOCK_MIN_N && (kern == OKV_MM_AVX512 || kern == OKV_MM_AVX512_VNNI))
+            job.block[i] = okv_mm_block_avx512(op->wtype);
         job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = wrow, .rows = op->rows, .k = k, .n = n, .x = x, .y = op->y};
         any_quantized |= is_quantized(op->wtype);
     }
