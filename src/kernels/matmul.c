@@ -1,5 +1,7 @@
 /* The matmul driver: checks the call, quantizes activations into scratch,
- * and splits output rows between threads; the per-ISA files do the math. */
+ * and shares output rows out between threads; the per-ISA files do the math. */
+#include <stdatomic.h>
+
 #include "core/error.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul_impl.h"
@@ -38,6 +40,10 @@ const char *okv_mm_kernel_name(okv_mm_kernel kern) {
  * ~50 against ~70 GFLOP/s), with 16 it gained ~10%. */
 enum { MM_BLOCK_MIN_N = 16 };
 
+/* Row chunks per thread and column block: enough that a thread that starts
+ * late costs little, few enough that taking one (an atomic add) is noise. */
+enum { MM_CHUNKS_PER_THREAD = 8 };
+
 static int is_quantized(int wtype) { return wtype == OKV_GGML_Q8_0 || wtype == OKV_GGML_Q4_0; }
 
 size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n) {
@@ -51,6 +57,9 @@ typedef struct mm_job {
     okv_mm_ctx ctx[OKV_MM_MAX_OPS];
     okv_mm_tile_fn tile[OKV_MM_MAX_OPS];
     okv_mm_block_fn block[OKV_MM_MAX_OPS]; /* NULL: tile by tile */
+    int64_t chunk_rows[OKV_MM_MAX_OPS];    /* rows per work item */
+    int64_t items[OKV_MM_MAX_OPS];         /* work items per product */
+    atomic_llong next;                     /* next work item, over all products */
     int n_ops;
     okv_mm_quant_fn quant;
     int8_t *xq;  /* writable views of ctx[].xq and ctx[].xd */
@@ -65,35 +74,43 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
         job->quant(c->x + j * c->k, c->k, job->xq + j * c->k, job->xd + j * nb);
 }
 
-static void tile_range(const okv_mm_ctx *c, okv_mm_tile_fn tile, okv_mm_block_fn block, int32_t ith,
-                       int32_t nth) {
-    /* thread boundaries on multiples of MM_TR, so tiles are the same for any
-     * thread count */
-    const int64_t n_tiles = (c->rows + MM_TR - 1) / MM_TR;
-    const int64_t t0 = n_tiles * ith / nth, t1 = n_tiles * (ith + 1) / nth;
-    const int64_t r_begin = t0 * MM_TR;
-    const int64_t r_end = t1 * MM_TR < c->rows ? t1 * MM_TR : c->rows;
-    for (int64_t cb = 0; cb < c->n; cb += MM_COL_BLOCK) {
-        const int64_t cb_end = cb + MM_COL_BLOCK < c->n ? cb + MM_COL_BLOCK : c->n;
-        if (block) {
-            if (r_begin < r_end) block(c, r_begin, r_end, cb, cb_end);
-            continue;
-        }
-        for (int64_t r = r_begin; r < r_end; r += MM_TR) {
-            const int nr = (int)(r_end - r < MM_TR ? r_end - r : MM_TR);
-            for (int64_t j = cb; j < cb_end; j += MM_TC) {
-                const int nc = (int)(cb_end - j < MM_TC ? cb_end - j : MM_TC);
-                tile(c, r, nr, j, nc);
-            }
+/* Rows r0 .. r1-1 by the column block from cb. */
+static void run_item(const okv_mm_ctx *c, okv_mm_tile_fn tile, okv_mm_block_fn block, int64_t r0, int64_t r1,
+                     int64_t cb) {
+    const int64_t cb_end = cb + MM_COL_BLOCK < c->n ? cb + MM_COL_BLOCK : c->n;
+    if (block) {
+        block(c, r0, r1, cb, cb_end);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += MM_TR) {
+        const int nr = (int)(r1 - r < MM_TR ? r1 - r : MM_TR);
+        for (int64_t j = cb; j < cb_end; j += MM_TC) {
+            const int nc = (int)(cb_end - j < MM_TC ? cb_end - j : MM_TC);
+            tile(c, r, nr, j, nc);
         }
     }
 }
 
-/* Each thread takes its share of every product's rows, so a group costs one
- * fork-join and stays balanced. */
+/* Threads take work items (product, column block, row chunk), in that
+ * order, from a shared counter: a thread that wakes late or is preempted
+ * leaves its rows to the others instead of making them wait at the join.
+ * Which thread computes a tile then depends on timing, but not what it
+ * computes: every output goes through the same operations in any tile. */
 static void tile_job(void *p, int32_t ith, int32_t nth) {
+    (void)ith;
+    (void)nth;
     mm_job *job = p;
-    for (int i = 0; i < job->n_ops; i++) tile_range(&job->ctx[i], job->tile[i], job->block[i], ith, nth);
+    for (;;) {
+        int64_t item = atomic_fetch_add_explicit(&job->next, 1, memory_order_relaxed);
+        int i = 0;
+        while (i < job->n_ops && item >= job->items[i]) item -= job->items[i++];
+        if (i == job->n_ops) return;
+        const okv_mm_ctx *c = &job->ctx[i];
+        const int64_t n_chunks = (c->rows + job->chunk_rows[i] - 1) / job->chunk_rows[i];
+        const int64_t r0 = (item % n_chunks) * job->chunk_rows[i];
+        const int64_t r1 = r0 + job->chunk_rows[i] < c->rows ? r0 + job->chunk_rows[i] : c->rows;
+        run_item(c, job->tile[i], job->block[i], r0, r1, (item / n_chunks) * MM_COL_BLOCK);
+    }
 }
 
 static okv_mm_tile_fn tile_for(okv_mm_kernel kern, int wtype) {
@@ -115,6 +132,7 @@ okv_status okv_matmul_multi_with(okv_mm_kernel kern, okv_threadpool *pool, const
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s cannot run on this processor",
                         okv_mm_kernel_name(kern));
     mm_job job = {.n_ops = n_ops};
+    atomic_init(&job.next, 0);
     int any_quantized = 0;
     for (int i = 0; i < n_ops; i++) {
         const okv_mm_op *op = &ops[i];
@@ -141,6 +159,11 @@ okv_status okv_matmul_multi_with(okv_mm_kernel kern, okv_threadpool *pool, const
         if (n >= MM_BLOCK_MIN_N && (kern == OKV_MM_AVX512 || kern == OKV_MM_AVX512_VNNI))
             job.block[i] = okv_mm_block_avx512(op->wtype);
         job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = wrow, .rows = op->rows, .k = k, .n = n, .x = x, .y = op->y};
+        /* about MM_CHUNKS_PER_THREAD items per thread and column block, in
+         * whole 8-row strips (the block pass's panel height) */
+        const int64_t per = op->rows / ((int64_t)okv_threadpool_size(pool) * MM_CHUNKS_PER_THREAD);
+        job.chunk_rows[i] = per < 8 ? 8 : (per + 7) / 8 * 8;
+        job.items[i] = (op->rows + job.chunk_rows[i] - 1) / job.chunk_rows[i] * ((n + MM_COL_BLOCK - 1) / MM_COL_BLOCK);
         any_quantized |= is_quantized(op->wtype);
     }
     job.quant = kern == OKV_MM_SCALAR ? okv_mm_quantize_act_scalar : okv_mm_quantize_act_avx2;

@@ -12,10 +12,10 @@
  * integer dot products per block.  F32, F16 and BF16 weights are widened to
  * f32 and multiplied with the f32 activations as they are.
  *
- * Output rows are split between threads in tiles of 4 whose boundaries depend
- * only on rows and the thread count, and every output element is computed by
- * the same sequence of operations whatever tile or thread computes it: the
- * result depends on the kernel alone, never on threads or on n. */
+ * Output rows are shared out between threads in chunks taken as threads come
+ * free, and every output element is computed by the same sequence of
+ * operations whatever tile, chunk or thread computes it: the result depends
+ * on the kernel alone, never on threads, timing or n. */
 #ifndef OKV_KERNELS_MATMUL_H
 #define OKV_KERNELS_MATMUL_H
 
