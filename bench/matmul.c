@@ -5,7 +5,8 @@
  * than any cache), so the matvec runs cycle through enough copies of the
  * matrix (>= 512 MiB) that each call reads from DRAM, not from L3.
  *
- *   build/bench/matmul [reps] [kernel]     kernel: scalar|avx2|avx512|avx512vnni */
+ *   build/bench/matmul [reps] [kernel] [type]
+ *     kernel: scalar|avx2|avx512|avx512vnni; type: q4_0|q8_0|f16|bf16|f32 (default all) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,7 @@ int main(int argc, char **argv) {
         if (!pool) return 1;
         peers(pool, reps);
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            if (argc > 3 && strcmp(argv[3], okv_ggml_type_name(types[ti]))) continue;
             bench(kern, pool, types[ti], 2048, 2048, 1, reps);
             bench(kern, pool, types[ti], 5632, 2048, 1, reps);
             bench(kern, pool, types[ti], 5632, 2048, 64, reps);

@@ -225,6 +225,54 @@ static void test_errors(void) {
     CHECK(okv_matmul_scratch_bytes(OKV_GGML_Q8_0, 64, 3) >= 3 * (64 + 8), "q8 scratch");
 }
 
+/* A group of products of one input (activations quantized once, one
+ * fork-join) gives every product bit for bit as okv_matmul alone does, with
+ * quantized and float weights mixed in one group. */
+static void test_multi(okv_threadpool **pools) {
+    enum { K = 96, N = 7 };
+    const int types[OKV_MM_MAX_OPS] = {OKV_GGML_Q4_0, OKV_GGML_F16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
+    const int64_t rows[OKV_MM_MAX_OPS] = {37, 9, 20, 4};
+    uint8_t *w[OKV_MM_MAX_OPS];
+    float *wd = malloc(sizeof(float) * 37 * K);
+    float *y[OKV_MM_MAX_OPS], *y1 = malloc(sizeof(float) * 37 * N);
+    float x[N * K];
+    for (int i = 0; i < N * K; i++) x[i] = frand() * 2.0f;
+    okv_mm_op ops[OKV_MM_MAX_OPS];
+    for (int i = 0; i < OKV_MM_MAX_OPS; i++) {
+        w[i] = malloc(okv_ggml_row_size(types[i], K) * (size_t)rows[i]);
+        y[i] = malloc(sizeof(float) * (size_t)(rows[i] * N));
+        make_weights(types[i], rows[i], K, w[i], wd);
+        ops[i] = (okv_mm_op){.wtype = types[i], .w = w[i], .rows = rows[i], .y = y[i]};
+    }
+    size_t sb = okv_matmul_scratch_bytes(OKV_GGML_Q8_0, K, N);
+    void *scratch = malloc(sb);
+    okv_error err;
+    for (int kern = 0; kern < OKV_MM_KERNEL_COUNT; kern++) {
+        if (!okv_mm_kernel_available((okv_mm_kernel)kern)) continue;
+        for (int p = 0; p < 3; p++) {
+            for (int i = 0; i < OKV_MM_MAX_OPS; i++) memset(y[i], 0xFF, sizeof(float) * (size_t)(rows[i] * N));
+            CHECK_STATUS(okv_matmul_multi_with((okv_mm_kernel)kern, pools[p], ops, OKV_MM_MAX_OPS, K, x, N,
+                                               scratch, &err),
+                         OKV_OK, err);
+            for (int i = 0; i < OKV_MM_MAX_OPS; i++) {
+                CHECK_STATUS(okv_matmul_with((okv_mm_kernel)kern, pools[p], types[i], w[i], rows[i], K, x, N, y1,
+                                             scratch, &err),
+                             OKV_OK, err);
+                CHECK(memcmp(y1, y[i], sizeof(float) * (size_t)(rows[i] * N)) == 0,
+                      "%s, %d threads: product %d of the group differs from it alone",
+                      okv_mm_kernel_name((okv_mm_kernel)kern), okv_threadpool_size(pools[p]), i);
+            }
+        }
+    }
+    CHECK_STATUS(okv_matmul_multi(NULL, ops, 0, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_matmul_multi(NULL, ops, OKV_MM_MAX_OPS + 1, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_matmul_multi(NULL, ops, 2, K, x, N, NULL, &err), OKV_ERR_INVALID, err);
+    ops[1].w = NULL;
+    CHECK_STATUS(okv_matmul_multi(NULL, ops, 2, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
+    for (int i = 0; i < OKV_MM_MAX_OPS; i++) { free(w[i]); free(y[i]); }
+    free(wd); free(y1); free(scratch);
+}
+
 int main(void) {
     okv_threadpool *pools[3];
     for (int i = 0; i < 3; i++) pools[i] = okv_threadpool_create(i + 1, NULL);
@@ -232,15 +280,21 @@ int main(void) {
     printf("best kernel: %s\n", okv_mm_kernel_name(okv_mm_kernel_best()));
     test_act_quantizers();
     test_errors();
+    test_multi(pools);
     /* odd block counts (3, 7) take the AVX-512 single-block tail; rows 37
      * and 67 leave partial row tiles; n 9 leaves a partial column tile */
     const shape qshapes[] = {{1, 32, 1}, {5, 64, 3}, {37, 96, 1}, {67, 320, 9}, {8, 224, 5}, {13, 32, 4}};
-    const shape fshapes[] = {{1, 16, 1}, {5, 37, 3}, {37, 96, 1}, {67, 320, 9}, {9, 19, 6}, {4, 33, 4}};
+    /* n >= 16 takes the AVX-512 block pass: k 1100 spans three weight panels
+     * and ends in a partial step, n 70 two column blocks, rows 29 every
+     * strip height */
+    const shape fshapes[] = {{1, 16, 1}, {5, 37, 3}, {37, 96, 1}, {67, 320, 9}, {9, 19, 6}, {4, 33, 4},
+                             {29, 1100, 70}};
     for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {
         int t = TYPES[ti];
         int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0;
         const shape *sh = quant ? qshapes : fshapes;
-        for (int s = 0; s < 6; s++) check_type_shape(t, sh[s], pools);
+        const int n_shapes = quant ? (int)(sizeof qshapes / sizeof qshapes[0]) : (int)(sizeof fshapes / sizeof fshapes[0]);
+        for (int s = 0; s < n_shapes; s++) check_type_shape(t, sh[s], pools);
     }
     for (int i = 0; i < 3; i++) okv_threadpool_free(pools[i]);
     return check_done();

@@ -12,10 +12,10 @@
  * integer dot products per block.  F32, F16 and BF16 weights are widened to
  * f32 and multiplied with the f32 activations as they are.
  *
- * Output rows are split between threads in tiles of 4 whose boundaries depend
- * only on rows and the thread count, and every output element is computed by
- * the same sequence of operations whatever tile or thread computes it: the
- * result depends on the kernel alone, never on threads or on n. */
+ * Output rows are shared out between threads in chunks taken as threads come
+ * free, and every output element is computed by the same sequence of
+ * operations whatever tile, chunk or thread computes it: the result depends
+ * on the kernel alone, never on threads, timing or n. */
 #ifndef OKV_KERNELS_MATMUL_H
 #define OKV_KERNELS_MATMUL_H
 
@@ -56,10 +56,33 @@ size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n);
 okv_status okv_matmul(okv_threadpool *pool, int wtype, const void *w, int64_t rows, int64_t k,
                       const float *x, int64_t n, float *y, void *scratch, okv_error *err);
 
+/* One weight of a group that multiplies the same input: y = W x, W with
+ * rows rows of the group's k. */
+typedef struct okv_mm_op {
+    int wtype;
+    const void *w;
+    int64_t rows;
+    float *y;
+} okv_mm_op;
+
+enum { OKV_MM_MAX_OPS = 4 }; /* Q, K, V and a gate is the most a layer has */
+
+/* Several products of one input x ([n][k]), e.g. Q, K and V: the activations
+ * are quantized once and all products run in one fork-join, with results
+ * bit-identical to one okv_matmul per weight.  scratch holds the largest
+ * okv_matmul_scratch_bytes of the group; no y may overlap x or a W.  Errors
+ * as okv_matmul (nothing written), and OKV_ERR_INVALID for n_ops outside
+ * 1..OKV_MM_MAX_OPS. */
+okv_status okv_matmul_multi(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
+                            int64_t n, void *scratch, okv_error *err);
+
 /* The same with a chosen kernel (tests and benchmarks try each);
  * OKV_ERR_UNSUPPORTED when kern cannot run here. */
 okv_status okv_matmul_with(okv_mm_kernel kern, okv_threadpool *pool, int wtype, const void *w,
                            int64_t rows, int64_t k, const float *x, int64_t n, float *y,
                            void *scratch, okv_error *err);
+
+okv_status okv_matmul_multi_with(okv_mm_kernel kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
+                                 int64_t k, const float *x, int64_t n, void *scratch, okv_error *err);
 
 #endif

@@ -12,6 +12,11 @@
 /* Tile shape: at most MM_TR rows by MM_TC activation columns per call. */
 enum { MM_TR = 4, MM_TC = 4 };
 
+/* Columns whose activations are swept per pass over a row tile: 64 columns
+ * of k = 8192 is 512 KiB (f32) or 576 KiB (q8), which stays in L2 while the
+ * weights in use stay in L1. */
+enum { MM_COL_BLOCK = 64 };
+
 typedef struct okv_mm_ctx {
     const uint8_t *w;   /* row r at w + r * wrow */
     size_t wrow;
@@ -26,6 +31,12 @@ typedef struct okv_mm_ctx {
  * 1 <= nr <= MM_TR, 1 <= nc <= MM_TC. */
 typedef void (*okv_mm_tile_fn)(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc);
 
+/* Computes y for rows r0 .. r1-1 and columns c0 .. c1-1 (at most
+ * MM_COL_BLOCK), with every output bit for bit as the tile function of the
+ * same kernel and type computes it.  Optional: a kernel offers one where
+ * working on a whole row range at once pays (converting weights once). */
+typedef void (*okv_mm_block_fn)(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+
 /* Quantizes one activation column of k values (k a multiple of 32). */
 typedef void (*okv_mm_quant_fn)(const float *x, int64_t k, int8_t *q, float *d);
 
@@ -34,9 +45,16 @@ okv_mm_tile_fn okv_mm_tile_scalar(int wtype);
 okv_mm_tile_fn okv_mm_tile_avx2(int wtype);
 okv_mm_tile_fn okv_mm_tile_avx512(int wtype);
 okv_mm_tile_fn okv_mm_tile_avx512vnni(int wtype);
+okv_mm_block_fn okv_mm_block_avx512(int wtype); /* also for AVX512_VNNI */
 
 void okv_mm_quantize_act_scalar(const float *x, int64_t k, int8_t *q, float *d);
 void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t *q, float *d);
+
+/* Put before every loop over a tile's rows or columns.  Unrolled this early,
+ * GCC keeps the accumulator arrays in registers; otherwise (at -O3) it also
+ * stored every accumulator to the stack on every step, which left the F16
+ * 4x4 tile bound by stores at a third of the FMA rate. */
+#define UNROLL _Pragma("GCC unroll 8")
 
 /* Expands a tile function body written for compile-time NR x NC into a
  * dispatcher, so the accumulators of each shape live in registers. */

@@ -1,6 +1,7 @@
 /* Pieces of the forward pass that every architecture shares. */
 #include <string.h>
 
+#include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "model/model_impl.h"
@@ -9,17 +10,34 @@ okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32
     return okv_matmul(f->pool, w->type, w->data, w->ne1, w->ne0, x, n, y, f->mm_scratch, f->err);
 }
 
-okv_status okv_fwd_qkv(okv_fwd *f, int32_t il) {
+okv_status okv_fwd_matmuls(okv_fwd *f, const float *x, int32_t n, int count, const okv_weight *const *ws,
+                           float *const *ys) {
+    okv_mm_op ops[OKV_MM_MAX_OPS];
+    if (count < 1 || count > OKV_MM_MAX_OPS)
+        return okv_fail(f->err, OKV_ERR_INVALID, "forward: %d products in a group", count);
+    for (int i = 0; i < count; i++) {
+        if (ws[i]->ne0 != ws[0]->ne0)
+            return okv_fail(f->err, OKV_ERR_INVALID, "forward: grouped products differ in width");
+        ops[i] = (okv_mm_op){.wtype = ws[i]->type, .w = ws[i]->data, .rows = ws[i]->ne1, .y = ys[i]};
+    }
+    return okv_matmul_multi(f->pool, ops, count, ws[0]->ne0, x, n, f->mm_scratch, f->err);
+}
+
+okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y) {
     const okv_layer_params *p = &f->m->layer[il];
     const okv_layer_weights *w = &f->m->w[il];
     okv_status st;
     if (!w->wqkv.data) {
-        if ((st = okv_fwd_matmul(f, &w->wq, f->xb, f->n, f->q))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wk, f->xb, f->n, f->k))) return st;
-        return okv_fwd_matmul(f, &w->wv, f->xb, f->n, f->v);
+        const okv_weight *ws[] = {&w->wq, &w->wk, &w->wv, extra};
+        float *const ys[] = {f->q, f->k, f->v, extra_y};
+        return okv_fwd_matmuls(f, f->xb, f->n, extra ? 4 : 3, ws, ys);
     }
     /* Fused rows are Q then K then V for each token: split them apart. */
-    if ((st = okv_fwd_matmul(f, &w->wqkv, f->xb, f->n, f->qkv))) return st;
+    {
+        const okv_weight *ws[] = {&w->wqkv, extra};
+        float *const ys[] = {f->qkv, extra_y};
+        if ((st = okv_fwd_matmuls(f, f->xb, f->n, extra ? 2 : 1, ws, ys))) return st;
+    }
     const size_t nq = (size_t)p->n_head * p->head_dim, nkv = (size_t)p->n_head_kv * p->head_dim;
     for (int32_t t = 0; t < f->n; t++) {
         const float *row = f->qkv + (size_t)t * (nq + 2 * nkv);

@@ -69,7 +69,7 @@ static okv_status gemma3_forward(okv_fwd *f) {
 
         /* attention, normed before and after */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il))) return st;
+        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
         for (int32_t t = 0; t < n; t++) {
             float *q = f->q + (size_t)t * p->n_head * p->head_dim;
             float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
@@ -86,8 +86,11 @@ static okv_status gemma3_forward(okv_fwd *f) {
 
         /* GELU feed-forward, normed before and after */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_matmul(f, &w->ffn_gate, f->xb, n, f->hb))) return st;
-        if ((st = okv_fwd_matmul(f, &w->ffn_up, f->xb, n, f->hb2))) return st;
+        {
+            const okv_weight *ws[] = {&w->ffn_gate, &w->ffn_up};
+            float *const ys[] = {f->hb, f->hb2};
+            if ((st = okv_fwd_matmuls(f, f->xb, n, 2, ws, ys))) return st;
+        }
         okv_geglu_ggml(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff, m->gelu_table);
         if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
         okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, m->norm_eps);

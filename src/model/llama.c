@@ -72,7 +72,7 @@ static okv_status llama_forward(okv_fwd *f) {
 
         /* attention */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il))) return st;
+        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
         okv_fwd_rope(f, p, false);
         if ((st = okv_update_and_attend(f->step, il, f->q, p->n_head, f->k, f->v, OKV_F32,
                                         p->attn_scale, f->att, f->err)))
@@ -82,8 +82,11 @@ static okv_status llama_forward(okv_fwd *f) {
 
         /* feed-forward */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_matmul(f, &w->ffn_gate, f->xb, n, f->hb))) return st;
-        if ((st = okv_fwd_matmul(f, &w->ffn_up, f->xb, n, f->hb2))) return st;
+        {
+            const okv_weight *ws[] = {&w->ffn_gate, &w->ffn_up};
+            float *const ys[] = {f->hb, f->hb2};
+            if ((st = okv_fwd_matmuls(f, f->xb, n, 2, ws, ys))) return st;
+        }
         okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
         if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);

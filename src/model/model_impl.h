@@ -130,8 +130,14 @@ okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool re
 
 /* Shared forward pieces. */
 okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32_t n, float *y);
-/* Computes Q, K, V of layer il from f->xb (separate or fused weights). */
-okv_status okv_fwd_qkv(okv_fwd *f, int32_t il);
+/* The products of count (1..OKV_MM_MAX_OPS) weights of equal width with the
+ * same x: activations quantized once, one fork-join (forward passes group
+ * Q/K/V and gate/up this way). */
+okv_status okv_fwd_matmuls(okv_fwd *f, const float *x, int32_t n, int count, const okv_weight *const *ws,
+                           float *const *ys);
+/* Computes Q, K, V of layer il from f->xb (separate or fused weights), and
+ * extra_y = extra x f->xb with them when extra is not NULL. */
+okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y);
 /* Rotates the step's q and k of one layer, token by token: "normal"
  * (adjacent pairs) or NEOX (halves).  A layer with rope_base 0 is left alone. */
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox);

@@ -68,8 +68,7 @@ static okv_status muse_glimmer_forward(okv_fwd *f) {
 
         /* gated attention */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il))) return st;
-        if ((st = okv_fwd_matmul(f, &w->attn_gate, f->xb, n, f->gate))) return st;
+        if ((st = okv_fwd_qkv(f, il, &w->attn_gate, f->gate))) return st;
         for (int32_t t = 0; t < n; t++) {
             float *q = f->q + (size_t)t * nq;
             float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
@@ -88,8 +87,11 @@ static okv_status muse_glimmer_forward(okv_fwd *f) {
 
         /* SwiGLU feed-forward */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_matmul(f, &w->ffn_gate, f->xb, n, f->hb))) return st;
-        if ((st = okv_fwd_matmul(f, &w->ffn_up, f->xb, n, f->hb2))) return st;
+        {
+            const okv_weight *ws[] = {&w->ffn_gate, &w->ffn_up};
+            float *const ys[] = {f->hb, f->hb2};
+            if ((st = okv_fwd_matmuls(f, f->xb, n, 2, ws, ys))) return st;
+        }
         okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
         if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
         okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, POST_NORM_EPS);
