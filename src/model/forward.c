@@ -72,3 +72,9 @@ void okv_fwd_norm_rows(okv_fwd *f, float *y, const float *x, int64_t width, cons
     const float *g = gain && gain->data ? gain->data : NULL;
     for (int32_t t = 0; t < f->n; t++) okv_rmsnorm(y + (size_t)t * width, x + (size_t)t * width, width, g, eps);
 }
+
+okv_status okv_fwd_gate_up(okv_fwd *f, const okv_layer_weights *w) {
+    const okv_weight *ws[] = {&w->ffn_gate, &w->ffn_up};
+    float *const ys[] = {f->hb, f->hb2};
+    return okv_fwd_matmuls(f, f->xb, f->n, 2, ws, ys);
+}

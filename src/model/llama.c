@@ -82,11 +82,7 @@ static okv_status llama_forward(okv_fwd *f) {
 
         /* feed-forward */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        {
-            const okv_weight *ws[] = {&w->ffn_gate, &w->ffn_up};
-            float *const ys[] = {f->hb, f->hb2};
-            if ((st = okv_fwd_matmuls(f, f->xb, n, 2, ws, ys))) return st;
-        }
+        if ((st = okv_fwd_gate_up(f, w))) return st;
         okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
         if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);

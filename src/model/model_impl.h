@@ -135,6 +135,9 @@ okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32
  * Q/K/V and gate/up this way). */
 okv_status okv_fwd_matmuls(okv_fwd *f, const float *x, int32_t n, int count, const okv_weight *const *ws,
                            float *const *ys);
+/* The feed-forward's two input products: f->hb = ffn_gate . f->xb and
+ * f->hb2 = ffn_up . f->xb, with one quantization of f->xb. */
+okv_status okv_fwd_gate_up(okv_fwd *f, const okv_layer_weights *w);
 /* Computes Q, K, V of layer il from f->xb (separate or fused weights), and
  * extra_y = extra x f->xb with them when extra is not NULL. */
 okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y);

@@ -87,11 +87,7 @@ static okv_status muse_glimmer_forward(okv_fwd *f) {
 
         /* SwiGLU feed-forward */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        {
-            const okv_weight *ws[] = {&w->ffn_gate, &w->ffn_up};
-            float *const ys[] = {f->hb, f->hb2};
-            if ((st = okv_fwd_matmuls(f, f->xb, n, 2, ws, ys))) return st;
-        }
+        if ((st = okv_fwd_gate_up(f, w))) return st;
         okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
         if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
         okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, POST_NORM_EPS);
