@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "golden.h"
 #include "kernels/quant.h"
 #include "offkv/offkv.h"
 
@@ -397,6 +398,52 @@ static void test_model_commands(const char *model) {
     CHECK(strstr(out_text, "pp16") && strstr(out_text, "tg4") && strstr(out_text, "t/s"), "bench table: %s", out_text);
 }
 
+/* offkv logits as the acceptance checks run it, against llama.cpp's goldens:
+ * every shared model, 121 tokens in chunks of 16 and of 121, default (f32)
+ * and f16 KV, with the issue's tolerances. */
+static void test_logits_goldens(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) { printf("skipped (logits goldens): ../shared not found\n"); return; }
+    const char *models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        for (int c = 0; c < 2; c++) {
+            for (int kv = 0; kv < 2; kv++) {
+                const int chunk = c ? 121 : 16;
+                char json_path[4200], f32_path[4200], model[4200], out[4200], chunk_s[16];
+                const char *kvname = kv ? "kvf16_faauto" : "kvf32_faoff";
+                snprintf(json_path, sizeof json_path, "%s/golden/%s.seq121.seed42.chunk%d.%s.json", shared, models[i], chunk, kvname);
+                snprintf(f32_path, sizeof f32_path, "%s/golden/%s.seq121.seed42.chunk%d.%s.f32", shared, models[i], chunk, kvname);
+                snprintf(model, sizeof model, "%s/models/%s.gguf", shared, models[i]);
+                path_in(out, sizeof out, "golden-logits.f32");
+                snprintf(chunk_s, sizeof chunk_s, "%d", chunk);
+                char *json = golden_read(json_path, NULL);
+                size_t ref_bytes = 0;
+                float *ref = (float *)golden_read(f32_path, &ref_bytes);
+                int ids[200];
+                int n = json ? golden_ints(json, "tokens", ids, 200) : -1;
+                static char list[4096];
+                size_t at = 0;
+                for (int t = 0; t < n && at < sizeof list - 16; t++) at += (size_t)snprintf(list + at, sizeof list - at, t ? ",%d" : "%d", ids[t]);
+                int rc = n == 121 ? (kv ? offkv("logits", "-m", model, "--tokens", list, "--chunk", chunk_s, "--kv-type", "f16", "-o", out, NULL)
+                                        : offkv("logits", "-m", model, "--tokens", list, "--chunk", chunk_s, "-o", out, NULL))
+                                  : -1;
+                size_t got_bytes = 0;
+                float *got = rc == 0 ? (float *)golden_read(out, &got_bytes) : NULL;
+                CHECK(got && ref && got_bytes == ref_bytes, "%s chunk %d %s: logits failed (%d): %s", models[i], chunk, kvname, rc, err_text);
+                if (got && ref && got_bytes == ref_bytes) {
+                    golden_cmp g = golden_compare(got, ref, 121, (int)(ref_bytes / sizeof(float) / 121));
+                    double tol = kv ? 0.1 : 1e-3 * (g.max_abs > 1 ? g.max_abs : 1);
+                    CHECK(g.max_diff <= tol && g.argmax_mismatch == 0, "%s chunk %d %s: max diff %g (tolerance %g), %d argmax mismatches",
+                          models[i], chunk, kvname, g.max_diff, tol, g.argmax_mismatch);
+                }
+                free(got);
+                free(ref);
+                free(json);
+            }
+        }
+    }
+}
+
 /* A chunked 37-token prompt with --warmup on every family of the shared
  * models: the warm-up evaluates the prompt, clears the cache, and the real
  * run then says and generates exactly what a run without warm-up does. */
@@ -456,6 +503,7 @@ int main(void) {
     test_synth_archs();
     test_model_commands(model);
     test_warmup_families();
+    test_logits_goldens();
     /* leave the folder on failure, for a look */
     if (check_failed_ == 0) {
         char cmd[4300];
