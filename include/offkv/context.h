@@ -26,8 +26,9 @@ typedef struct okv_context okv_context;
  *   "capacity"                positions the own cache holds (default: the
  *                             model's training context, at most 4096)
  *   "initial_capacity"        rows a flat layer starts with (default 256)
- *   "max_write"               most tokens one eval takes (default 512; with a
- *                             shared cache: that cache's max_write)
+ *   "max_write"               most tokens one eval takes (default 512, at most
+ *                             the capacity; with a shared cache: at most that
+ *                             cache's max_write)
  *   "kv_type"                 "f16" (default) or "f32": own cache's storage
  *   "n_threads"               threads for this context's pool (default 1)
  * Without llm_cache_registry_key the context builds its own cache.  An

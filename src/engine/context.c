@@ -72,6 +72,8 @@ static okv_status bind_cache(okv_context *ctx, const char *const *options, okv_r
     if ((st = okv_option_int(options, "initial_capacity", 0, 1 << 30, &cfg.initial_capacity, err))) return st;
     if (cfg.max_write > cfg.capacity) cfg.max_write = cfg.capacity;
     if ((st = okv_option_int(options, "max_write", 1, 1 << 20, &cfg.max_write, err))) return st;
+    /* No step can write more positions than the cache holds: do not size buffers for more. */
+    if (cfg.max_write > cfg.capacity) cfg.max_write = cfg.capacity;
     const char *kv = okv_option_get(options, "kv_type");
     if (kv && strcmp(kv, "f16") == 0) cfg.dtype = OKV_F16;
     else if (kv && strcmp(kv, "f32") == 0) cfg.dtype = OKV_F32;
