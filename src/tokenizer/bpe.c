@@ -22,14 +22,7 @@ static bool bpe_word(const okv_tokenizer *t, const char *w, size_t len, tok_symb
         int32_t id = tok_find(t, w, len);
         if (id >= 0) return ids_push(out, id);
     }
-    int32_t n_sym = 0;
-    for (size_t off = 0; off < len;) {
-        size_t n = tok_utf8_len((unsigned char)w[off]);
-        if (n > len - off) n = len - off;
-        sym[n_sym] = (tok_symbol){n_sym - 1, off + n == len ? -1 : n_sym + 1, off, n};
-        n_sym++;
-        off += n;
-    }
+    const int32_t n_sym = tok_split_chars(w, len, sym);
     heap->n = 0;
     for (int32_t i = 1; i < n_sym; i++)
         if (!add_bigram(t, w, sym, i - 1, i, heap)) return false;

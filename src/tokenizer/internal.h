@@ -92,6 +92,21 @@ typedef struct tok_symbol {
     size_t off, n; /* bytes of the text being merged */
 } tok_symbol;
 
+/* Splits s[0..len) into one symbol per UTF-8 character (a truncated final
+ * sequence is one symbol), linked as a list; returns the count.  sym holds
+ * at least len entries. */
+static inline int32_t tok_split_chars(const char *s, size_t len, tok_symbol *sym) {
+    int32_t n_sym = 0;
+    for (size_t off = 0; off < len;) {
+        size_t n = tok_utf8_len((unsigned char)s[off]);
+        if (n > len - off) n = len - off;
+        sym[n_sym] = (tok_symbol){n_sym - 1, off + n == len ? -1 : n_sym + 1, off, n};
+        n_sym++;
+        off += n;
+    }
+    return n_sym;
+}
+
 typedef struct tok_bigram {
     int32_t left, right;
     float score; /* spm: higher merges first */

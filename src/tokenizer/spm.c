@@ -33,14 +33,7 @@ bool spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *o
     bigram_heap heap = {.by_rank = false};
     bool ok = false;
     if (!sym) return false;
-    int32_t n_sym = 0;
-    for (size_t off = 0; off < len;) {
-        size_t n = tok_utf8_len((unsigned char)text[off]);
-        if (n > len - off) n = len - off;
-        sym[n_sym] = (tok_symbol){n_sym - 1, off + n == len ? -1 : n_sym + 1, off, n};
-        n_sym++;
-        off += n;
-    }
+    const int32_t n_sym = tok_split_chars(text, len, sym);
     for (int32_t i = 1; i < n_sym; i++)
         if (!try_bigram(t, text, sym, i - 1, i, &heap)) goto done;
 
