@@ -28,6 +28,96 @@ typedef struct block_q4_0 {
     uint8_t qs[OKV_QK / 2];
 } block_q4_0;
 
+/* The legacy formats beside Q4_0/Q8_0, 32 values a block (ggml-common.h). */
+
+/* value j (0..15) = (qs[j] & 0x0F) * d + m, value j+16 = (qs[j] >> 4) * d + m */
+typedef struct block_q4_1 {
+    okv_f16 d, m;
+    uint8_t qs[OKV_QK / 2];
+} block_q4_1;
+
+/* as q4_0 with a fifth bit per value in qh (bit j of the little-endian
+ * 32-bit word): value = (nibble | bit << 4) - 16, times d */
+typedef struct block_q5_0 {
+    okv_f16 d;
+    uint8_t qh[4];
+    uint8_t qs[OKV_QK / 2];
+} block_q5_0;
+
+/* as q4_1 with the fifth bit of q5_0: value = (nibble | bit << 4) * d + m */
+typedef struct block_q5_1 {
+    okv_f16 d, m;
+    uint8_t qh[4];
+    uint8_t qs[OKV_QK / 2];
+} block_q5_1;
+
+/* 8-bit activations for the q4_1/q5_1 products: s = d * sum(qs) */
+typedef struct block_q8_1 {
+    okv_f16 d, s;
+    int8_t qs[OKV_QK];
+} block_q8_1;
+
+/* The K-quants: 256-value super-blocks split into sub-blocks of 16 or 32
+ * with their own quantized scales (and mins). */
+enum { OKV_QK_K = 256, OKV_K_SCALE_SIZE = 12 };
+
+/* 16 sub-blocks of 16; scales[i] = scale (low 4 bits) | min << 4, 2-bit qs */
+typedef struct block_q2_K {
+    uint8_t scales[OKV_QK_K / 16];
+    uint8_t qs[OKV_QK_K / 4];
+    okv_f16 d, dmin;
+} block_q2_K;
+
+/* 16 sub-blocks of 16, symmetric: 2 low bits in qs, the high bit in hmask,
+ * 6-bit signed scales packed into 12 bytes */
+typedef struct block_q3_K {
+    uint8_t hmask[OKV_QK_K / 8];
+    uint8_t qs[OKV_QK_K / 4];
+    uint8_t scales[OKV_K_SCALE_SIZE];
+    okv_f16 d;
+} block_q3_K;
+
+/* 8 sub-blocks of 32, 6-bit scales and mins packed into 12 bytes, 4-bit qs */
+typedef struct block_q4_K {
+    okv_f16 d, dmin;
+    uint8_t scales[OKV_K_SCALE_SIZE];
+    uint8_t qs[OKV_QK_K / 2];
+} block_q4_K;
+
+/* as q4_K with a fifth bit per value in qh */
+typedef struct block_q5_K {
+    okv_f16 d, dmin;
+    uint8_t scales[OKV_K_SCALE_SIZE];
+    uint8_t qh[OKV_QK_K / 8];
+    uint8_t qs[OKV_QK_K / 2];
+} block_q5_K;
+
+/* 16 sub-blocks of 16, symmetric: 4 low bits in ql, 2 high bits in qh,
+ * value = (q - 32) * scales[sub] * d */
+typedef struct block_q6_K {
+    uint8_t ql[OKV_QK_K / 2];
+    uint8_t qh[OKV_QK_K / 4];
+    int8_t scales[OKV_QK_K / 16];
+    okv_f16 d;
+} block_q6_K;
+
+/* 8-bit activations for the K-quant products: bsums[i] = sum of qs[16i..16i+15] */
+typedef struct block_q8_K {
+    float d;
+    int8_t qs[OKV_QK_K];
+    int16_t bsums[OKV_QK_K / 16];
+} block_q8_K;
+
+_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 must match ggml's layout");
+_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 must match ggml's layout");
+_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 must match ggml's layout");
+_Static_assert(sizeof(block_q8_1) == 36, "block_q8_1 must match ggml's layout");
+_Static_assert(sizeof(block_q2_K) == 84, "block_q2_K must match ggml's layout");
+_Static_assert(sizeof(block_q3_K) == 110, "block_q3_K must match ggml's layout");
+_Static_assert(sizeof(block_q4_K) == 144, "block_q4_K must match ggml's layout");
+_Static_assert(sizeof(block_q5_K) == 176, "block_q5_K must match ggml's layout");
+_Static_assert(sizeof(block_q6_K) == 210, "block_q6_K must match ggml's layout");
+_Static_assert(sizeof(block_q8_K) == 292, "block_q8_K must match ggml's layout");
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 must match ggml's 34-byte layout");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 must match ggml's 18-byte layout");
 
