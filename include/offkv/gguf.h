@@ -273,10 +273,18 @@ okv_status okv_gguf_writer_add_tensor_fn(okv_gguf_writer *w, const char *name, o
                                          int32_t n_dims, const int64_t *ne, okv_gguf_fill_fn fill,
                                          void *user, okv_error *err);
 
-/* Writes everything added so far as a GGUF v3 file at path (replacing it).
- * A failing open, write or close is OKV_ERR_IO (the partial file is
- * removed); a fill callback's error is passed on.  The writer is unchanged
- * and may be written again. */
+/* The bytes okv_gguf_writer_write would write now, computed without
+ * writing or filling anything, so a caller can check the space first. */
+okv_status okv_gguf_writer_size(const okv_gguf_writer *w, uint64_t *size, okv_error *err);
+
+/* Writes everything added so far as a GGUF v3 file at path.  A regular file
+ * (new, existing, or a symlink's target) is written beside its name and
+ * renamed into place only when complete, so a failure or a kill never
+ * leaves a partial file under the name, never destroys the old one, and a
+ * program that mapped the old file keeps reading it intact.  A device or
+ * FIFO at path is written through and never removed.  A failing open, write,
+ * close or rename is OKV_ERR_IO; a fill callback's error is passed on.  The
+ * writer is unchanged and may be written again. */
 okv_status okv_gguf_writer_write(const okv_gguf_writer *w, const char *path, okv_error *err);
 
 /* As okv_gguf_writer_write, into a new malloc'd buffer: *data and *size are

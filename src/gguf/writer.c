@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/outfile.h"
 #include "gguf/bytes.h"
 #include "offkv/gguf.h"
 
@@ -71,6 +72,7 @@ static okv_status check_key(const okv_gguf_writer *w, const char *key, okv_error
     for (int64_t i = 0; i < w->n_kv; i++)
         if (strcmp(w->keys[i], key) == 0)
             return okv_fail(err, OKV_ERR_INVALID, "GGUF writer: key '%.200s' added twice", key);
+    okv_error_clear(err); /* each add starts here; a later failure refills err */
     return OKV_OK;
 }
 
@@ -242,6 +244,7 @@ static okv_status add_tensor(okv_gguf_writer *w, const char *name, okv_ggml_type
                              const int64_t *ne, const void *data, okv_gguf_fill_fn fill, void *user,
                              okv_error *err) {
     if (!w) return okv_fail(err, OKV_ERR_INVALID, "NULL GGUF writer");
+    okv_error_clear(err); /* a later failure refills err */
     if (!name || !name[0]) return okv_fail(err, OKV_ERR_INVALID, "GGUF writer: NULL or empty tensor name");
     for (int64_t i = 0; i < w->n_tensors; i++)
         if (strcmp(w->tensors[i].name, name) == 0)
@@ -416,20 +419,27 @@ okv_status okv_gguf_writer_to_memory(const okv_gguf_writer *w, void **data, size
     return OKV_OK;
 }
 
+okv_status okv_gguf_writer_size(const okv_gguf_writer *w, uint64_t *size, okv_error *err) {
+    if (!w || !size) return okv_fail(err, OKV_ERR_INVALID, "okv_gguf_writer_size: NULL argument");
+    sink count = {.err = err};
+    okv_status st = emit(w, &count);
+    if (st) return st;
+    *size = count.pos;
+    okv_error_clear(err);
+    return OKV_OK;
+}
+
 okv_status okv_gguf_writer_write(const okv_gguf_writer *w, const char *path, okv_error *err) {
     if (!w || !path) return okv_fail(err, OKV_ERR_INVALID, "okv_gguf_writer_write: NULL argument");
-    FILE *f = fopen(path, "wb");
-    if (!f) return okv_fail(err, OKV_ERR_IO, "cannot create '%.200s': %s", path, strerror(errno));
-    sink s = {.f = f, .path = path, .err = err};
-    okv_status st = emit(w, &s);
-    if (!st && fflush(f) != 0)
-        st = okv_fail(err, OKV_ERR_IO, "writing '%.200s': %s", path, strerror(errno));
-    if (fclose(f) != 0 && !st)
-        st = okv_fail(err, OKV_ERR_IO, "closing '%.200s': %s", path, strerror(errno));
-    if (st) {
-        remove(path);
+    okv_outfile out;
+    okv_status st = okv_outfile_open(&out, path, err);
+    if (st) return st;
+    sink s = {.f = out.f, .path = path, .err = err};
+    if ((st = emit(w, &s)) != OKV_OK) {
+        okv_outfile_discard(&out);
         return st;
     }
+    if ((st = okv_outfile_commit(&out, err)) != OKV_OK) return st;
     okv_error_clear(err);
     return OKV_OK;
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "core/outfile.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -60,13 +61,15 @@ static int write_le_f32(FILE *f, const float *x, size_t n) {
 }
 
 int cmd_logits(int argc, char **argv) {
-    const char *cmd = "logits", *model = NULL, *tokens_arg = NULL, *out = NULL, *v;
+    const char *cmd = "logits", *model = NULL, *tokens_arg = NULL, *out_path = NULL, *v;
     int32_t chunk = 512, threads = 1, window = 0;
     int kv = 0;
     static const char *const kv_types[] = {"f32", "f16", NULL};
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "--tokens", NULL) || cli_is(a, "-o", "--output") ||
               cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") || cli_is(a, "--sliding-window", NULL)))
             return cli_unknown(cmd, a);
@@ -74,23 +77,23 @@ int cmd_logits(int argc, char **argv) {
         bool ok = true;
         if (cli_is(a, "-m", "--model")) model = v;
         else if (cli_is(a, "--tokens", NULL)) tokens_arg = v;
-        else if (cli_is(a, "-o", "--output")) out = v;
+        else if (cli_is(a, "-o", "--output")) out_path = v;
         else if (cli_is(a, "--chunk", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 20, &chunk);
         else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, kv_types, &kv);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
         else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
         if (!ok) return CLI_USAGE;
     }
-    if (!model || !tokens_arg || !out) {
+    if (!model || !tokens_arg || !out_path) {
         cli_error(cmd, "%s is required (see offkv logits --help)",
                   !model ? "-m MODEL" : !tokens_arg ? "--tokens LIST" : "-o FILE");
         return CLI_USAGE;
     }
     /* Writing over the model would truncate the file its weights are mapped from. */
     struct stat model_st, out_st;
-    if (stat(model, &model_st) == 0 && stat(out, &out_st) == 0 && model_st.st_dev == out_st.st_dev &&
+    if (stat(model, &model_st) == 0 && stat(out_path, &out_st) == 0 && model_st.st_dev == out_st.st_dev &&
         model_st.st_ino == out_st.st_ino) {
-        cli_error(cmd, "bad value '%s' for -o: it is the model file itself", out);
+        cli_error(cmd, "bad value '%s' for -o: it is the model file itself", out_path);
         return CLI_USAGE;
     }
     int32_t n = 0;
@@ -101,9 +104,10 @@ int cmd_logits(int argc, char **argv) {
     okv_context *ctx = NULL;
     float *logits = NULL;
     int32_t *pos = NULL;
-    FILE *f = NULL;
-    okv_model *m = cli_load_model(cmd, model, window);
+    okv_outfile out = {0};
+    okv_model *m = cli_load_model(cmd, model, window, &rc);
     if (!m) goto done;
+    rc = CLI_FAIL;
     const int32_t n_vocab = okv_model_n_vocab(m);
     for (int32_t i = 0; i < n; i++) {
         if (ids[i] >= n_vocab) {
@@ -122,8 +126,9 @@ int cmd_logits(int argc, char **argv) {
         cli_error(cmd, "out of memory for %d x %d logits", (int)chunk, (int)n_vocab);
         goto done;
     }
-    if (!(f = fopen(out, "wb"))) {
-        cli_error(cmd, "cannot open '%s' for writing: %s", out, strerror(errno));
+    okv_error oerr = {0};
+    if (okv_outfile_open(&out, out_path, &oerr) != OKV_OK) {
+        cli_error(cmd, "%s", oerr.message);
         goto done;
     }
     for (int32_t start = 0; start < n; start += chunk) {
@@ -134,25 +139,20 @@ int cmd_logits(int argc, char **argv) {
             cli_error(cmd, "eval of positions %d..%d: %s", (int)start, (int)(start + len - 1), err.message);
             goto done;
         }
-        if (!write_le_f32(f, logits, (size_t)len * (size_t)n_vocab)) {
-            cli_error(cmd, "writing '%s': %s", out, strerror(errno));
+        if (!write_le_f32(out.f, logits, (size_t)len * (size_t)n_vocab)) {
+            cli_error(cmd, "writing '%s': %s", out_path, strerror(errno));
             goto done;
         }
     }
-    if (fclose(f) != 0) {
-        f = NULL;
-        cli_error(cmd, "writing '%s': %s", out, strerror(errno));
+    if (okv_outfile_commit(&out, &oerr) != OKV_OK) {
+        cli_error(cmd, "%s", oerr.message);
         goto done;
     }
-    f = NULL;
-    fprintf(stderr, "offkv logits: wrote %d x %d logits to %s (chunks of %d, %s KV)\n", (int)n, (int)n_vocab, out,
+    fprintf(stderr, "offkv logits: wrote %d x %d logits to %s (chunks of %d, %s KV)\n", (int)n, (int)n_vocab, out_path,
             (int)chunk, kv_types[kv]);
     rc = CLI_OK;
 done:
-    if (f) {
-        fclose(f);
-        remove(out); /* a partial file would pass for a short sequence */
-    }
+    okv_outfile_discard(&out); /* a partial file would pass for a short sequence */
     free(pos);
     free(logits);
     okv_context_free(ctx);
