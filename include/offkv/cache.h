@@ -137,7 +137,13 @@ typedef struct okv_step okv_step;
  * (OKV_ERR_NOMEM leaves everything as it was) and plans every layer.  On
  * success the step holds a reference to the cache and its storage; the
  * caller must end it with okv_step_commit or okv_step_abort.  pool may be
- * NULL (work runs on the caller's thread); it must outlive the step. */
+ * NULL (work runs on the caller's thread); it must outlive the step.
+ *
+ * The handle is valid until its step ends.  After that it is stale: every
+ * begin hands out a new handle, and a stale one given to update_and_attend,
+ * commit or abort is refused (OKV_ERR_INVALID; abort does nothing) without
+ * touching the cache or a step opened since, as long as its cache lives and
+ * fewer than 256 steps have begun on it since (handles are then reused). */
 okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_tokens,
                          okv_threadpool *pool, okv_error *err);
 
@@ -149,8 +155,9 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
  * k <= p and (window 0 or p - k < window).  Query head h reads kv head
  * h / (n_heads / n_kv_heads).  Each layer may be attended once per step, in
  * any order.  Errors (NULL pointers, a bad layer, n_heads not a positive
- * multiple of n_kv_heads, an unknown kv_type, a layer attended twice) are
- * OKV_ERR_INVALID and mark the step failed: commit then refuses it.  Outputs
+ * multiple of n_kv_heads, an unknown kv_type, a scale that is not finite, a
+ * layer attended twice) are OKV_ERR_INVALID and mark the step failed: commit
+ * then refuses it.  A stale handle is OKV_ERR_INVALID and changes nothing.  Outputs
  * are bit-identical for the same inputs, cache state and thread count. */
 okv_status okv_update_and_attend(okv_step *s, int32_t layer,
                                  const float *q, int32_t n_heads,
@@ -165,8 +172,8 @@ okv_status okv_step_commit(okv_step *s, okv_error *err);
 
 /* Ends a step without committing and frees it.  If no layer was written the
  * sequence is exactly as before the step; otherwise the length drops to
- * min(length, start).  Growth done by okv_step_begin is kept.  NULL is a
- * no-op. */
+ * min(length, start).  Growth done by okv_step_begin is kept.  NULL and a
+ * stale handle are no-ops. */
 void okv_step_abort(okv_step *s);
 
 #ifdef __cplusplus

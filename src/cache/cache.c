@@ -54,8 +54,9 @@ okv_cache *okv_cache_create(const okv_layer_geometry *layers, int32_t n_layers,
         c->layers = calloc((size_t)n_layers, sizeof *c->layers);
         c->fresh = calloc((size_t)n_layers, sizeof *c->fresh);
         c->step_slot = okv_step_slot_create(n_layers);
+        c->step_tickets = okv_step_tickets_create(c);
     }
-    if (!c || !c->layers || !c->fresh || !c->step_slot) {
+    if (!c || !c->layers || !c->fresh || !c->step_slot || !c->step_tickets) {
         okv_cache_release(c);
         okv_fail(err, OKV_ERR_NOMEM, "cache: out of memory for %d layers", (int)n_layers);
         return NULL;
@@ -77,6 +78,7 @@ okv_cache *okv_cache_create(const okv_layer_geometry *layers, int32_t n_layers,
             return NULL;
         }
     }
+    okv_error_clear(err);
     return c;
 }
 
@@ -89,6 +91,7 @@ void okv_cache_release(okv_cache *c) {
     if (!c || --c->refs > 0) return;
     for (int32_t i = 0; i < c->n_layers && c->layers; i++) okv_storage_release(c->layers[i].st);
     okv_step_slot_destroy(c->step_slot);
+    free(c->step_tickets);
     free(c->fresh);
     free(c->layers);
     free(c->scratch);

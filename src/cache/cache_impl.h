@@ -43,14 +43,23 @@ struct okv_cache {
     void *scratch;        /* attention scratch, grown on demand, 64-byte aligned */
     size_t scratch_bytes;
     /* Made at creation so that a step allocates nothing unless it grows:
-     * the one step that can be open, and growth's list of new buffers. */
-    struct okv_step *step_slot;
+     * the one step that can be open, its handles (step.c says why there are
+     * many), and growth's list of new buffers. */
+    struct okv_step_state *step_slot;
+    struct okv_step *step_tickets; /* OKV_STEP_TICKETS */
+    int32_t step_ticket;           /* the open (or last) step's handle */
     okv_storage **fresh;  /* n_layers */
 };
 
 /* The cache's step slot: made with the cache, for n_layers layers. */
-struct okv_step *okv_step_slot_create(int32_t n_layers);
-void okv_step_slot_destroy(struct okv_step *s);
+typedef struct okv_step_state okv_step_state;
+okv_step_state *okv_step_slot_create(int32_t n_layers);
+void okv_step_slot_destroy(okv_step_state *s);
+
+/* Step handles: a stale one is recognised until OKV_STEP_TICKETS more steps
+ * have begun on the cache.  Freed with free(). */
+enum { OKV_STEP_TICKETS = 256 };
+struct okv_step *okv_step_tickets_create(okv_cache *c);
 
 /* Storage: allocate (rows may be 0), add a reference, drop one. */
 okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, int32_t rows);

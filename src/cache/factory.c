@@ -71,7 +71,12 @@ okv_cache *okv_factory_build(okv_factory *f, const char *backend, const char *ki
         okv_fail(err, OKV_ERR_NOT_FOUND, "factory build: no builder for (%.100s, %.100s)", backend, kind);
         return NULL;
     }
-    return f->entries[i].build(layers, n_layers, cfg, err);
+    okv_cache *c = f->entries[i].build(layers, n_layers, cfg, err);
+    if (c) okv_error_clear(err);
+    else if (err && err->status == OKV_OK)
+        okv_fail(err, OKV_ERR_INVALID, "factory build: the builder for (%.100s, %.100s) failed without saying why",
+                 backend, kind);
+    return c;
 }
 
 okv_status okv_register_cpu_cache_builders(okv_factory *f, okv_error *err) {

@@ -2,6 +2,7 @@
  * abort.  The rule that keeps the sequence honest: nothing changes before
  * every check has passed, and a step that wrote anything and does not commit
  * leaves the length at most at its start. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,17 @@
 #include "core/error.h"
 #include "kernels/f16.h"
 
+/* Handles.  A step's state lives in the cache's one slot (so a step
+ * allocates nothing), but each begin hands out a different handle: ticket
+ * number (begin count mod OKV_STEP_TICKETS) of the cache's array.  Once its
+ * step has ended a handle no longer matches the open ticket, so a late
+ * commit, abort or attend through it is refused and cannot touch the step
+ * someone else has opened since. */
 struct okv_step {
+    okv_cache *cache; /* the cache whose ticket this is; never changes */
+};
+
+struct okv_step_state {
     okv_cache *cache;       /* retained */
     okv_threadpool *pool;
     int32_t start, n_tokens;
@@ -21,8 +32,29 @@ struct okv_step {
     bool wrote;             /* some layer's rows were overwritten */
 };
 
-okv_step *okv_step_slot_create(int32_t n_layers) {
-    okv_step *s = calloc(1, sizeof *s);
+okv_step *okv_step_tickets_create(okv_cache *c) {
+    okv_step *t = calloc(OKV_STEP_TICKETS, sizeof *t);
+    for (int i = 0; t && i < OKV_STEP_TICKETS; i++) t[i].cache = c;
+    return t;
+}
+
+/* The open step behind handle t, or NULL (err filled) when t is NULL or its
+ * step has ended. */
+static okv_step_state *live(okv_step *t, const char *who, okv_error *err) {
+    if (!t) {
+        okv_fail(err, OKV_ERR_INVALID, "%s: step is NULL", who);
+        return NULL;
+    }
+    okv_cache *c = t->cache;
+    if (!c->step_open || t != &c->step_tickets[c->step_ticket]) {
+        okv_fail(err, OKV_ERR_INVALID, "%s: stale step handle (its step was already committed or aborted)", who);
+        return NULL;
+    }
+    return c->step_slot;
+}
+
+okv_step_state *okv_step_slot_create(int32_t n_layers) {
+    okv_step_state *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->storage = calloc((size_t)n_layers, sizeof *s->storage);
     s->plans = calloc((size_t)n_layers, sizeof *s->plans);
@@ -34,7 +66,7 @@ okv_step *okv_step_slot_create(int32_t n_layers) {
     return s;
 }
 
-void okv_step_slot_destroy(okv_step *s) {
+void okv_step_slot_destroy(okv_step_state *s) {
     if (!s) return;
     free(s->storage);
     free(s->plans);
@@ -44,7 +76,7 @@ void okv_step_slot_destroy(okv_step *s) {
 
 /* Ends the step: drops what it held and hands the slot back.  The cache's
  * reference goes last, since it may free the cache and the slot with it. */
-static void step_end(okv_step *s) {
+static void step_end(okv_step_state *s) {
     okv_cache *c = s->cache;
     for (int32_t i = 0; i < c->n_layers; i++) {
         okv_storage_release(s->storage[i]);
@@ -116,7 +148,7 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
     if (okv_check_positions(c, positions, positions[0], n_tokens, true, err) != OKV_OK) return NULL;
 
     if (grow(c, positions[0] + n_tokens, err) != OKV_OK) return NULL;
-    okv_step *s = c->step_slot;
+    okv_step_state *s = c->step_slot;
     s->start = positions[0];
     s->n_tokens = n_tokens;
     s->pool = pool;
@@ -129,18 +161,19 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
     }
     s->cache = okv_cache_retain(c);
     c->step_open = true;
+    c->step_ticket = (c->step_ticket + 1) % OKV_STEP_TICKETS;
     okv_error_clear(err);
-    return s;
+    return &c->step_tickets[c->step_ticket];
 }
 
-static okv_status step_error(okv_step *s, okv_error *err, okv_status st, const char *what, int layer) {
+static okv_status step_error(okv_step_state *s, okv_error *err, okv_status st, const char *what, int layer) {
     s->failed = true;
     return okv_fail(err, st, "update_and_attend: layer %d: %s", layer, what);
 }
 
 /* Writes the step's rows of one layer: input [n_tokens][n_kv_heads][head_dim]
  * of kv_type into storage [n_kv_heads][rows][head_dim] of the cache's type. */
-static void write_rows(okv_step *s, int32_t layer, const void *src, okv_dtype kv_type, void *dst) {
+static void write_rows(okv_step_state *s, int32_t layer, const void *src, okv_dtype kv_type, void *dst) {
     const okv_cache *c = s->cache;
     const okv_layer_geometry *g = &c->layers[layer].geom;
     const int32_t rows = s->storage[layer]->rows, hd = g->head_dim;
@@ -160,10 +193,11 @@ static void write_rows(okv_step *s, int32_t layer, const void *src, okv_dtype kv
     }
 }
 
-okv_status okv_update_and_attend(okv_step *s, int32_t layer, const float *q, int32_t n_heads,
+okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, int32_t n_heads,
                                  const void *k, const void *v, okv_dtype kv_type, float scale,
                                  float *out, okv_error *err) {
-    if (!s) return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: step is NULL");
+    okv_step_state *s = live(step, "update_and_attend", err);
+    if (!s) return OKV_ERR_INVALID;
     okv_cache *c = s->cache;
     if (layer < 0 || layer >= c->n_layers) {
         s->failed = true;
@@ -186,6 +220,11 @@ okv_status okv_update_and_attend(okv_step *s, int32_t layer, const float *q, int
     }
     if (s->attended[layer])
         return step_error(s, err, OKV_ERR_INVALID, "already attended in this step", layer);
+    if (!isfinite(scale)) {
+        s->failed = true;
+        return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: scale %g is not a finite number",
+                        (int)layer, (double)scale);
+    }
 
     okv_storage *st = s->storage[layer];
     okv_attend_job job = {
@@ -215,8 +254,9 @@ okv_status okv_update_and_attend(okv_step *s, int32_t layer, const float *q, int
     return OKV_OK;
 }
 
-okv_status okv_step_commit(okv_step *s, okv_error *err) {
-    if (!s) return okv_fail(err, OKV_ERR_INVALID, "commit: step is NULL");
+okv_status okv_step_commit(okv_step *step, okv_error *err) {
+    okv_step_state *s = live(step, "commit", err);
+    if (!s) return OKV_ERR_INVALID;
     if (s->failed)
         return okv_fail(err, OKV_ERR_INVALID, "commit: the step had an error; abort it");
     for (int32_t i = 0; i < s->cache->n_layers; i++) {
@@ -229,7 +269,8 @@ okv_status okv_step_commit(okv_step *s, okv_error *err) {
     return OKV_OK;
 }
 
-void okv_step_abort(okv_step *s) {
+void okv_step_abort(okv_step *step) {
+    okv_step_state *s = live(step, "abort", NULL);
     if (!s) return;
     if (s->wrote && s->cache->length > s->start) s->cache->length = s->start;
     step_end(s);
