@@ -3,7 +3,11 @@
  * Every fallible offkv function returns an okv_status (or NULL for
  * constructors) and, when given a non-NULL okv_error, fills it with the
  * status and a human-readable message naming the offending value.  Passing
- * NULL for err is always allowed: the status code alone is then returned. */
+ * NULL for err is always allowed: the status code alone is then returned.
+ *
+ * Every such call that succeeds clears err (status OKV_OK, empty message),
+ * whatever it held before, so err always describes the last call made with
+ * it. */
 #ifndef OFFKV_STATUS_H
 #define OFFKV_STATUS_H
 

@@ -392,21 +392,41 @@ okv_gguf *okv_gguf_open_memory(const void *data, size_t size, okv_error *err) {
     return open_bytes(data ? data : empty, size, NULL, err);
 }
 
+static const char *file_kind(mode_t mode) {
+    if (S_ISFIFO(mode)) return "FIFO";
+    if (S_ISDIR(mode)) return "directory";
+    if (S_ISCHR(mode)) return "character device";
+    if (S_ISSOCK(mode)) return "socket";
+    return "special file";
+}
+
 okv_gguf *okv_gguf_open(const char *path, okv_error *err) {
     if (!path) {
         okv_fail(err, OKV_ERR_INVALID, "okv_gguf_open: NULL path");
         return NULL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking, so that a FIFO (or a device that waits) cannot hang the
+     * open; the type is checked before anything is read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         okv_fail(err, OKV_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        okv_fail(err, OKV_ERR_IO, "'%s' is not a regular file", path);
+    if (fstat(fd, &sb) != 0) {
+        okv_fail(err, OKV_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
         close(fd);
         return NULL;
+    }
+    if (!S_ISREG(sb.st_mode) && !S_ISBLK(sb.st_mode)) {
+        okv_fail(err, OKV_ERR_IO, "'%s' is not a regular file (it is a %s)", path, file_kind(sb.st_mode));
+        close(fd);
+        return NULL;
+    }
+    if (S_ISBLK(sb.st_mode)) {
+        /* A block device's size is where its end is, not st_size. */
+        off_t end = lseek(fd, 0, SEEK_END);
+        sb.st_size = end > 0 ? end : 0;
     }
     if (sb.st_size == 0) {
         close(fd);
@@ -485,6 +505,9 @@ static okv_status lookup(const okv_gguf *g, const char *key, const kv_entry **e,
     int64_t i = okv_gguf_find_key(g, key);
     if (i < 0) return okv_fail(err, OKV_ERR_NOT_FOUND, "metadata key '%.200s' not found", key);
     *e = &g->kv[i];
+    /* Every getter starts here: a later check that fails refills err, so a
+     * getter that succeeds leaves it clear (status.h's promise). */
+    okv_error_clear(err);
     return OKV_OK;
 }
 

@@ -97,6 +97,7 @@ okv_threadpool *okv_threadpool_create(int32_t n_threads, okv_error *err) {
             }
         }
     }
+    okv_error_clear(err);
     return pool;
 nomem:
     okv_fail(err, OKV_ERR_NOMEM, "out of memory creating a thread pool of %d", (int)n_threads);
