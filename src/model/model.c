@@ -120,7 +120,13 @@ okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool re
     if (pidx < 0 && required)
         return okv_fail(err, OKV_ERR_FORMAT, "model: %s needs a window layout, but key '%s' is missing",
                         m->arch_name, pkey);
-    if (window == 0) return OKV_OK;
+    if (window == 0) {
+        /* offkv's own rule for such architectures: a window is required, and 0 is none */
+        if (required)
+            return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' = 0, but %s needs a window of at least 1", wkey,
+                            m->arch_name);
+        return OKV_OK;
+    }
     if (window > (1u << 30)) return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' = %u is out of range", wkey, window);
     if (pidx >= 0 && okv_gguf_kv_type(m->file, pidx) == OKV_GGUF_ARRAY) {
         okv_gguf_type et;
@@ -215,6 +221,24 @@ okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {
     return okv_model_bind(m, &w->wo, name, nq, m->n_embd, false, err);
 }
 
+/* A block_count below the blocks the tensors hold would run a truncated
+ * model and ignore the rest (llama.cpp refuses such a file too); too high a
+ * count shows up as a missing tensor when binding. */
+static okv_status check_block_tensors(const okv_model *m, okv_error *err) {
+    for (int64_t i = 0; i < okv_gguf_n_tensors(m->file); i++) {
+        const char *name = okv_gguf_tensor_at(m->file, i)->name;
+        char *end;
+        if (strncmp(name, "blk.", 4) != 0) continue;
+        long b = strtol(name + 4, &end, 10);
+        if (end == name + 4 || *end != '.') continue;
+        if (b >= m->n_layer)
+            return okv_fail(err, OKV_ERR_FORMAT,
+                            "model: %s.block_count is %d but the file has tensors of block %ld ('%.80s')",
+                            m->arch_name, (int)m->n_layer, b, name);
+    }
+    return OKV_OK;
+}
+
 /* Hyperparameters every architecture reads the same way. */
 static okv_status read_common(okv_model *m, okv_error *err) {
     uint32_t u = 0;
@@ -222,6 +246,7 @@ static okv_status read_common(okv_model *m, okv_error *err) {
     if ((st = okv_model_u32(m, "block_count", &u, true, err))) return st;
     if (u < 1 || u > 4096) return okv_fail(err, OKV_ERR_FORMAT, "model: block_count %u is out of range", u);
     m->n_layer = (int32_t)u;
+    if ((st = check_block_tensors(m, err))) return st;
     if ((st = okv_model_u32(m, "embedding_length", &u, true, err))) return st;
     if (u < 1 || u > 1u << 20) return okv_fail(err, OKV_ERR_FORMAT, "model: embedding_length %u is out of range", u);
     m->n_embd = (int32_t)u;
