@@ -98,9 +98,11 @@ int cmd_bench(int argc, char **argv) {
     int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3;
     int kv = 0;
     static const char *const kv_types[] = {"f16", "f32", NULL};
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--n-prompt") || cli_is(a, "-n", "--n-gen") ||
               cli_is(a, "-t", "--threads") || cli_is(a, "-r", "--repetitions") || cli_is(a, "--kv-type", NULL)))
             return cli_unknown(cmd, a);
@@ -125,8 +127,9 @@ int cmd_bench(int argc, char **argv) {
     int rc = CLI_FAIL;
     bench b = {0};
     double *sec = NULL;
-    okv_model *m = cli_load_model(cmd, model, 0);
+    okv_model *m = cli_load_model(cmd, model, 0, &rc);
     if (!m) goto done;
+    rc = CLI_FAIL;
     const int32_t longest = n_prompt > n_gen ? n_prompt : n_gen;
     cli_ctx_opts o = {.n_threads = threads, .capacity = longest, .max_write = n_prompt > 0 ? n_prompt : 1,
                       .kv_type = kv_types[kv]};

@@ -66,6 +66,11 @@ bool cli_float(const char *cmd, const char *flag, const char *v, double lo, doub
         cli_error(cmd, "bad value '%s' for %s: expected a number in %g..%g", v, flag, lo, hi);
         return false;
     }
+    if (x != 0.0 && (float)x == 0.0f) {
+        /* It would silently mean 0, which is something else (greedy, for --temp). */
+        cli_error(cmd, "bad value '%s' for %s: too small, it rounds to 0 in single precision", v, flag);
+        return false;
+    }
     *out = (float)x;
     return true;
 }
@@ -118,15 +123,49 @@ const char *cli_bytes(size_t n, char *buf, size_t cap) {
     return buf;
 }
 
-okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window) {
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc) {
+    *rc = CLI_FAIL;
     if (!cli_model_file_ok(cmd, path)) return NULL;
     char sw[16];
     snprintf(sw, sizeof sw, "%d", (int)sliding_window);
     const char *opts[] = {"sliding_window", sw, NULL};
     okv_error err = {0};
     okv_model *m = okv_model_load(path, sliding_window > 0 ? opts : NULL, &err);
-    if (!m) cli_error(cmd, "cannot load model '%s': %s", path, err.message);
+    if (!m && sliding_window > 0 && err.status == OKV_ERR_INVALID) {
+        /* The file is fine; the flag does not apply to it: a usage error. */
+        cli_error(cmd, "bad value '%d' for --sliding-window: %s", (int)sliding_window, err.message);
+        *rc = CLI_USAGE;
+    } else if (!m) {
+        cli_error(cmd, "cannot load model '%s': %s", path, err.message);
+    }
     return m;
+}
+
+/* Short flags and their long names, so that -m and --model count as one
+ * (NULL: every command; the first match wins). */
+static const char *const flag_aliases[][3] = {
+    {"bench", "-p", "--n-prompt"}, {"bench", "-n", "--n-gen"},
+    {NULL, "-m", "--model"}, {NULL, "-p", "--prompt"}, {NULL, "-n", "--n-predict"}, {NULL, "-t", "--threads"},
+    {NULL, "-c", "--ctx-size"}, {NULL, "-o", "--output"}, {NULL, "-r", "--repetitions"}, {NULL, "-d", "--n-depth"},
+};
+
+bool cli_once(cli_seen *seen, const char *cmd, const char *flag) {
+    const char *name = flag;
+    for (size_t i = 0; i < sizeof flag_aliases / sizeof flag_aliases[0]; i++) {
+        const char *const *al = flag_aliases[i];
+        if ((!al[0] || strcmp(al[0], cmd) == 0) && strcmp(flag, al[1]) == 0) {
+            name = al[2];
+            break;
+        }
+    }
+    for (int i = 0; i < seen->n; i++) {
+        if (strcmp(seen->names[i], name) == 0) {
+            cli_error(cmd, "flag %s is given twice (as %s the second time): which one is meant?", name, flag);
+            return false;
+        }
+    }
+    if (seen->n < (int)(sizeof seen->names / sizeof seen->names[0])) seen->names[seen->n++] = name;
+    return true;
 }
 
 okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
@@ -151,6 +190,12 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
         opts[k++] = o->kv_type;
     }
     opts[k] = NULL;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && o->n_threads > cores)
+        fprintf(stderr,
+                "offkv %s: warning: -t %d is more threads than this machine's %ld cores: they will wait on "
+                "each other, and decode can run many times slower than with -t %ld\n",
+                cmd, (int)o->n_threads, cores, cores);
     okv_error err = {0};
     okv_context *ctx = okv_context_create(m, opts, NULL, &err);
     if (!ctx) cli_error(cmd, "cannot create a context: %s", err.message);

@@ -56,8 +56,19 @@ double cli_now(void);
 const char *cli_bytes(size_t n, char *buf, size_t cap);
 
 /* Loads the model at path (sliding_window > 0: the model option of that
- * name), saying why not on failure. */
-okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window);
+ * name), saying why not on failure; *rc is then the exit code (CLI_USAGE
+ * when --sliding-window does not apply to the model, else CLI_FAIL). */
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc);
+
+/* The flags a command has seen. */
+typedef struct cli_seen {
+    const char *names[64];
+    int n;
+} cli_seen;
+
+/* Notes flag (either spelling); false, after saying so, when it was given
+ * before: a repeated flag is a mistake to report, not to resolve silently. */
+bool cli_once(cli_seen *seen, const char *cmd, const char *flag);
 
 /* Context options; 0 or NULL leaves the context's default. */
 typedef struct cli_ctx_opts {

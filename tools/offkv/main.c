@@ -1,7 +1,11 @@
 /* offkv: one program, several subcommands (as git or llama.cpp's tools),
  * each in its own file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -23,7 +27,34 @@ static void usage(FILE *f) {
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].what);
 }
 
-int main(int argc, char **argv) {
+/* A program started with stdin, stdout or stderr closed would hand that
+ * number to the next file it opens (the model, an output file) and print
+ * into it.  Park each closed one on /dev/null, read-only, so that writing to
+ * a closed stdout still fails, and is reported, rather than vanishing. */
+static void guard_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int got = open("/dev/null", O_RDONLY);
+        if (got >= 0 && got != fd) {
+            dup2(got, fd);
+            close(got);
+        }
+    }
+}
+
+/* Output that was lost (a full disk, a closed pipe, /dev/full) must not end
+ * in exit 0: every byte buffered for stdout has to reach it. */
+static int finish_stdout(int rc) {
+    const bool lost = fflush(stdout) != 0 || ferror(stdout);
+    const int e = errno;
+    if ((fclose(stdout) != 0 || lost) && rc == CLI_OK) { /* a failed command has said why already */
+        fprintf(stderr, "offkv: error: writing standard output: %s\n", strerror(lost ? e : errno));
+        return CLI_FAIL;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
@@ -37,4 +68,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "offkv: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return CLI_USAGE;
+}
+
+int main(int argc, char **argv) {
+    guard_std_fds();
+    return finish_stdout(dispatch(argc, argv));
 }

@@ -2,6 +2,7 @@
  * --chunk tokens (the cache's max_write), then one token per eval; text goes
  * to stdout as it is made, numbers to stderr, so `offkv run ... > out.txt`
  * keeps only the text. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "cli.h"
 #include "offkv/sampler.h"
 #include "offkv/tokenizer.h"
+#include "tokenizer/utf8_stream.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -53,7 +55,19 @@ static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32
     return true;
 }
 
-static bool emit(const char *cmd, const okv_tokenizer *tok, int32_t id) {
+/* Writes n bytes of text to stdout now; false (after saying why) when they
+ * could not be written, so that lost output is never reported as success. */
+static bool put_text(const char *cmd, const char *text, size_t n) {
+    if ((n && fwrite(text, 1, n, stdout) != n) || fflush(stdout) != 0) {
+        cli_error(cmd, "writing the text to standard output: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Streams token id's text; a character split across tokens waits for its
+ * last byte (utf8_stream.h). */
+static bool emit(const char *cmd, const okv_tokenizer *tok, okv_utf8_stream *us, int32_t id) {
     char small[256], *buf = small;
     size_t n = 0;
     okv_error err = {0};
@@ -65,10 +79,14 @@ static bool emit(const char *cmd, const okv_tokenizer *tok, int32_t id) {
         if (buf != small) free(buf);
         return false;
     }
-    fwrite(buf, 1, n, stdout);
-    fflush(stdout);
+    char out_small[3 * (sizeof small + 4)]; /* okv_utf8_stream_room(sizeof small) */
+    char *out = n <= sizeof small ? out_small : malloc(okv_utf8_stream_room(n));
+    bool ok = out != NULL;
+    if (ok) ok = put_text(cmd, out, okv_utf8_stream_feed(us, buf, n, out));
+    else cli_error(cmd, "token %d: out of memory for its text", (int)id);
+    if (out != out_small) free(out);
     if (buf != small) free(buf);
-    return true;
+    return ok;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -78,9 +96,11 @@ int cmd_run(int argc, char **argv) {
     bool seed_given = false, warmup = false, display_prompt = true;
     int kv = 0;
     static const char *const kv_types[] = {"f16", "f32", NULL};
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         if (cli_is(a, "--warmup", NULL)) { warmup = true; continue; }
         if (cli_is(a, "--no-display-prompt", NULL)) { display_prompt = false; continue; }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--prompt") || cli_is(a, "-n", "--n-predict") ||
@@ -97,9 +117,10 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(a, "--top-p", NULL)) {
             char *end;
             const double p = strtod(v, &end);
-            ok = end != v && !*end && p > 0.0 && p <= 1.0;
+            /* (float)p > 0: a p that rounds to 0 would silently mean something else */
+            ok = end != v && !*end && p > 0.0 && p <= 1.0 && (float)p > 0.0f;
             if (ok) sp.top_p = (float)p;
-            else cli_error(cmd, "bad value '%s' for --top-p: expected a number in (0, 1]", v);
+            else cli_error(cmd, "bad value '%s' for --top-p: expected a number in (0, 1] that does not round to 0", v);
         } else if (cli_is(a, "--seed", NULL)) ok = seed_given = cli_u64(cmd, a, v, &sp.seed);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);
@@ -119,8 +140,9 @@ int cmd_run(int argc, char **argv) {
     okv_sampler *smp = NULL;
     int32_t *ids = NULL, *pos = NULL;
     float *logits = NULL;
-    okv_model *m = cli_load_model(cmd, model, window);
+    okv_model *m = cli_load_model(cmd, model, window, &rc);
     if (!m) goto done;
+    rc = CLI_FAIL;
     const okv_tokenizer *tok = okv_model_tokenizer(m);
     size_t n_prompt_sz = 0;
     if (!(ids = cli_tokenize(cmd, m, prompt, true, &n_prompt_sz))) goto done;
@@ -168,10 +190,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "offkv run: warmup %.1f ms, cache cleared\n", (cli_now() - w0) * 1e3);
     }
 
-    if (display_prompt) {
-        fputs(prompt, stdout);
-        fflush(stdout);
-    }
+    if (display_prompt && !put_text(cmd, prompt, strlen(prompt))) goto done;
     double t0 = cli_now();
     if (!prefill(cmd, ctx, ids, n_prompt, step, pos, logits)) goto done;
     double t_prompt = cli_now() - t0;
@@ -179,6 +198,7 @@ int cmd_run(int argc, char **argv) {
     const int32_t eos = okv_tokenizer_eos(tok);
     int32_t n_gen = 0, p = n_prompt;
     const char *stop = "n reached";
+    okv_utf8_stream us = {0};
     t0 = cli_now();
     while (n_gen < n_predict) {
         int32_t id = okv_sampler_sample(smp, logits);
@@ -187,7 +207,7 @@ int cmd_run(int argc, char **argv) {
             break;
         }
         n_gen++;
-        if (!emit(cmd, tok, id)) goto done;
+        if (!emit(cmd, tok, &us, id)) goto done;
         if (n_gen == n_predict) break;
         if (p >= cfg.capacity) {
             stop = "context full";
@@ -201,8 +221,10 @@ int cmd_run(int argc, char **argv) {
         p++;
     }
     double t_gen = cli_now() - t0;
-    fputc('\n', stdout);
-    fflush(stdout);
+    char tail[8];
+    size_t n_tail = okv_utf8_stream_finish(&us, tail);
+    tail[n_tail++] = '\n';
+    if (!put_text(cmd, tail, n_tail)) goto done;
 
     size_t flat, ring;
     int n_flat, n_ring;

@@ -7,10 +7,13 @@
  * thread count or on the order tensors are written in.  Tensors are
  * produced one at a time through the writer's fill callback: a 1.1B model
  * never sits in memory whole. */
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "cli.h"
 #include "offkv/gguf.h"
@@ -457,15 +460,50 @@ static void usage(FILE *f) {
             "--n-vocab 32000\n");
 }
 
+/* Refuses, before writing a byte, a model that the file system cannot take:
+ * a mistyped shape should not fill the disk for minutes first.  The whole
+ * size is needed even when replacing a file, since the new one is written
+ * beside the old before it takes its name. */
+static bool fits_on_disk(const char *cmd, const okv_gguf_writer *w, const char *out) {
+    uint64_t need = 0;
+    okv_error err = {0};
+    if (okv_gguf_writer_size(w, &need, &err) != OKV_OK) {
+        cli_error(cmd, "%s", err.message);
+        return false;
+    }
+    struct stat st;
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) return true; /* a device or FIFO: no space to know */
+    char *copy = strdup(out);
+    if (!copy) {
+        cli_error(cmd, "out of memory");
+        return false;
+    }
+    struct statvfs fs;
+    const bool known = statvfs(dirname(copy), &fs) == 0;
+    free(copy);
+    if (!known) return true; /* the write itself will say what is wrong with the folder */
+    const uint64_t avail = (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize;
+    if (need > avail) {
+        char b0[32], b1[32];
+        cli_error(cmd, "the model would take %llu bytes (%s), but the file system of '%s' has %llu bytes (%s) free",
+                  (unsigned long long)need, cli_bytes((size_t)need, b0, sizeof b0), out,
+                  (unsigned long long)avail, cli_bytes((size_t)avail, b1, sizeof b1));
+        return false;
+    }
+    return true;
+}
+
 int cmd_synth(int argc, char **argv) {
     const char *cmd = "synth";
     shape sh = {.arch = ARCH_LLAMA, .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 172,
                 .n_vocab = 512, .head_dim = 0, .ctx = 2048, .rope_base = 10000.0f, .rope_base_swa = 0.0f,
                 .window = -1, .pattern = -2, .logit_scale = 0.5f, .type_idx = 0, .seed = 1, .threads = 2};
     const char *out = NULL, *v;
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         if (cli_is(a, "--tied", NULL)) { sh.tied = true; continue; }
         if (cli_is(a, "--fused-qkv", NULL)) { sh.fused_qkv = true; continue; }
         if (!(cli_is(a, "-o", "--output") || cli_is(a, "--arch", "--type") || cli_is(a, "--seed", "--n-embd") ||
@@ -572,9 +610,10 @@ int cmd_synth(int argc, char **argv) {
             goto done;
         }
     }
+    if (!fits_on_disk(cmd, w, out)) goto done;
     double t0 = cli_now();
     if (okv_gguf_writer_write(w, out, &err) != OKV_OK) {
-        cli_error(cmd, "writing '%s': %s", out, err.message);
+        cli_error(cmd, "%s", err.message); /* it names the file */
         goto done;
     }
     fprintf(stderr,

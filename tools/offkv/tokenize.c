@@ -18,9 +18,11 @@ static void usage(FILE *f) {
 int cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize", *model = NULL, *text = NULL;
     bool add_special = true;
+    cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         else if (cli_is(a, "--no-bos", NULL)) add_special = false;
         else if (cli_is(a, "-m", "--model")) { if (!(model = cli_value(cmd, argc, argv, &i))) return CLI_USAGE; }
         else if (cli_is(a, "-p", "--prompt")) { if (!(text = cli_value(cmd, argc, argv, &i))) return CLI_USAGE; }
@@ -30,8 +32,9 @@ int cmd_tokenize(int argc, char **argv) {
         cli_error(cmd, "%s is required (see offkv tokenize --help)", !model ? "-m MODEL" : "-p TEXT");
         return CLI_USAGE;
     }
-    okv_model *m = cli_load_model(cmd, model, 0);
-    if (!m) return CLI_FAIL;
+    int rc_load;
+    okv_model *m = cli_load_model(cmd, model, 0, &rc_load);
+    if (!m) return rc_load;
     size_t n = 0;
     int32_t *ids = cli_tokenize(cmd, m, text, add_special, &n);
     if (ids) {
