@@ -17,20 +17,12 @@ build-san: deps
 	cmake -S . -B build-san -DCMAKE_BUILD_TYPE=Debug -DOKV_SANITIZE=ON
 	cmake --build build-san -j $(JOBS)
 
-# make run MODEL=path.gguf generates from a real model; without MODEL it
-# makes a small random-weight model first, whose text is gibberish.
+# make run generates a story with the small real model shipped in models/
+# (see models/README.md); MODEL=path.gguf runs any other model instead.
+MODEL ?= models/stories260K.gguf
 PROMPT ?= Once upon a time
 run: build
-ifdef MODEL
 	./build/offkv run -m "$(MODEL)" -p "$(PROMPT)" -n 64
-else
-	./build/offkv synth --seed 1 -o build/synth-demo.gguf
-	@echo
-	@echo "*** No MODEL=path.gguf given: running build/synth-demo.gguf, a synthetic model with"
-	@echo "*** RANDOM weights. Its text is gibberish; only the machinery is real."
-	@echo
-	./build/offkv run -m build/synth-demo.gguf -p "$(PROMPT)" -n 64
-endif
 
 # The whole suite, then the whole suite again under ASan + UBSan.
 test: test-fast test-san
