@@ -10,6 +10,7 @@
 #include "offkv/tokenizer.h"
 #include "offkv/model.h"
 #include "offkv/context.h"
+#include "offkv/batch.h"
 #include "offkv/sampler.h"
 
 #endif
