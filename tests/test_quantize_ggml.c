@@ -1,0 +1,312 @@
+/* The quantizers of src/kernels/quantize.c against llama.cpp itself, and
+ * `offkv synth --type` against llama-quantize's per-tensor mixes.
+ *
+ * 1. Byte-exactness: ../shared/models/tiny-llama256-f32.gguf is the F32
+ *    source of tiny-llama256-{q4_k_m,...}.gguf, written by llama-quantize
+ *    (no importance matrix).  Every tensor of every quantized file is
+ *    quantized again here from the F32 source, row by row, with our
+ *    quantizer for that tensor's type, and the bytes must be equal.
+ * 2. Hand-built rows (zeros, constants, one large outlier, random) through
+ *    every quantizer and back through a dequantizer written here from the
+ *    block layouts alone: finite, and within each format's error.
+ * Part 1 needs ../shared and says so when it is absent. */
+#include <math.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "kernels/quantize.h"
+#include "offkv/offkv.h"
+
+/* ------------------------------------------------------------------ */
+/* An independent dequantizer, from the layouts in quant.h             */
+
+static float h2f(okv_f16 h) { return okv_f16_to_f32(h); }
+
+/* 6-bit scale and min j of a q4_K/q5_K block (12 packed bytes). */
+static void k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* 2-bit field of value v (0..255) in the q2_K/q3_K qs layout: byte
+ * 32*(v/128) + v%32, bits 2*((v%128)/32). */
+static int qs2(const uint8_t *qs, int v) { return (qs[32 * (v / 128) + v % 32] >> (2 * ((v % 128) / 32))) & 3; }
+
+static void dequant(int type, const void *src, float *y, int64_t k) {
+    for (int64_t b = 0; b < k / okv_ggml_block_size(type); b++) {
+        switch (type) {
+        case OKV_GGML_Q4_1: {
+            const block_q4_1 *p = (const block_q4_1 *)src + b;
+            for (int j = 0; j < 32; j++)
+                y[32 * b + j] = (float)((p->qs[j % 16] >> (4 * (j / 16))) & 15) * h2f(p->d) + h2f(p->m);
+            break;
+        }
+        case OKV_GGML_Q5_0: case OKV_GGML_Q5_1: {
+            const int is1 = type == OKV_GGML_Q5_1;
+            const block_q5_0 *p0 = (const block_q5_0 *)src + b;
+            const block_q5_1 *p1 = (const block_q5_1 *)src + b;
+            const uint8_t *qs = is1 ? p1->qs : p0->qs, *qh = is1 ? p1->qh : p0->qh;
+            for (int j = 0; j < 32; j++) {
+                const int q = ((qs[j % 16] >> (4 * (j / 16))) & 15) | (((qh[j / 8] >> (j % 8)) & 1) << 4);
+                y[32 * b + j] = is1 ? (float)q * h2f(p1->d) + h2f(p1->m) : (float)(q - 16) * h2f(p0->d);
+            }
+            break;
+        }
+        case OKV_GGML_Q2_K: {
+            const block_q2_K *p = (const block_q2_K *)src + b;
+            for (int v = 0; v < 256; v++)
+                y[256 * b + v] = h2f(p->d) * (float)(p->scales[v / 16] & 15) * (float)qs2(p->qs, v) -
+                                 h2f(p->dmin) * (float)(p->scales[v / 16] >> 4);
+            break;
+        }
+        case OKV_GGML_Q3_K: {
+            const block_q3_K *p = (const block_q3_K *)src + b;
+            for (int v = 0; v < 256; v++) {
+                const int j = v / 16;
+                const int lo = j < 8 ? p->scales[j] & 15 : p->scales[j - 8] >> 4;
+                const int sc = (lo | (((p->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+                const int q = qs2(p->qs, v) + 4 * ((p->hmask[v % 32] >> (v / 32)) & 1) - 4;
+                y[256 * b + v] = h2f(p->d) * (float)sc * (float)q;
+            }
+            break;
+        }
+        case OKV_GGML_Q4_K: case OKV_GGML_Q5_K: {
+            const int is5 = type == OKV_GGML_Q5_K;
+            const block_q4_K *p4 = (const block_q4_K *)src + b;
+            const block_q5_K *p5 = (const block_q5_K *)src + b;
+            const float d = h2f(is5 ? p5->d : p4->d), dmin = h2f(is5 ? p5->dmin : p4->dmin);
+            const uint8_t *sc = is5 ? p5->scales : p4->scales, *qs = is5 ? p5->qs : p4->qs;
+            for (int v = 0; v < 256; v++) {
+                int s, m;
+                k4_scale_min(sc, v / 32, &s, &m);
+                /* 64 values per 32 bytes: low nibbles first, then high */
+                int q = (qs[32 * (v / 64) + v % 32] >> (4 * ((v / 32) % 2))) & 15;
+                if (is5) q |= ((p5->qh[v % 32] >> (v / 32)) & 1) << 4;
+                y[256 * b + v] = d * (float)s * (float)q - dmin * (float)m;
+            }
+            break;
+        }
+        case OKV_GGML_Q6_K: {
+            const block_q6_K *p = (const block_q6_K *)src + b;
+            for (int v = 0; v < 256; v++) {
+                const int half = v / 128, r = v % 128, quarter = r / 32, l = r % 32;
+                const uint8_t lo = p->ql[64 * half + 32 * (quarter % 2) + l] >> (4 * (quarter / 2));
+                const int q = ((lo & 15) | (((p->qh[32 * half + l] >> (2 * quarter)) & 3) << 4)) - 32;
+                y[256 * b + v] = h2f(p->d) * (float)p->scales[v / 16] * (float)q;
+            }
+            break;
+        }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Hand-built rows                                                     */
+
+static const int new_types[] = {OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1, OKV_GGML_Q2_K,
+                                OKV_GGML_Q3_K, OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K};
+
+/* Largest error allowed, as a fraction of the largest |x| of the block (32
+ * values) or super-block (256): half a quantization step of the format with
+ * its coarsest scale (a K-quant's sub-block scale is itself quantized, to 4
+ * or 6 bits, so a small sub-block beside a large one may lose all its levels
+ * and keep only its min), with some slack for the f16 rounding of d and m. */
+static double tolerance(int type) {
+    switch (type) {
+    case OKV_GGML_Q4_1: return 2.0 / 15 / 2 * 1.05;  /* range <= 2 amax, 15 steps */
+    case OKV_GGML_Q5_0: return 1.0 / 16 * 1.05;      /* +amax clamps to 15/16 of it */
+    case OKV_GGML_Q5_1: return 2.0 / 31 / 2 * 1.05;
+    case OKV_GGML_Q2_K: return 0.55; /* 3 steps over the range, 4-bit scales */
+    case OKV_GGML_Q3_K: return 0.30;
+    case OKV_GGML_Q4_K: return 0.12;
+    case OKV_GGML_Q5_K: return 0.06;
+    case OKV_GGML_Q6_K: return 0.03;
+    }
+    return 0;
+}
+
+/* Plus an absolute floor: d (and dmin) are f16, which rounds a scale
+ * below 2^-24 to a subnormal step or to zero, so a block of tiny values may
+ * lose up to half that step times the largest factor d is multiplied by
+ * (level times sub-block scale). */
+static double floor_error(int type) {
+    const double half_step = 0x1p-25;
+    switch (type) {
+    case OKV_GGML_Q4_1: return 15 * half_step;
+    case OKV_GGML_Q5_0: return 16 * half_step;
+    case OKV_GGML_Q5_1: return 31 * half_step;
+    case OKV_GGML_Q2_K: return (15 * 3 + 15) * half_step;
+    case OKV_GGML_Q3_K: return 32 * 4 * half_step;
+    case OKV_GGML_Q4_K: return (63 * 15 + 63) * half_step;
+    case OKV_GGML_Q5_K: return (63 * 31 + 63) * half_step;
+    case OKV_GGML_Q6_K: return 128 * 32 * half_step;
+    }
+    return 0;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((double)(rng >> 40) * (2.0 / (1 << 24)) - 1.0);
+}
+
+static void round_trip(const char *what, const float *x, int64_t k) {
+    unsigned char q[1024 * 2];
+    float y[1024];
+    for (size_t t = 0; t < sizeof new_types / sizeof new_types[0]; t++) {
+        const int type = new_types[t];
+        const int64_t bs = okv_ggml_block_size(type);
+        CHECK(okv_quantize_row(type, x, q, k), "%s %s: quantize refused", what, okv_ggml_type_name(type));
+        dequant(type, q, y, k);
+        double worst = 0;
+        int64_t worst_at = -1, n_bad = 0;
+        for (int64_t b = 0; b < k / bs; b++) {
+            float amax = 0;
+            for (int64_t j = 0; j < bs; j++) amax = fmaxf(amax, fabsf(x[b * bs + j]));
+            for (int64_t j = b * bs; j < (b + 1) * bs; j++) {
+                if (!isfinite(y[j])) { n_bad++; continue; }
+                const double e = fabs((double)y[j] - x[j]);
+                /* an all-zero block must come back exactly */
+                const double lim = amax == 0 ? 0 : tolerance(type) * amax + floor_error(type);
+                if (e > lim) n_bad++;
+                if (amax > 0 && e / amax > worst) { worst = e / amax; worst_at = j; }
+            }
+        }
+        CHECK(n_bad == 0, "%s %s: %lld values non-finite or off by more than %.3g of the block max + %.3g (worst %.3g at %lld)",
+              what, okv_ggml_type_name(type), (long long)n_bad, tolerance(type), floor_error(type), worst,
+              (long long)worst_at);
+    }
+}
+
+static void test_hand_rows(void) {
+    enum { K = 512 };
+    float x[K];
+    memset(x, 0, sizeof x);
+    round_trip("zeros", x, K);
+    for (int i = 0; i < K; i++) x[i] = 0.37f;
+    round_trip("constant 0.37", x, K);
+    for (int i = 0; i < K; i++) x[i] = -2.5f;
+    round_trip("constant -2.5", x, K);
+    for (int i = 0; i < K; i++) x[i] = 3e-7f; /* below f16's normal range */
+    round_trip("constant 3e-7", x, K);
+    for (int i = 0; i < K; i++) x[i] = 0.01f * frand();
+    x[77] = 1000.0f;
+    x[300] = -500.0f;
+    round_trip("outliers", x, K);
+    for (int i = 0; i < K; i++) x[i] = frand();
+    round_trip("uniform", x, K);
+    for (int i = 0; i < K; i++) x[i] = i < 256 ? 0.0f : frand() * 3.0f; /* one zero super-block */
+    round_trip("half zero", x, K);
+
+    /* a constant row keeps its value (asymmetric formats store it as the min
+     * or as scale * top level; symmetric ones as the most negative level) */
+    for (int i = 0; i < K; i++) x[i] = 0.37f;
+    block_q4_1 b41[K / 32];
+    okv_quantize_row_q4_1(x, b41, K);
+    CHECK(b41[0].d == 0 && h2f(b41[0].m) == h2f(okv_f32_to_f16(0.37f)), "q4_1 constant: d %#x m %#x", b41[0].d,
+          b41[0].m);
+    block_q6_K b6[K / 256];
+    memset(x, 0, sizeof x);
+    okv_quantize_row_q6_K(x, b6, K);
+    const unsigned char *raw = (const unsigned char *)b6;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < sizeof b6; i++) nonzero += raw[i] != 0;
+    CHECK(nonzero == 0, "q6_K of zeros is all zero bytes (%zu are not)", nonzero);
+    CHECK(!okv_quantize_row(OKV_GGML_Q4_K, x, b6, 128), "q4_K refuses a 128-value row");
+    CHECK(!okv_quantize_row(OKV_GGML_IQ4_NL, x, b6, 256), "no iq4_nl quantizer");
+}
+
+/* ------------------------------------------------------------------ */
+/* Byte-exactness against llama-quantize                               */
+
+static const char *const file_tags[] = {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "q4_1", "q5_0", "q5_1"};
+enum { N_FILES = sizeof file_tags / sizeof file_tags[0] };
+
+/* Compares one tensor; returns 1 if equal.  On a difference, counts the
+ * differing blocks and describes the first one in first (if still empty). */
+static int compare_tensor(const okv_gguf_tensor *q, const okv_gguf_tensor *src, long *diff_blocks, char *first,
+                          size_t cap) {
+    const int64_t k = q->ne[0], rows = q->ne[1] * q->ne[2] * q->ne[3];
+    const size_t row_bytes = okv_ggml_row_size(q->type, k), bsz = okv_ggml_type_size(q->type);
+    unsigned char *buf = malloc(row_bytes ? row_bytes : 1);
+    int same = 1;
+    for (int64_t r = 0; r < rows && buf; r++) {
+        const float *x = (const float *)src->data + r * k;
+        if (!okv_quantize_row(q->type, x, buf, k)) {
+            if (!first[0]) snprintf(first, cap, "%s: no quantizer for %s", q->name, okv_ggml_type_name(q->type));
+            same = 0;
+            break;
+        }
+        const unsigned char *want = (const unsigned char *)q->data + (size_t)r * row_bytes;
+        if (memcmp(buf, want, row_bytes) == 0) continue;
+        same = 0;
+        for (size_t b = 0; b < row_bytes / bsz; b++) {
+            if (memcmp(buf + b * bsz, want + b * bsz, bsz) == 0) continue;
+            (*diff_blocks)++;
+            if (!first[0]) {
+                size_t o = 0;
+                while (buf[b * bsz + o] == want[b * bsz + o]) o++;
+                snprintf(first, cap, "%s row %lld block %zu byte %zu: ours %#04x, llama-quantize's %#04x", q->name,
+                         (long long)r, b, o, buf[b * bsz + o], want[b * bsz + o]);
+            }
+        }
+    }
+    free(buf);
+    return same && buf;
+}
+
+static void test_byte_exact(const char *shared) {
+    char path[4096];
+    okv_error err = {0};
+    snprintf(path, sizeof path, "%s/models/tiny-llama256-f32.gguf", shared);
+    okv_gguf *src = okv_gguf_open(path, &err);
+    CHECK(src != NULL, "open %s: %s", path, err.message);
+    if (!src) return;
+    for (int f = 0; f < N_FILES; f++) {
+        snprintf(path, sizeof path, "%s/models/tiny-llama256-%s.gguf", shared, file_tags[f]);
+        okv_gguf *g = okv_gguf_open(path, &err);
+        CHECK(g != NULL, "open %s: %s", path, err.message);
+        if (!g) continue;
+        int match[OKV_GGML_TYPE_END] = {0}, total[OKV_GGML_TYPE_END] = {0};
+        long diff_blocks[OKV_GGML_TYPE_END] = {0};
+        char first[OKV_GGML_TYPE_END][256];
+        memset(first, 0, sizeof first);
+        for (int64_t i = 0; i < okv_gguf_n_tensors(g); i++) {
+            const okv_gguf_tensor *q = okv_gguf_tensor_at(g, i);
+            const int64_t si = okv_gguf_find_tensor(src, q->name);
+            const okv_gguf_tensor *s = okv_gguf_tensor_at(src, si);
+            CHECK(s && s->type == OKV_GGML_F32 && memcmp(s->ne, q->ne, sizeof q->ne) == 0,
+                  "%s: %s has no F32 source of its shape", file_tags[f], q->name);
+            if (!s || s->type != OKV_GGML_F32 || memcmp(s->ne, q->ne, sizeof q->ne) != 0) continue;
+            total[q->type]++;
+            match[q->type] += compare_tensor(q, s, &diff_blocks[q->type], first[q->type], sizeof first[q->type]);
+        }
+        printf("%-7s byte-exact against llama-quantize:", file_tags[f]);
+        for (int t = 0; t < OKV_GGML_TYPE_END; t++)
+            if (total[t]) printf(" %s %d/%d", okv_ggml_type_name(t), match[t], total[t]);
+        printf("\n");
+        for (int t = 0; t < OKV_GGML_TYPE_END; t++) {
+            if (!total[t]) continue;
+            CHECK(match[t] == total[t], "%s: %s: %d of %d tensors differ, %ld blocks; first: %s", file_tags[f],
+                  okv_ggml_type_name(t), total[t] - match[t], total[t], diff_blocks[t], first[t]);
+        }
+        okv_gguf_close(g);
+    }
+    okv_gguf_close(src);
+}
+
+int main(void) {
+    test_hand_rows();
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("skipped: ../shared not found (the byte-exact checks against llama-quantize)\n");
+        return check_done();
+    }
+    test_byte_exact(shared);
+    return check_done();
+}
