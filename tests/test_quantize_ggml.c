@@ -6,16 +6,27 @@
  *    (no importance matrix).  Every tensor of every quantized file is
  *    quantized again here from the F32 source, row by row, with our
  *    quantizer for that tensor's type, and the bytes must be equal.
- * 2. Hand-built rows (zeros, constants, one large outlier, random) through
+ * 2. The mixes: `offkv synth` with the shape and seed that made the F32
+ *    source and each --type must give the same tensor list as the matching
+ *    llama-quantize file: same names, shapes and types, the same
+ *    general.file_type, and (since the weights are the same) the same bytes.
+ * 3. Hand-built rows (zeros, constants, one large outlier, random) through
  *    every quantizer and back through a dequantizer written here from the
  *    block layouts alone: finite, and within each format's error.
- * Part 1 needs ../shared and says so when it is absent. */
+ * Parts 1 and 2 need ../shared and say so when it is absent; part 2 also
+ * needs $OKV_BIN (ctest sets it). */
+#include <fcntl.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "kernels/quantize.h"
 #include "offkv/offkv.h"
+
+extern char **environ;
 
 /* ------------------------------------------------------------------ */
 /* An independent dequantizer, from the layouts in quant.h             */
@@ -225,6 +236,8 @@ static void test_hand_rows(void) {
 /* Byte-exactness against llama-quantize                               */
 
 static const char *const file_tags[] = {"q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "q4_1", "q5_0", "q5_1"};
+/* llama_ftype of each file (general.file_type), which synth must write too */
+static const uint32_t file_ftypes[] = {15, 17, 18, 12, 10, 3, 8, 9};
 enum { N_FILES = sizeof file_tags / sizeof file_tags[0] };
 
 /* Compares one tensor; returns 1 if equal.  On a difference, counts the
@@ -300,13 +313,123 @@ static void test_byte_exact(const char *shared) {
     okv_gguf_close(src);
 }
 
+/* ------------------------------------------------------------------ */
+/* offkv synth --type against the same files                           */
+
+static char bin[4096], dir[4096];
+static char out_text[1 << 16], err_text[1 << 16];
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+}
+
+/* Runs offkv with argv (NULL-terminated, argv[0] unused); returns its exit
+ * status (-1 if it did not exit) with its output in out_text / err_text. */
+static int offkv(const char **argv) {
+    argv[0] = bin;
+    char o[4200], e[4200];
+    snprintf(o, sizeof o, "%s/out.txt", dir);
+    snprintf(e, sizeof e, "%s/err.txt", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    out_text[0] = err_text[0] = '\0';
+    if (rc != 0) return -1;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    slurp(o, out_text, sizeof out_text);
+    slurp(e, err_text, sizeof err_text);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_help(void) {
+    const char *argv[] = {NULL, "synth", "--help", NULL};
+    CHECK(offkv(argv) == 0, "synth --help: %s", err_text);
+    static const char *const names[] = {"f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                        "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        CHECK(strstr(out_text, names[i]) != NULL, "synth --help does not list %s:\n%s", names[i], out_text);
+    const char *bad[] = {NULL, "synth", "--type", "q4_k", "-o", "x.gguf", NULL};
+    CHECK(offkv(bad) == 2, "q4_k is no ftype (q4_k_m is): exit %d", offkv(bad));
+}
+
+static void test_mixes(const char *shared) {
+    okv_error err = {0};
+    for (int f = 0; f < N_FILES; f++) {
+        char want_path[4096], got_path[4300];
+        snprintf(want_path, sizeof want_path, "%s/models/tiny-llama256-%s.gguf", shared, file_tags[f]);
+        snprintf(got_path, sizeof got_path, "%s/synth-%s.gguf", dir, file_tags[f]);
+        const char *argv[] = {NULL, "synth", "--n-embd", "256", "--n-layer", "4", "--n-head", "8", "--n-head-kv",
+                              "4", "--n-ff", "768", "--n-vocab", "512", "--seed", "11", "--type", file_tags[f],
+                              "-o", got_path, NULL};
+        CHECK(offkv(argv) == 0, "synth --type %s: %s", file_tags[f], err_text);
+        okv_gguf *want = okv_gguf_open(want_path, &err);
+        CHECK(want != NULL, "open %s: %s", want_path, err.message);
+        okv_gguf *got = okv_gguf_open(got_path, &err);
+        CHECK(got != NULL, "open %s: %s", got_path, err.message);
+        if (want && got) {
+            const int64_t n = okv_gguf_n_tensors(want);
+            int same_type = 0, same_bytes = 0;
+            CHECK(okv_gguf_n_tensors(got) == n, "%s: synth wrote %lld tensors, llama-quantize %lld", file_tags[f],
+                  (long long)okv_gguf_n_tensors(got), (long long)n);
+            for (int64_t i = 0; i < n; i++) {
+                const okv_gguf_tensor *w = okv_gguf_tensor_at(want, i);
+                const okv_gguf_tensor *s = okv_gguf_tensor_at(got, okv_gguf_find_tensor(got, w->name));
+                const int ok = s && s->type == w->type && memcmp(s->ne, w->ne, sizeof w->ne) == 0;
+                CHECK(ok, "%s: %s is %s in synth's file, %s in llama-quantize's", file_tags[f], w->name,
+                      s ? okv_ggml_type_name(s->type) : "missing", okv_ggml_type_name(w->type));
+                same_type += ok;
+                same_bytes += ok && s->n_bytes == w->n_bytes && memcmp(s->data, w->data, w->n_bytes) == 0;
+            }
+            uint32_t ft_want = 0, ft_got = 1;
+            CHECK(okv_gguf_get_u32(want, "general.file_type", &ft_want, &err) == OKV_OK && ft_want == file_ftypes[f],
+                  "%s: llama-quantize's file_type %u", file_tags[f], ft_want);
+            CHECK(okv_gguf_get_u32(got, "general.file_type", &ft_got, &err) == OKV_OK && ft_got == ft_want,
+                  "%s: synth's general.file_type %u, llama-quantize's %u", file_tags[f], ft_got, ft_want);
+            printf("%-7s synth mix: %d/%lld tensor types as llama-quantize's, %d/%lld byte-equal, file_type %u/%u\n",
+                   file_tags[f], same_type, (long long)n, same_bytes, (long long)n, ft_got, ft_want);
+            CHECK(same_bytes == n, "%s: %lld tensors of synth's file differ from llama-quantize's", file_tags[f],
+                  (long long)(n - same_bytes));
+        }
+        okv_gguf_close(want);
+        okv_gguf_close(got);
+        remove(got_path);
+    }
+}
+
 int main(void) {
     test_hand_rows();
     const char *shared = check_shared_dir();
     if (!shared) {
-        printf("skipped: ../shared not found (the byte-exact checks against llama-quantize)\n");
+        printf("skipped: ../shared not found (the byte-exact and mix checks against llama-quantize)\n");
         return check_done();
     }
     test_byte_exact(shared);
+    const char *b = getenv("OKV_BIN");
+    if (!b) {
+        printf("skipped: OKV_BIN not set, so no offkv synth checks (ctest sets it to the build folder)\n");
+        return check_done();
+    }
+    snprintf(bin, sizeof bin, "%s/offkv", b);
+    snprintf(dir, sizeof dir, "%s/test-quantize-XXXXXX", b);
+    if (!mkdtemp(dir)) {
+        printf("cannot make a scratch folder under %s\n", b);
+        return 1;
+    }
+    test_help();
+    test_mixes(shared);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/out.txt", dir);
+    remove(p);
+    snprintf(p, sizeof p, "%s/err.txt", dir);
+    remove(p);
+    rmdir(dir);
     return check_done();
 }
