@@ -14,7 +14,8 @@
  *    every quantizer and back through a dequantizer written here from the
  *    block layouts alone: finite, and within each format's error.
  * Parts 1 and 2 need ../shared and say so when it is absent; part 2 also
- * needs $OKV_BIN (ctest sets it). */
+ * needs $OKV_BIN (ctest sets it), as do the checks of synth's --help and of
+ * its fallbacks for rows that are not whole blocks. */
 #include <fcntl.h>
 #include <math.h>
 #include <spawn.h>
@@ -356,8 +357,12 @@ static void test_help(void) {
                                         "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         CHECK(strstr(out_text, names[i]) != NULL, "synth --help does not list %s:\n%s", names[i], out_text);
-    const char *bad[] = {NULL, "synth", "--type", "q4_k", "-o", "x.gguf", NULL};
-    CHECK(offkv(bad) == 2, "q4_k is no ftype (q4_k_m is): exit %d", offkv(bad));
+    /* the file types are llama-quantize's names: q4_k alone is not one */
+    char never[4300];
+    snprintf(never, sizeof never, "%s/never.gguf", dir);
+    const char *bad[] = {NULL, "synth", "--type", "q4_k", "-o", never, NULL};
+    const int rc = offkv(bad);
+    CHECK(rc == 2, "synth --type q4_k: exit %d, want 2 (usage): %s", rc, err_text);
 }
 
 static void test_mixes(const char *shared) {
@@ -404,14 +409,54 @@ static void test_mixes(const char *shared) {
     }
 }
 
+/* Shapes the shared files do not cover, against llama_tensor_get_type as
+ * read in src/llama-quant.cpp: rows of 64 and 172 values (not whole
+ * super-blocks) fall back to 32-value types or f16, and a tied token_embd
+ * takes the output's rule. */
+static void test_mix_fallbacks(void) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/synth-fallback.gguf", dir);
+    static const struct {
+        const char *type, *arch;
+        const char *name[4];
+        int want[4];
+    } cases[] = {
+        /* n_embd 64: token_embd q4_K -> q5_0; output q8_0 (its row is not
+         * whole q4_K blocks); ffn_down's 172-value rows: f16; layer 1 of 2
+         * is a use_more_bits layer: attn_v q6_K -> q8_0 */
+        {"q4_k_m", "llama", {"token_embd.weight", "output.weight", "blk.0.ffn_down.weight", "blk.1.attn_v.weight"},
+         {OKV_GGML_Q5_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_Q8_0}},
+        /* gemma3 is tied: token_embd gets the output's q8_0; q2_K/q3_K -> q4_0 */
+        {"q2_k", "gemma3", {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_v.weight", "blk.1.attn_output.weight"},
+         {OKV_GGML_Q8_0, OKV_GGML_Q4_0, OKV_GGML_Q4_0, OKV_GGML_Q4_0}},
+        /* legacy mixes keep the 32-value type; output q6_K -> q8_0 */
+        {"q5_1", "llama", {"token_embd.weight", "output.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_down.weight"},
+         {OKV_GGML_Q5_1, OKV_GGML_Q8_0, OKV_GGML_Q5_1, OKV_GGML_F16}},
+        {"q5_k_m", "llama", {"token_embd.weight", "blk.0.attn_v.weight", "blk.0.attn_k.weight", "output.weight"},
+         {OKV_GGML_Q5_1, OKV_GGML_Q5_1, OKV_GGML_Q5_1, OKV_GGML_Q8_0}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *argv[] = {NULL, "synth", "--arch", cases[c].arch, "--type", cases[c].type, "-o", path, NULL};
+        CHECK(offkv(argv) == 0, "synth --type %s: %s", cases[c].type, err_text);
+        okv_error err = {0};
+        okv_gguf *g = okv_gguf_open(path, &err);
+        CHECK(g != NULL, "open %s: %s", path, err.message);
+        for (int i = 0; g && i < 4; i++) {
+            const okv_gguf_tensor *t = okv_gguf_tensor_at(g, okv_gguf_find_tensor(g, cases[c].name[i]));
+            CHECK(t && (int)t->type == cases[c].want[i], "%s %s: %s is %s, want %s", cases[c].arch, cases[c].type,
+                  cases[c].name[i], t ? okv_ggml_type_name(t->type) : "missing",
+                  okv_ggml_type_name(cases[c].want[i]));
+        }
+        okv_gguf_close(g);
+    }
+    remove(path);
+}
+
 int main(void) {
     test_hand_rows();
     const char *shared = check_shared_dir();
-    if (!shared) {
-        printf("skipped: ../shared not found (the byte-exact and mix checks against llama-quantize)\n");
-        return check_done();
-    }
-    test_byte_exact(shared);
+    if (shared) test_byte_exact(shared);
+    else printf("skipped: ../shared not found (the byte-exact and mix checks against llama-quantize)\n");
     const char *b = getenv("OKV_BIN");
     if (!b) {
         printf("skipped: OKV_BIN not set, so no offkv synth checks (ctest sets it to the build folder)\n");
@@ -424,7 +469,8 @@ int main(void) {
         return 1;
     }
     test_help();
-    test_mixes(shared);
+    test_mix_fallbacks();
+    if (shared) test_mixes(shared);
     char p[4300];
     snprintf(p, sizeof p, "%s/out.txt", dir);
     remove(p);
