@@ -101,7 +101,6 @@ typedef struct fill_job {
     size_t row_bytes;
 } fill_job;
 
-
 static void fill_rows(void *arg, int32_t ith, int32_t nth) {
     const fill_job *j = arg;
     const tspec *t = j->t;
@@ -165,7 +164,7 @@ static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type,
     return t;
 }
 
-/* What a matrix is for, as llama-quantize sorts tensors by name. */
+/* What a matrix is for: the categories llama-quantize reads off tensor names. */
 typedef enum {
     ROLE_TOKEN_EMBD, ROLE_OUTPUT, ROLE_ATTN_Q, ROLE_ATTN_K, ROLE_ATTN_V, ROLE_ATTN_QKV, ROLE_ATTN_OUTPUT,
     ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_OTHER
