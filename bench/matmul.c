@@ -84,7 +84,7 @@ static void peers(okv_threadpool *pool, int reps) {
     free(b);
 }
 
-static void bench(okv_mm_kernel kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps) {
+static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps) {
     const size_t mbytes = okv_ggml_row_size(type, k) * (size_t)rows;
     int copies = n == 1 ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
     uint8_t *w = malloc(mbytes * (size_t)copies);
@@ -131,13 +131,13 @@ int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 7;
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
-    okv_mm_kernel kern = okv_mm_kernel_best();
+    okv_isa kern = okv_cpu_best_isa();
     if (argc > 2) {
-        for (int i = 0; i < OKV_MM_KERNEL_COUNT; i++)
-            if (!strcmp(argv[2], okv_mm_kernel_name((okv_mm_kernel)i))) kern = (okv_mm_kernel)i;
+        for (int i = 0; i < OKV_ISA_COUNT; i++)
+            if (!strcmp(argv[2], okv_isa_name((okv_isa)i))) kern = (okv_isa)i;
     }
-    if (!okv_mm_kernel_available(kern)) { printf("kernel %s not available\n", okv_mm_kernel_name(kern)); return 1; }
-    printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_mm_kernel_name(kern), reps);
+    if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
+    printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_isa_name(kern), reps);
     const int types[] = {OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32};
     for (int nt = 1; nt <= 2; nt++) {
         okv_threadpool *pool = okv_threadpool_create(nt, NULL);

@@ -142,14 +142,14 @@ static void check_type_shape(int t, shape s, okv_threadpool **pools) {
     float *y1 = malloc(sizeof(float) * (size_t)rows);
     float *yb = malloc(sizeof(float) * (size_t)(n * rows));
     int have_bw = 0;
-    for (int kern = 0; kern < OKV_MM_KERNEL_COUNT; kern++) {
-        if (!okv_mm_kernel_available((okv_mm_kernel)kern)) {
-            printf("kernel %s: not on this processor, skipped\n", okv_mm_kernel_name((okv_mm_kernel)kern));
+    for (int kern = 0; kern < OKV_ISA_COUNT; kern++) {
+        if (!okv_cpu_has_isa((okv_isa)kern)) {
+            printf("kernel %s: not on this processor, skipped\n", okv_isa_name((okv_isa)kern));
             continue;
         }
-        const char *kn = okv_mm_kernel_name((okv_mm_kernel)kern);
+        const char *kn = okv_isa_name((okv_isa)kern);
         okv_error err;
-        okv_status st = okv_matmul_with((okv_mm_kernel)kern, NULL, t, w, rows, k, x, n, y, scratch, &err);
+        okv_status st = okv_matmul_with((okv_isa)kern, NULL, t, w, rows, k, x, n, y, scratch, &err);
         CHECK_STATUS(st, OKV_OK, err);
         int bad = 0, bad_e = 0;
         double worst = 0;
@@ -166,19 +166,19 @@ static void check_type_shape(int t, shape s, okv_threadpool **pools) {
         /* threads and column count must not change a single bit */
         for (int p = 0; p < 3; p++) {
             memset(y2, 0xFF, sizeof(float) * (size_t)(n * rows));
-            st = okv_matmul_with((okv_mm_kernel)kern, pools[p], t, w, rows, k, x, n, y2, scratch, &err);
+            st = okv_matmul_with((okv_isa)kern, pools[p], t, w, rows, k, x, n, y2, scratch, &err);
             CHECK_STATUS(st, OKV_OK, err);
             CHECK(memcmp(y, y2, sizeof(float) * (size_t)(n * rows)) == 0, "%s %s: %d threads differ", kn,
                   okv_ggml_type_name(t), okv_threadpool_size(pools[p]));
         }
         for (int64_t j = 0; j < n; j++) {
-            st = okv_matmul_with((okv_mm_kernel)kern, pools[1], t, w, rows, k, x + j * k, 1, y1, scratch, &err);
+            st = okv_matmul_with((okv_isa)kern, pools[1], t, w, rows, k, x + j * k, 1, y1, scratch, &err);
             CHECK(st == OKV_OK && memcmp(y1, y + j * rows, sizeof(float) * (size_t)rows) == 0,
                   "%s %s: column %lld alone differs from within n = %lld", kn, okv_ggml_type_name(t),
                   (long long)j, (long long)n);
         }
-        if (kern == OKV_MM_AVX512) { memcpy(yb, y, sizeof(float) * (size_t)(n * rows)); have_bw = 1; }
-        if (kern == OKV_MM_AVX512_VNNI && have_bw)
+        if (kern == OKV_ISA_AVX512) { memcpy(yb, y, sizeof(float) * (size_t)(n * rows)); have_bw = 1; }
+        if (kern == OKV_ISA_AVX512_VNNI && have_bw)
             CHECK(memcmp(yb, y, sizeof(float) * (size_t)(n * rows)) == 0, "vnni and bw differ (%s)",
                   okv_ggml_type_name(t));
     }
@@ -200,7 +200,7 @@ static void test_act_quantizers(void) {
     CHECK(qa[32 + 0] == -16 && qa[32 + 1] == -14 && qa[32 + 2] == -14, "half to even: %d %d %d", qa[32],
           qa[33], qa[34]);
     CHECK(da[1] == 1.0f && da[2] == 0.0f && qa[64] == 0, "scales %g %g", da[1], da[2]);
-    if (okv_mm_kernel_available(OKV_MM_AVX2)) {
+    if (okv_cpu_has_isa(OKV_ISA_AVX2)) {
         okv_mm_quantize_act_avx2(x, K, qb, db);
         CHECK(memcmp(qa, qb, K) == 0 && memcmp(da, db, sizeof da) == 0, "avx2 quantizer differs from scalar");
     }
@@ -213,11 +213,11 @@ static void test_errors(void) {
     uint8_t scratch[1024];
     CHECK_STATUS(okv_matmul(NULL, OKV_GGML_Q4_0, w, 1, 48, x, 1, y, scratch, &err), OKV_ERR_INVALID, err);
     CHECK(strstr(err.message, "48") != NULL, "message names k: %s", err.message);
-    CHECK_STATUS(okv_matmul(NULL, 3, w, 1, 32, x, 1, y, scratch, &err), OKV_ERR_INVALID, err);
+    CHECK_STATUS(okv_matmul(NULL, OKV_GGML_IQ2_XXS, w, 1, 256, x, 1, y, scratch, &err), OKV_ERR_INVALID, err);
     CHECK_STATUS(okv_matmul(NULL, OKV_GGML_Q8_0, w, 1, 32, x, 1, y, NULL, &err), OKV_ERR_INVALID, err);
     CHECK_STATUS(okv_matmul(NULL, OKV_GGML_F32, w, 0, 32, x, 1, y, NULL, &err), OKV_ERR_INVALID, err);
     CHECK_STATUS(okv_matmul(NULL, OKV_GGML_F32, NULL, 1, 32, x, 1, y, NULL, &err), OKV_ERR_INVALID, err);
-    CHECK_STATUS(okv_matmul_with(OKV_MM_KERNEL_COUNT, NULL, OKV_GGML_F32, w, 1, 16, x, 1, y, NULL, &err),
+    CHECK_STATUS(okv_matmul_with(OKV_ISA_COUNT, NULL, OKV_GGML_F32, w, 1, 16, x, 1, y, NULL, &err),
                  OKV_ERR_UNSUPPORTED, err);
     CHECK_STATUS(okv_matmul(NULL, OKV_GGML_F32, w, 1, 16, x, 1, y, NULL, NULL), OKV_OK, err);
     CHECK(okv_matmul_scratch_bytes(OKV_GGML_F16, 64, 3) == 0, "float types need no scratch");
@@ -247,20 +247,20 @@ static void test_multi(okv_threadpool **pools) {
     size_t sb = okv_matmul_scratch_bytes(OKV_GGML_Q8_0, K, N);
     void *scratch = malloc(sb);
     okv_error err;
-    for (int kern = 0; kern < OKV_MM_KERNEL_COUNT; kern++) {
-        if (!okv_mm_kernel_available((okv_mm_kernel)kern)) continue;
+    for (int kern = 0; kern < OKV_ISA_COUNT; kern++) {
+        if (!okv_cpu_has_isa((okv_isa)kern)) continue;
         for (int p = 0; p < 3; p++) {
             for (int i = 0; i < OKV_MM_MAX_OPS; i++) memset(y[i], 0xFF, sizeof(float) * (size_t)(rows[i] * N));
-            CHECK_STATUS(okv_matmul_multi_with((okv_mm_kernel)kern, pools[p], ops, OKV_MM_MAX_OPS, K, x, N,
+            CHECK_STATUS(okv_matmul_multi_with((okv_isa)kern, pools[p], ops, OKV_MM_MAX_OPS, K, x, N,
                                                scratch, &err),
                          OKV_OK, err);
             for (int i = 0; i < OKV_MM_MAX_OPS; i++) {
-                CHECK_STATUS(okv_matmul_with((okv_mm_kernel)kern, pools[p], types[i], w[i], rows[i], K, x, N, y1,
+                CHECK_STATUS(okv_matmul_with((okv_isa)kern, pools[p], types[i], w[i], rows[i], K, x, N, y1,
                                              scratch, &err),
                              OKV_OK, err);
                 CHECK(memcmp(y1, y[i], sizeof(float) * (size_t)(rows[i] * N)) == 0,
                       "%s, %d threads: product %d of the group differs from it alone",
-                      okv_mm_kernel_name((okv_mm_kernel)kern), okv_threadpool_size(pools[p]), i);
+                      okv_isa_name((okv_isa)kern), okv_threadpool_size(pools[p]), i);
             }
         }
     }
@@ -277,7 +277,7 @@ int main(void) {
     okv_threadpool *pools[3];
     for (int i = 0; i < 3; i++) pools[i] = okv_threadpool_create(i + 1, NULL);
     if (!pools[0] || !pools[1] || !pools[2]) { fprintf(stderr, "thread pools\n"); return 1; }
-    printf("best kernel: %s\n", okv_mm_kernel_name(okv_mm_kernel_best()));
+    printf("best kernel: %s\n", okv_isa_name(okv_cpu_best_isa()));
     test_act_quantizers();
     test_errors();
     test_multi(pools);

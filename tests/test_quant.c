@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "kernels/quant.h"
+#include "kernels/wtype.h"
 
 static uint64_t rng_state = 0x1234567;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -19,7 +20,9 @@ static void test_sizes(void) {
     CHECK(okv_ggml_row_size(OKV_GGML_BF16, 5) == 10, "bf16 5");
     CHECK(okv_ggml_row_size(OKV_GGML_F32, 5) == 20, "f32 5");
     CHECK(okv_ggml_row_size(OKV_GGML_Q4_1, 64) == 40, "q4_1 is known to the type table (20-byte blocks)");
-    CHECK(!okv_ggml_type_supported(3) && okv_ggml_type_supported(30), "supported set");
+    CHECK(!okv_wtype_runnable(4) && okv_wtype_runnable(3) && okv_wtype_runnable(30) && okv_wtype_runnable(OKV_GGML_Q4_K) &&
+              !okv_wtype_runnable(OKV_GGML_Q8_K) && !okv_wtype_runnable(OKV_GGML_IQ2_XXS),
+          "runnable set");
 }
 
 static void test_dequant_q8_0(void) {

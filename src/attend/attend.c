@@ -265,7 +265,7 @@ void okv_attend_run(const okv_attend_job *job, okv_threadpool *pool, void *scrat
     c.job = job;
     c.kern = &okv_attend_kernels_scalar;
 #ifdef OKV_ATTEND_HAVE_X86
-    if (isa == OKV_ISA_AVX512 && okv_cpu_has_isa(OKV_ISA_AVX512)) c.kern = &okv_attend_kernels_avx512;
+    if (isa >= OKV_ISA_AVX512 && okv_cpu_has_isa(OKV_ISA_AVX512)) c.kern = &okv_attend_kernels_avx512;
     else if (isa >= OKV_ISA_AVX2 && okv_cpu_has_isa(OKV_ISA_AVX2)) c.kern = &okv_attend_kernels_avx2;
 #else
     (void)isa;

@@ -155,19 +155,8 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
     float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
 }
 
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_q8_0, q8_0_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_q4_0, q4_0_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_f32, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_f16, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_bf16, bf16_tile)
-
-okv_mm_tile_fn okv_mm_tile_avx2(int wtype) {
-    switch (wtype) {
-    case OKV_GGML_F32: return tile_f32;
-    case OKV_GGML_F16: return tile_f16;
-    case OKV_GGML_BF16: return tile_bf16;
-    case OKV_GGML_Q8_0: return tile_q8_0;
-    case OKV_GGML_Q4_0: return tile_q4_0;
-    }
-    return NULL;
-}
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q8_0_avx2, q8_0_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q4_0_avx2, q4_0_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_f32_avx2, f32_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_f16_avx2, f16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_bf16_avx2, bf16_tile)

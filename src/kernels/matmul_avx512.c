@@ -11,18 +11,22 @@
 #define TARGET OKV_TARGET_AVX512
 #define USE_VNNI 0
 #define NAME(x) CAT(x, _bw)
+#define TILE_NAME(t) okv_mm_tile_##t##_avx512
 #include "kernels/matmul_avx512_tmpl.h"
 #undef TARGET
 #undef USE_VNNI
 #undef NAME
+#undef TILE_NAME
 
 #define TARGET OKV_TARGET_AVX512VNNI
 #define USE_VNNI 1
 #define NAME(x) CAT(x, _vnni)
+#define TILE_NAME(t) okv_mm_tile_##t##_avx512vnni
 #include "kernels/matmul_avx512_tmpl.h"
 #undef TARGET
 #undef USE_VNNI
 #undef NAME
+#undef TILE_NAME
 
 #define KERNEL static inline __attribute__((always_inline)) OKV_TARGET_AVX512
 
@@ -75,9 +79,9 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
     float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
 }
 
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, tile_f32, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, tile_f16, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, tile_bf16, bf16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f32_avx512, f32_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f16_avx512, f16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
 
 /* The block pass for float weights: each weight row is converted to f32
  * once per column block into a small panel (PANEL_K elements of up to
@@ -189,42 +193,12 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
     }
 }
 
-OKV_TARGET_AVX512 static void block_f32(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+OKV_TARGET_AVX512 void okv_mm_block_f32_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     float_block(OKV_GGML_F32, c, r0, r1, c0, c1);
 }
-OKV_TARGET_AVX512 static void block_f16(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+OKV_TARGET_AVX512 void okv_mm_block_f16_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     float_block(OKV_GGML_F16, c, r0, r1, c0, c1);
 }
-OKV_TARGET_AVX512 static void block_bf16(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+OKV_TARGET_AVX512 void okv_mm_block_bf16_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     float_block(OKV_GGML_BF16, c, r0, r1, c0, c1);
-}
-
-okv_mm_block_fn okv_mm_block_avx512(int wtype) {
-    switch (wtype) {
-    case OKV_GGML_F32: return block_f32;
-    case OKV_GGML_F16: return block_f16;
-    case OKV_GGML_BF16: return block_bf16;
-    }
-    return NULL;
-}
-
-static okv_mm_tile_fn float_tiles(int wtype) {
-    switch (wtype) {
-    case OKV_GGML_F32: return tile_f32;
-    case OKV_GGML_F16: return tile_f16;
-    case OKV_GGML_BF16: return tile_bf16;
-    }
-    return NULL;
-}
-
-okv_mm_tile_fn okv_mm_tile_avx512(int wtype) {
-    if (wtype == OKV_GGML_Q8_0) return tile_q8_0_bw;
-    if (wtype == OKV_GGML_Q4_0) return tile_q4_0_bw;
-    return float_tiles(wtype);
-}
-
-okv_mm_tile_fn okv_mm_tile_avx512vnni(int wtype) {
-    if (wtype == OKV_GGML_Q8_0) return tile_q8_0_vnni;
-    if (wtype == OKV_GGML_Q4_0) return tile_q4_0_vnni;
-    return float_tiles(wtype);
 }

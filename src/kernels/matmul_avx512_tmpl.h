@@ -2,7 +2,8 @@
  * AVX-512BW (USE_VNNI 0) and once with VNNI (USE_VNNI 1).  Quantized kernels
  * take two 32-value blocks per 512-bit register; both variants produce the
  * same int32 lanes (exact), hence bit-identical outputs.
- * Expects TARGET, USE_VNNI and NAME(x) to be defined. */
+ * Expects TARGET, USE_VNNI, NAME(x) (its helpers) and TILE_NAME(t) (the
+ * exported tile of type t) to be defined. */
 
 #define KERNEL static inline __attribute__((always_inline)) TARGET
 
@@ -149,7 +150,7 @@ KERNEL void NAME(q4_0_tile)(const okv_mm_ctx *c, int64_t r0, const int NR, int64
         for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-OKV_MM_DISPATCH(TARGET, NAME(tile_q8_0), NAME(q8_0_tile))
-OKV_MM_DISPATCH(TARGET, NAME(tile_q4_0), NAME(q4_0_tile))
+OKV_MM_DISPATCH(TARGET, TILE_NAME(q8_0), NAME(q8_0_tile))
+OKV_MM_DISPATCH(TARGET, TILE_NAME(q4_0), NAME(q4_0_tile))
 
 #undef KERNEL
