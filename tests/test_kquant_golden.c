@@ -17,6 +17,7 @@
  * Every model runs on the scalar kernels and on each SIMD ISA this
  * processor has (okv_matmul_pin_isa). */
 #include "check.h"
+#include "gguf_copy.h"
 #include "golden.h"
 #include "golden_run.h"
 #include "kernels/matmul.h"
@@ -71,6 +72,44 @@ static void kq_case(const char *model, okv_isa isa) {
     free(ref);
 }
 
+/* A file with a type offkv cannot run (here one matrix turned into
+ * IQ2_XXS, zero bytes of the right size) is refused, naming the tensor and
+ * its type; the same file with the tensor as it was loads. */
+static void unsupported_case(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/tiny-llama256-q4_k_m.gguf", shared);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(path, &err);
+    CHECK(g != NULL, "open %s", path);
+    if (!g) return;
+    const char *victim = "blk.1.ffn_down.weight";
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    int ok = w && copy_metadata(g, w);
+    void *zeros = NULL;
+    for (int64_t i = 0; ok && i < okv_gguf_n_tensors(g); i++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
+        if (strcmp(t->name, victim) == 0) {
+            const size_t bytes = okv_ggml_row_size(OKV_GGML_IQ2_XXS, t->ne[0]) * (size_t)t->ne[1];
+            zeros = calloc(1, bytes);
+            ok = !okv_gguf_writer_add_tensor(w, t->name, OKV_GGML_IQ2_XXS, t->n_dims, t->ne, zeros, &err);
+        } else {
+            ok = !okv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, &err);
+        }
+    }
+    const char *out = "test_kquant_golden.iq2.tmp.gguf";
+    ok = ok && !okv_gguf_writer_write(w, out, &err);
+    CHECK(ok, "write %s: %s", out, err.message);
+    okv_gguf_writer_free(w);
+    okv_gguf_close(g);
+    free(zeros);
+    okv_model *m = okv_model_load(out, NULL, &err);
+    CHECK(!m && err.status == OKV_ERR_UNSUPPORTED && strstr(err.message, victim) && strstr(err.message, "iq2_xxs"),
+          "IQ2_XXS matrix: %s", m ? "loaded" : err.message);
+    if (!m) printf("refused as expected: %s\n", err.message);
+    okv_model_free(m);
+    remove(out);
+}
+
 int main(void) {
     shared = check_shared_dir();
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
@@ -86,5 +125,6 @@ int main(void) {
         for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) kq_case(models[i], (okv_isa)isa);
     }
     okv_matmul_pin_isa(OKV_ISA_COUNT, NULL);
+    unsupported_case();
     return check_done();
 }
