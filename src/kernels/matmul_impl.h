@@ -53,14 +53,13 @@ OKV_MM_TILES_OF(avx2);
 OKV_MM_TILES_OF(avx512);
 OKV_MM_TILE(okv_mm_tile_q8_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q4_0_avx512vnni);
-OKV_MM_TILE(okv_mm_tile_q4_1_scalar);
-OKV_MM_TILE(okv_mm_tile_q5_0_scalar);
-OKV_MM_TILE(okv_mm_tile_q5_1_scalar);
-OKV_MM_TILE(okv_mm_tile_q2_K_scalar);
-OKV_MM_TILE(okv_mm_tile_q3_K_scalar);
-OKV_MM_TILE(okv_mm_tile_q4_K_scalar);
-OKV_MM_TILE(okv_mm_tile_q5_K_scalar);
-OKV_MM_TILE(okv_mm_tile_q6_K_scalar);
+#define OKV_MM_NEW_TILES_OF(isa)                                                                  \
+    OKV_MM_TILE(okv_mm_tile_q4_1_##isa); OKV_MM_TILE(okv_mm_tile_q5_0_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q5_1_##isa); OKV_MM_TILE(okv_mm_tile_q2_K_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q3_K_##isa); OKV_MM_TILE(okv_mm_tile_q4_K_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q5_K_##isa); OKV_MM_TILE(okv_mm_tile_q6_K_##isa)
+OKV_MM_NEW_TILES_OF(scalar);
+OKV_MM_NEW_TILES_OF(avx2);
 OKV_MM_BLOCK(okv_mm_block_f32_avx512);
 OKV_MM_BLOCK(okv_mm_block_f16_avx512);
 OKV_MM_BLOCK(okv_mm_block_bf16_avx512);
