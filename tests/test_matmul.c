@@ -67,7 +67,7 @@ static void make_weights_split(int t, int64_t rows, int64_t k, uint8_t *w, float
         uint8_t *tmp = malloc(rb);
         for (int64_t r = 0; r < rows; r++) {
             uint8_t *wr = w + r * rb;
-            for (size_t i = 0; i < rb; i++) wr[i] = (uint8_t)(frand() * 256.0f);
+            for (size_t i = 0; i < rb; i++) wr[i] = (uint8_t)((frand() + 1.0f) * 127.99f); /* frand is in [-1, 1) */
             for (size_t b = 0; b < rb / bs; b++) {
                 put_f16(wr + b * bs + rf->d_off, frand() * 0.01f);
                 if (rf->m_off >= 0) put_f16(wr + b * bs + rf->m_off, frand() * 0.02f);
