@@ -4,6 +4,8 @@
 
 #include "kernels/cpu.h"
 #include "kernels/matmul_impl.h"
+#define KQ_TARGET OKV_TARGET_AVX2
+#include "kernels/matmul_kq_scales.h"
 
 #define KERNEL static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
@@ -325,11 +327,11 @@ KERNEL __m256i with_bsums(__m256i per_group16, const block_q8_K *y) {
 KERNEL void q45_K_dot(const uint8_t *qs, const uint8_t *qh, const uint8_t *scales, const block_q8_K *const *y,
                       __m256i *sumi, __m256i *mins, const int NC) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    uint8_t sc[8], mn[8];
-    okv_q4_K_scales_mins(scales, sc, mn);
+    const __m128i sm = kq_q4_K_scales_mins(scales);
+    /* the scales as int16 in both 128-bit lanes, for broadcasts by shuffle */
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
     /* mins per 16-value group (each sub-block's twice) for the bsums */
-    const __m128i mn8 = _mm_loadl_epi64((const __m128i *)mn);
-    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
     const __m256i hbits = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     for (int j = 0; j < NC; j++) {
         sumi[j] = _mm256_setzero_si256();
@@ -342,7 +344,8 @@ KERNEL void q45_K_dot(const uint8_t *qs, const uint8_t *qh, const uint8_t *scale
             lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * q), one), 4));
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * q + 1), one), 4));
         }
-        const __m256i sl = _mm256_set1_epi16(sc[2 * q]), sh = _mm256_set1_epi16(sc[2 * q + 1]);
+        const __m256i sl = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(4 * q | (4 * q + 1) << 8)));
+        const __m256i sh = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * q + 2) | (4 * q + 3) << 8)));
         for (int j = 0; j < NC; j++) {
             const __m256i xl = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 64 * q));
             const __m256i xh = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 64 * q + 32));
@@ -391,26 +394,12 @@ KERNEL void q6_K_dot(const block_q6_K *x, const block_q8_K *const *y, __m256i *s
 
 #define Q6_K_DOT(x, y, sumi, mins, NC) q6_K_dot(x, y, sumi, mins, NC)
 
-/* The signed scales of a Q3_K block as 16 int8 (ggml's aux shuffle in its
- * dequantizer): the same values as okv_q3_K_scale. */
-KERNEL __m128i q3_K_scales(const uint8_t *s12) {
-    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-    uint32_t aux[4];
-    memcpy(aux, s12, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)aux), _mm_set1_epi8(32));
-}
-
 /* Q3_K: value = low 2 bits + 4 * high bit - 4, the -4 through the bsums;
  * per half (qs[32h..]), bit pair s of qs and bit 4h + s of hmask give
  * groups 8h + 2s and 8h + 2s + 1. */
 KERNEL void q3_K_dot(const block_q3_K *x, const block_q8_K *const *y, __m256i *sumi, __m256i *mins, const int NC) {
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    const __m128i sc8 = q3_K_scales(x->scales);
+    const __m128i sc8 = kq_q3_K_scales(x->scales);
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
     for (int j = 0; j < NC; j++) {

@@ -63,6 +63,8 @@ OKV_MM_NEW_TILES_OF(avx2);
 OKV_MM_TILE(okv_mm_tile_q4_1_avx512); OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_0_avx512); OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_1_avx512); OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q2_K_avx512);
+OKV_MM_TILE(okv_mm_tile_q3_K_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_K_avx512);
 OKV_MM_TILE(okv_mm_tile_q5_K_avx512);
 OKV_MM_TILE(okv_mm_tile_q6_K_avx512);

@@ -171,22 +171,6 @@ static inline void okv_q4_K_scale_min(int j, const uint8_t *q, uint8_t *d, uint8
     }
 }
 
-/* All eight scales and mins of a Q4_K or Q5_K block at once, as bytes
- * (ggml's utmp shuffle in its SIMD products): the same values as
- * okv_q4_K_scale_min gives one by one. */
-static inline void okv_q4_K_scales_mins(const uint8_t *s12, uint8_t sc[8], uint8_t mn[8]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    uint32_t u[4];
-    memcpy(u, s12, 12);
-    u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-    const uint32_t uaux = u[1] & kmask1;
-    u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-    u[2] = uaux;
-    u[0] &= kmask1;
-    memcpy(sc, u, 8);
-    memcpy(mn, u + 2, 8);
-}
-
 /* The signed 6-bit scale of sub-block j (0..15) of a Q3_K block: low 4 bits
  * from byte j (j < 8) or the high nibble of byte j - 8, top 2 bits from
  * byte 8 + j % 4 at bit 2 * (j / 4); stored with a bias of 32. */
