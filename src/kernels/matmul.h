@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "offkv/status.h"
 #include "kernels/cpu.h"
+#include "offkv/status.h"
 #include "offkv/threads.h"
 
 /* The kernels come in one variant per okv_isa (kernels/cpu.h): the scalar

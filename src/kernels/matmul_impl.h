@@ -40,34 +40,30 @@ typedef void (*okv_mm_tile_fn)(const okv_mm_ctx *c, int64_t r0, int nr, int64_t 
  * working on a whole row range at once pays (converting weights once). */
 typedef void (*okv_mm_block_fn)(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 
-/* The kernels, one per weight type and ISA (the float ones are shared by
- * AVX512 and AVX512_VNNI); kernels/wtype.c says which exist. */
+/* The kernels, one per weight type and ISA; kernels/wtype.c lists them.
+ * Scalar, AVX2 and AVX512 have every runnable type; AVX512_VNNI only the
+ * legacy 32-value formats (vpdpbusd replaces maddubs + madd there; the
+ * K-quants need the 16-bit step for their scales) and uses AVX512's for
+ * the others. */
 #define OKV_MM_TILE(name) void name(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc)
 #define OKV_MM_BLOCK(name) void name(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 #define OKV_MM_TILES_OF(isa)                                                                        \
     OKV_MM_TILE(okv_mm_tile_f32_##isa); OKV_MM_TILE(okv_mm_tile_f16_##isa);                        \
     OKV_MM_TILE(okv_mm_tile_bf16_##isa); OKV_MM_TILE(okv_mm_tile_q8_0_##isa);                      \
-    OKV_MM_TILE(okv_mm_tile_q4_0_##isa)
+    OKV_MM_TILE(okv_mm_tile_q4_0_##isa); OKV_MM_TILE(okv_mm_tile_q4_1_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q5_0_##isa); OKV_MM_TILE(okv_mm_tile_q5_1_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q2_K_##isa); OKV_MM_TILE(okv_mm_tile_q3_K_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q4_K_##isa); OKV_MM_TILE(okv_mm_tile_q5_K_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q6_K_##isa)
 OKV_MM_TILES_OF(scalar);
 OKV_MM_TILES_OF(avx2);
 OKV_MM_TILES_OF(avx512);
 OKV_MM_TILE(okv_mm_tile_q8_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q4_0_avx512vnni);
-#define OKV_MM_NEW_TILES_OF(isa)                                                                  \
-    OKV_MM_TILE(okv_mm_tile_q4_1_##isa); OKV_MM_TILE(okv_mm_tile_q5_0_##isa);                      \
-    OKV_MM_TILE(okv_mm_tile_q5_1_##isa); OKV_MM_TILE(okv_mm_tile_q2_K_##isa);                      \
-    OKV_MM_TILE(okv_mm_tile_q3_K_##isa); OKV_MM_TILE(okv_mm_tile_q4_K_##isa);                      \
-    OKV_MM_TILE(okv_mm_tile_q5_K_##isa); OKV_MM_TILE(okv_mm_tile_q6_K_##isa)
-OKV_MM_NEW_TILES_OF(scalar);
-OKV_MM_NEW_TILES_OF(avx2);
-OKV_MM_TILE(okv_mm_tile_q4_1_avx512); OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
-OKV_MM_TILE(okv_mm_tile_q5_0_avx512); OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
-OKV_MM_TILE(okv_mm_tile_q5_1_avx512); OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
-OKV_MM_TILE(okv_mm_tile_q2_K_avx512);
-OKV_MM_TILE(okv_mm_tile_q3_K_avx512);
-OKV_MM_TILE(okv_mm_tile_q4_K_avx512);
-OKV_MM_TILE(okv_mm_tile_q5_K_avx512);
-OKV_MM_TILE(okv_mm_tile_q6_K_avx512);
+OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
+/* The AVX-512 block pass for float weights (prefill), also AVX512_VNNI's. */
 OKV_MM_BLOCK(okv_mm_block_f32_avx512);
 OKV_MM_BLOCK(okv_mm_block_f16_avx512);
 OKV_MM_BLOCK(okv_mm_block_bf16_avx512);

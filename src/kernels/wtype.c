@@ -9,7 +9,7 @@ static void f32_to_float(const void *src, float *dst, int64_t k) { memcpy(dst, s
 static void f16_to_float(const void *src, float *dst, int64_t k) { okv_f16_to_f32_row(dst, src, k); }
 static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_f32_row(dst, src, k); }
 
-#define TILES3(t) {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512}
+/* AVX512_VNNI takes AVX512's kernel where it has none (okv_wtype_tile) */
 #define TILES_SIMD(t) {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512}
 #define TILES_VNNI(t) \
     {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, okv_mm_tile_##t##_avx512vnni}
@@ -27,11 +27,11 @@ static const okv_wtype types[OKV_GGML_TYPE_END] = {
     [OKV_GGML_Q4_1] = {"q4_1", 32, sizeof(block_q4_1), okv_dequantize_row_q4_1, OKV_ACT_Q8_1, TILES_VNNI(q4_1)},
     [OKV_GGML_Q5_0] = {"q5_0", 32, sizeof(block_q5_0), okv_dequantize_row_q5_0, OKV_ACT_Q8_0, TILES_VNNI(q5_0)},
     [OKV_GGML_Q5_1] = {"q5_1", 32, sizeof(block_q5_1), okv_dequantize_row_q5_1, OKV_ACT_Q8_1, TILES_VNNI(q5_1)},
-    [OKV_GGML_Q2_K] = {"q2_K", 256, sizeof(block_q2_K), okv_dequantize_row_q2_K, OKV_ACT_Q8_K, TILES3(q2_K)},
-    [OKV_GGML_Q3_K] = {"q3_K", 256, sizeof(block_q3_K), okv_dequantize_row_q3_K, OKV_ACT_Q8_K, TILES3(q3_K)},
-    [OKV_GGML_Q4_K] = {"q4_K", 256, sizeof(block_q4_K), okv_dequantize_row_q4_K, OKV_ACT_Q8_K, TILES3(q4_K)},
-    [OKV_GGML_Q5_K] = {"q5_K", 256, sizeof(block_q5_K), okv_dequantize_row_q5_K, OKV_ACT_Q8_K, TILES3(q5_K)},
-    [OKV_GGML_Q6_K] = {"q6_K", 256, sizeof(block_q6_K), okv_dequantize_row_q6_K, OKV_ACT_Q8_K, TILES3(q6_K)},
+    [OKV_GGML_Q2_K] = {"q2_K", 256, sizeof(block_q2_K), okv_dequantize_row_q2_K, OKV_ACT_Q8_K, TILES_SIMD(q2_K)},
+    [OKV_GGML_Q3_K] = {"q3_K", 256, sizeof(block_q3_K), okv_dequantize_row_q3_K, OKV_ACT_Q8_K, TILES_SIMD(q3_K)},
+    [OKV_GGML_Q4_K] = {"q4_K", 256, sizeof(block_q4_K), okv_dequantize_row_q4_K, OKV_ACT_Q8_K, TILES_SIMD(q4_K)},
+    [OKV_GGML_Q5_K] = {"q5_K", 256, sizeof(block_q5_K), okv_dequantize_row_q5_K, OKV_ACT_Q8_K, TILES_SIMD(q5_K)},
+    [OKV_GGML_Q6_K] = {"q6_K", 256, sizeof(block_q6_K), okv_dequantize_row_q6_K, OKV_ACT_Q8_K, TILES_SIMD(q6_K)},
     /* activation formats: never weights, in ggml either */
     [OKV_GGML_Q8_1] = {"q8_1", 32, sizeof(block_q8_1)},
     [OKV_GGML_Q8_K] = {"q8_K", 256, sizeof(block_q8_K)},
