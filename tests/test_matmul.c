@@ -1,14 +1,19 @@
 /* Every weight type on every kernel this processor runs, against a double
- * reference built from weights decoded here by the format's formula.
+ * reference built from weights decoded here by the format's formula (Q8_0,
+ * Q4_0) or by the dequantizers test_quant checks by hand (the others).
  *
  * Tolerances: for F32/F16/BF16 the only error is f32 summation, at most
  * (k + 16) * 2^-24 * sum|w x| (a sequential-sum bound; SIMD lanes sum fewer
- * terms each).  For Q8_0/Q4_0 the activations are quantized; against the
- * double product with the same quantized activations (quantized here, by
- * ggml's x86 rule) the error is again only summation, (k/32 + 24) * 2^-24 *
- * sum|w xq|.  Against the exact f32 activations each value moves by at most
- * half a step, amax_b/254, and the f16 scale by 2^-11 relative, giving the
- * looser bound checked second. */
+ * terms each).  For the quantized types the activations are quantized;
+ * against the double product with the same quantized activations (here, by
+ * ggml's rules: x86 Q8_0/Q8_1, quantize_row_q8_K_ref) the error is again
+ * only summation, (k/32 + 24) * 2^-24 * sum|w xq|, where a format with an
+ * offset (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) counts its scaled and offset parts
+ * apart, as the kernels sum them apart.  Against the exact f32 activations
+ * each value moves by at most half a step, amax_b/254, and the scale by
+ * 2^-11 relative, giving the looser bound checked second.  SIMD kernels
+ * differ from scalar only in the order of float sums, so both bounds hold
+ * for every ISA. */
 #include <math.h>
 
 #include "check.h"
