@@ -315,6 +315,33 @@ static void test_act_quantizers(void) {
     }
 }
 
+/* The AVX2 Q8_K quantizer against the reference one: random blocks of
+ * several scales, a zero block, the largest magnitude negative and first, a
+ * tie between +m and -m (the first wins), exact halves after scaling. */
+static void test_q8_K_quantizers(void) {
+    if (!okv_cpu_has_isa(OKV_ISA_AVX2)) return;
+    enum { NB = 12, K = 256 * NB };
+    float *x = malloc(sizeof(float) * K);
+    for (int i = 0; i < K; i++) x[i] = frand() * (float)(1 << (i / 256 % 6)) * 0.37f;
+    memset(x + 256, 0, 256 * sizeof(float));          /* block 1: zero */
+    x[512 + 3] = -9.0f; x[512 + 200] = 9.0f;          /* block 2: -9 first */
+    x[768 + 7] = 5.0f; x[768 + 9] = -5.0f;            /* block 3: +5 first */
+    for (int i = 0; i < 256; i++) x[1024 + i] = (float)(i - 128) * 0.5f; /* block 4: max -64, halves */
+    block_q8_K a[NB], b[NB];
+    memset(a, 0x55, sizeof a);
+    memset(b, 0x55, sizeof b);
+    okv_quantize_row_q8_K(x, a, K);
+    okv_mm_quantize_q8_K_avx2(x, b, K);
+    int same = 1;
+    for (int i = 0; i < NB; i++)
+        same &= a[i].d == b[i].d && !memcmp(a[i].qs, b[i].qs, 256) && !memcmp(a[i].bsums, b[i].bsums, 32);
+    CHECK(same, "avx2 q8_K quantizer differs from the reference");
+    CHECK(a[2].d > 0.0f && a[2].qs[3] == -127 && a[2].qs[200] == 127, "max -9: d %g, q %d %d", a[2].d, a[2].qs[3],
+          a[2].qs[200]);
+    CHECK(a[3].qs[7] == -127 && a[3].qs[9] == 127, "+5 first: %d %d", a[3].qs[7], a[3].qs[9]);
+    free(x);
+}
+
 static void test_errors(void) {
     okv_error err;
     float x[64] = {0}, y[4];
@@ -390,6 +417,7 @@ int main(void) {
     if (!pools[0] || !pools[1] || !pools[2]) { fprintf(stderr, "thread pools\n"); return 1; }
     printf("best kernel: %s\n", okv_isa_name(okv_cpu_best_isa()));
     test_act_quantizers();
+    test_q8_K_quantizers();
     test_errors();
     const int legacy[OKV_MM_MAX_OPS] = {OKV_GGML_Q4_0, OKV_GGML_F16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
     test_multi(pools, legacy, 96);

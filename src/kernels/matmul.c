@@ -73,9 +73,12 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
         case OKV_ACT_Q8_1:
             okv_quantize_row_q8_1(x, (block_q8_1 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)), k);
             break;
-        case OKV_ACT_Q8_K:
-            okv_quantize_row_q8_K(x, (block_q8_K *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)), k);
+        case OKV_ACT_Q8_K: {
+            block_q8_K *y = (block_q8_K *)(job->act + (size_t)j * act_col_bytes(job->fmt, k));
+            if (job->kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(x, y, k);
+            else okv_mm_quantize_q8_K_avx2(x, y, k);
             break;
+        }
         case OKV_ACT_F32: case OKV_ACT_COUNT: break;
         }
     }

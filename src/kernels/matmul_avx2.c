@@ -42,6 +42,56 @@ OKV_TARGET_AVX2 void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t 
     }
 }
 
+/* quantize_row_q8_K_ref (quant.h) with the same float operations, for
+ * finite x: the largest magnitude (max of |x|, NaN-free), the first value
+ * of that magnitude for the sign, q = min(127, nearest-even(iscale * x))
+ * (cvtps rounds as ggml's nearest_int does), bsums per 16. */
+OKV_TARGET_AVX2 void okv_mm_quantize_q8_K_avx2(const float *x, block_q8_K *y, int64_t k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < k / OKV_QK_K; b++) {
+        const float *xb = x + b * OKV_QK_K;
+        __m256 amax = _mm256_setzero_ps();
+        for (int i = 0; i < OKV_QK_K; i += 8) amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)), amax);
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float am = _mm_cvtss_f32(m);
+        if (am == 0.0f) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float max = 0.0f;
+        const __m256 amv = _mm256_set1_ps(am);
+        for (int i = 0; i < OKV_QK_K; i += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)), amv, _CMP_EQ_OQ));
+            if (hit) { max = xb[i + __builtin_ctz((unsigned)hit)]; break; }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i lim = _mm256_set1_epi32(127), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+        __m256i part[8];
+        for (int c = 0; c < 8; c++) {
+            __m256i iv[4];
+            for (int i = 0; i < 4; i++)
+                iv[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(xb + 32 * c + 8 * i))), lim);
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[b].qs + 32 * c), p);
+            /* sums of 4 (|q| <= 127 leaves maddubs exact), low lane group 2c, high 2c+1 */
+            part[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, p), ones16);
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(part[4 * h], part[4 * h + 1]),
+                                                _mm256_hadd_epi32(part[4 * h + 2], part[4 * h + 3]));
+            /* low lane: groups 8h + 0, 2, 4, 6; high lane: 8h + 1, 3, 5, 7 */
+            const __m128i lo = _mm256_castsi256_si128(s), hi = _mm256_extracti128_si256(s, 1);
+            const __m128i g = _mm_packs_epi32(_mm_unpacklo_epi32(lo, hi), _mm_unpackhi_epi32(lo, hi));
+            _mm_storeu_si128((__m128i *)(y[b].bsums + 8 * h), g);
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
 KERNEL __m256 block_scale(okv_f16 d) { return _mm256_set1_ps(_cvtsh_ss(d)); }
 
 KERNEL void q8_0_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {

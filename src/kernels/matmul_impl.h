@@ -71,6 +71,9 @@ OKV_MM_BLOCK(okv_mm_block_bf16_avx512);
 /* The Q8_0 activation quantizer (the others are in quant.c). */
 void okv_mm_quantize_act_scalar(const float *x, int64_t k, int8_t *q, float *d);
 void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t *q, float *d);
+/* okv_quantize_row_q8_K bit for bit (for finite x), vectorized: decode
+ * quantizes every K-quant product's activations first. */
+void okv_mm_quantize_q8_K_avx2(const float *x, block_q8_K *y, int64_t k);
 
 /* Put before every loop over a tile's rows or columns.  Unrolled this early,
  * GCC keeps the accumulator arrays in registers; otherwise (at -O3) it also
