@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/options.h"
+#include "kernels/wtype.h"
 #include "model/model_impl.h"
 
 static void key_of(const okv_model *m, const char *suffix, char *buf, size_t cap) {
@@ -151,11 +152,6 @@ okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool re
     return OKV_OK;
 }
 
-static bool runnable_matrix_type(int32_t t) {
-    return t == OKV_GGML_F32 || t == OKV_GGML_F16 || t == OKV_GGML_BF16 || t == OKV_GGML_Q8_0 ||
-           t == OKV_GGML_Q4_0;
-}
-
 okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t ne0, int64_t ne1,
                           bool optional, okv_error *err) {
     memset(w, 0, sizeof *w);
@@ -172,7 +168,7 @@ okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t
         return okv_fail(err, OKV_ERR_FORMAT,
                         "model: tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name,
                         (long long)t->ne[0], (long long)got1, (long long)ne0, (long long)ne1);
-    if (ne1 > 0 && !runnable_matrix_type(t->type))
+    if (ne1 > 0 && !okv_wtype_runnable(t->type))
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which offkv does not run",
                         name, okv_ggml_type_name(t->type));
     if (ne1 == 0 && t->type != OKV_GGML_F32)
