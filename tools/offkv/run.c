@@ -257,14 +257,22 @@ int cmd_run(int argc, char **argv) {
         while (common < n_saved && common < n_prompt && seq[common] == ids[common]) common++;
         /* The last prompt token is evaluated again for its logits. */
         reused = common < n_prompt ? common : n_prompt - 1;
-        if (!okv_cache_can_rewind(cache, reused)) reused = 0; /* the rings moved past it */
+        /* Sliding-window layers hold only their last window + max_write - 1
+         * positions: past those, the sequence cannot be cut back. */
+        const bool rings_moved = !okv_cache_can_rewind(cache, reused);
+        const int32_t could = reused;
+        if (rings_moved) reused = 0;
         if (okv_cache_rewind(cache, reused, &err) != OKV_OK) {
             cli_error(cmd, "--prompt-cache: %s", err.message);
             goto done;
         }
         memcpy(seq, ids, (size_t)n_prompt * sizeof *ids);
-        fprintf(stderr, "offkv run: prompt cache '%s': reused %d of %d prompt tokens (the file held %d)\n",
-                cache_path, (int)reused, (int)n_prompt, (int)n_saved);
+        fprintf(stderr, "offkv run: prompt cache '%s': reused %d of %d prompt tokens (the file held %d", cache_path,
+                (int)reused, (int)n_prompt, (int)n_saved);
+        if (rings_moved)
+            fprintf(stderr, "; %d are common, but its sliding-window layers no longer hold position %d", (int)could,
+                    (int)could);
+        fprintf(stderr, ")\n");
     } else if (cache_path) {
         fprintf(stderr, "offkv run: prompt cache '%s' does not exist yet: evaluating the whole prompt\n", cache_path);
     }
