@@ -38,7 +38,7 @@ static void usage(FILE *f) {
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
             "  --draft FILE            speculative decoding: a draft GGUF model with the same vocabulary\n"
             "                          proposes tokens, the model checks them in one eval (own cache)\n"
-            "  --draft-n K             tokens proposed per step with --draft or --lookup (default 4)\n"
+            "  --draft-n K             tokens proposed per step with --draft or --lookup, 1..64 (default 4)\n"
             "  --lookup N              speculative decoding without a draft model: propose the tokens that\n"
             "                          followed the last earlier occurrence of the last N tokens\n"
             "                          (greedy output is the same as without either; with --temp > 0 it is\n"
