@@ -35,6 +35,7 @@ static void copy_rows(const cache_layer *L, size_t rb, int32_t pos, int32_t n, v
             const int32_t phys = okv_row_of(&L->geom, rows, pos + done);
             int32_t run = n - done;
             if (run > rows - phys) run = rows - phys;
+            if (run <= 0) return; /* callers check that the rows fit; never spin if they did not */
             const size_t st_off = ((size_t)h * (size_t)rows + (size_t)phys) * rb;
             const size_t pk_off = ((size_t)h * (size_t)n + (size_t)done) * rb;
             const size_t bytes = (size_t)run * rb;
@@ -63,7 +64,11 @@ okv_status okv_cache_read_rows(const okv_cache *c, int32_t layer, int32_t pos, i
                         "read_rows: positions %d..%d of layer %d: it holds %d..%d (length %d)", (int)pos,
                         (int)(pos + n - 1), (int)layer, (int)lo, (int)c->length - 1, (int)c->length);
     if (n > 0 && (!k || !v)) return okv_fail(err, OKV_ERR_INVALID, "read_rows: NULL buffer");
-    if (n > 0) copy_rows(&c->layers[layer], okv_cache_row_bytes(c, layer), pos, n, k, v, false);
+    const cache_layer *L = &c->layers[layer];
+    if (L->geom.window <= 0 && (int64_t)pos + n > L->st->rows)
+        return okv_fail(err, OKV_ERR_POSITION, "read_rows: positions %d..%d of layer %d: it has %d rows", (int)pos,
+                        (int)(pos + n - 1), (int)layer, (int)L->st->rows);
+    if (n > 0) copy_rows(L, okv_cache_row_bytes(c, layer), pos, n, k, v, false);
     okv_error_clear(err);
     return OKV_OK;
 }
@@ -180,6 +185,7 @@ okv_cache *okv_cache_fork(okv_cache *src, okv_error *err) {
                 const int32_t phys = okv_row_of(&S->geom, rows, lo + done);
                 int32_t run = n - done;
                 if (run > rows - phys) run = rows - phys;
+                if (run <= 0) break; /* a flat layer always holds its length; never spin */
                 const size_t off = ((size_t)h * (size_t)rows + (size_t)phys) * rb;
                 memcpy((char *)t->layers[i].st->k + off, (const char *)S->st->k + off, (size_t)run * rb);
                 memcpy((char *)t->layers[i].st->v + off, (const char *)S->st->v + off, (size_t)run * rb);
