@@ -12,10 +12,13 @@
  * Greedy (temperature 0 or top_k 1): every kept token is the target's argmax
  * after the tokens before it, so the text is the target's own greedy text,
  * as long as a (K+1)-token eval gives the same logits as K+1 one-token evals
- * (true of this engine's kernels whenever each attention query's visible
- * rows fall into the same 32-row blocks either way: full-attention layers
- * read from position 0, and windows up to 32 - K rows read one block per
- * ring run; longer windows can move the last bits).  With temperature > 0 a
+ * with the same cache config.  The attention kernels guarantee that when
+ * each query's visible rows fall into the same 32-row blocks either way:
+ * full-attention layers read from position 0, and windows of at most 32 - K
+ * rows read one block per ring run.  Two cases can move the last bits (and
+ * so, rarely, an argmax): windows longer than 32 - K, and decode attention
+ * split across threads (when the thread count does not divide the kv heads
+ * and a query sees 512 or more rows).  With temperature > 0 a
  * proposal d drawn with draft probability q(d) is kept with probability
  * min(1, p(d) / q(d)), p the target's distribution, and a rejection draws
  * from max(0, p - q) normalised (okv_spec_accept), so every token is
