@@ -2,7 +2,7 @@
  * user runs them (posix_spawn of $OKV_BIN/offkv):
  *  - greedy text with a draft (the model itself, another model of the same
  *    vocabulary) or with --lookup is the text without, on every shared
- *    family, with rings wrapping (-c 256, --chunk 8, 150 tokens);
+ *    family, with rings wrapping (-c 256, --chunk 8, 80 tokens);
  *  - the stats line reports drafted, accepted and the acceptance rate;
  *  - a draft of another vocabulary is refused naming the token;
  *  - --prompt-cache: the first run writes the file, a second run with a
@@ -66,7 +66,7 @@ static char plain[sizeof out_text];
 
 static void model_path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/models/%s.gguf", shared, name); }
 
-#define RUN_ARGS(path, prompt) "run", "-m", path, "-p", prompt, "-n", "150", "--temp", "0", "-c", "256", "--chunk", "8", "-t", "2"
+#define RUN_ARGS(path, prompt) "run", "-m", path, "-p", prompt, "-n", "80", "--temp", "0", "-c", "256", "--chunk", "8", "-t", "2"
 
 static void speculative_families(void) {
     const char *models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer"};
