@@ -40,7 +40,7 @@ static int32_t draw_from(const float *w, int32_t n, double u) {
     return n - 1;
 }
 
-enum { V = 6, TRIALS = 200000 };
+enum { V = 6, TRIALS = 100000 };
 
 /* Drafts from q (or proposes `fixed` when q is NULL), accepts or resamples,
  * and returns the chi-square statistic of the outcomes against p; also the
@@ -105,7 +105,7 @@ static void test_accept_distribution(void) {
     }
     double tv = 0.0;
     for (int i = 0; i < V; i++) tv += fabs((double)count[i] / TRIALS - p[i]) / 2;
-    CHECK(tv < 0.005, "total variation from p: %.4f", tv);
+    CHECK(tv < 0.01, "total variation from p: %.4f", tv);
     /* Bad arguments. */
     bool ok;
     CHECK(okv_spec_accept(NULL, q_far, V, 0, 0.5, 0.5, &ok) == -1, "NULL p");
@@ -138,7 +138,7 @@ static okv_context *context(okv_model *m, int32_t max_write, int32_t capacity) {
     return c;
 }
 
-enum { PROMPT = 19, GEN = 120, CAP = 256, K = 4 };
+enum { PROMPT = 19, GEN = 80, CAP = 256, K = 4 };
 
 static void prompt_tokens(int32_t *ids, uint64_t seed, int32_t n_vocab) {
     ids[0] = 1;
@@ -329,7 +329,7 @@ int main(void) {
     }
     /* Every family as its own draft and with another model of the shared
      * 512-token vocabulary; windows of 8 with max_write 5 (12-row rings)
-     * wrap every few steps over 139 positions. */
+     * wrap every few steps over 99 positions. */
     greedy_case("stories260K", "stories260K", "stories260K", "8", NULL);   /* windowed draft: agrees partly */
     greedy_case("stories260K", "stories260K", "tiny-gemma3", NULL, "8");  /* windowed target with rings */
     greedy_case("tiny-llama", "tiny-llama", "stories260K", NULL, NULL);
