@@ -8,7 +8,9 @@
  *  - A model: tiny-llama with llama.attention.shared_kv_layers = 2 against
  *    the dense double-precision forward (tests/dense_llama.h) in which the
  *    top two layers reuse layer 1's K/V; gemma3 files whose shared layers
- *    have no donor of their kind are refused naming the key. */
+ *    have no donor of their kind are refused naming the key.
+ *  - Forks and saved sequences of a sharing cache (q8_0 storage) continue
+ *    bit-identically to the uninterrupted run. */
 #include <math.h>
 #include <stdint.h>
 
@@ -129,6 +131,59 @@ static void cache_level(void) {
     }
 }
 
+/* Evaluates tokens[from..to) in one step of c, last-row logits into out. */
+static void eval_span(okv_batch *b, okv_cache *c, const int32_t *tok, const int32_t *pos, int from, int to,
+                      float *out) {
+    okv_error err;
+    okv_batch_seq s = {.cache = c, .tokens = tok + from, .positions = pos + from, .n_tokens = to - from, .logits = out};
+    CHECK_STATUS(okv_batch_eval(b, &s, 1, &err), OKV_OK, err);
+}
+
+/* A sharing cache in q8_0: fork it and save/load it at 20 tokens, then
+ * continue both; each must give the uninterrupted run's logits to the bit. */
+static void fork_and_save(okv_model *m) {
+    enum { N = 30 };
+    okv_error err;
+    okv_layer_geometry geo[8];
+    const int32_t nl = okv_model_n_layers(m), nv = okv_model_n_vocab(m);
+    for (int32_t i = 0; i < nl; i++) okv_model_layer_geometry(m, i, &geo[i]);
+    okv_cache_config cfg = {.capacity = 64, .initial_capacity = 8, .max_write = 16, .dtype = OKV_Q8_0};
+    okv_cache *whole = okv_cache_create(geo, nl, &cfg, &err), *part = okv_cache_create(geo, nl, &cfg, &err);
+    okv_cache *loaded = okv_cache_create(geo, nl, &cfg, &err);
+    okv_batch *b = okv_batch_create(m, 16, NULL, &err);
+    int32_t tok[N], pos[N];
+    for (int i = 0; i < N; i++) tok[i] = i ? 3 + (i * 131) % 500 : 1, pos[i] = i;
+    float *want = malloc(sizeof(float) * nv), *got = malloc(sizeof(float) * nv);
+    eval_span(b, whole, tok, pos, 0, 16, want);
+    eval_span(b, whole, tok, pos, 16, 20, want);
+    eval_span(b, whole, tok, pos, 20, N, want);
+    eval_span(b, part, tok, pos, 0, 16, got);
+    eval_span(b, part, tok, pos, 16, 20, got);
+    okv_cache *fork = okv_cache_fork(part, &err);
+    CHECK(fork != NULL, "fork: %s", err.message);
+    const char *path = "test_kv_share.tmp.seq";
+    const uint64_t fp = okv_model_fingerprint(m);
+    CHECK_STATUS(okv_cache_save(part, path, fp, tok, 20, &err), OKV_OK, err);
+    int32_t back[N], n_back = 0;
+    CHECK_STATUS(okv_cache_load(loaded, path, fp, back, N, &n_back, &err), OKV_OK, err);
+    CHECK(n_back == 20 && memcmp(back, tok, sizeof(int32_t) * 20) == 0, "the saved tokens come back");
+    okv_cache *branches[3] = {part, fork, loaded};
+    static const char *const names[3] = {"the original", "the fork", "the loaded copy"};
+    for (int i = 0; i < 3; i++) {
+        if (!branches[i]) continue;
+        eval_span(b, branches[i], tok, pos, 20, N, got);
+        CHECK(memcmp(got, want, sizeof(float) * nv) == 0, "sharing q8_0 cache: %s continues differently", names[i]);
+    }
+    remove(path);
+    free(want);
+    free(got);
+    okv_batch_free(b);
+    okv_cache_release(whole);
+    okv_cache_release(part);
+    okv_cache_release(fork);
+    okv_cache_release(loaded);
+}
+
 /* tiny-llama (4 layers) with its top 2 layers reading layer 1's K/V. */
 static void model_level(const char *shared) {
     char src[1024];
@@ -180,6 +235,7 @@ static void model_level(const char *shared) {
         free(ref_plain);
         free(logits);
         okv_context_free(ctx);
+        fork_and_save(m);
         okv_model_free(m);
     }
     okv_gguf_close(g);

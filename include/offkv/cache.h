@@ -195,6 +195,41 @@ okv_status okv_step_commit(okv_step *s, okv_error *err);
  * stale handle are no-ops. */
 void okv_step_abort(okv_step *s);
 
+/* ---- Forks and rows by logical position (src/cache/fork.c) ---- */
+
+/* Returns a new cache holding the same sequence as src: the same layers,
+ * config, length, and rows, so it attends exactly as src would and can be
+ * rewound as far as src can (okv_cache_can_rewind agrees).  The two then
+ * evolve independently: nothing written to one is seen by the other.  For
+ * parallel sampling, beam search, branching chats.  Only the rows holding
+ * positions below the length are copied.  A NULL src is OKV_ERR_INVALID, an
+ * open step on src OKV_ERR_BUSY, failing storage OKV_ERR_NOMEM; NULL on
+ * error.  The caller owns one reference (okv_cache_release). */
+okv_cache *okv_cache_fork(okv_cache *src, okv_error *err);
+
+/* One past the highest position written since the last clear (at least the
+ * length; rewinds lower the length, not this).  0 for NULL. */
+int32_t okv_cache_high_water(const okv_cache *c);
+
+/* Bytes of one kv head's K row (equally, V row) of a layer in the storage
+ * type: what okv_cache_read_rows writes per position and head.  0 for a bad
+ * layer or NULL. */
+size_t okv_cache_row_bytes(const okv_cache *c, int32_t layer);
+
+/* The oldest position whose rows the layer still holds: 0 for a flat
+ * layer, high_water - rows (at least 0) for a ring layer, whose rows past
+ * that were overwritten.  -1 for a bad layer or NULL. */
+int32_t okv_cache_first_held(const okv_cache *c, int32_t layer);
+
+/* Copies the K and V rows of positions pos .. pos+n-1 of one layer into k
+ * and v, each laid out [n_kv_heads][n][okv_cache_row_bytes] (the stored
+ * bytes, whatever the storage type).  The positions must be held and in the
+ * sequence: okv_cache_first_held <= pos and pos + n <= length, else
+ * OKV_ERR_POSITION naming them; n < 0, a bad layer or a NULL pointer is
+ * OKV_ERR_INVALID; an open step is OKV_ERR_BUSY.  n = 0 copies nothing. */
+okv_status okv_cache_read_rows(const okv_cache *c, int32_t layer, int32_t pos, int32_t n, void *k, void *v,
+                               okv_error *err);
+
 #ifdef __cplusplus
 }
 #endif

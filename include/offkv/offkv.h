@@ -14,3 +14,5 @@
 #include "offkv/sampler.h"
 
 #endif
+#include "offkv/prompt_cache.h"
+#include "offkv/speculative.h"

@@ -2,6 +2,7 @@
 #ifndef OFFKV_SAMPLER_H
 #define OFFKV_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "offkv/status.h"
 
@@ -30,6 +31,13 @@ void okv_sampler_free(okv_sampler *s);
  * restricted to the top_k highest and then to the smallest set whose
  * probability reaches top_p, drawn with the sampler's own random state. */
 int32_t okv_sampler_sample(okv_sampler *s, const float *logits);
+
+/* Writes into probs (n_vocab floats) the distribution okv_sampler_sample
+ * draws from for these logits: one-hot at the argmax when greedy, else the
+ * top-k / top-p restricted softmax(logits / T), zero outside it.  Uses no
+ * randomness (the sampler's state is unchanged), so speculative decoding can
+ * compare a draft's and a target's distributions.  False for NULL. */
+bool okv_sampler_probs(okv_sampler *s, const float *logits, float *probs);
 
 #ifdef __cplusplus
 }

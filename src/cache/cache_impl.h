@@ -101,4 +101,27 @@ void okv_cache_set_alloc_hook(okv_cache *c, okv_alloc_fn fn, void *user);
  * the next step retain it. */
 okv_storage *okv_cache_layer_storage(okv_cache *c, int32_t layer);
 
+/* Whole-state building and replacement (fork.c), for forks and for loading
+ * a saved sequence: build a blank twin, fill it, then hand its state over in
+ * one move, so a failure on the way leaves the real cache untouched. */
+
+/* A new empty cache with c's layers, config and allocation hook; flat
+ * layer i gets flat_rows[i] rows (NULL: c's current rows).  Rows must be
+ * 0..capacity.  NULL (err filled) on failure. */
+okv_cache *okv_cache_blank_like(const okv_cache *c, const int32_t *flat_rows, okv_error *err);
+
+/* Writes rows of positions pos .. pos+n-1 of a layer ([n_kv_heads][n][row
+ * bytes] each for k and v) without a step: for filling a blank twin.  The
+ * rows must fit the layer's storage (flat: pos + n <= rows; ring: n <= rows). */
+okv_status okv_cache_write_rows(okv_cache *c, int32_t layer, int32_t pos, int32_t n, const void *k,
+                                const void *v, okv_error *err);
+
+/* Sets length and high water of a cache being filled (length <= high_water). */
+void okv_cache_set_extent(okv_cache *c, int32_t length, int32_t high_water);
+
+/* Moves src's storage, length and high water into dst (same layers and
+ * config, checked), dst's old storage going to src; the generation of dst
+ * changes.  OKV_ERR_BUSY when a step is open on either. */
+okv_status okv_cache_adopt(okv_cache *dst, okv_cache *src, okv_error *err);
+
 #endif

@@ -152,8 +152,10 @@ static int32_t argmax(const float *logits, int32_t n) {
     return best;
 }
 
-int32_t okv_sampler_sample(okv_sampler *s, const float *logits) {
-    if (!s || !logits) return -1;
+/* The weights okv_sampler_sample draws from: returns a token id when the
+ * choice is certain (greedy, top-k 1, no finite logit); otherwise -1 with
+ * c[0..*k) holding (weight, id), best first, summing to *total. */
+static int32_t weigh(okv_sampler *s, const float *logits, int32_t *k_out, double *total_out) {
     const int32_t n = s->n_vocab;
     const okv_sampler_params *p = &s->p;
     if (p->temperature <= 0.0f || p->top_k == 1) return argmax(logits, n);
@@ -190,11 +192,36 @@ int32_t okv_sampler_sample(okv_sampler *s, const float *logits) {
         k = keep;
         total = cum;
     }
+    *k_out = k;
+    *total_out = total;
+    return -1;
+}
 
+int32_t okv_sampler_sample(okv_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    int32_t k = 0;
+    double total = 0.0;
+    const int32_t sure = weigh(s, logits, &k, &total);
+    if (sure >= 0) return sure;
+    const cand *c = s->c;
     double u = uniform01(s->rng) * total;
     for (int32_t i = 0; i < k; i++) {
         u -= c[i].v;
         if (u < 0.0) return c[i].id;
     }
     return c[k - 1].id; /* rounding left u just above the summed weights */
+}
+
+bool okv_sampler_probs(okv_sampler *s, const float *logits, float *probs) {
+    if (!s || !logits || !probs) return false;
+    int32_t k = 0;
+    double total = 0.0;
+    const int32_t sure = weigh(s, logits, &k, &total);
+    for (int32_t i = 0; i < s->n_vocab; i++) probs[i] = 0.0f;
+    if (sure >= 0) {
+        probs[sure] = 1.0f;
+        return true;
+    }
+    for (int32_t i = 0; i < k; i++) probs[s->c[i].id] = (float)(s->c[i].v / total);
+    return true;
 }

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "offkv/prompt_cache.h"
 #include "offkv/sampler.h"
+#include "offkv/speculative.h"
 #include "offkv/tokenizer.h"
 #include "tokenizer/utf8_stream.h"
 
@@ -31,19 +33,29 @@ static void usage(FILE *f) {
             "  -c, --ctx-size N        positions the cache holds (default: the model's training context,\n"
             "                          at most 4096)\n"
             "  --chunk N               most prompt tokens per eval, the cache's max_write (default 512)\n"
-            "  --kv-type T             K/V cache storage: f16 (default), f32, or q8_0 (half of f16's\n"
-            "                          bytes; head_dim a multiple of 32)\n"
+            "  --kv-type T             K/V cache storage: f16 (default), f32, or q8_0 (8-bit blocks of 32:\n"
+            "                          about half of f16's bytes)\n"
             "  --warmup                evaluate the prompt once, clear the cache, then run for real\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
+            "  --draft FILE            speculative decoding: a draft GGUF model with the same vocabulary\n"
+            "                          proposes tokens, the model checks them in one eval (own cache)\n"
+            "  --draft-n K             tokens proposed per step with --draft or --lookup, 1..64 (default 4)\n"
+            "  --lookup N              speculative decoding without a draft model: propose the tokens that\n"
+            "                          followed the last earlier occurrence of the last N tokens\n"
+            "                          (greedy output is the same as without either; with --temp > 0 it is\n"
+            "                          distributed as without them)\n"
+            "  --prompt-cache FILE     reuse the longest common prefix of FILE's saved sequence and the\n"
+            "                          prompt (FILE must be from this model and cache config), evaluate\n"
+            "                          the rest, and save the final sequence to FILE\n"
             "  --no-display-prompt     do not echo the prompt to stdout\n"
             "  -h, --help              this help\n");
 }
 
-/* Evaluates ids[0..n) from position 0 in chunks; the last token's logits
- * land in logits. */
-static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t n, int32_t chunk, int32_t *pos,
-                    float *logits) {
-    for (int32_t start = 0; start < n; start += chunk) {
+/* Evaluates ids[from..n) at positions from..n-1 in chunks; the last
+ * token's logits land in logits. */
+static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
+                    int32_t *pos, float *logits) {
+    for (int32_t start = from; start < n; start += chunk) {
         int32_t len = n - start < chunk ? n - start : chunk;
         for (int32_t i = 0; i < len; i++) pos[i] = start + i;
         okv_error err = {0};
@@ -92,7 +104,10 @@ static bool emit(const char *cmd, const okv_tokenizer *tok, okv_utf8_stream *us,
 
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *model = NULL, *prompt = "", *v;
+    const char *draft_path = NULL, *cache_path = NULL;
     int32_t n_predict = 128, threads = cli_default_threads(), ctx_size = 0, chunk = 512, window = 0;
+    int32_t n_draft = 4, lookup_n = 0;
+    bool draft_n_given = false;
     okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
     bool seed_given = false, warmup = false, display_prompt = true;
     int kv = 0;
@@ -106,7 +121,8 @@ int cmd_run(int argc, char **argv) {
         if (cli_is(a, "--no-display-prompt", NULL)) { display_prompt = false; continue; }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--prompt") || cli_is(a, "-n", "--n-predict") ||
               cli_is(a, "--temp", "--top-k") || cli_is(a, "--top-p", "--seed") || cli_is(a, "-t", "--threads") ||
-              cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "--sliding-window", NULL)))
+              cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "--sliding-window", NULL) ||
+              cli_is(a, "--draft", "--draft-n") || cli_is(a, "--lookup", "--prompt-cache")))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -127,6 +143,10 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);
         else if (cli_is(a, "--chunk", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 20, &chunk);
         else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, kv_types, &kv);
+        else if (cli_is(a, "--draft", NULL)) draft_path = v;
+        else if (cli_is(a, "--draft-n", NULL)) ok = draft_n_given = cli_int(cmd, a, v, 1, 64, &n_draft);
+        else if (cli_is(a, "--lookup", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 16, &lookup_n);
+        else if (cli_is(a, "--prompt-cache", NULL)) cache_path = v;
         else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
         if (!ok) return CLI_USAGE;
     }
@@ -134,15 +154,27 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "-m MODEL is required (see offkv run --help)");
         return CLI_USAGE;
     }
+    if (draft_path && lookup_n > 0) {
+        cli_error(cmd, "--draft and --lookup are two ways to propose tokens: give one");
+        return CLI_USAGE;
+    }
+    if (draft_n_given && !draft_path && lookup_n == 0) {
+        cli_error(cmd, "--draft-n %d needs --draft or --lookup", (int)n_draft);
+        return CLI_USAGE;
+    }
+    const bool spec = draft_path || lookup_n > 0;
     if (!seed_given) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
     int rc = CLI_FAIL;
-    okv_context *ctx = NULL;
+    okv_context *ctx = NULL, *dctx = NULL;
+    okv_model *dm = NULL;
+    okv_speculator *spc = NULL;
     okv_sampler *smp = NULL;
-    int32_t *ids = NULL, *pos = NULL;
+    int32_t *ids = NULL, *pos = NULL, *seq = NULL, *out = NULL;
     float *logits = NULL;
     okv_model *m = cli_load_model(cmd, model, window, &rc);
     if (!m) goto done;
+    if (draft_path && !(dm = cli_load_model(cmd, draft_path, 0, &rc))) goto done;
     rc = CLI_FAIL;
     const okv_tokenizer *tok = okv_model_tokenizer(m);
     size_t n_prompt_sz = 0;
@@ -155,6 +187,9 @@ int cmd_run(int argc, char **argv) {
     }
     cli_ctx_opts o = {.n_threads = threads, .capacity = ctx_size, .max_write = chunk, .kv_type = kv_types[kv]};
     if (ctx_size > 0 && chunk > ctx_size) o.max_write = ctx_size;
+    /* The target evaluates the last token and K proposals at once, and its
+     * rings (window + max_write - 1 rows) must keep what a rejection rewinds. */
+    if (spec && o.max_write < n_draft + 1) o.max_write = n_draft + 1;
     if (!(ctx = cli_context(cmd, m, &o))) goto done;
     okv_cache *cache = okv_context_cache(ctx);
     okv_cache_config cfg;
@@ -165,25 +200,44 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     const int32_t n_vocab = okv_model_n_vocab(m);
-    const int32_t step = okv_context_max_write(ctx);
+    const int32_t step = chunk < okv_context_max_write(ctx) ? chunk : okv_context_max_write(ctx);
     okv_error err = {0};
+    if (dm) {
+        /* The draft's own cache (its geometry is its model's), as long as the target's. */
+        cli_ctx_opts dopt = o;
+        dopt.capacity = cfg.capacity;
+        if (!(dctx = cli_context(cmd, dm, &dopt))) goto done;
+    }
+    if (spec) {
+        const okv_spec_config scfg = {.n_draft = n_draft, .lookup_ngram = lookup_n, .sampling = sp};
+        if (!(spc = okv_speculator_create(ctx, dctx, &scfg, &err))) {
+            cli_error(cmd, "%s", err.message);
+            goto done;
+        }
+    }
     if (!(smp = okv_sampler_create(&sp, n_vocab, &err))) {
         cli_error(cmd, "sampler: %s", err.message);
         goto done;
     }
     logits = malloc((size_t)n_vocab * sizeof *logits);
-    pos = malloc((size_t)step * sizeof *pos);
-    if (!logits || !pos) {
+    pos = malloc((size_t)okv_context_max_write(ctx) * sizeof *pos);
+    /* The sequence: prompt, then every token sampled (the cache holds all but the last). */
+    seq = malloc(((size_t)cfg.capacity + 1) * sizeof *seq);
+    out = malloc((size_t)(n_draft + 1) * sizeof *out);
+    if (!logits || !pos || !seq || !out) {
         cli_error(cmd, "out of memory");
         goto done;
     }
+    memcpy(seq, ids, (size_t)n_prompt * sizeof *ids);
+    int32_t n_seq = n_prompt;
     fprintf(stderr, "offkv run: %s\n", okv_model_describe(m));
+    if (dm) fprintf(stderr, "offkv run: draft %s\n", okv_model_describe(dm));
     fprintf(stderr, "offkv run: %d prompt tokens, chunk %d, capacity %d, %s KV, threads %d, seed %llu\n",
             (int)n_prompt, (int)step, (int)cfg.capacity, kv_types[kv], (int)threads, (unsigned long long)sp.seed);
 
     if (warmup) {
         double w0 = cli_now();
-        if (!prefill(cmd, ctx, ids, n_prompt, step, pos, logits)) goto done;
+        if (!prefill(cmd, ctx, ids, 0, n_prompt, step, pos, logits)) goto done;
         if (okv_cache_clear(cache, &err) != OKV_OK) {
             cli_error(cmd, "clearing the cache after warmup: %s", err.message);
             goto done;
@@ -191,9 +245,42 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "offkv run: warmup %.1f ms, cache cleared\n", (cli_now() - w0) * 1e3);
     }
 
+    const uint64_t fingerprint = cache_path ? okv_model_fingerprint(m) : 0;
+    int32_t reused = 0;
+    if (cache_path && access(cache_path, F_OK) == 0) {
+        int32_t n_saved = 0;
+        /* seq has room for capacity + 1 tokens; the file holds at most capacity. */
+        if (okv_cache_load(cache, cache_path, fingerprint, seq, cfg.capacity, &n_saved, &err) != OKV_OK) {
+            cli_error(cmd, "--prompt-cache: %s", err.message);
+            goto done;
+        }
+        int32_t common = 0;
+        while (common < n_saved && common < n_prompt && seq[common] == ids[common]) common++;
+        /* The last prompt token is evaluated again for its logits. */
+        reused = common < n_prompt ? common : n_prompt - 1;
+        /* Sliding-window layers hold only their last window + max_write - 1
+         * positions: past those, the sequence cannot be cut back. */
+        const bool rings_moved = !okv_cache_can_rewind(cache, reused);
+        const int32_t could = reused;
+        if (rings_moved) reused = 0;
+        if (okv_cache_rewind(cache, reused, &err) != OKV_OK) {
+            cli_error(cmd, "--prompt-cache: %s", err.message);
+            goto done;
+        }
+        memcpy(seq, ids, (size_t)n_prompt * sizeof *ids);
+        fprintf(stderr, "offkv run: prompt cache '%s': reused %d of %d prompt tokens (the file held %d", cache_path,
+                (int)reused, (int)n_prompt, (int)n_saved);
+        if (rings_moved)
+            fprintf(stderr, "; %d are common, but its sliding-window layers no longer hold position %d", (int)could,
+                    (int)could);
+        fprintf(stderr, ")\n");
+    } else if (cache_path) {
+        fprintf(stderr, "offkv run: prompt cache '%s' does not exist yet: evaluating the whole prompt\n", cache_path);
+    }
+
     if (display_prompt && !put_text(cmd, prompt, strlen(prompt))) goto done;
     double t0 = cli_now();
-    if (!prefill(cmd, ctx, ids, n_prompt, step, pos, logits)) goto done;
+    if (!prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits)) goto done;
     double t_prompt = cli_now() - t0;
 
     const int32_t eos = okv_tokenizer_eos(tok);
@@ -201,25 +288,62 @@ int cmd_run(int argc, char **argv) {
     const char *stop = "n reached";
     okv_utf8_stream us = {0};
     t0 = cli_now();
-    while (n_gen < n_predict) {
-        int32_t id = okv_sampler_sample(smp, logits);
-        if (id == eos) {
-            stop = "end of sequence";
-            break;
-        }
-        n_gen++;
-        if (!emit(cmd, tok, &us, id)) goto done;
-        if (n_gen == n_predict) break;
-        if (p >= cfg.capacity) {
-            stop = "context full";
-            break;
-        }
-        pos[0] = p;
-        if (okv_context_eval_last(ctx, &id, pos, 1, logits, &err) != OKV_OK) {
-            cli_error(cmd, "eval at position %d: %s", (int)p, err.message);
+    if (spc) {
+        /* The first token comes from the prompt's logits; then each step
+         * returns the kept proposals and the target's own next token. */
+        int32_t n_out = 1;
+        out[0] = okv_sampler_sample(smp, logits);
+        seq[n_seq++] = out[0];
+        if (n_predict > 0 && okv_speculator_reset(spc, seq, n_seq, &err) != OKV_OK) {
+            cli_error(cmd, "%s", err.message);
             goto done;
         }
-        p++;
+        while (n_gen < n_predict) {
+            bool ended = false;
+            for (int32_t i = 0; i < n_out && !ended; i++) {
+                if (out[i] == eos) {
+                    stop = "end of sequence";
+                    ended = true;
+                    break;
+                }
+                n_gen++;
+                if (!emit(cmd, tok, &us, out[i])) goto done;
+                if (n_gen == n_predict) ended = true;
+            }
+            if (ended) break;
+            if (okv_cache_length(cache) >= cfg.capacity) {
+                stop = "context full";
+                break;
+            }
+            if (okv_speculator_step(spc, n_predict - n_gen, out, &n_out, &err) != OKV_OK) {
+                cli_error(cmd, "speculative step at position %d: %s", (int)okv_cache_length(cache), err.message);
+                goto done;
+            }
+            memcpy(seq + n_seq, out, (size_t)n_out * sizeof *out);
+            n_seq += n_out;
+        }
+    } else {
+        while (n_gen < n_predict) {
+            int32_t id = okv_sampler_sample(smp, logits);
+            seq[n_seq++] = id;
+            if (id == eos) {
+                stop = "end of sequence";
+                break;
+            }
+            n_gen++;
+            if (!emit(cmd, tok, &us, id)) goto done;
+            if (n_gen == n_predict) break;
+            if (p >= cfg.capacity) {
+                stop = "context full";
+                break;
+            }
+            pos[0] = p;
+            if (okv_context_eval_last(ctx, &id, pos, 1, logits, &err) != OKV_OK) {
+                cli_error(cmd, "eval at position %d: %s", (int)p, err.message);
+                goto done;
+            }
+            p++;
+        }
     }
     double t_gen = cli_now() - t0;
     char tail[8];
@@ -229,18 +353,41 @@ int cmd_run(int argc, char **argv) {
 
     char line[256];
     fprintf(stderr, "offkv run: stopped: %s\n", stop);
-    fprintf(stderr, "offkv run: prompt     %5d tokens in %9.2f ms (%8.2f tokens/s)\n", (int)n_prompt, t_prompt * 1e3,
-            t_prompt > 0 ? n_prompt / t_prompt : 0.0);
+    fprintf(stderr, "offkv run: prompt     %5d tokens in %9.2f ms (%8.2f tokens/s)\n", (int)(n_prompt - reused),
+            t_prompt * 1e3, t_prompt > 0 ? (n_prompt - reused) / t_prompt : 0.0);
     fprintf(stderr, "offkv run: generation %5d tokens in %9.2f ms (%8.2f tokens/s)\n", (int)n_gen, t_gen * 1e3,
             t_gen > 0 && n_gen > 0 ? n_gen / t_gen : 0.0);
+    if (spc) {
+        okv_spec_stats ss;
+        okv_speculator_get_stats(spc, &ss);
+        fprintf(stderr,
+                "offkv run: speculative (%s, %d per step): drafted %lld, accepted %lld (acceptance %.1f%%), "
+                "%lld target evals, %.2f tokens per eval\n",
+                dm ? "draft model" : "prompt lookup", (int)n_draft, (long long)ss.drafted, (long long)ss.accepted,
+                ss.drafted > 0 ? 100.0 * (double)ss.accepted / (double)ss.drafted : 0.0, (long long)ss.steps,
+                ss.steps > 0 ? (double)ss.generated / (double)ss.steps : 0.0);
+    }
     fprintf(stderr, "offkv run: %s\n", cli_cache_line(cache, line, sizeof line));
+    if (cache_path) {
+        const int32_t len = okv_cache_length(cache);
+        if (okv_cache_save(cache, cache_path, fingerprint, seq, len, &err) != OKV_OK) {
+            cli_error(cmd, "--prompt-cache: %s", err.message);
+            goto done;
+        }
+        fprintf(stderr, "offkv run: prompt cache '%s': saved %d tokens\n", cache_path, (int)len);
+    }
     rc = CLI_OK;
 done:
     free(logits);
     free(pos);
     free(ids);
+    free(seq);
+    free(out);
+    okv_speculator_free(spc);
     okv_sampler_free(smp);
+    okv_context_free(dctx);
     okv_context_free(ctx);
+    okv_model_free(dm);
     okv_model_free(m);
     return rc;
 }
