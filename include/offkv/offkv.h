@@ -12,7 +12,7 @@
 #include "offkv/context.h"
 #include "offkv/batch.h"
 #include "offkv/sampler.h"
-
-#endif
 #include "offkv/prompt_cache.h"
 #include "offkv/speculative.h"
+
+#endif
