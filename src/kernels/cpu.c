@@ -1,3 +1,7 @@
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cpu.h"
 
 int okv_cpu_has_isa(okv_isa isa) {
@@ -18,10 +22,31 @@ int okv_cpu_has_isa(okv_isa isa) {
 #endif
 }
 
+static okv_isa probe_best_isa(void) {
+    okv_isa best = okv_cpu_has_isa(OKV_ISA_AVX512) ? OKV_ISA_AVX512
+                   : okv_cpu_has_isa(OKV_ISA_AVX2) ? OKV_ISA_AVX2
+                                                   : OKV_ISA_SCALAR;
+    /* OKV_ISA caps the choice, for benchmarking and testing a narrower
+     * machine's paths (e.g. AVX2 on an AVX-512 machine); it never raises it
+     * above what the processor runs, and other values are ignored. */
+    const char *cap = getenv("OKV_ISA");
+    if (cap) {
+        for (int i = OKV_ISA_SCALAR; i <= OKV_ISA_AVX512; i++)
+            if (!strcmp(cap, okv_isa_name((okv_isa)i)) && (okv_isa)i < best) best = (okv_isa)i;
+    }
+    return best;
+}
+
 okv_isa okv_cpu_best_isa(void) {
-    if (okv_cpu_has_isa(OKV_ISA_AVX512)) return OKV_ISA_AVX512;
-    if (okv_cpu_has_isa(OKV_ISA_AVX2)) return OKV_ISA_AVX2;
-    return OKV_ISA_SCALAR;
+    /* The probe (and OKV_ISA) is read once: every thread that races here
+     * computes and stores the same value. */
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = (int)probe_best_isa();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return (okv_isa)v;
 }
 
 const char *okv_isa_name(okv_isa isa) {

@@ -10,7 +10,11 @@ typedef enum okv_isa {
     OKV_ISA_AVX512 = 2   /* AVX-512 F/BW/VL + the AVX2 set */
 } okv_isa;
 
-/* The best ISA this processor supports. */
+/* The best ISA this processor supports, capped by the environment variable
+ * OKV_ISA (scalar, avx2 or avx512; read once) if set: a benchmarking and
+ * testing aid for running a narrower machine's kernels.  Kernels choose by
+ * this (and okv_mm_kernel_best by it too); okv_cpu_has_isa stays the plain
+ * hardware answer. */
 okv_isa okv_cpu_best_isa(void);
 
 /* True if isa can run here (tests use it to try every path). */

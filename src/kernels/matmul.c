@@ -18,9 +18,23 @@ int okv_mm_kernel_available(okv_mm_kernel kern) {
     return 0;
 }
 
+/* The ISA a kernel needs (okv_cpu_best_isa may cap below the hardware). */
+static okv_isa kernel_isa(okv_mm_kernel kern) {
+    switch (kern) {
+    case OKV_MM_SCALAR: return OKV_ISA_SCALAR;
+    case OKV_MM_AVX2: return OKV_ISA_AVX2;
+    case OKV_MM_AVX512:
+    case OKV_MM_AVX512_VNNI:
+    case OKV_MM_KERNEL_COUNT: break;
+    }
+    return OKV_ISA_AVX512;
+}
+
 okv_mm_kernel okv_mm_kernel_best(void) {
+    const okv_isa cap = okv_cpu_best_isa();
     for (int k = OKV_MM_KERNEL_COUNT - 1; k > 0; k--)
-        if (okv_mm_kernel_available((okv_mm_kernel)k)) return (okv_mm_kernel)k;
+        if (kernel_isa((okv_mm_kernel)k) <= cap && okv_mm_kernel_available((okv_mm_kernel)k))
+            return (okv_mm_kernel)k;
     return OKV_MM_SCALAR;
 }
 

@@ -38,7 +38,8 @@ typedef enum okv_mm_kernel {
 /* 1 if kern can run on this processor. */
 int okv_mm_kernel_available(okv_mm_kernel kern);
 
-/* The fastest kernel this processor runs. */
+/* The fastest kernel this processor runs, within okv_cpu_best_isa's cap
+ * (the OKV_ISA environment variable). */
 okv_mm_kernel okv_mm_kernel_best(void);
 
 const char *okv_mm_kernel_name(okv_mm_kernel kern);
