@@ -239,24 +239,42 @@ KERNEL float load1(int wtype, const uint8_t *row, int64_t i) {
     return f;
 }
 
-KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    __m256 acc[MM_TR][MM_TC];
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) acc[r][j] = _mm256_setzero_ps();
-    const int64_t k8 = c->k & ~(int64_t)7;
-    for (int64_t i = 0; i < k8; i += 8) {
-        __m256 xv[MM_TC];
-        for (int j = 0; j < NC; j++) xv[j] = _mm256_loadu_ps(c->x + (c0 + j) * c->k + i);
-        for (int r = 0; r < NR; r++) {
-            const __m256 wv = load8(wtype, c->w + (r0 + r) * c->wrow, i);
-            for (int j = 0; j < NC; j++) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
-        }
+/* One 8-wide step of a float tile at element i. */
+KERNEL void float_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
+                       int64_t i, __m256 acc[MM_TR][MM_TC]) {
+    __m256 xv[MM_TC];
+    UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm256_loadu_ps(xs[j] + i);
+    UNROLL for (int r = 0; r < NR; r++) {
+        const __m256 wv = load8(wtype, rows[r], i);
+        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
     }
-    for (int r = 0; r < NR; r++) {
-        for (int j = 0; j < NC; j++) {
+}
+
+KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    /* row and column pointers hoisted: GCC otherwise recomputes them from
+     * the context on every step */
+    const uint8_t *rows[MM_TR];
+    const float *xs[MM_TC];
+    UNROLL for (int r = 0; r < NR; r++) rows[r] = c->w + (r0 + r) * c->wrow;
+    UNROLL for (int j = 0; j < NC; j++) xs[j] = c->x + (c0 + j) * c->k;
+    __m256 acc[MM_TR][MM_TC];
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm256_setzero_ps();
+    const int64_t k = c->k, k8 = k & ~(int64_t)7, k16 = k & ~(int64_t)15;
+    const int64_t wsize = wtype == OKV_GGML_F32 ? 4 : 2;
+    int64_t i = 0;
+    /* two steps per prefetch: one per row and 32 or 64 bytes of weights */
+    for (; i < k16; i += 16) {
+        UNROLL for (int r = 0; r < NR; r++)
+            _mm_prefetch((const char *)rows[r] + wsize * i + PREFETCH_AHEAD, _MM_HINT_T1);
+        float_step(wtype, rows, xs, NR, NC, i, acc);
+        float_step(wtype, rows, xs, NR, NC, i + 8, acc);
+    }
+    for (; i < k8; i += 8) float_step(wtype, rows, xs, NR, NC, i, acc);
+    UNROLL for (int r = 0; r < NR; r++) {
+        UNROLL for (int j = 0; j < NC; j++) {
             float s = hsum256(acc[r][j]);
-            for (int64_t i = k8; i < c->k; i++)
-                s += load1(wtype, c->w + (r0 + r) * c->wrow, i) * c->x[(c0 + j) * c->k + i];
+            for (int64_t e = k8; e < k; e++) s += load1(wtype, rows[r], e) * xs[j][e];
             c->y[(c0 + j) * c->rows + r0 + r] = s;
         }
     }
