@@ -10,8 +10,9 @@
  * each round times the three back to back, and the ratio printed is the
  * median over rounds of (same-thread-count memcpy time / attend time).
  *
- *   usage: attend [runs [rows]]   (runs default 9, the median is reported;
- *                                  rows: only that row count) */
+ *   usage: attend [runs [rows [isa]]]   (runs default 9, the median is reported;
+ *                                        rows: only that row count, 0 all;
+ *                                        isa: scalar|avx2|avx512, default the best) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,13 @@ int main(int argc, char **argv) {
     int runs = argc > 1 ? atoi(argv[1]) : 9;
     if (runs < 5) runs = 5;
     if (runs > 64) runs = 64;
-    const okv_isa isa = okv_cpu_best_isa();
+    okv_isa isa = okv_cpu_best_isa();
+    if (argc > 3) {
+        int found = 0;
+        for (int i = OKV_ISA_SCALAR; i <= OKV_ISA_AVX512; i++)
+            if (!strcmp(argv[3], okv_isa_name((okv_isa)i))) { isa = (okv_isa)i; found = 1; }
+        if (!found || !okv_cpu_has_isa(isa)) { fprintf(stderr, "isa %s not available\n", argv[3]); return 1; }
+    }
     okv_error err;
     okv_threadpool *pools[2] = {okv_threadpool_create(1, &err), okv_threadpool_create(2, &err)};
     if (!pools[0] || !pools[1]) { fprintf(stderr, "pool: %s\n", err.message); return 1; }

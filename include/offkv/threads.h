@@ -17,7 +17,7 @@ typedef struct okv_threadpool okv_threadpool;
 
 /* Creates a pool that runs parallel work on n_threads threads, the calling
  * thread included (n_threads = 1: the caller's thread only, no workers are
- * started).  n_threads < 1 is OKV_ERR_INVALID; failing to start a worker is
+ * started).  n_threads < 1 or > 2^20 - 1 is OKV_ERR_INVALID; failing to start a worker is
  * OKV_ERR_NOMEM.  Returns NULL on error.  The caller owns the pool and frees
  * it with okv_threadpool_free.  A pool runs one parallel job at a time: do
  * not share it between threads that issue work concurrently. */

@@ -1,3 +1,7 @@
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "kernels/cpu.h"
 
 int okv_cpu_has_isa(okv_isa isa) {
@@ -21,10 +25,34 @@ int okv_cpu_has_isa(okv_isa isa) {
 #endif
 }
 
-okv_isa okv_cpu_best_isa(void) {
+static okv_isa probe_best_isa(void) {
+    okv_isa best = OKV_ISA_SCALAR;
     for (int i = OKV_ISA_COUNT - 1; i > 0; i--)
-        if (okv_cpu_has_isa((okv_isa)i)) return (okv_isa)i;
-    return OKV_ISA_SCALAR;
+        if (okv_cpu_has_isa((okv_isa)i)) {
+            best = (okv_isa)i;
+            break;
+        }
+    /* OKV_ISA caps the choice, for benchmarking and testing a narrower
+     * machine's paths (e.g. AVX2 on an AVX-512 machine); it never raises it
+     * above what the processor runs, and other values are ignored. */
+    const char *cap = getenv("OKV_ISA");
+    if (cap) {
+        for (int i = OKV_ISA_SCALAR; i < OKV_ISA_COUNT; i++)
+            if (!strcmp(cap, okv_isa_name((okv_isa)i)) && (okv_isa)i < best) best = (okv_isa)i;
+    }
+    return best;
+}
+
+okv_isa okv_cpu_best_isa(void) {
+    /* The probe (and OKV_ISA) is read once: every thread that races here
+     * computes and stores the same value. */
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = (int)probe_best_isa();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return (okv_isa)v;
 }
 
 const char *okv_isa_name(okv_isa isa) {

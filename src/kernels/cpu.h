@@ -16,7 +16,11 @@ typedef enum okv_isa {
     OKV_ISA_COUNT = 4
 } okv_isa;
 
-/* The best ISA this processor supports (AVX512_VNNI where it has it). */
+/* The best ISA this processor supports (AVX512_VNNI where it has it),
+ * capped by the environment variable OKV_ISA (scalar, avx2, avx512 or
+ * avx512vnni; read once) if set: a benchmarking and testing aid for running
+ * a narrower machine's kernels.  Kernels choose by this; okv_cpu_has_isa
+ * stays the plain hardware answer. */
 okv_isa okv_cpu_best_isa(void);
 
 /* True if isa can run here (tests use it to try every path). */

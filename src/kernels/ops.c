@@ -1,6 +1,8 @@
 #include <math.h>
 
+#include "kernels/cpu.h"
 #include "kernels/ops.h"
+#include "kernels/ops_impl.h"
 
 /* ggml's constants, in f32 as ggml declares them */
 static const float GELU_COEF_A = 0.044715f;
@@ -68,11 +70,22 @@ void okv_rope_neox(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, c
 
 static inline float silu1(float x) { return x / (1.0f + expf(-x)); }
 
+/* The vector silu (ops_avx2.c) rounds differently from expf (within a few
+ * ulps); which one runs depends on the processor alone, like matmul's
+ * kernels, never on n or chunking. */
 void okv_silu(float *y, const float *x, int64_t n) {
+    if (okv_cpu_best_isa() >= OKV_ISA_AVX2) {
+        okv_silu_avx2(y, x, n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) y[i] = silu1(x[i]);
 }
 
 void okv_swiglu(float *y, const float *gate, const float *up, int64_t n) {
+    if (okv_cpu_best_isa() >= OKV_ISA_AVX2) {
+        okv_swiglu_avx2(y, gate, up, n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) y[i] = silu1(gate[i]) * up[i];
 }
 

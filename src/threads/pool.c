@@ -1,11 +1,19 @@
 /* A fork-join pool: the caller publishes a job by bumping a generation
  * counter; workers spin briefly (decode runs thousands of tiny jobs per
  * second, and a condition-variable wake costs tens of microseconds), then
- * sleep on a condition variable. */
+ * sleep on a condition variable.
+ *
+ * A job's shares (ith = 0 .. nth-1) are claimed, not assigned: the caller
+ * and the workers take them from one counter, so each runs exactly once,
+ * by whichever thread claims it.  The caller never waits for a worker that
+ * has not started: when a worker wakes late or is descheduled (a busy
+ * machine, more threads than free cores), the caller runs its share too and
+ * returns as soon as every claimed share is done. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -13,13 +21,18 @@
 
 enum { SPIN_ROUNDS = 20000 };
 
+/* state = generation << SHARE_BITS | next unclaimed share */
+#define SHARE_BITS 20
+#define SHARE_MASK ((UINT64_C(1) << SHARE_BITS) - 1)
+#define MAX_THREADS ((int32_t)SHARE_MASK)
+
 struct okv_threadpool {
     int32_t n_threads;
     pthread_t *workers;           /* n_threads - 1 */
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    atomic_uint_fast64_t generation;  /* bumped once per job */
-    atomic_int pending;           /* workers still running the current job */
+    atomic_uint_fast64_t state;   /* the job's generation and its next share */
+    atomic_int done;              /* shares of the current job finished */
     atomic_bool stop;
     okv_job_fn fn;
     void *arg;
@@ -33,15 +46,30 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Claims and runs shares of the job of generation gen (s: a recent state)
+ * until none is left or a newer job has replaced it.  fn and arg are read
+ * after a successful claim, whose acquire pairs with the publishing store. */
+static void run_shares(okv_threadpool *pool, uint_fast64_t s, uint_fast64_t gen) {
+    for (;;) {
+        if ((s >> SHARE_BITS) != gen || (int32_t)(s & SHARE_MASK) >= pool->n_threads) return;
+        if (atomic_compare_exchange_weak_explicit(&pool->state, &s, s + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            pool->fn(pool->arg, (int32_t)(s & SHARE_MASK), pool->n_threads);
+            atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+            s = atomic_load_explicit(&pool->state, memory_order_acquire);
+        }
+    }
+}
+
 static void *worker_main(void *p) {
     worker_arg wa = *(worker_arg *)p;
     free(p);
     okv_threadpool *pool = wa.pool;
     uint_fast64_t seen = 0;
     for (;;) {
-        uint_fast64_t g;
+        uint_fast64_t s;
         int spins = 0;
-        while ((g = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen &&
+        while (((s = atomic_load_explicit(&pool->state, memory_order_acquire)) >> SHARE_BITS) == seen &&
                !atomic_load_explicit(&pool->stop, memory_order_acquire)) {
             if (++spins < SPIN_ROUNDS) {
                 if (spins % 1024 == 0) sched_yield();
@@ -49,15 +77,14 @@ static void *worker_main(void *p) {
                 continue;
             }
             pthread_mutex_lock(&pool->mu);
-            while (atomic_load_explicit(&pool->generation, memory_order_acquire) == seen &&
+            while ((atomic_load_explicit(&pool->state, memory_order_acquire) >> SHARE_BITS) == seen &&
                    !atomic_load_explicit(&pool->stop, memory_order_acquire))
                 pthread_cond_wait(&pool->wake, &pool->mu);
             pthread_mutex_unlock(&pool->mu);
         }
         if (atomic_load_explicit(&pool->stop, memory_order_acquire)) return NULL;
-        seen = g;
-        pool->fn(pool->arg, wa.ith, pool->n_threads);
-        atomic_fetch_sub_explicit(&pool->pending, 1, memory_order_acq_rel);
+        seen = s >> SHARE_BITS;
+        run_shares(pool, s, seen);
     }
 }
 
@@ -70,8 +97,9 @@ static void stop_workers(okv_threadpool *pool, int32_t n_started) {
 }
 
 okv_threadpool *okv_threadpool_create(int32_t n_threads, okv_error *err) {
-    if (n_threads < 1) {
-        okv_fail(err, OKV_ERR_INVALID, "thread pool needs at least 1 thread, got %d", (int)n_threads);
+    if (n_threads < 1 || n_threads > MAX_THREADS) {
+        okv_fail(err, OKV_ERR_INVALID, "thread pool needs 1 to %d threads, got %d", (int)MAX_THREADS,
+                 (int)n_threads);
         return NULL;
     }
     okv_threadpool *pool = calloc(1, sizeof *pool);
@@ -79,8 +107,8 @@ okv_threadpool *okv_threadpool_create(int32_t n_threads, okv_error *err) {
     pool->n_threads = n_threads;
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->wake, NULL);
-    atomic_init(&pool->generation, 0);
-    atomic_init(&pool->pending, 0);
+    atomic_init(&pool->state, 0);
+    atomic_init(&pool->done, 0);
     atomic_init(&pool->stop, false);
     if (n_threads > 1) {
         pool->workers = calloc((size_t)n_threads - 1, sizeof *pool->workers);
@@ -127,15 +155,18 @@ void okv_parallel(okv_threadpool *pool, okv_job_fn fn, void *arg) {
     }
     pool->fn = fn;
     pool->arg = arg;
-    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
+    atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
+    const uint_fast64_t gen = (atomic_load_explicit(&pool->state, memory_order_relaxed) >> SHARE_BITS) + 1;
+    const uint_fast64_t s = gen << SHARE_BITS;
     pthread_mutex_lock(&pool->mu);
-    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+    atomic_store_explicit(&pool->state, s, memory_order_release);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->mu);
-    fn(arg, 0, pool->n_threads);
-    /* Yield now and then: with more threads than cores, the worker we wait
-     * for may need this core to finish. */
-    for (unsigned spins = 0; atomic_load_explicit(&pool->pending, memory_order_acquire) != 0; spins++) {
+    run_shares(pool, s, gen);
+    /* Every share is claimed now; wait for those still running elsewhere,
+     * yielding now and then: with more threads than cores, the worker we
+     * wait for may need this core to finish. */
+    for (unsigned spins = 0; atomic_load_explicit(&pool->done, memory_order_acquire) != pool->n_threads; spins++) {
         if (spins % 1024 == 1023) sched_yield();
         else cpu_relax();
     }
