@@ -93,7 +93,7 @@ static void test_help_and_flags(void) {
     CHECK(offkv("--help", NULL) == 0, "offkv --help: %s", err_text);
     CHECK(strstr(out_text, "synth") && strstr(out_text, "bench"), "help lists commands: %s", out_text);
     static const char *const cmds[] = {"run", "logits", "tokenize", "synth", "bench"};
-    static const char *const flag[] = {"--top-p", "--tokens", "-p, --prompt", "--n-head-kv", "--repetitions"};
+    static const char *const flag[] = {"--top-p", "--tokens", "-p, --prompt", "--n-head-kv", "--n-depth"};
     for (int i = 0; i < 5; i++) {
         CHECK(offkv(cmds[i], "--help", NULL) == 0, "%s --help exits 0", cmds[i]);
         CHECK(strstr(out_text, flag[i]) != NULL, "%s --help lacks %s", cmds[i], flag[i]);
@@ -396,6 +396,22 @@ static void test_model_commands(const char *model) {
 
     CHECK(offkv("bench", "-m", model, "-p", "16", "-n", "4", "-r", "2", "-t", "1", NULL) == 0, "bench: %s", err_text);
     CHECK(strstr(out_text, "pp16") && strstr(out_text, "tg4") && strstr(out_text, "t/s"), "bench table: %s", out_text);
+
+    /* -d: the tests start from a filled cache; the test column says so, as
+     * llama-bench's does.  Depth 600 fills in two chunks (512 + 88), and
+     * the tg test's runs rewind to it past the first chunk. */
+    CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "4", "-d", "600", "-r", "2", "-t", "1", NULL) == 0,
+          "bench -d: %s", err_text);
+    CHECK(strstr(out_text, " pp8 @ d600 |") && strstr(out_text, " tg4 @ d600 |"), "bench -d table: %s",
+          out_text);
+    CHECK_ERR_HAS("depth 600 filled");
+    CHECK(offkv("bench", "-m", model, "-p", "0", "-n", "2", "-d", "3", "-r", "1", NULL) == 0 &&
+              strstr(out_text, "tg2 @ d3") && !strstr(out_text, "pp"), "bench -p 0 -d 3: %s%s", out_text, err_text);
+    CHECK(offkv("bench", "-m", model, "-d", "-1", NULL) == 2, "bench -d -1 exits 2");
+    CHECK_ERR_HAS("'-1' for -d");
+    CHECK(offkv("bench", "-m", model, "--n-depth", "4k", NULL) == 2, "bench --n-depth 4k exits 2");
+    CHECK_ERR_HAS("'4k' for --n-depth");
+    CHECK(offkv("bench", "-m", model, "-d", NULL) == 2, "bench -d without a value exits 2");
 }
 
 /* offkv logits as the acceptance checks run it, against llama.cpp's goldens:
