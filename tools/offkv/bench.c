@@ -31,6 +31,9 @@ static void usage(FILE *f) {
             "  -d, --n-depth D       tokens already in the cache when each test starts (default 0);\n"
             "                        filled once, not timed; the test column says e.g. 'tg128 @ d4096'\n"
             "  --kv-type T           K/V cache storage: f16 (default) or f32\n"
+            "  --turns               before each run (warm-up included; the first one does the -d fill)\n"
+            "                        wait for a line on stdin, and after it print its t/s on stderr:\n"
+            "                        lets a harness interleave another engine's runs (make bench-peer)\n"
             "  -h, --help            this help\n");
 }
 
@@ -102,6 +105,21 @@ static bool run_tg(const char *cmd, bench *b, int32_t n, double *sec) {
     return true;
 }
 
+/* --turns: another program (bench/peer's harness) runs its engine between
+ * ours, so both see the same stretch of a noisy machine.  Before each run we
+ * say so and wait for its go: one line on stdin. */
+static bool take_turn(const char *cmd) {
+    fprintf(stderr, "offkv bench: waiting for a line on stdin\n");
+    fflush(stderr);
+    int c;
+    while ((c = getchar()) != EOF && c != '\n') {}
+    if (c == EOF) {
+        cli_error(cmd, "--turns: stdin ended while waiting for a turn");
+        return false;
+    }
+    return true;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -135,10 +153,15 @@ int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench", *model = NULL, *v;
     int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, depth = 0;
     int kv = 0;
+    bool turns = false;
     static const char *const kv_types[] = {"f16", "f32", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
+        if (cli_is(a, "--turns", NULL)) {
+            turns = true;
+            continue;
+        }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--n-prompt") || cli_is(a, "-n", "--n-gen") ||
               cli_is(a, "-t", "--threads") || cli_is(a, "-r", "--repetitions") || cli_is(a, "-d", "--n-depth") ||
               cli_is(a, "--kv-type", NULL)))
@@ -217,13 +240,20 @@ int cmd_bench(int argc, char **argv) {
     for (int test = 0; test < 2; test++) {
         int32_t n = test == 0 ? n_prompt : n_gen;
         if (n == 0) continue;
-        double warm;
+        char tname[48];
+        int at = snprintf(tname, sizeof tname, "%s%d", test == 0 ? "pp" : "tg", (int)n);
+        if (depth > 0) snprintf(tname + at, sizeof tname - (size_t)at, " @ d%d", (int)depth);
         bool (*fn)(const char *, bench *, int32_t, double *) = test == 0 ? run_pp : run_tg;
-        if (!fn(cmd, &b, n, &warm)) goto done;
         double mean = 0, var = 0;
-        for (int32_t r = 0; r < reps; r++) {
+        for (int32_t r = -1; r < reps; r++) { /* r = -1: the warm-up */
             double s;
+            if (turns && !take_turn(cmd)) goto done;
             if (!fn(cmd, &b, n, &s)) goto done;
+            if (turns) {
+                if (r < 0) fprintf(stderr, "offkv bench: %s warm-up: %.2f t/s\n", tname, n / s);
+                else fprintf(stderr, "offkv bench: %s run %d: %.2f t/s\n", tname, (int)r + 1, n / s);
+            }
+            if (r < 0) continue;
             sec[r] = n / s; /* tokens per second */
             mean += sec[r] / reps;
         }
@@ -231,9 +261,7 @@ int cmd_bench(int argc, char **argv) {
         double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0;
         qsort(sec, (size_t)reps, sizeof *sec, cmp_double);
         double median = reps % 2 ? sec[reps / 2] : 0.5 * (sec[reps / 2 - 1] + sec[reps / 2]);
-        char tname[48], ts[48], pstr[32];
-        int at = snprintf(tname, sizeof tname, "%s%d", test == 0 ? "pp" : "tg", (int)n);
-        if (depth > 0) snprintf(tname + at, sizeof tname - (size_t)at, " @ d%d", (int)depth);
+        char ts[48], pstr[32];
         snprintf(ts, sizeof ts, "%.2f ± %.2f", median, sd);
         if (params >= 1e9) snprintf(pstr, sizeof pstr, "%.2f B", params / 1e9);
         else snprintf(pstr, sizeof pstr, "%.2f M", params / 1e6);
