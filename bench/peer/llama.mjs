@@ -246,7 +246,7 @@ function writeTable(done) {
     lines.push(`llama.cpp: node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release}, prebuilt), CPU variant ${variant}, flash attention ${faResolved}`);
     lines.push(`offkv: ${env.OFFKV_COMMIT ?? "?"}; model: synthetic ${env.BENCH_SHAPE ?? "?"} shape (offkv synth --seed 1)`);
     lines.push(`${THREADS} thread(s), f16 K/V; median of ${REPS} runs after a warm-up run, the engines taking turns run by run; depth ${D} filled untimed`);
-    lines.push(`memory read bandwidth (build/bench/membw, ${THREADS} threads): ${(BW / 1e9).toFixed(2)} GB/s; roofline = that / (weight bytes + f16 K/V bytes read per token, at the test's mean depth)`);
+    lines.push(`memory read bandwidth (build/bench/membw, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${(BW / 1e9).toFixed(2)} GB/s; roofline = that / (weight bytes + f16 K/V bytes read per token, at the test's mean depth)`);
     lines.push(`load average (1 min) before ${load0[0].toFixed(2)}, after ${load1[0].toFixed(2)}, on ${os.cpus().length} cores; ${((now() - t00) / 60).toFixed(1)} min; ratio = offkv / llama.cpp`);
     lines.push("");
     const head = ["type", "weights/token", `offkv ${pp}`, `llama.cpp ${pp}`, "ratio",
