@@ -2,7 +2,7 @@
 # Everything else (CMake configure, sanitizer build) hangs off them.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-san run test test-fast test-san bench clean
+.PHONY: all deps build build-san run test test-fast test-san bench bench-peer clean
 
 all: build
 
@@ -36,6 +36,12 @@ test-san: build-san
 
 bench: build
 	./build/bench/attend
+
+# offkv beside llama.cpp (node-llama-cpp from npm, installed on first use
+# into ~/.cache/offkv/bench-peer) on synthetic 1.1B models; knobs BENCH_TYPES,
+# BENCH_REPS, BENCH_QUICK=1, BENCH_THREADS: see bench/peer/run.sh.
+bench-peer: build
+	sh bench/peer/run.sh
 
 clean:
 	rm -rf build build-san

@@ -20,6 +20,8 @@ extern char **environ;
 
 static char bin[4096], dir[4096];
 static char out_text[1 << 16], err_text[1 << 16];
+/* When set, offkv's stdin reads this file (else it inherits ours). */
+static const char *stdin_path;
 
 static void slurp(const char *path, char *buf, size_t cap) {
     FILE *f = fopen(path, "rb");
@@ -46,6 +48,7 @@ static int offkv(const char *first, ...) {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (stdin_path) posix_spawn_file_actions_addopen(&fa, 0, stdin_path, O_RDONLY, 0);
     pid_t pid;
     int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -94,7 +97,7 @@ static void test_help_and_flags(void) {
     CHECK(offkv("--help", NULL) == 0, "offkv --help: %s", err_text);
     CHECK(strstr(out_text, "synth") && strstr(out_text, "bench"), "help lists commands: %s", out_text);
     static const char *const cmds[] = {"run", "logits", "tokenize", "synth", "bench"};
-    static const char *const flag[] = {"--top-p", "--tokens", "-p, --prompt", "--n-head-kv", "--repetitions"};
+    static const char *const flag[] = {"--top-p", "--tokens", "-p, --prompt", "--n-head-kv", "--n-depth"};
     for (int i = 0; i < 5; i++) {
         CHECK(offkv(cmds[i], "--help", NULL) == 0, "%s --help exits 0", cmds[i]);
         CHECK(strstr(out_text, flag[i]) != NULL, "%s --help lacks %s", cmds[i], flag[i]);
@@ -409,6 +412,41 @@ static void test_model_commands(const char *model) {
 
     CHECK(offkv("bench", "-m", model, "-p", "16", "-n", "4", "-r", "2", "-t", "1", NULL) == 0, "bench: %s", err_text);
     CHECK(strstr(out_text, "pp16") && strstr(out_text, "tg4") && strstr(out_text, "t/s"), "bench table: %s", out_text);
+
+    /* -d: the tests start from a filled cache; the test column says so, as
+     * llama-bench's does.  Depth 600 fills in two chunks (512 + 88), and
+     * the tg test's runs rewind to it past the first chunk. */
+    CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "4", "-d", "600", "-r", "2", "-t", "1", NULL) == 0,
+          "bench -d: %s", err_text);
+    CHECK(strstr(out_text, " pp8 @ d600 |") && strstr(out_text, " tg4 @ d600 |"), "bench -d table: %s",
+          out_text);
+    CHECK_ERR_HAS("depth 600 filled");
+    CHECK(offkv("bench", "-m", model, "-p", "0", "-n", "2", "-d", "3", "-r", "1", NULL) == 0 &&
+              strstr(out_text, "tg2 @ d3") && !strstr(out_text, "pp"), "bench -p 0 -d 3: %s%s", out_text, err_text);
+    CHECK(offkv("bench", "-m", model, "-d", "-1", NULL) == 2, "bench -d -1 exits 2");
+    CHECK_ERR_HAS("'-1' for -d");
+    CHECK(offkv("bench", "-m", model, "--n-depth", "4k", NULL) == 2, "bench --n-depth 4k exits 2");
+    CHECK_ERR_HAS("'4k' for --n-depth");
+    CHECK(offkv("bench", "-m", model, "-d", NULL) == 2, "bench -d without a value exits 2");
+
+    /* --turns: one line on stdin per run (warm-ups included), each run's t/s
+     * on stderr; stdin ending early is a failure, not a hang */
+    char go[4200];
+    path_in(go, sizeof go, "turns.txt");
+    FILE *gf = fopen(go, "w");
+    if (gf) {
+        fputs("\n\n\n\n\n\n", gf);
+        fclose(gf);
+    }
+    stdin_path = go;
+    CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "4", "-r", "2", "-d", "5", "--turns", NULL) == 0,
+          "bench --turns: %s", err_text);
+    CHECK_ERR_HAS("pp8 @ d5 warm-up: ");
+    CHECK_ERR_HAS("pp8 @ d5 run 2: ");
+    CHECK_ERR_HAS("tg4 @ d5 warm-up: ");
+    CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "4", "-r", "3", "--turns", NULL) == 1, "bench --turns, 6 lines for 8 runs");
+    CHECK_ERR_HAS("stdin ended");
+    stdin_path = NULL;
 }
 
 /* offkv logits as the acceptance checks run it, against llama.cpp's goldens:

@@ -1,8 +1,14 @@
 /* offkv bench: prompt processing (pp: one eval of P tokens) and text
  * generation (tg: N evals of one token) speed, in llama-bench's terms and
- * table.  Each test starts from an empty cache, runs once unmeasured to
- * warm caches and pages, then R times; t/s is the median ± the standard
- * deviation over those R. */
+ * table.  Each test starts from an empty cache (or, with -d D, from a cache
+ * holding D tokens), runs once unmeasured to warm caches and pages, then R
+ * times; t/s is the median ± the standard deviation over those R.
+ *
+ * llama-bench refills the depth before every run; here the D tokens are
+ * evaluated once and every run rewinds the cache to length D, which leaves
+ * the same cache state for far less time (a 4096-token fill costs more than
+ * the runs it precedes).  Where a ring layer cannot rewind that far, the
+ * cache is cleared and filled again. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,31 +21,69 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: offkv bench -m MODEL [flags]\n"
             "Measures prompt processing (ppP: P tokens in one eval) and generation (tgN: N one-token\n"
-            "evals) from an empty cache; prints llama-bench's table, t/s = median +- standard deviation.\n\n"
+            "evals) from an empty cache, or from D cached tokens with -d D; prints llama-bench's table,\n"
+            "t/s = median +- standard deviation.\n\n"
             "  -m, --model FILE      GGUF model\n"
             "  -p, --n-prompt P      prompt tokens, one eval (default 512; 0 skips pp)\n"
             "  -n, --n-gen N         generated tokens (default 128; 0 skips tg)\n"
             "  -t, --threads N       threads (default 2)\n"
             "  -r, --repetitions R   measured runs per test (default 3), after one warmup run\n"
+            "  -d, --n-depth D       tokens already in the cache when each test starts (default 0);\n"
+            "                        filled once, not timed; the test column says e.g. 'tg128 @ d4096'\n"
             "  --kv-type T           K/V cache storage: f16 (default), f32 or q8_0\n"
+            "  --turns               before each run (warm-up included; the first one does the -d fill)\n"
+            "                        wait for a line on stdin, and after it print its t/s on stderr:\n"
+            "                        lets a harness interleave another engine's runs (make bench-peer)\n"
             "  -h, --help            this help\n");
 }
 
 typedef struct bench {
     okv_context *ctx;
-    int32_t *tok, *pos;
+    int32_t *tok, *pos; /* depth + the longest test: tokens and their positions 0, 1, ... */
     float *logits;
+    int32_t depth, fill_chunk;
 } bench;
 
-static bool run_pp(const char *cmd, bench *b, int32_t n, double *sec) {
+/* Evaluates tokens 0 .. depth-1 into an empty cache, fill_chunk at a time,
+ * without the output layer (nothing reads those logits). */
+static bool fill(const char *cmd, bench *b) {
     okv_error err = {0};
-    if (okv_cache_clear(okv_context_cache(b->ctx), &err) != OKV_OK) {
+    double t0 = cli_now();
+    for (int32_t p = 0; p < b->depth; p += b->fill_chunk) {
+        int32_t n = b->depth - p < b->fill_chunk ? b->depth - p : b->fill_chunk;
+        if (okv_context_eval_last(b->ctx, b->tok + p, b->pos + p, n, NULL, &err) != OKV_OK) {
+            cli_error(cmd, "depth fill at %d: %s", (int)p, err.message);
+            return false;
+        }
+    }
+    if (b->depth > 0) fprintf(stderr, "offkv bench: depth %d filled in %.2f s (not timed)\n", (int)b->depth, cli_now() - t0);
+    return true;
+}
+
+/* Leaves the cache holding exactly the depth tokens: an empty cache for depth
+ * 0; otherwise a rewind to the depth when the cache can, else a refill. */
+static bool reset(const char *cmd, bench *b) {
+    okv_error err = {0};
+    okv_cache *c = okv_context_cache(b->ctx);
+    int32_t len = okv_cache_length(c);
+    if (b->depth > 0 && len == b->depth) return true;
+    if (b->depth > 0 && len > b->depth && okv_cache_can_rewind(c, b->depth)) {
+        if (okv_cache_rewind(c, b->depth, &err) == OKV_OK) return true;
+        cli_error(cmd, "rewind to %d: %s", (int)b->depth, err.message);
+        return false;
+    }
+    if (okv_cache_clear(c, &err) != OKV_OK) {
         cli_error(cmd, "clear: %s", err.message);
         return false;
     }
-    for (int32_t i = 0; i < n; i++) b->pos[i] = i;
+    return fill(cmd, b);
+}
+
+static bool run_pp(const char *cmd, bench *b, int32_t n, double *sec) {
+    okv_error err = {0};
+    if (!reset(cmd, b)) return false;
     double t0 = cli_now();
-    if (okv_context_eval_last(b->ctx, b->tok, b->pos, n, b->logits, &err) != OKV_OK) {
+    if (okv_context_eval_last(b->ctx, b->tok + b->depth, b->pos + b->depth, n, b->logits, &err) != OKV_OK) {
         cli_error(cmd, "pp eval: %s", err.message);
         return false;
     }
@@ -49,18 +93,30 @@ static bool run_pp(const char *cmd, bench *b, int32_t n, double *sec) {
 
 static bool run_tg(const char *cmd, bench *b, int32_t n, double *sec) {
     okv_error err = {0};
-    if (okv_cache_clear(okv_context_cache(b->ctx), &err) != OKV_OK) {
-        cli_error(cmd, "clear: %s", err.message);
-        return false;
-    }
+    if (!reset(cmd, b)) return false;
     double t0 = cli_now();
-    for (int32_t i = 0; i < n; i++) {
-        if (okv_context_eval_last(b->ctx, &b->tok[i], &i, 1, b->logits, &err) != OKV_OK) {
+    for (int32_t i = b->depth; i < b->depth + n; i++) {
+        if (okv_context_eval_last(b->ctx, &b->tok[i], &b->pos[i], 1, b->logits, &err) != OKV_OK) {
             cli_error(cmd, "tg eval at %d: %s", (int)i, err.message);
             return false;
         }
     }
     *sec = cli_now() - t0;
+    return true;
+}
+
+/* --turns: another program (bench/peer's harness) runs its engine between
+ * ours, so both see the same stretch of a noisy machine.  Before each run we
+ * say so and wait for its go: one line on stdin. */
+static bool take_turn(const char *cmd) {
+    fprintf(stderr, "offkv bench: waiting for a line on stdin\n");
+    fflush(stderr);
+    int c;
+    while ((c = getchar()) != EOF && c != '\n') {}
+    if (c == EOF) {
+        cli_error(cmd, "--turns: stdin ended while waiting for a turn");
+        return false;
+    }
     return true;
 }
 
@@ -95,16 +151,22 @@ static void describe(const char *path, const okv_model *m, char *name, size_t ca
 
 int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench", *model = NULL, *v;
-    int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3;
+    int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, depth = 0;
     int kv = 0;
+    bool turns = false;
     static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
         if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
+        if (cli_is(a, "--turns", NULL)) {
+            turns = true;
+            continue;
+        }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--n-prompt") || cli_is(a, "-n", "--n-gen") ||
-              cli_is(a, "-t", "--threads") || cli_is(a, "-r", "--repetitions") || cli_is(a, "--kv-type", NULL)))
+              cli_is(a, "-t", "--threads") || cli_is(a, "-r", "--repetitions") || cli_is(a, "-d", "--n-depth") ||
+              cli_is(a, "--kv-type", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -113,6 +175,8 @@ int cmd_bench(int argc, char **argv) {
         else if (cli_is(a, "-n", "--n-gen")) ok = cli_int(cmd, a, v, 0, 1 << 20, &n_gen);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
         else if (cli_is(a, "-r", "--repetitions")) ok = cli_int(cmd, a, v, 1, 1000, &reps);
+        /* depth + test must fit the int32 positions and a context: 1 << 24 is far beyond any model */
+        else if (cli_is(a, "-d", "--n-depth")) ok = cli_int(cmd, a, v, 0, 1 << 24, &depth);
         else ok = cli_choice(cmd, a, v, kv_types, &kv);
         if (!ok) return CLI_USAGE;
     }
@@ -131,21 +195,29 @@ int cmd_bench(int argc, char **argv) {
     if (!m) goto done;
     rc = CLI_FAIL;
     const int32_t longest = n_prompt > n_gen ? n_prompt : n_gen;
-    cli_ctx_opts o = {.n_threads = threads, .capacity = longest, .max_write = n_prompt > 0 ? n_prompt : 1,
-                      .kv_type = kv_types[kv]};
+    /* The fill evaluates the depth in chunks as long as the prompt test's
+     * eval (at least 512, as llama.cpp's default batch): a tg-only run with
+     * max_write 1 would otherwise fill one token at a time. */
+    b.depth = depth;
+    b.fill_chunk = depth < 512 ? depth : 512;
+    if (b.fill_chunk < n_prompt) b.fill_chunk = n_prompt;
+    const int32_t max_write = b.fill_chunk > 0 ? b.fill_chunk : 1;
+    const int32_t total = depth + longest;
+    cli_ctx_opts o = {.n_threads = threads, .capacity = total, .max_write = max_write, .kv_type = kv_types[kv]};
     if (!(b.ctx = cli_context(cmd, m, &o))) goto done;
     const int32_t n_vocab = okv_model_n_vocab(m);
-    b.tok = malloc((size_t)longest * sizeof *b.tok);
-    b.pos = malloc((size_t)longest * sizeof *b.pos);
+    b.tok = malloc((size_t)total * sizeof *b.tok);
+    b.pos = malloc((size_t)total * sizeof *b.pos);
     b.logits = malloc((size_t)n_vocab * sizeof *b.logits);
     sec = malloc((size_t)reps * sizeof *sec);
     if (!b.tok || !b.pos || !b.logits || !sec) {
         cli_error(cmd, "out of memory");
         goto done;
     }
+    for (int32_t i = 0; i < total; i++) b.pos[i] = i;
     /* Random tokens, as llama-bench uses: speed does not depend on them. */
     uint64_t x = 42;
-    for (int32_t i = 0; i < longest; i++) {
+    for (int32_t i = 0; i < total; i++) {
         x += 0x9e3779b97f4a7c15ull;
         uint64_t z = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -156,10 +228,10 @@ int cmd_bench(int argc, char **argv) {
     double params;
     describe(model, m, name, sizeof name, &params);
     cli_bytes(okv_model_weight_bytes(m), size, sizeof size);
-    printf("| %-24s | %10s | %10s | %-7s | %7s | %6s | %10s | %20s |\n", "model", "size", "params", "backend",
+    printf("| %-24s | %10s | %10s | %-7s | %7s | %6s | %16s | %20s |\n", "model", "size", "params", "backend",
            "threads", "kv", "test", "t/s");
     /* markdown alignment row: a trailing ':' right-aligns the column */
-    static const int widths[] = {24, 10, 10, 7, 7, 6, 10, 20};
+    static const int widths[] = {24, 10, 10, 7, 7, 6, 16, 20};
     static const bool right[] = {false, true, true, false, true, false, true, true};
     for (int c = 0; c < 8; c++) {
         printf("| ");
@@ -171,13 +243,20 @@ int cmd_bench(int argc, char **argv) {
     for (int test = 0; test < 2; test++) {
         int32_t n = test == 0 ? n_prompt : n_gen;
         if (n == 0) continue;
-        double warm;
+        char tname[48];
+        int at = snprintf(tname, sizeof tname, "%s%d", test == 0 ? "pp" : "tg", (int)n);
+        if (depth > 0) snprintf(tname + at, sizeof tname - (size_t)at, " @ d%d", (int)depth);
         bool (*fn)(const char *, bench *, int32_t, double *) = test == 0 ? run_pp : run_tg;
-        if (!fn(cmd, &b, n, &warm)) goto done;
         double mean = 0, var = 0;
-        for (int32_t r = 0; r < reps; r++) {
+        for (int32_t r = -1; r < reps; r++) { /* r = -1: the warm-up */
             double s;
+            if (turns && !take_turn(cmd)) goto done;
             if (!fn(cmd, &b, n, &s)) goto done;
+            if (turns) {
+                if (r < 0) fprintf(stderr, "offkv bench: %s warm-up: %.2f t/s\n", tname, n / s);
+                else fprintf(stderr, "offkv bench: %s run %d: %.2f t/s\n", tname, (int)r + 1, n / s);
+            }
+            if (r < 0) continue;
             sec[r] = n / s; /* tokens per second */
             mean += sec[r] / reps;
         }
@@ -185,13 +264,12 @@ int cmd_bench(int argc, char **argv) {
         double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0;
         qsort(sec, (size_t)reps, sizeof *sec, cmp_double);
         double median = reps % 2 ? sec[reps / 2] : 0.5 * (sec[reps / 2 - 1] + sec[reps / 2]);
-        char tname[32], ts[48], pstr[32];
-        snprintf(tname, sizeof tname, "%s%d", test == 0 ? "pp" : "tg", (int)n);
+        char ts[48], pstr[32];
         snprintf(ts, sizeof ts, "%.2f ± %.2f", median, sd);
         if (params >= 1e9) snprintf(pstr, sizeof pstr, "%.2f B", params / 1e9);
         else snprintf(pstr, sizeof pstr, "%.2f M", params / 1e6);
         /* "±" is two bytes in UTF-8: widen the field by one so columns line up */
-        printf("| %-24s | %10s | %10s | %-7s | %7d | %6s | %10s | %21s |\n", name, size, pstr, "CPU", (int)threads,
+        printf("| %-24s | %10s | %10s | %-7s | %7d | %6s | %16s | %21s |\n", name, size, pstr, "CPU", (int)threads,
                kv_types[kv], tname, ts);
         fflush(stdout);
     }

@@ -1,0 +1,95 @@
+#!/bin/sh
+# make bench-peer: offkv beside llama.cpp on the same synthetic GGUF files.
+#
+# llama.cpp comes from npm as node-llama-cpp (pinned below) with its
+# prebuilt CPU libraries, installed into a cache folder outside the source
+# tree on first use; nothing is compiled.  The TinyLlama-1.1B-shaped models
+# are written by `offkv synth` into the same cache folder when missing.
+# bench/peer/llama.mjs then times both engines, taking turns run by run,
+# and prints the table (also written to $BUILD/bench-peer.md).
+#
+# Knobs (environment):
+#   BENCH_TYPES   weight types (default "f16 q8_0 q4_0 q4_k_m q6_k"); a type
+#                 that offkv synth refuses is skipped, saying so
+#   BENCH_REPS    measured runs per engine and test, after a warm-up; the
+#                 table shows the median (default 3)
+#   BENCH_THREADS threads for both engines and the bandwidth measure (default 2)
+#   BENCH_QUICK=1 pp64, tg16, depth 512: checks that the script works
+#   BENCH_SHAPE   tinyllama-1.1b (default) or small (4 layers, n_embd 512:
+#                 for working on the script; its numbers mean little)
+#   BENCH_FA      llama.cpp flash attention: auto (default, llama.cpp's CPU
+#                 default), on or off
+#   BUILD         offkv's build folder (default ./build)
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/offkv/bench-peer
+NLC_VERSION=3.22.1
+TYPES=${BENCH_TYPES:-f16 q8_0 q4_0 q4_k_m q6_k}
+SHAPE=${BENCH_SHAPE:-tinyllama-1.1b}
+
+say() { echo "bench-peer: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+[ -x "$BUILD/offkv" ] || die "$BUILD/offkv not built (run make bench-peer, which builds first)"
+[ -x "$BUILD/bench/membw" ] || die "$BUILD/bench/membw not built"
+command -v node >/dev/null || die "node (Node.js >= 20) not found: node-llama-cpp runs llama.cpp"
+command -v npm >/dev/null || die "npm not found: it installs node-llama-cpp"
+
+# --- llama.cpp: node-llama-cpp from npm, once ---------------------------
+installed=$(cd "$CACHE" 2>/dev/null && node -p 'require("./node_modules/node-llama-cpp/package.json").version' 2>/dev/null || true)
+if [ "$installed" != "$NLC_VERSION" ]; then
+    # Only the prebuilt binaries for this machine: node-llama-cpp lists every
+    # platform's (CUDA and Vulkan builds too, ~700 MB) as optional
+    # dependencies, so those are omitted and this one is named.
+    platform=$(node -p 'process.platform + "-" + process.arch')
+    say "installing node-llama-cpp@$NLC_VERSION (+ @node-llama-cpp/$platform) from npm into $CACHE"
+    mkdir -p "$CACHE"
+    # Its postinstall would look for (and may try to download or compile)
+    # llama.cpp; the prebuilt package makes that unnecessary, so it is
+    # switched off with node-llama-cpp's own settings.
+    NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_POSTINSTALL=skip \
+        npm install --prefix "$CACHE" --save-exact --omit=optional --no-audit --no-fund \
+        "node-llama-cpp@$NLC_VERSION" "@node-llama-cpp/$platform@$NLC_VERSION" >&2 ||
+        die "npm install node-llama-cpp@$NLC_VERSION failed"
+fi
+
+# --- models --------------------------------------------------------------
+case $SHAPE in
+tinyllama-1.1b) shape="--n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 --n-vocab 32000" ;;
+small) shape="--n-embd 512 --n-layer 4 --n-head 8 --n-head-kv 4 --n-ff 1408 --n-vocab 32000" ;;
+*) die "BENCH_SHAPE '$SHAPE': expected tinyllama-1.1b or small" ;;
+esac
+mkdir -p "$CACHE/models"
+models=""
+for t in $TYPES; do
+    f=$CACHE/models/$SHAPE-$t.gguf
+    if [ ! -f "$f" ]; then
+        say "writing $f (offkv synth --type $t)"
+        rc=0
+        # shellcheck disable=SC2086 # $shape is a list of flags
+        "$BUILD/offkv" synth $shape --type "$t" --seed 1 -o "$f.tmp" 2>"$CACHE/synth.err" || rc=$?
+        if [ $rc -ne 0 ]; then
+            rm -f "$f.tmp"
+            if [ $rc -eq 2 ] && grep -q -- "--type" "$CACHE/synth.err"; then
+                say "skipping $t: offkv synth does not write that type ($(tail -n 1 "$CACHE/synth.err"))"
+                continue
+            fi
+            cat "$CACHE/synth.err" >&2
+            die "offkv synth --type $t failed"
+        fi
+        mv "$f.tmp" "$f"
+    fi
+    models="$models $t=$f"
+done
+[ -n "$models" ] || die "no model to measure (BENCH_TYPES='$TYPES')"
+
+# --- memory read bandwidth, with the engines' thread count ----------------
+bw=$("$BUILD/bench/membw" "${BENCH_THREADS:-2}" 5 | sed -n 's/^read GB\/s: //p')
+[ -n "$bw" ] || die "build/bench/membw gave no bandwidth"
+
+exec env OFFKV="$BUILD/offkv" NLC_DIR="$CACHE/node_modules/node-llama-cpp" BENCH_MODELS="$models" \
+    BENCH_BW_GBS="$bw" BENCH_OUT="$BUILD/bench-peer.md" BENCH_SHAPE="$SHAPE" \
+    OFFKV_COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
+    node "$ROOT/bench/peer/llama.mjs"
