@@ -40,6 +40,7 @@ typedef struct server {
     char model_name[256];
     atomic_bool ready;
     atomic_uint_fast64_t next_id;
+    atomic_int n_calls;             /* completions being answered */
     pthread_mutex_t mu;             /* the counters below */
     uint64_t by_status[N_STATUS];   /* the last: any other status */
     double t_start;
@@ -141,6 +142,7 @@ static void call_free(call *k) {
         free(k->text[i]);
     }
     free(k->out);
+    atomic_fetch_sub(&k->srv->n_calls, 1);
     free(k);
 }
 
@@ -406,6 +408,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         srv_request_clear(&req);
         return fail(srv, c, 500, "server_error", NULL, "out of memory");
     }
+    atomic_fetch_add(&srv->n_calls, 1);
     k->srv = srv;
     k->conn = c;
     k->kind = kind;
@@ -777,6 +780,13 @@ done:
         MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
         if (ls != MHD_INVALID_SOCKET) close(ls);
         if (srv->sched) srv_sched_stop(srv->sched);
+        /* Closing the connections now would cut the streams short of their
+         * last chunk: let the answers go out first (each ends within a
+         * poll interval once its job has ended), for at most 10 s. */
+        for (int i = 0; i < 1000 && atomic_load(&srv->n_calls) > 0; i++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
         MHD_stop_daemon(srv->daemon);
     }
     srv_sched_free(srv->sched);

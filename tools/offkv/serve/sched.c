@@ -44,6 +44,8 @@ struct srv_job {
     srv_finish finish;
     char *text;                     /* released text: valid UTF-8, no stop string */
     size_t n_text, cap_text;
+    size_t *ends;                   /* where each step's piece of text ends: one event each */
+    size_t n_ends, cap_ends;
     int32_t n_gen, cached;
     double t_submit, t_first, t_done;
     char error[256];
@@ -104,6 +106,7 @@ static void job_free(srv_job *j) {
     free(j->prompt);
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->text);
+    free(j->ends);
     free(j->held);
     okv_sampler_free(j->sampler);
     pthread_cond_destroy(&j->cv);
@@ -322,12 +325,21 @@ srv_finish srv_job_poll(srv_sched *s, srv_job *j, size_t *consumed, char **text,
         pthread_cond_timedwait(&j->cv, &s->mu, &ts);
     }
     if (j->n_text > *consumed) {
-        const size_t n = j->n_text - *consumed;
+        /* One piece at a time, so that a stream sends a chunk per token
+         * even when its reader fell behind. */
+        size_t lo = 0, hi = j->n_ends;
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (j->ends[mid] <= *consumed) lo = mid + 1;
+            else hi = mid;
+        }
+        const size_t upto = lo < j->n_ends ? j->ends[lo] : j->n_text;
+        const size_t n = upto - *consumed;
         if ((*text = malloc(n + 1))) {
             memcpy(*text, j->text + *consumed, n);
             (*text)[n] = '\0';
             *n_text = n;
-            *consumed = j->n_text;
+            *consumed = upto;
         }
     }
     /* The end is reported only with the last text: a finish seen while
@@ -654,7 +666,7 @@ static void *worker_main(void *arg) {
                 okv_cache_clear(sl->cache, &err);
                 sl->n_hist = 0;
                 o->finish = SRV_FINISH_ERROR;
-                snprintf(o->error, sizeof o->error, "eval failed: %s", it->error);
+                snprintf(o->error, sizeof o->error, "eval failed: %.200s", it->error);
                 fprintf(stderr, "offkv serve: error: %s\n", o->error);
                 continue;
             }
@@ -677,10 +689,15 @@ static void *worker_main(void *arg) {
             outcome *o = &outs[i];
             if (j->finish != SRV_RUNNING) continue; /* ended meanwhile (shutdown): freed at the loop's top */
             if (o->n) {
-                if (grow(&j->text, &j->cap_text, j->n_text + o->n + 1)) {
+                char *ends = (char *)j->ends;
+                if (grow(&j->text, &j->cap_text, j->n_text + o->n + 1) &&
+                    grow(&ends, &j->cap_ends, (j->n_ends + 1) * sizeof *j->ends)) {
+                    j->ends = (size_t *)ends;
                     memcpy(j->text + j->n_text, o->text, o->n);
                     j->n_text += o->n;
+                    j->ends[j->n_ends++] = j->n_text;
                 } else {
+                    j->ends = (size_t *)ends;
                     o->finish = SRV_FINISH_ERROR;
                     snprintf(o->error, sizeof o->error, "out of memory for the generated text");
                 }
