@@ -3,8 +3,11 @@
  * A context owns the working buffers and the thread pool of one stream of
  * evaluation; the keys and values live in a sequence cache, either its own
  * or one shared through a registry (so a prefill context and a decode
- * context, or a draft model's context, read and extend one sequence).
- * Contexts sharing a cache are the caller's to serialize. */
+ * context of one model read and extend one sequence; a cache's geometry is
+ * its model's, so a different model, such as a speculative draft, needs a
+ * cache of its own).  Contexts sharing a cache are the caller's to
+ * serialize.  An eval is the one-sequence case of okv_batch_eval (batch.h):
+ * its results are the same bits. */
 #ifndef OFFKV_CONTEXT_H
 #define OFFKV_CONTEXT_H
 

@@ -1,7 +1,8 @@
 /* offkv — cache registry and cache factory.
  *
- * A registry maps string keys to caches so that several contexts (prefill
- * and decode, a draft model) bind to one sequence cache.  A factory maps a
+ * A registry maps string keys to caches so that several contexts of one
+ * model (prefill and decode) bind to one sequence cache; a cache's geometry
+ * is its model's, so a draft model for speculative decoding keeps its own.  A factory maps a
  * (backend id, kind) pair to a builder function; builders are registered
  * explicitly, nothing is registered behind the caller's back.  Neither object
  * locks: callers sharing one across threads serialize their calls. */

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 #include "model/model_impl.h"
 
 okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32_t n, float *y) {
@@ -77,4 +78,64 @@ okv_status okv_fwd_gate_up(okv_fwd *f, const okv_layer_weights *w) {
     const okv_weight *ws[] = {&w->ffn_gate, &w->ffn_up};
     float *const ys[] = {f->hb, f->hb2};
     return okv_fwd_matmuls(f, f->xb, f->n, 2, ws, ys);
+}
+
+void okv_fwd_embed(okv_fwd *f) {
+    const okv_model *m = f->m;
+    const size_t row_bytes = okv_ggml_row_size(m->tok_embd.type, m->n_embd);
+    for (int32_t t = 0; t < f->n; t++) {
+        float *x = f->x + (size_t)t * m->n_embd;
+        okv_dequantize_row(m->tok_embd.type, (const char *)m->tok_embd.data + (size_t)f->tokens[t] * row_bytes, x,
+                           m->n_embd);
+        if (m->embd_scale != 1.0f) okv_scale(x, x, m->embd_scale, m->n_embd);
+    }
+}
+
+okv_status okv_fwd_attend(okv_fwd *f, int32_t il, const okv_layer_params *p) {
+    const size_t nq = (size_t)p->n_head * p->head_dim, nkv = (size_t)p->n_head_kv * p->head_dim;
+    for (int32_t i = 0; i < f->n_seg; i++) {
+        const okv_fwd_seg *s = &f->seg[i];
+        const size_t r = (size_t)s->row0;
+        okv_status st = okv_update_and_attend(s->step, il, f->q + r * nq, p->n_head, f->k + r * nkv,
+                                              f->v + r * nkv, OKV_F32, p->attn_scale, f->att + r * nq, f->err);
+        if (st) return st;
+    }
+    return OKV_OK;
+}
+
+/* Final scaling and soft-capping of rows of logits. */
+static void finish_logits(const okv_model *m, float *logits, int32_t rows) {
+    const int64_t n = (int64_t)rows * m->n_vocab;
+    if (m->logit_scale != 1.0f) okv_scale(logits, logits, m->logit_scale, n);
+    if (m->final_softcap > 0.0f) okv_softcap(logits, logits, n, m->final_softcap);
+}
+
+okv_status okv_fwd_head(okv_fwd *f) {
+    const okv_model *m = f->m;
+    const size_t E = (size_t)m->n_embd, V = (size_t)m->n_vocab;
+    okv_status st;
+    /* Sequences that want every row: straight into their buffer. */
+    for (int32_t i = 0; i < f->n_seg; i++) {
+        const okv_fwd_seg *s = &f->seg[i];
+        if (!s->logits || !s->all_logits) continue;
+        if ((st = okv_fwd_matmul(f, &m->output, f->x + (size_t)s->row0 * E, s->n_rows, s->logits))) return st;
+        finish_logits(m, s->logits, s->n_rows);
+    }
+    /* Last rows: gathered, so the output weights are read once per
+     * head_rows sequences rather than once per sequence (the product of a
+     * row does not depend on its neighbours). */
+    for (int32_t i = 0; i < f->n_seg;) {
+        int32_t took[64], k = 0;
+        for (; i < f->n_seg && k < f->head_rows && k < 64; i++) {
+            const okv_fwd_seg *s = &f->seg[i];
+            if (!s->logits || s->all_logits) continue;
+            memcpy(f->head_x + (size_t)k * E, f->x + (size_t)(s->row0 + s->n_rows - 1) * E, E * sizeof(float));
+            took[k++] = i;
+        }
+        if (k == 0) continue;
+        if ((st = okv_fwd_matmul(f, &m->output, f->head_x, k, f->head_y))) return st;
+        finish_logits(m, f->head_y, k);
+        for (int32_t j = 0; j < k; j++) memcpy(f->seg[took[j]].logits, f->head_y + (size_t)j * V, V * sizeof(float));
+    }
+    return OKV_OK;
 }

@@ -63,6 +63,7 @@ static okv_status gemma3_forward(okv_fwd *f) {
     const okv_model *m = f->m;
     const int32_t n = f->n, E = m->n_embd;
     okv_status st;
+    okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
         const okv_layer_params *p = &m->layer[il];
         const okv_layer_weights *w = &m->w[il];
@@ -77,9 +78,7 @@ static okv_status gemma3_forward(okv_fwd *f) {
             okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, w->attn_k_norm.data, m->norm_eps);
         }
         okv_fwd_rope(f, p, true);
-        if ((st = okv_update_and_attend(f->step, il, f->q, p->n_head, f->k, f->v, OKV_F32, p->attn_scale,
-                                        f->att, f->err)))
-            return st;
+        if ((st = okv_fwd_attend(f, il, p))) return st;
         if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
         okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, m->norm_eps);
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
@@ -93,5 +92,5 @@ static okv_status gemma3_forward(okv_fwd *f) {
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
     }
     okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
-    return OKV_OK;
+    return okv_fwd_head(f);
 }

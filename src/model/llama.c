@@ -66,6 +66,7 @@ static okv_status llama_forward(okv_fwd *f) {
     const okv_model *m = f->m;
     const int32_t n = f->n, E = m->n_embd;
     okv_status st;
+    okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
         const okv_layer_params *p = &m->layer[il];
         const okv_layer_weights *w = &m->w[il];
@@ -74,9 +75,7 @@ static okv_status llama_forward(okv_fwd *f) {
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
         if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
         okv_fwd_rope(f, p, false);
-        if ((st = okv_update_and_attend(f->step, il, f->q, p->n_head, f->k, f->v, OKV_F32,
-                                        p->attn_scale, f->att, f->err)))
-            return st;
+        if ((st = okv_fwd_attend(f, il, p))) return st;
         if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
 
@@ -88,5 +87,5 @@ static okv_status llama_forward(okv_fwd *f) {
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
     }
     okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
-    return OKV_OK;
+    return okv_fwd_head(f);
 }

@@ -60,21 +60,33 @@ struct okv_model {
     float final_softcap;         /* 0: none */
     okv_tokenizer *tok;
     okv_f16 *gelu_table;         /* gemma3: llama.cpp's f16 GELU table, 64 Ki entries */
-    /* the architecture's forward pass: embeddings in f->x, leaves the final
-     * normed hidden states in f->x */
+    /* the architecture's whole forward pass over a batch: embeds f->tokens,
+     * runs every layer, and writes the logits the segments ask for */
     okv_status (*forward)(okv_fwd *f);
     size_t weight_bytes;
     char desc[256];
 };
 
-/* Per-eval state handed to an architecture's forward pass; buffers hold
- * max_write tokens. */
+/* One sequence's rows of a batched forward pass: rows row0 .. row0+n_rows-1
+ * of the batch belong to this step. */
+typedef struct okv_fwd_seg {
+    okv_step *step;
+    int32_t row0, n_rows;
+    float *logits;             /* NULL: none; else the last row's, or all rows' (all_logits) */
+    bool all_logits;
+} okv_fwd_seg;
+
+/* Per-eval state handed to an architecture's forward pass: a batch of n
+ * token rows, cut into segments, one per sequence.  Buffers hold the
+ * batch's max_rows rows. */
 struct okv_fwd {
     const okv_model *m;
     okv_threadpool *pool;
-    okv_step *step;
-    int32_t n;                 /* tokens in this step */
-    const int32_t *pos;        /* their positions */
+    const okv_fwd_seg *seg;    /* n_seg segments covering rows 0..n-1 in order */
+    int32_t n_seg;
+    int32_t n;                 /* rows in this batch */
+    const int32_t *tokens;     /* their token ids */
+    const int32_t *pos;        /* their positions (consecutive within a segment) */
     float *x;                  /* [n][n_embd] residual stream */
     float *xb, *xb2;           /* [n][max(n_embd, q width)] */
     float *q, *k, *v;          /* [n][n_head * head_dim], [n][n_head_kv * head_dim] */
@@ -82,6 +94,8 @@ struct okv_fwd {
     float *gate;               /* [n][n_head * head_dim] (muse-glimmer) */
     float *qkv;                /* [n][(n_head + 2 n_head_kv) * head_dim] (fused weights) */
     float *hb, *hb2;           /* [n][n_ff] */
+    float *head_x, *head_y;    /* [head_rows][n_embd], [head_rows][n_vocab]: last rows gathered */
+    int32_t head_rows;
     void *mm_scratch;
     okv_error *err;
 };
@@ -144,6 +158,15 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
 /* Rotates the step's q and k of one layer, token by token: "normal"
  * (adjacent pairs) or NEOX (halves).  A layer with rope_base 0 is left alone. */
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox);
+/* The token embeddings of the batch's rows into f->x (gemma3's scale
+ * included). */
+void okv_fwd_embed(okv_fwd *f);
+/* Layer il's attention of every segment on its own step: writes f->k/f->v
+ * rows into the sequence's cache and attends its f->q rows into f->att. */
+okv_status okv_fwd_attend(okv_fwd *f, int32_t il, const okv_layer_params *p);
+/* The output layer (with logit scale and soft cap) of the rows whose
+ * segments ask for logits, from the normed hidden states in f->x. */
+okv_status okv_fwd_head(okv_fwd *f);
 /* RMSNorm of each of the step's n rows of width n (gain may be NULL). */
 void okv_fwd_norm_rows(okv_fwd *f, float *y, const float *x, int64_t width, const okv_weight *gain, float eps);
 

@@ -19,14 +19,25 @@
 #include "offkv/gguf.h"
 #include "offkv/threads.h"
 #include "kernels/quant.h"
+#include "kernels/quantize.h"
 #include "threads/pool.h"
 
 enum { ARCH_LLAMA, ARCH_GEMMA3, ARCH_MUSE };
 static const char *const arch_names[] = {"llama", "gemma3", "muse-glimmer", NULL};
-static const char *const type_names[] = {"f32", "f16", "q8_0", "q4_0", NULL};
-static const int type_ids[] = {OKV_GGML_F32, OKV_GGML_F16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
-/* llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_0. */
-static const uint32_t type_ftype[] = {0, 1, 7, 2};
+/* --type: the first four make every matrix that one type; from q4_1 on
+ * each is one of llama-quantize's file types, which mixes types per tensor
+ * (see mixed_type).  type_ids is the file type's base tensor type. */
+static const char *const type_names[] = {"f32",  "f16",  "q8_0",   "q4_0",   "q4_1",   "q5_0", "q5_1",
+                                         "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", NULL};
+enum { TYPE_FIRST_MIX = 4 };
+static const int type_ids[] = {OKV_GGML_F32,  OKV_GGML_F16,  OKV_GGML_Q8_0, OKV_GGML_Q4_0,
+                               OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1, OKV_GGML_Q2_K,
+                               OKV_GGML_Q3_K, OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K};
+/* llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_0, MOSTLY_Q4_1,
+ * MOSTLY_Q5_0, MOSTLY_Q5_1, MOSTLY_Q2_K, MOSTLY_Q3_K_M, MOSTLY_Q4_K_M,
+ * MOSTLY_Q5_K_M, MOSTLY_Q6_K. */
+enum { FT_Q2_K = 10, FT_Q3_K_M = 12, FT_Q4_K_M = 15, FT_Q5_K_M = 17 };
+static const uint32_t type_ftype[] = {0, 1, 7, 2, 3, 8, 9, FT_Q2_K, FT_Q3_K_M, FT_Q4_K_M, FT_Q5_K_M, 18};
 
 typedef struct shape {
     int arch;
@@ -83,7 +94,8 @@ struct synth_run {
     int64_t max_ne0;
     int32_t n_threads;
     uint64_t seed;
-    int n_fallback;
+    int n_fallback;       /* matrices written as f16: rows not whole 32-value blocks */
+    int n_legacy;         /* K-quant matrices moved to a 32-value type: rows not whole 256-value blocks */
 };
 
 typedef struct fill_job {
@@ -91,17 +103,6 @@ typedef struct fill_job {
     unsigned char *dst;
     size_t row_bytes;
 } fill_job;
-
-/* One row of k floats as ggml type `type`; the quantizers are the kernels'
- * (ggml's reference rounding), so the file holds what llama.cpp would write. */
-static void encode_row(int type, const float *x, void *dst, int64_t k) {
-    switch (type) {
-    case OKV_GGML_F32: memcpy(dst, x, (size_t)k * sizeof *x); break;
-    case OKV_GGML_F16: okv_f32_to_f16_row(dst, x, k); break;
-    case OKV_GGML_Q8_0: okv_quantize_row_q8_0(x, dst, k); break;
-    case OKV_GGML_Q4_0: okv_quantize_row_q4_0(x, dst, k); break;
-    }
-}
 
 static void fill_rows(void *arg, int32_t ith, int32_t nth) {
     const fill_job *j = arg;
@@ -116,7 +117,9 @@ static void fill_rows(void *arg, int32_t ith, int32_t nth) {
             float u = (float)(mix64(state) >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
             x[i] = t->kind == FILL_NORM ? 1.0f + t->scale * u : t->scale * u;
         }
-        encode_row(t->type, x, j->dst + (size_t)r * j->row_bytes, t->ne0);
+        /* ggml's reference quantizers, so the file holds what llama.cpp
+         * would write; add_spec only picks types this writes */
+        okv_quantize_row(t->type, x, j->dst + (size_t)r * j->row_bytes, t->ne0);
     }
 }
 
@@ -164,6 +167,71 @@ static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type,
     return t;
 }
 
+/* What a matrix is for: the categories llama-quantize reads off tensor names. */
+typedef enum {
+    ROLE_TOKEN_EMBD, ROLE_OUTPUT, ROLE_ATTN_Q, ROLE_ATTN_K, ROLE_ATTN_V, ROLE_ATTN_QKV, ROLE_ATTN_OUTPUT,
+    ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_OTHER
+} role;
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and
+ * every third one in between get more bits in the _M mixes. */
+static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* The type llama-quantize (llama_tensor_get_type in src/llama-quant.cpp, no
+ * importance matrix, no overrides) gives a matrix of this role in `layer`
+ * with rows of ne0 values, for the file types synth offers.  Only the
+ * branches those file types reach are here; offkv's architectures are none
+ * of the special cases (Falcon, experts), and 70B is llama with 80 layers
+ * and grouped KV heads, as llama.cpp's loader names it. */
+static int mixed_type(synth_run *s, const shape *sh, role r, int32_t layer, int64_t ne0) {
+    const uint32_t ft = type_ftype[sh->type_idx];
+    const int base = type_ids[sh->type_idx];
+    const int n = sh->n_layer;
+    int t = base;
+    /* the output matrix, or token_embd when it is also the output (tied) */
+    if (r == ROLE_OUTPUT || (sh->tied && r == ROLE_TOKEN_EMBD)) {
+        t = ne0 % okv_ggml_block_size(base) != 0 ? OKV_GGML_Q8_0 : OKV_GGML_Q6_K;
+    } else if (r == ROLE_ATTN_V || r == ROLE_ATTN_QKV) {
+        /* current llama.cpp gives a fused attn_qkv the attn_v rules (its
+         * category test for attn_v comes first); one attn_v or attn_qkv a
+         * layer, so the layer is llama.cpp's running attn_v count */
+        if (ft == FT_Q2_K) t = sh->n_head / sh->n_head_kv >= 4 ? OKV_GGML_Q4_K : OKV_GGML_Q3_K;
+        else if (ft == FT_Q3_K_M) t = layer < 2 ? OKV_GGML_Q5_K : OKV_GGML_Q4_K;
+        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(layer, n)) t = OKV_GGML_Q6_K;
+        const bool is_70b = sh->arch == ARCH_LLAMA && n == 80 && sh->n_head != sh->n_head_kv;
+        if (is_70b && (t == OKV_GGML_Q3_K || t == OKV_GGML_Q4_K)) t = OKV_GGML_Q5_K;
+    } else if (r == ROLE_FFN_DOWN) {
+        if (ft == FT_Q2_K) t = OKV_GGML_Q3_K;
+        else if (ft == FT_Q3_K_M) t = layer < n / 16 ? OKV_GGML_Q5_K : OKV_GGML_Q4_K;
+        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && use_more_bits(layer, n)) t = OKV_GGML_Q6_K;
+    } else if (r == ROLE_ATTN_OUTPUT) {
+        if (ft == FT_Q2_K) t = OKV_GGML_Q3_K;
+        else if (ft == FT_Q3_K_M) t = OKV_GGML_Q4_K;
+    }
+    /* A row that is not whole 256-value super-blocks falls back to a
+     * 32-value type as llama.cpp's tensor_type_fallback does.  Q2_K/Q3_K go
+     * to Q4_0 as in current llama.cpp (older releases chose IQ4_NL, which
+     * offkv cannot run).  A row that is not whole 32-value blocks either is
+     * left to add_spec, which makes it f16 (llama.cpp gives up on a legacy
+     * type there; f16 is what its fallback does for the K-quants). */
+    if (ne0 % okv_ggml_block_size(t) != 0) {
+        switch (t) {
+        case OKV_GGML_Q2_K: case OKV_GGML_Q3_K: t = OKV_GGML_Q4_0; break;
+        case OKV_GGML_Q4_K: t = OKV_GGML_Q5_0; break;
+        case OKV_GGML_Q5_K: t = OKV_GGML_Q5_1; break;
+        case OKV_GGML_Q6_K: t = OKV_GGML_Q8_0; break;
+        }
+        if (ne0 % okv_ggml_block_size(t) == 0) s->n_legacy++;
+    }
+    return t;
+}
+
+/* The type of a matrix: --type's own for f32..q4_0, else the mix's. */
+static int matrix_type(synth_run *s, const shape *sh, role r, int32_t layer, int64_t ne0) {
+    if (sh->type_idx < TYPE_FIRST_MIX) return type_ids[sh->type_idx];
+    return mixed_type(s, sh, r, layer, ne0);
+}
+
 /* Weights ~ uniform(-a, a) with a = 0.02·√3 (standard deviation 0.02, as
  * GPT-2-style initializations use), so activations stay in a sane range;
  * norm gains 1 ± 0.1 so a wrong gain is visible in the logits. */
@@ -171,37 +239,38 @@ static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type,
 #define NORM_SPREAD 0.1f
 
 static bool build_specs(synth_run *s, const shape *sh) {
-    const int mt = type_ids[sh->type_idx];
     const int64_t E = sh->n_embd, hd = sh->head_dim;
     const int64_t nq = (int64_t)sh->n_head * hd, nkv = (int64_t)sh->n_head_kv * hd;
     char nm[64];
+    int32_t l = -1;
+#define MT(role, ne0) matrix_type(s, sh, role, l, ne0)
 #define ADD(kind, type, ne0, ne1)                                                   \
     do {                                                                            \
         if (!add_spec(s, nm, kind, type, ne0, ne1, kind == FILL_NORM ? NORM_SPREAD : W_SCALE)) \
             return false;                                                           \
     } while (0)
     snprintf(nm, sizeof nm, "token_embd.weight");
-    ADD(FILL_MATRIX, mt, E, sh->n_vocab);
+    ADD(FILL_MATRIX, MT(ROLE_TOKEN_EMBD, E), E, sh->n_vocab);
     snprintf(nm, sizeof nm, "output_norm.weight");
     ADD(FILL_NORM, OKV_GGML_F32, E, 1);
     if (!sh->tied) {
         snprintf(nm, sizeof nm, "output.weight");
-        ADD(FILL_MATRIX, mt, E, sh->n_vocab);
+        ADD(FILL_MATRIX, MT(ROLE_OUTPUT, E), E, sh->n_vocab);
     }
-    for (int32_t l = 0; l < sh->n_layer; l++) {
+    for (l = 0; l < sh->n_layer; l++) {
 #define BLK(suffix) snprintf(nm, sizeof nm, "blk.%d.%s.weight", (int)l, suffix)
         BLK("attn_norm");
         ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         if (sh->fused_qkv) {
             BLK("attn_qkv");
-            ADD(FILL_MATRIX, mt, E, nq + 2 * nkv);
+            ADD(FILL_MATRIX, MT(ROLE_ATTN_QKV, E), E, nq + 2 * nkv);
         } else {
             BLK("attn_q");
-            ADD(FILL_MATRIX, mt, E, nq);
+            ADD(FILL_MATRIX, MT(ROLE_ATTN_Q, E), E, nq);
             BLK("attn_k");
-            ADD(FILL_MATRIX, mt, E, nkv);
+            ADD(FILL_MATRIX, MT(ROLE_ATTN_K, E), E, nkv);
             BLK("attn_v");
-            ADD(FILL_MATRIX, mt, E, nkv);
+            ADD(FILL_MATRIX, MT(ROLE_ATTN_V, E), E, nkv);
         }
         if (sh->arch == ARCH_GEMMA3 || sh->arch == ARCH_MUSE) {
             BLK("attn_q_norm");
@@ -212,10 +281,10 @@ static bool build_specs(synth_run *s, const shape *sh) {
         if (sh->arch == ARCH_MUSE) {
             /* one gate value per query channel, from the attn_norm output */
             BLK("attn_gate");
-            ADD(FILL_MATRIX, mt, E, nq);
+            ADD(FILL_MATRIX, MT(ROLE_OTHER, E), E, nq);
         }
         BLK("attn_output");
-        ADD(FILL_MATRIX, mt, nq, E);
+        ADD(FILL_MATRIX, MT(ROLE_ATTN_OUTPUT, nq), nq, E);
         if (sh->arch != ARCH_LLAMA) {
             /* muse-glimmer's attn_post_norm and ffn_post_norm are stored
              * under gemma3's names, as its converter writes them */
@@ -225,11 +294,11 @@ static bool build_specs(synth_run *s, const shape *sh) {
         BLK("ffn_norm");
         ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         BLK("ffn_gate");
-        ADD(FILL_MATRIX, mt, E, sh->n_ff);
+        ADD(FILL_MATRIX, MT(ROLE_FFN_GATE, E), E, sh->n_ff);
         BLK("ffn_up");
-        ADD(FILL_MATRIX, mt, E, sh->n_ff);
+        ADD(FILL_MATRIX, MT(ROLE_FFN_UP, E), E, sh->n_ff);
         BLK("ffn_down");
-        ADD(FILL_MATRIX, mt, sh->n_ff, E);
+        ADD(FILL_MATRIX, MT(ROLE_FFN_DOWN, sh->n_ff), sh->n_ff, E);
         if (sh->arch != ARCH_LLAMA) {
             BLK("post_ffw_norm");
             ADD(FILL_NORM, OKV_GGML_F32, E, 1);
@@ -237,6 +306,7 @@ static bool build_specs(synth_run *s, const shape *sh) {
 #undef BLK
     }
 #undef ADD
+#undef MT
     return true;
 }
 
@@ -431,8 +501,13 @@ static void usage(FILE *f) {
             "Its text is gibberish; it is for tests, benchmarks and demos.\n\n"
             "  -o, --output FILE        file to write (required)\n"
             "  --arch NAME              llama (default), gemma3 or muse-glimmer\n"
-            "  --type T                 matrix type: f32 (default), f16, q8_0, q4_0 (norms stay f32;\n"
-            "                           a matrix whose rows do not split into 32-value blocks is f16)\n"
+            "  --type T                 matrix type: f32 (default), f16, q8_0 or q4_0 for every matrix, or\n"
+            "                           llama-quantize's per-tensor mix of the file type q4_1, q5_0, q5_1,\n"
+            "                           q2_k, q3_k_m, q4_k_m, q5_k_m or q6_k (e.g. q4_k_m: output.weight and\n"
+            "                           some attn_v/ffn_down in q6_K, the rest q4_K).  Norms stay f32; a\n"
+            "                           K-quant matrix whose rows do not split into 256-value blocks is\n"
+            "                           q5_0 (for q4_K), q5_1 (q5_K), q8_0 (q6_K) or q4_0 (q2_K, q3_K); one\n"
+            "                           whose rows do not split into 32-value blocks is f16\n"
             "  --seed S                 random seed (default 1)\n"
             "  --n-embd N               embedding width (default 64)\n"
             "  --n-layer N              layers (default 2)\n"
@@ -625,6 +700,11 @@ int cmd_synth(int argc, char **argv) {
     if (run.n_fallback && sh.type_idx >= 2)
         fprintf(stderr, "offkv synth: %d matrices whose rows do not split into 32-value blocks are f16\n",
                 run.n_fallback);
+    if (run.n_legacy)
+        fprintf(stderr,
+                "offkv synth: %d K-quant matrices whose rows do not split into 256-value blocks use a 32-value "
+                "type, as llama-quantize does\n",
+                run.n_legacy);
     rc = CLI_OK;
 done:
     okv_gguf_writer_free(w);
