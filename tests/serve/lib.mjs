@@ -51,9 +51,9 @@ export function done() {
 }
 
 // Starts the server; resolves once it prints its address.
-export function startServer(args, { timeoutMs = 60000 } = {}) {
+export function startServer(args, { timeoutMs = 60000, model = MODEL() } = {}) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(path.join(BIN, 'offkv'), ['serve', '-m', MODEL(), '--host', '127.0.0.1', '--port', '0',
+    const proc = spawn(path.join(BIN, 'offkv'), ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0',
       '-t', '1', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     const srv = { proc, stderr: '', stdout: '', url: null, exited: null };
     const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`server did not start: ${srv.stderr}`)); }, timeoutMs);

@@ -459,6 +459,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                                                     atomic_fetch_add(&seed_counter, 1)},
             .stops = req.stops,
             .n_stops = req.n_stops,
+            .ignore_eos = req.ignore_eos,
         };
         bool busy = false;
         k->jobs[i] = srv_submit(srv->sched, &p, &busy);

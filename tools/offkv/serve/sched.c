@@ -18,7 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "offkv/context.h"
+#include "offkv/batch.h"
+#include "offkv/threads.h"
 #include "offkv/tokenizer.h"
 #include "serve.h"
 #include "tokenizer/utf8_stream.h"
@@ -36,6 +37,7 @@ struct srv_job {
 
     /* What was asked (immutable after submit). */
     int32_t *prompt, n_prompt, max_tokens;
+    bool ignore_eos;
     char *stops[SRV_MAX_STOPS];
     int n_stops;
 
@@ -58,8 +60,7 @@ struct srv_job {
 };
 
 typedef struct slot {
-    okv_context *ctx;
-    okv_cache *cache;               /* the context's */
+    okv_cache *cache;
     int32_t *hist;                  /* the tokens the cache holds, positions 0..n_hist-1 */
     int32_t n_hist;
     srv_job *job;                   /* NULL: free */
@@ -76,7 +77,9 @@ struct srv_sched {
     srv_sched_config cfg;
     int32_t n_vocab, capacity;
     slot *slots;
-    int32_t *positions;             /* scratch: cfg.chunk positions per slot */
+    okv_threadpool *pool;
+    okv_batch *batch;               /* one forward pass: a token per decoding sequence + cfg.chunk prompt tokens */
+    okv_batch_seq *seqs;
     int32_t eog[8];                 /* tokens that end a turn */
     int n_eog;
 
@@ -171,36 +174,38 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
     s->stats.n_parallel = cfg->n_parallel;
     find_eog(s);
     s->slots = calloc((size_t)cfg->n_parallel, sizeof *s->slots);
-    s->positions = malloc((size_t)cfg->chunk * sizeof *s->positions);
-    if (!s->slots || !s->positions) goto nomem;
+    s->seqs = calloc((size_t)cfg->n_parallel, sizeof *s->seqs);
+    if (!s->slots || !s->seqs) goto nomem;
+    /* Every sequence's cache has the model's layer geometry; capacity as
+     * -c says (default: the training context, at most 4096, as contexts
+     * do); flat layers start small and double as the sequence grows. */
+    const int32_t n_layers = okv_model_n_layers(model);
+    okv_layer_geometry *geo = calloc((size_t)n_layers, sizeof *geo);
+    if (!geo) goto nomem;
+    for (int32_t l = 0; l < n_layers; l++) okv_model_layer_geometry(model, l, &geo[l]);
+    const int32_t train = okv_model_n_ctx_train(model);
+    okv_cache_config cc = {.capacity = cfg->capacity > 0 ? cfg->capacity : train > 0 && train < 4096 ? train : 4096,
+                           .dtype = strcmp(cfg->kv_type, "f32") == 0 ? OKV_F32 : OKV_F16};
+    if (s->cfg.chunk > cc.capacity) s->cfg.chunk = cc.capacity;
+    cc.max_write = s->cfg.chunk;
+    cc.initial_capacity = cc.capacity < 256 ? cc.capacity : 256;
+    s->capacity = cc.capacity;
     for (int32_t i = 0; i < cfg->n_parallel; i++) {
         slot *sl = &s->slots[i];
-        char cap[16], mw[16], nt[16];
-        snprintf(mw, sizeof mw, "%d", (int)cfg->chunk);
-        snprintf(nt, sizeof nt, "%d", (int)cfg->n_threads);
-        const char *opts[12] = {"max_write", mw, "n_threads", nt, "kv_type", cfg->kv_type};
-        int k = 6;
-        if (cfg->capacity > 0) { /* else the context's default: the training context, at most 4096 */
-            snprintf(cap, sizeof cap, "%d", (int)cfg->capacity);
-            opts[k++] = "capacity";
-            opts[k++] = cap;
-            /* Caches grow only as used: a sequence starts small and doubles. */
-            if (cfg->capacity < 256) {
-                opts[k++] = "initial_capacity";
-                opts[k++] = cap;
-            }
+        if (!(sl->cache = okv_cache_create(geo, n_layers, &cc, err))) {
+            free(geo);
+            goto fail;
         }
-        opts[k] = NULL;
-        if (!(sl->ctx = okv_context_create(model, opts, NULL, err))) goto fail;
-        sl->cache = okv_context_cache(sl->ctx);
-        if (okv_context_max_write(sl->ctx) < s->cfg.chunk) s->cfg.chunk = okv_context_max_write(sl->ctx);
-        okv_cache_config cc;
-        okv_cache_get_config(sl->cache, &cc);
-        s->capacity = cc.capacity;
         sl->hist = malloc((size_t)cc.capacity * sizeof *sl->hist);
         sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
-        if (!sl->hist || !sl->logits) goto nomem;
+        if (!sl->hist || !sl->logits) {
+            free(geo);
+            goto nomem;
+        }
     }
+    free(geo);
+    if (!(s->pool = okv_threadpool_create(cfg->n_threads, err))) goto fail;
+    if (!(s->batch = okv_batch_create(model, cfg->n_parallel + s->cfg.chunk, s->pool, err))) goto fail;
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         snprintf(err->message, sizeof err->message, "cannot start the decode thread");
         err->status = OKV_ERR_NOMEM;
@@ -246,12 +251,14 @@ void srv_sched_free(srv_sched *s) {
     for (int32_t i = 0; s->slots && i < s->cfg.n_parallel; i++) {
         slot *sl = &s->slots[i];
         if (sl->job) job_unref(sl->job);
-        okv_context_free(sl->ctx);
+        okv_cache_release(sl->cache);
         free(sl->hist);
         free(sl->logits);
     }
     free(s->slots);
-    free(s->positions);
+    free(s->seqs);
+    okv_batch_free(s->batch);
+    okv_threadpool_free(s->pool);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -265,6 +272,7 @@ srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
     j->refs = 2;
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
+    j->ignore_eos = p->ignore_eos;
     j->t_submit = srv_now();
     okv_error err = {0};
     bool ok = (j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt)) != NULL &&
@@ -480,15 +488,35 @@ typedef struct item {
     char error[256];
 } item;
 
-/* Evaluates every item: the one place that knows how sequences are run
- * together.  Each item gets its own status. */
+static void eval_one(srv_sched *s, item *it) {
+    okv_error err = {0};
+    const okv_batch_seq q = {.cache = it->sl->cache, .tokens = it->tokens, .positions = it->positions,
+                             .n_tokens = it->n, .logits = it->want_logits ? it->sl->logits : NULL};
+    it->st = okv_batch_eval(s->batch, &q, 1, &err);
+    if (it->st != OKV_OK) snprintf(it->error, sizeof it->error, "%s", err.message);
+}
+
+/* Evaluates every item in one forward pass: each weight matrix is read
+ * once for all the sequences.  A sequence's logits do not depend on what
+ * else is in the pass (batch.h), so a failure is retried one sequence at a
+ * time, and only the sequence that fails alone fails. */
 static void eval_items(srv_sched *s, item *it, int n) {
-    (void)s;
+    for (int i = 0; i < n; i++)
+        s->seqs[i] = (okv_batch_seq){.cache = it[i].sl->cache, .tokens = it[i].tokens, .positions = it[i].positions,
+                                     .n_tokens = it[i].n, .logits = it[i].want_logits ? it[i].sl->logits : NULL};
+    okv_error err = {0};
+    if (okv_batch_eval(s->batch, s->seqs, n, &err) == OKV_OK) {
+        for (int i = 0; i < n; i++) it[i].st = OKV_OK;
+        return;
+    }
     for (int i = 0; i < n; i++) {
-        okv_error err = {0};
-        it[i].st = okv_context_eval_last(it[i].sl->ctx, it[i].tokens, it[i].positions, it[i].n,
-                                         it[i].want_logits ? it[i].sl->logits : NULL, &err);
-        if (it[i].st != OKV_OK) snprintf(it[i].error, sizeof it[i].error, "%s", err.message);
+        /* After a failed pass a cache holds at most its step's start. */
+        if (okv_cache_length(it[i].sl->cache) == it[i].positions[0]) {
+            eval_one(s, &it[i]);
+        } else {
+            it[i].st = OKV_ERR_INVALID;
+            snprintf(it[i].error, sizeof it[i].error, "%s", err.message);
+        }
     }
 }
 
@@ -523,7 +551,7 @@ typedef struct outcome {
 static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
     const int32_t id = okv_sampler_sample(j->sampler, sl->logits);
     bool oom = false;
-    if (is_eog(s, id)) {
+    if (!j->ignore_eos && is_eog(s, id)) {
         o->finish = SRV_FINISH_STOP;
     } else {
         o->made_token = true;

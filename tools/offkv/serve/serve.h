@@ -78,6 +78,7 @@ typedef struct srv_request {
     char *stops[SRV_MAX_STOPS];
     int n_stops;
     bool stream, include_usage;
+    bool ignore_eos;        /* llama.cpp's extension: generate through end-of-sequence tokens (benchmarks) */
 } srv_request;
 
 /* What a failed parse says: HTTP status, OpenAI's error type, the offending
@@ -142,6 +143,7 @@ typedef struct srv_job_params {
     okv_sampler_params sampling;
     char *const *stops;
     int n_stops;
+    bool ignore_eos;
 } srv_job_params;
 
 /* Queues a job (copying what it needs).  NULL with *busy set when every

@@ -1,0 +1,85 @@
+// A bounded load test: 8 clients x 25 requests against one server (4
+// sequences, a short queue), mixed prompt and answer lengths, streamed and
+// not, some cancelled mid-way.  Every request is answered (200) or cleanly
+// refused (503, OpenAI's error shape); the server logs no error; its memory
+// after the run is within 10 % of its memory after the first round.
+import { need, startServer, stopServer, post, metrics, rssKiB, check, eq, done, sleep } from './lib.mjs';
+
+need('shared');
+const CLIENTS = 8, ROUNDS = 25;
+const words = 'once upon a time there was a little girl named Lily who loved to play in the park with her dog'.split(' ');
+const srv = await startServer(['--parallel', '4', '--queue', '4', '-c', '512']);
+let seed = 12345;
+const rand = n => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+const counts = { ok: 0, refused: 0, cancelled: 0, other: 0 };
+const bad = [];
+
+async function one(client, round) {
+  const prompt = Array.from({ length: 1 + rand(60) }, () => words[rand(words.length)]).join(' ');
+  const body = { prompt, max_tokens: 1 + rand(96), temperature: rand(2) ? 0 : 0.8, seed: rand(1000), stream: rand(2) === 1 };
+  const chat = rand(3) === 0;
+  const pathName = chat ? '/v1/chat/completions' : '/v1/completions';
+  if (chat) { body.messages = [{ role: 'user', content: prompt }]; delete body.prompt; }
+  const cancel = rand(6) === 0;
+  const ac = new AbortController();
+  try {
+    const r = await fetch(srv.url + pathName, { method: 'POST', signal: ac.signal, body: JSON.stringify(body),
+      headers: { 'Content-Type': 'application/json' } });
+    if (cancel) {
+      // Drop the request after a moment: mid-stream, mid-wait or queued.
+      await sleep(rand(30));
+      ac.abort();
+      counts.cancelled++;
+      await r.text().catch(() => {});
+      return;
+    }
+    const text = await r.text();
+    if (r.status === 200) {
+      if (body.stream) check(text.endsWith('data: [DONE]\n\n'), `client ${client} round ${round}: stream ends with [DONE]`);
+      else {
+        const j = JSON.parse(text);
+        check(j.usage.completion_tokens <= body.max_tokens, 'completion within max_tokens');
+      }
+      counts.ok++;
+    } else if (r.status === 503) {
+      const j = JSON.parse(text);
+      check(j.error && j.error.type === 'server_busy', '503 in OpenAI shape');
+      counts.refused++;
+    } else {
+      counts.other++;
+      bad.push(`${r.status} ${text.slice(0, 200)}`);
+    }
+  } catch (e) {
+    if (e.name === 'AbortError') return;
+    counts.other++;
+    bad.push(String(e));
+  }
+}
+
+try {
+  let rssFirst = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    await Promise.all(Array.from({ length: CLIENTS }, (_, c) => one(c, round)));
+    if (round === 0) rssFirst = rssKiB(srv.proc.pid);
+  }
+  // Let cancelled work drain, then measure.
+  for (let i = 0; i < 100; i++) {
+    const m = await metrics(srv);
+    if (m.offkv_sequences_active === 0 && m.offkv_sequences_queued === 0) break;
+    await sleep(50);
+  }
+  const rssEnd = rssKiB(srv.proc.pid);
+  console.log(`answered ${counts.ok}, refused ${counts.refused}, cancelled ${counts.cancelled}, other ${counts.other}; ` +
+    `RSS ${rssFirst} KiB after round 1, ${rssEnd} KiB at the end`);
+  eq(counts.ok + counts.refused + counts.cancelled, CLIENTS * ROUNDS, 'every request answered, refused or cancelled');
+  eq(bad, [], 'no other outcome');
+  check(counts.ok > CLIENTS * ROUNDS / 2, 'most requests answered');
+  check(rssEnd <= rssFirst * 1.10, `RSS within 10 % of the first round's (${rssFirst} -> ${rssEnd} KiB)`);
+  // The server still answers correctly afterwards.
+  const after = await post(srv, '/v1/completions', { prompt: 'Once upon a time', max_tokens: 8, temperature: 0 });
+  eq(after.status, 200, 'answers after the load');
+} finally {
+  eq(await stopServer(srv), { code: 0, signal: null }, 'exit 0 after SIGTERM');
+  check(!/error|Sanitizer|runtime error/i.test(srv.stderr), `no error in the server log:\n${srv.stderr}`);
+}
+done();
