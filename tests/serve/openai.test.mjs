@@ -98,6 +98,14 @@ try {
   const together = await Promise.all(prompts.map(p => client.completions.create({ model: 'x', prompt: p, max_tokens: 24, temperature: 0 })));
   eq(together.map(r => r.choices[0].text), alone, '8 concurrent greedy requests = each alone');
   for (let i = 0; i < prompts.length; i++) eq(alone[i], runGreedy(prompts[i], 24), `prompt ${i} = offkv run`);
+  // in another slot: the sequence it would take is busy with a long stream
+  const hold = new AbortController();
+  const busy = await fetch(srv.url + '/v1/completions', { method: 'POST', signal: hold.signal,
+    body: JSON.stringify({ prompt: prompts[1], max_tokens: 900, stream: true }) });
+  await busy.body.getReader().read();
+  const other = await client.completions.create({ model: 'x', prompt: prompts[1], max_tokens: 24, temperature: 0 });
+  eq(other.choices[0].text, alone[1], 'the same request in another slot, beside a stream');
+  hold.abort();
 
   // prompt reuse: the same conversation continued reuses the cache
   STEP(`prompt reuse: the same conversation continued reuses the cache`);
@@ -197,6 +205,30 @@ try {
   check(/stopped/.test(srv.stderr), 'the server says it stopped');
 } finally {
   await stopServer(srv);
+}
+
+// Prompt reuse over ring layers: tiny-gemma3 slides 5 of its 6 layers over 8
+// positions; with --chunk 16 a ring holds 8 + 16 - 1 = 23 rows.  A short
+// answer leaves what a rewind needs in the rings (reused); a long one
+// overwrites it, and the prompt is evaluated again -- with the same text.
+{
+  const s = await startServer(['--parallel', '1', '--chunk', '16', '-c', '512'],
+    { model: `${process.env.OKV_SHARED}/models/tiny-gemma3.gguf` });
+  try {
+    const prompt = 'the cat sat on the mat and looked at the dog who was sleeping in the sun by the door';
+    const ask = async n => (await post(s, '/v1/completions', { prompt, max_tokens: n, temperature: 0, ignore_eos: true })).json;
+    const a = await ask(5);
+    const b = await ask(5);
+    eq(b.usage.prompt_tokens_details.cached_tokens, b.usage.prompt_tokens - 1, 'rings still hold the prompt: reused');
+    eq(b.choices[0].text, a.choices[0].text, 'reused over rings: same text');
+    const c = await ask(40);
+    const d = await ask(40);
+    eq(d.usage.prompt_tokens_details.cached_tokens, 0, 'rings overwritten: the prompt is evaluated again');
+    eq(d.choices[0].text, c.choices[0].text, 'evaluated again: same text');
+    check(c.choices[0].text.startsWith(a.choices[0].text), 'the longer answer begins with the shorter');
+  } finally {
+    eq(await stopServer(s), { code: 0, signal: null }, 'gemma3 server exits 0');
+  }
 }
 
 // --api-key: 401 without or with a wrong key; the right one works
