@@ -46,17 +46,29 @@ async function one(i) {
   return { ttft: (first || performance.now()) - t0, tokens, end: performance.now() };
 }
 
+// The server's own counters: the time its decode thread spent in
+// okv_batch_eval, to tell the engine's scaling from the server's overhead.
+async function counters() {
+  const t = await (await fetch(url + '/metrics')).text();
+  const get = name => Number((t.match(new RegExp(`^${name} (\\S+)$`, 'm')) || [])[1] || 0);
+  return { tokens: get('offkv_generated_tokens_total'), steps: get('offkv_eval_steps_total'),
+    evalSeconds: get('offkv_eval_seconds_total') };
+}
+
 // Warm up (page in the weights).
 await one(-1);
 const rows = [];
 for (const n of LEVELS) {
   let best = null;
   for (let rep = 0; rep < REPEAT; rep++) {
+    const c0 = await counters();
     const t0 = performance.now();
     const rs = await Promise.all(Array.from({ length: n }, (_, i) => one(i + 100 * rep)));
     const wall = (Math.max(...rs.map(r => r.end)) - t0) / 1000;
+    const c1 = await counters();
     const tokens = rs.reduce((a, r) => a + r.tokens, 0);
-    const row = { n, tps: tokens / wall, ttft: rs.reduce((a, r) => a + r.ttft, 0) / n, tokens };
+    const row = { n, tps: tokens / wall, ttft: rs.reduce((a, r) => a + r.ttft, 0) / n, tokens,
+      evalTps: (c1.tokens - c0.tokens) / (c1.evalSeconds - c0.evalSeconds), steps: c1.steps - c0.steps };
     if (!best || row.tps > best.tps) best = row;
   }
   rows.push(best);
@@ -64,8 +76,9 @@ for (const n of LEVELS) {
 proc.kill('SIGTERM');
 const single = rows[0].tps;
 console.log(`offkv serve, ${path.basename(model)}, -t ${threads}, ${TOKENS} tokens per request, best of ${REPEAT}`);
-console.log('| concurrent | aggregate tokens/s | vs 1 | mean time to first token |');
-console.log('|---:|---:|---:|---:|');
+console.log('| concurrent | aggregate tokens/s | vs 1 | mean time to first token | tokens/s in okv_batch_eval | eval steps |');
+console.log('|---:|---:|---:|---:|---:|---:|');
 for (const r of rows)
-  console.log(`| ${r.n} | ${r.tps.toFixed(1)} | ${(r.tps / single).toFixed(2)}x | ${r.ttft.toFixed(0)} ms |`);
+  console.log(`| ${r.n} | ${r.tps.toFixed(1)} | ${(r.tps / single).toFixed(2)}x | ${r.ttft.toFixed(0)} ms | ` +
+    `${r.evalTps.toFixed(1)} | ${r.steps} |`);
 await new Promise(r => proc.on('exit', r));
