@@ -231,6 +231,39 @@ try {
   }
 }
 
+// UTF-8 in streams: tiny-llama's random weights pick stories260K's byte
+// tokens (<0xE2> ...) often, so characters span tokens.  Every event must be
+// valid UTF-8 on its own (a piece waits for its character's last byte), and
+// the pieces must add up to the text of the same request not streamed.
+{
+  const s = await startServer(['--parallel', '2', '-c', '1024'], { model: `${process.env.OKV_SHARED}/models/tiny-llama.gguf` });
+  try {
+    const body = { prompt: 'Once upon a time', max_tokens: 400, temperature: 1, seed: 5, ignore_eos: true };
+    const whole = (await post(s, '/v1/completions', body)).json.choices[0].text;
+    const r = await fetch(s.url + '/v1/completions', { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
+    const bytes = Buffer.from(await r.arrayBuffer());
+    const strict = new TextDecoder('utf-8', { fatal: true });
+    let pieces = '', events = 0, broken = 0, multibyte = 0;
+    for (let at = 0; at < bytes.length;) {
+      const end = bytes.indexOf('\n\n', at);
+      const ev = bytes.subarray(at, end);
+      at = end + 2;
+      let text;
+      try { text = strict.decode(ev); } catch { broken++; continue; }
+      if (text === 'data: [DONE]') continue;
+      events++;
+      const piece = JSON.parse(text.slice(6)).choices[0]?.text ?? '';
+      if (/[^\x00-\x7f]/.test(piece)) multibyte++;
+      pieces += piece;
+    }
+    eq(broken, 0, 'every event is valid UTF-8');
+    check(multibyte > 0, `some pieces carry characters of several bytes (${multibyte} of ${events})`);
+    eq(pieces, whole, 'the streamed pieces add up to the plain text');
+  } finally {
+    eq(await stopServer(s), { code: 0, signal: null }, 'tiny-llama server exits 0');
+  }
+}
+
 // --api-key: 401 without or with a wrong key; the right one works
 {
   const s = await startServer(['--api-key', 'sekrit', '--max-body', '1024', '--parallel', '1', '--queue', '0', '-c', '2048']);
