@@ -20,6 +20,7 @@
 
 #include "attend/attend.h"
 #include "kernels/f16.h"
+#include "kernels/quant.h"
 #include "offkv/offkv.h"
 #include "threads/pool.h"
 
@@ -67,27 +68,37 @@ int main(int argc, char **argv) {
            "attend", "memcpy 1thr", "memcpy Nthr", "ratio");
     const int32_t only_rows = argc > 2 ? atoi(argv[2]) : 0;
     for (int ri = 0; ri < 3; ri++)
-        for (int dt = 1; dt >= 0; dt--) {
+        for (int dt = 2; dt >= 0; dt--) { /* q8_0, f16, f32 */
             const int32_t rows = rows_list[ri];
             if (only_rows && rows != only_rows) continue;
-            const size_t esz = dt ? 2 : 4;
-            const size_t n_elems = (size_t)N_KV * rows * HD, bytes = 2 * n_elems * esz;
-            char *k = aligned_alloc(64, n_elems * esz), *v = aligned_alloc(64, n_elems * esz);
+            const okv_dtype type = dt == 2 ? OKV_Q8_0 : dt ? OKV_F16 : OKV_F32;
+            const size_t row_bytes = dt == 2 ? HD / 32 * sizeof(block_q8_0) : (size_t)HD * (dt ? 2 : 4);
+            const size_t n_elems = (size_t)N_KV * rows * HD, n_rows = (size_t)N_KV * rows;
+            const size_t bytes = 2 * n_rows * row_bytes;
+            char *k = aligned_alloc(64, n_rows * row_bytes), *v = aligned_alloc(64, n_rows * row_bytes);
             char *src = aligned_alloc(64, bytes), *dst = aligned_alloc(64, bytes);
             float *q = aligned_alloc(64, sizeof(float) * N_HEADS * HD);
             float *out = aligned_alloc(64, sizeof(float) * N_HEADS * HD);
             if (!k || !v || !src || !dst || !q || !out) { fprintf(stderr, "out of memory\n"); return 1; }
             uint32_t s = 12345;
+            float row[HD], neg[HD];
             for (size_t i = 0; i < n_elems; i++) {
                 s = s * 1664525u + 1013904223u;
                 const float x = (float)(s >> 8) / 16777216.0f - 0.5f;
-                if (dt) { ((okv_f16 *)k)[i] = okv_f32_to_f16(x); ((okv_f16 *)v)[i] = okv_f32_to_f16(-x); }
+                if (dt == 2) {
+                    row[i % HD] = x;
+                    neg[i % HD] = -x;
+                    if (i % HD == HD - 1) {
+                        okv_quantize_row_q8_0(row, (block_q8_0 *)(k + i / HD * row_bytes), HD);
+                        okv_quantize_row_q8_0(neg, (block_q8_0 *)(v + i / HD * row_bytes), HD);
+                    }
+                } else if (dt) { ((okv_f16 *)k)[i] = okv_f32_to_f16(x); ((okv_f16 *)v)[i] = okv_f32_to_f16(-x); }
                 else { ((float *)k)[i] = x; ((float *)v)[i] = -x; }
             }
             for (int i = 0; i < N_HEADS * HD; i++) q[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
             memset(src, 1, bytes);
             memset(dst, 0, bytes);
-            okv_attend_job job = {.k = k, .v = v, .dtype = dt ? OKV_F16 : OKV_F32, .n_kv_heads = N_KV,
+            okv_attend_job job = {.k = k, .v = v, .dtype = type, .n_kv_heads = N_KV,
                                   .rows = rows, .head_dim = HD, .window = 0, .ring = 0, .lo_pos = 0,
                                   .q = q, .out = out, .n_heads = N_HEADS, .n_tokens = 1,
                                   .start = rows - 1, .scale = 0.08838834764f};
@@ -111,7 +122,7 @@ int main(int argc, char **argv) {
                     ratio[r] = tcn[r] / ta[r];
                 }
                 const double a_ = median(ta, runs), c1 = median(tc1, runs), cn = median(tcn, runs);
-                printf("%6d %4s %3d %9.1f %10.1f %9.2f %12.2f %12.2f %6.0f%%\n", rows, dt ? "f16" : "f32",
+                printf("%6d %4s %3d %9.1f %10.1f %9.2f %12.2f %12.2f %6.0f%%\n", rows, dt == 2 ? "q8_0" : dt ? "f16" : "f32",
                        nth, bytes / 1048576.0, a_ * 1e6, bytes / a_ * 1e-9, bytes / c1 * 1e-9,
                        bytes / cn * 1e-9, 100.0 * median(ratio, runs));
                 free(scratch);

@@ -6,7 +6,7 @@
  * matrix (>= 512 MiB) that each call reads from DRAM, not from L3.
  *
  *   build/bench/matmul [reps] [kernel] [type]
- *     kernel: scalar|avx2|avx512|avx512vnni; type: q4_0|q8_0|f16|bf16|f32 (default all) */
+ *     kernel: scalar|avx2|avx512|avx512vnni; type: a ggml name, q4_0|q4_K|f16|... (default all) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +84,25 @@ static void peers(okv_threadpool *pool, int reps) {
     free(b);
 }
 
-static void bench(okv_mm_kernel kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps) {
+/* The formats offkv has no quantizer for: random bytes with small f16
+ * scales (d, and m or dmin) at their offsets in each block. */
+static void fill_random(int type, uint8_t *dst, size_t bytes) {
+    static const struct { int type, d_off, m_off; } offs[] = {
+        {OKV_GGML_Q4_1, 0, 2}, {OKV_GGML_Q5_0, 0, -1}, {OKV_GGML_Q5_1, 0, 2}, {OKV_GGML_Q2_K, 80, 82},
+        {OKV_GGML_Q3_K, 108, -1}, {OKV_GGML_Q4_K, 0, 2}, {OKV_GGML_Q5_K, 0, 2}, {OKV_GGML_Q6_K, 208, -1}};
+    for (size_t i = 0; i < bytes; i++) dst[i] = (uint8_t)((frand() + 1.0f) * 127.99f);
+    const size_t bs = okv_ggml_type_size(type);
+    for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
+        if (offs[o].type != type) continue;
+        for (size_t b = 0; b < bytes / bs; b++) {
+            const okv_f16 d = okv_f32_to_f16(0.01f * frand()), m = okv_f32_to_f16(0.02f * frand());
+            memcpy(dst + b * bs + offs[o].d_off, &d, 2);
+            if (offs[o].m_off >= 0) memcpy(dst + b * bs + offs[o].m_off, &m, 2);
+        }
+    }
+}
+
+static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps) {
     const size_t mbytes = okv_ggml_row_size(type, k) * (size_t)rows;
     int copies = n == 1 ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
     uint8_t *w = malloc(mbytes * (size_t)copies);
@@ -104,6 +122,7 @@ static void bench(okv_mm_kernel kern, okv_threadpool *pool, int type, int64_t ro
         case OKV_GGML_BF16: okv_f32_to_bf16_row((okv_bf16 *)dst, row, k); break;
         case OKV_GGML_Q8_0: okv_quantize_row_q8_0(row, (block_q8_0 *)dst, k); break;
         case OKV_GGML_Q4_0: okv_quantize_row_q4_0(row, (block_q4_0 *)dst, k); break;
+        default: fill_random(type, dst, rb); break;
         }
     }
     for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * mbytes, w, mbytes);
@@ -131,14 +150,16 @@ int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 7;
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
-    okv_mm_kernel kern = okv_mm_kernel_best();
+    okv_isa kern = okv_cpu_best_isa();
     if (argc > 2) {
-        for (int i = 0; i < OKV_MM_KERNEL_COUNT; i++)
-            if (!strcmp(argv[2], okv_mm_kernel_name((okv_mm_kernel)i))) kern = (okv_mm_kernel)i;
+        for (int i = 0; i < OKV_ISA_COUNT; i++)
+            if (!strcmp(argv[2], okv_isa_name((okv_isa)i))) kern = (okv_isa)i;
     }
-    if (!okv_mm_kernel_available(kern)) { printf("kernel %s not available\n", okv_mm_kernel_name(kern)); return 1; }
-    printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_mm_kernel_name(kern), reps);
-    const int types[] = {OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32};
+    if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
+    printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_isa_name(kern), reps);
+    const int types[] = {OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
+                         OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K, OKV_GGML_Q3_K, OKV_GGML_Q2_K,
+                         OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1};
     for (int nt = 1; nt <= 2; nt++) {
         okv_threadpool *pool = okv_threadpool_create(nt, NULL);
         if (!pool) return 1;

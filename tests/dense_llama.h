@@ -17,6 +17,7 @@ typedef struct dense_opts {
     double pos_scale;           /* positions are multiplied by this (1 / linear factor) */
     const float *freq_factors;  /* n_rot / 2 divisors of the rotation frequencies, or NULL */
     int n_rot;                  /* dimensions rotated per head; 0: all */
+    int shared_kv;              /* the last shared_kv layers attend the K/V of the layer before them */
 } dense_opts;
 
 static const okv_gguf *G;
@@ -84,9 +85,11 @@ static double *dense_forward(const int *tokens, int n_tokens, const dense_opts *
         for (int t = 0; t < T; t++) {
             rmsnorm(xb, x + (size_t)t * E, tensor("blk.%d.attn_norm.weight", l), E, epsf);
             matvec(q + (size_t)t * H * HD, tensor("blk.%d.attn_q.weight", l), xb, H * HD, E);
+            rope(q + (size_t)t * H * HD, H, HD, t, basef, opt);
+            /* a sharing layer keeps the k and v of the last layer that made them */
+            if (l >= L - opt->shared_kv) continue;
             matvec(k + (size_t)t * KV * HD, tensor("blk.%d.attn_k.weight", l), xb, KV * HD, E);
             matvec(v + (size_t)t * KV * HD, tensor("blk.%d.attn_v.weight", l), xb, KV * HD, E);
-            rope(q + (size_t)t * H * HD, H, HD, t, basef, opt);
             rope(k + (size_t)t * KV * HD, KV, HD, t, basef, opt);
         }
         for (int t = 0; t < T; t++) {

@@ -28,7 +28,7 @@ static float *eval_all(okv_model *m, const int *tokens, int n, int chunk, const 
     return logits;
 }
 
-static void seq_case(const char *model, int chunk, const char *kv) {
+__attribute__((unused)) static void seq_case(const char *model, int chunk, const char *kv) {
     char path[1024], json_path[1024], f32_path[1024];
     const char *kvname = strcmp(kv, "f32") == 0 ? "kvf32_faoff" : "kvf16_faauto";
     snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model);
@@ -73,7 +73,7 @@ static void seq_case(const char *model, int chunk, const char *kv) {
     free(ref);
 }
 
-static void gen_case(const char *model) {
+__attribute__((unused)) static void gen_case(const char *model) {
     char path[1024], json_path[1024];
     snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model);
     snprintf(json_path, sizeof json_path, "%s/golden/%s.gen64.kvf32_faoff.json", shared, model);

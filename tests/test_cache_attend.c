@@ -9,7 +9,7 @@ static const double TOL = 2e-5;
 /* A 3-token prefill then decode steps, storage starting at 1 row so it
  * regrows during both; rows double, generation moves only on regrowth. */
 static void growth_case(int32_t hd, int32_t gqa, okv_dtype store, okv_dtype in) {
-    okv_layer_geometry geo[2] = {{2, hd, 0}, {1, hd, 0}};
+    okv_layer_geometry geo[2] = {{2, hd, 0, 0}, {1, hd, 0, 0}};
     int32_t heads[2] = {2 * gqa, gqa};
     okv_cache_config cfg = {.capacity = 40, .initial_capacity = 1, .max_write = 8, .dtype = store};
     seqref s;
@@ -50,7 +50,7 @@ static void growth_case(int32_t hd, int32_t gqa, okv_dtype store, okv_dtype in) 
  * ring wrapping many times. */
 static void ring_case(int32_t window, int32_t max_write, okv_dtype store, okv_threadpool *pool,
                       int32_t total) {
-    okv_layer_geometry geo[3] = {{2, 8, window}, {1, 16, 0}, {2, 5, window + 3}};
+    okv_layer_geometry geo[3] = {{2, 8, window, 0}, {1, 16, 0, 0}, {2, 5, window + 3, 0}};
     int32_t heads[3] = {4, 2, 2};
     okv_cache_config cfg = {.capacity = 256, .initial_capacity = 0, .max_write = max_write, .dtype = store};
     seqref s;
@@ -78,7 +78,7 @@ static void ring_case(int32_t window, int32_t max_write, okv_dtype store, okv_th
 
 /* A prefill much wider than the window: one step of 16 tokens on W=5. */
 static void wide_prefill(void) {
-    okv_layer_geometry geo[1] = {{1, 16, 5}};
+    okv_layer_geometry geo[1] = {{1, 16, 5, 0}};
     int32_t heads[1] = {2};
     okv_cache_config cfg = {.capacity = 100, .initial_capacity = 4, .max_write = 16, .dtype = OKV_F32};
     seqref s;
@@ -94,7 +94,7 @@ static void wide_prefill(void) {
 /* The planner on a wrapped ring: W=4, max_write=4 gives 7 rows; decode at 7
  * writes row 0 and reads rows 4..6 then 0, from position 4. */
 static void plan_cases(void) {
-    okv_layer_geometry geo[2] = {{1, 4, 4}, {1, 4, 0}};
+    okv_layer_geometry geo[2] = {{1, 4, 4, 0}, {1, 4, 0, 0}};
     okv_cache_config cfg = {.capacity = 64, .initial_capacity = 0, .max_write = 4, .dtype = OKV_F32};
     okv_error err;
     okv_cache *c = okv_cache_create(geo, 2, &cfg, &err);
@@ -135,7 +135,7 @@ static void plan_cases(void) {
 
 /* Pools of 2 and 4 threads give what one thread gives, within 1e-6. */
 static void threaded_case(okv_dtype store) {
-    okv_layer_geometry geo[2] = {{2, 64, 0}, {2, 32, 6}};
+    okv_layer_geometry geo[2] = {{2, 64, 0, 0}, {2, 32, 6, 0}};
     int32_t heads[2] = {8, 4};
     okv_cache_config cfg = {.capacity = 600, .initial_capacity = 16, .max_write = 32, .dtype = store};
     okv_threadpool *pools[3] = {NULL, okv_threadpool_create(2, NULL), okv_threadpool_create(4, NULL)};

@@ -46,7 +46,7 @@ static int compare(const seqref *s, const model *m, int iter) {
 }
 
 static void run(uint64_t seed, int iters) {
-    okv_layer_geometry geo[3] = {{1, 4, 0}, {2, 3, 3}, {1, 5, 6}};
+    okv_layer_geometry geo[3] = {{1, 4, 0, 0}, {2, 3, 3, 0}, {1, 5, 6, 0}};
     int32_t heads[3] = {2, 4, 1};
     okv_cache_config cfg = {.capacity = 48, .initial_capacity = (int32_t)(seed % 5), .max_write = 5,
                             .dtype = seed & 1 ? OKV_F16 : OKV_F32};

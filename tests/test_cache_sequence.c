@@ -7,7 +7,7 @@
 
 static const double TOL = 2e-5;
 
-static okv_layer_geometry GEO[2] = {{2, 8, 0}, {1, 8, 4}};
+static okv_layer_geometry GEO[2] = {{2, 8, 0, 0}, {1, 8, 4, 0}};
 static int32_t HEADS[2] = {4, 2};
 
 static int make(seqref *s, int32_t capacity, int32_t initial, int32_t max_write) {
@@ -250,12 +250,12 @@ static void busy_and_refs(void) {
 static void config_errors(void) {
     okv_error err;
     okv_cache_config ok = {.capacity = 8, .initial_capacity = 2, .max_write = 2, .dtype = OKV_F32};
-    okv_layer_geometry good = {1, 4, 0};
+    okv_layer_geometry good = {1, 4, 0, 0};
     struct { okv_layer_geometry g; okv_cache_config cfg; int32_t n; const char *what; } bad[] = {
-        {{0, 4, 0}, ok, 1, "n_kv_heads"},
-        {{1, 0, 0}, ok, 1, "head_dim"},
-        {{1, 513, 0}, ok, 1, "head_dim"},
-        {{1, 4, -1}, ok, 1, "window"},
+        {{0, 4, 0, 0}, ok, 1, "n_kv_heads"},
+        {{1, 0, 0, 0}, ok, 1, "head_dim"},
+        {{1, 513, 0, 0}, ok, 1, "head_dim"},
+        {{1, 4, -1, 0}, ok, 1, "window"},
         {good, {.capacity = 0, .max_write = 1}, 1, "capacity"},
         {good, {.capacity = 8, .max_write = 0}, 1, "max_write"},
         {good, {.capacity = 8, .max_write = 1, .dtype = (okv_dtype)5}, 1, "dtype"},
@@ -271,14 +271,14 @@ static void config_errors(void) {
     CHECK(okv_cache_create(&good, 1, NULL, &err) == NULL && err.status == OKV_ERR_INVALID, "NULL cfg");
     /* initial_capacity is clamped; a huge window is clamped to the capacity. */
     okv_cache_config big = {.capacity = 8, .initial_capacity = 100, .max_write = 2, .dtype = OKV_F16};
-    okv_layer_geometry two[2] = {{1, 4, 0}, {2, 4, 1000}};
+    okv_layer_geometry two[2] = {{1, 4, 0, 0}, {2, 4, 1000, 0}};
     okv_cache *c = okv_cache_create(two, 2, &big, &err);
     CHECK(c && okv_cache_rows(c, 0) == 8 && okv_cache_rows(c, 1) == 8, "clamps");
     CHECK(okv_cache_bytes(c) == 2 * (1 * 8 * 4 + 2 * 8 * 4) * 2, "bytes %zu", okv_cache_bytes(c));
     CHECK(okv_cache_rows(c, 2) == -1 && okv_cache_rows(NULL, 0) == -1, "bad layer rows");
     okv_cache_release(c);
     /* A window smaller than capacity: window + max_write - 1 rows, from the start. */
-    okv_layer_geometry ring = {1, 4, 3};
+    okv_layer_geometry ring = {1, 4, 3, 0};
     okv_cache_config cfg = {.capacity = 100, .initial_capacity = 0, .max_write = 5, .dtype = OKV_F32};
     c = okv_cache_create(&ring, 1, &cfg, &err);
     CHECK(c && okv_cache_rows(c, 0) == 7, "ring rows %d", okv_cache_rows(c, 0));
@@ -287,7 +287,7 @@ static void config_errors(void) {
 
 static void registry_and_factory(void) {
     okv_error err;
-    okv_layer_geometry g = {1, 4, 0};
+    okv_layer_geometry g = {1, 4, 0, 0};
     okv_cache_config cfg = {.capacity = 8, .initial_capacity = 0, .max_write = 2, .dtype = OKV_F32};
     okv_factory *f = okv_factory_create();
     CHECK(okv_factory_build(f, "cpu", "single", &g, 1, &cfg, &err) == NULL && err.status == OKV_ERR_NOT_FOUND,
@@ -297,7 +297,7 @@ static void registry_and_factory(void) {
     CHECK(okv_factory_build(f, "cpu", "paged", &g, 1, &cfg, &err) == NULL &&
               err.status == OKV_ERR_NOT_FOUND && contains(err.message, "paged"),
           "unknown kind: %s", err.message);
-    okv_layer_geometry bad = {1, 600, 0};
+    okv_layer_geometry bad = {1, 600, 0, 0};
     CHECK(okv_factory_build(f, "cpu", "single", &bad, 1, &cfg, &err) == NULL &&
               err.status == OKV_ERR_INVALID,
           "builder errors pass through");

@@ -112,7 +112,7 @@ int main(void) {
         {2, {"--top-k", "'-1'"}, {"run", "-m", "$M", "--top-k", "-1", NULL}},
         {2, {"--seed", "'-1'"}, {"run", "-m", "$M", "--seed", "-1", NULL}},
         {2, {"--seed", "'1e3'"}, {"run", "-m", "$M", "--seed", "1e3", NULL}},
-        {2, {"--kv-type", "'q8_0'"}, {"run", "-m", "$M", "--kv-type", "q8_0", NULL}},
+        {2, {"--kv-type", "'q4_0'"}, {"run", "-m", "$M", "--kv-type", "q4_0", NULL}},
         {2, {"--sliding-window", "'0'"}, {"run", "-m", "$M", "--sliding-window", "0", NULL}},
         {2, {"--bogus", NULL}, {"run", "-m", "$M", "--bogus", NULL}},
         {2, {"-c", "12"}, {"run", "-m", "$M", "-c", "4", "-p", "Once upon a time there was a little girl", NULL}},

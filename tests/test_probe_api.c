@@ -15,7 +15,7 @@
 #include "offkv/offkv.h"
 
 enum { HD = 8, NKV = 2, NH = 4 };
-static okv_layer_geometry GEO[2] = {{NKV, HD, 0}, {NKV, HD, 4}};
+static okv_layer_geometry GEO[2] = {{NKV, HD, 0, 0}, {NKV, HD, 4, 0}};
 
 static okv_cache *make_cache(void) {
     okv_cache_config cfg = {.capacity = 64, .initial_capacity = 4, .max_write = 4, .dtype = OKV_F32};

@@ -66,7 +66,7 @@ static int expect_refused(const okv_layer_geometry *g, const okv_cache_config *c
  * per K, which wraps to exactly 0 in size_t.  Today the cache is created
  * with a 64-byte buffer, okv_cache_rows 2^30 and okv_cache_bytes 0. */
 static int flat_wraps_to_zero(void) {
-    okv_layer_geometry g = {1 << 30, 512, 0};
+    okv_layer_geometry g = {1 << 30, 512, 0, 0};
     okv_cache_config cfg = {.capacity = 1 << 30, .initial_capacity = 1 << 30, .max_write = 1,
                             .dtype = OKV_F32};
     return expect_refused(&g, &cfg, "flat 2^30 heads x 2^30 rows x 512 f32");
@@ -76,7 +76,7 @@ static int flat_wraps_to_zero(void) {
  * capacity) = 2^30 rows from creation; 2^25 heads x 512 dims x f32 makes
  * 2^66 bytes, again 0 mod 2^64. */
 static int ring_wraps_to_zero(void) {
-    okv_layer_geometry g = {1 << 25, 512, 1 << 30};
+    okv_layer_geometry g = {1 << 25, 512, 1 << 30, 0};
     okv_cache_config cfg = {.capacity = 1 << 30, .initial_capacity = 0, .max_write = 1, .dtype = OKV_F32};
     return expect_refused(&g, &cfg, "ring 2^25 heads x 2^30 rows x 512 f32");
 }
@@ -87,7 +87,7 @@ static int ring_wraps_to_zero(void) {
  * okv_storage_new's memset of 2^64 - 2 bytes crashes inside
  * okv_cache_create (SIGSEGV today). */
 static int rounding_wraps(void) {
-    okv_layer_geometry g = {577545073, 511, 0};
+    okv_layer_geometry g = {577545073, 511, 0, 0};
     okv_cache_config cfg = {.capacity = 31252369, .initial_capacity = 31252369, .max_write = 1,
                             .dtype = OKV_F16};
     return expect_refused(&g, &cfg, "flat 577545073 heads x 31252369 rows x 511 f16");
@@ -97,7 +97,7 @@ static int rounding_wraps(void) {
  * capacity.  Must be OKV_ERR_POSITION without undefined behaviour; under
  * UBSan today: "plan.c: signed integer overflow: 1 + 2147483647". */
 static int positions_near_int_max(void) {
-    okv_layer_geometry g = {1, 4, 0};
+    okv_layer_geometry g = {1, 4, 0, 0};
     okv_cache_config cfg = {.capacity = INT32_MAX, .initial_capacity = 0, .max_write = 4, .dtype = OKV_F32};
     okv_cache *c = okv_cache_create(&g, 1, &cfg, NULL);
     if (!c) return POS_WRONG;

@@ -46,7 +46,7 @@ static int step(okv_cache *c, okv_threadpool *pool, int32_t start, int32_t n, un
 
 int main(void) {
     okv_error err;
-    okv_layer_geometry layers[N_LAYERS] = {{N_KV, HEAD_DIM, 0}, {N_KV, HEAD_DIM, 4}};
+    okv_layer_geometry layers[N_LAYERS] = {{N_KV, HEAD_DIM, 0, 0}, {N_KV, HEAD_DIM, 4, 0}};
     okv_cache_config cfg = {.capacity = 64, .initial_capacity = 2, .max_write = MAX_WRITE, .dtype = OKV_F16};
     okv_threadpool *pool = okv_threadpool_create(2, &err);
     okv_cache *c = pool ? okv_cache_create(layers, N_LAYERS, &cfg, &err) : NULL;

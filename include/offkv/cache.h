@@ -34,12 +34,23 @@
 extern "C" {
 #endif
 
-typedef enum okv_dtype { OKV_F32 = 0, OKV_F16 = 1 } okv_dtype;
+/* Storage types.  OKV_Q8_0 is ggml's Q8_0 block format: each run of 32
+ * values of a head's row is one f16 scale and 32 int8 (34 bytes, 53% of
+ * f16 when head_dim is a multiple of 32; a shorter last run is padded with
+ * zeros).  Rows are quantized when written and attended as they are.  K/V
+ * given to okv_update_and_attend are OKV_F32 or OKV_F16 whatever the storage
+ * type. */
+typedef enum okv_dtype { OKV_F32 = 0, OKV_F16 = 1, OKV_Q8_0 = 2 } okv_dtype;
 
 /* The shape of one attention layer's K/V.  window 0 = full attention; a
- * window W > 0 lets a query at p see keys p-W+1 .. p. */
+ * window W > 0 lets a query at p see keys p-W+1 .. p.  kv_from 0: the layer
+ * has its own K/V; kv_from = d + 1: it stores nothing and attends the rows
+ * of layer d (cross-layer K/V sharing, as in YOCO or Gemma 3n), which must
+ * come earlier, have its own K/V, and the same n_kv_heads, head_dim and
+ * window. */
 typedef struct okv_layer_geometry {
     int32_t n_kv_heads, head_dim, window;
+    int32_t kv_from;
 } okv_layer_geometry;
 
 typedef struct okv_cache_config {
@@ -54,8 +65,8 @@ typedef struct okv_cache okv_cache;
 /* Creates an empty cache (length 0) for n_layers layers of the given
  * geometries.  The layers array is copied.  Invalid configurations
  * (n_layers < 1, NULL layers or cfg, n_kv_heads < 1, head_dim outside
- * 1..512, window < 0, capacity < 1, max_write < 1, an unknown dtype) are
- * OKV_ERR_INVALID; failing storage is OKV_ERR_NOMEM.  Returns NULL on error.
+ * 1..512, window < 0, capacity < 1, max_write < 1, an unknown dtype, a
+ * kv_from that names no earlier owning layer of the same geometry) are OKV_ERR_INVALID naming the layer; failing storage is OKV_ERR_NOMEM.  Returns NULL on error.
  * The caller holds one reference and drops it with okv_cache_release. */
 okv_cache *okv_cache_create(const okv_layer_geometry *layers, int32_t n_layers,
                             const okv_cache_config *cfg, okv_error *err);
@@ -77,11 +88,16 @@ bool okv_cache_layer_geometry(const okv_cache *c, int32_t layer, okv_layer_geome
 bool okv_cache_get_config(const okv_cache *c, okv_cache_config *out);
 
 /* Rows allocated now in the given layer (K and V each have this many per kv
- * head); -1 for a bad layer index or NULL. */
+ * head; 0 for a layer that shares another's K/V); -1 for a bad layer index
+ * or NULL. */
 int32_t okv_cache_rows(const okv_cache *c, int32_t layer);
 
-/* Bytes of K/V storage held now: exactly the sum over layers of
- * 2 * n_kv_heads * rows * head_dim * element size.  0 for NULL. */
+/* Bytes of K/V storage one layer holds now: 2 * n_kv_heads * rows * the
+ * bytes of a head_dim row in the storage type (0 for a sharing layer, a bad
+ * index or NULL). */
+size_t okv_cache_layer_bytes(const okv_cache *c, int32_t layer);
+
+/* Bytes of K/V storage held now: the sum of okv_cache_layer_bytes.  0 for NULL. */
 size_t okv_cache_bytes(const okv_cache *c);
 
 /* A counter that changes when, and only when, some layer's storage is
@@ -152,9 +168,12 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
  * applied; k and v are [n_tokens][n_kv_heads][head_dim] of kv_type (f32 or
  * f16, converted to the storage type); out receives
  * [n_tokens][n_heads][head_dim].  The query at position p sees key k iff
- * k <= p and (window 0 or p - k < window).  Query head h reads kv head
+ * k <= p and (window 0 or p - k < window).  A layer that shares another's
+ * K/V (kv_from) takes NULL k and v and attends the rows its donor wrote in
+ * this step and before, so the donor must be attended first.  Query head h reads kv head
  * h / (n_heads / n_kv_heads).  Each layer may be attended once per step, in
- * any order.  Errors (NULL pointers, a bad layer, n_heads not a positive
+ * any order (donors before their sharers).  Errors (NULL pointers, K/V
+ * given to a sharing layer, a donor not yet attended, a bad layer, n_heads not a positive
  * multiple of n_kv_heads, an unknown kv_type, a scale that is not finite, a
  * layer attended twice) are OKV_ERR_INVALID and mark the step failed: commit
  * then refuses it.  A stale handle is OKV_ERR_INVALID and changes nothing.  Outputs

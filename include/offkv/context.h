@@ -32,7 +32,9 @@ typedef struct okv_context okv_context;
  *   "max_write"               most tokens one eval takes (default 512, at most
  *                             the capacity; with a shared cache: at most that
  *                             cache's max_write)
- *   "kv_type"                 "f16" (default) or "f32": own cache's storage
+ *   "kv_type"                 "f16" (default), "f32" or "q8_0" (half
+ *                             of f16's bytes; head_dim a multiple of 32): own
+ *                             cache's storage
  *   "n_threads"               threads for this context's pool (default 1)
  * Without llm_cache_registry_key the context builds its own cache.  An
  * unknown option, a bad value, a registry key with nothing installed (or no

@@ -14,6 +14,7 @@
 #include "attend/attend.h"
 #include "attend/attend_impl.h"
 #include "kernels/f16.h"
+#include "kernels/quant.h"
 #include "threads/pool.h"
 
 enum {
@@ -53,7 +54,8 @@ static int32_t first_visible(const okv_attend_job *j, int32_t p) {
 static int job_ok(const okv_attend_job *j, int32_t nth) {
     return j && nth >= 1 && j->n_kv_heads >= 1 && j->n_heads >= j->n_kv_heads &&
            j->n_heads % j->n_kv_heads == 0 && j->head_dim >= 1 && j->n_tokens >= 1 &&
-           j->rows >= 1 && (j->dtype == OKV_F32 || j->dtype == OKV_F16);
+           j->rows >= 1 &&
+           (j->dtype == OKV_F32 || j->dtype == OKV_F16 || j->dtype == OKV_Q8_0);
 }
 
 static void make_plan(const okv_attend_job *j, int32_t nth, plan *p) {
@@ -79,9 +81,11 @@ static void make_plan(const okv_attend_job *j, int32_t nth, plan *p) {
         p->nsplit = s;
     }
     p->n_items = base * p->nsplit;
-    /* qs, acc: nq * hdp each; S: nq * BR; m, l, corr: nq each; lo, hi: nq int32 each */
+    /* qs, acc: nq * hdp each; S: nq * BR; m, l, corr: nq each; lo, hi: nq
+     * int32 each; for q8_0 storage, a block of K and one of V widened to f32 */
     p->ws_floats = 2 * round16((size_t)p->nq * p->hdp) + round16((size_t)p->nq * OKV_ATTEND_BR) +
-                   5 * round16((size_t)p->nq);
+                   5 * round16((size_t)p->nq) +
+                   (j->dtype == OKV_Q8_0 ? 2 * round16((size_t)OKV_ATTEND_BR * j->head_dim) : 0);
     p->part_stride = (size_t)p->hdp + 16;
 }
 
@@ -97,6 +101,7 @@ size_t okv_attend_scratch_bytes(const okv_attend_job *job, int32_t nth) {
 typedef struct attend_ctx {
     const okv_attend_job *job;
     const okv_attend_kernels *kern;
+    okv_isa isa;
     plan p;
     float *scratch;   /* nth workspaces, then the partial area */
     float *part;
@@ -124,6 +129,7 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
     float *corr = l + round16((size_t)p->nq);
     int32_t *qlo = (int32_t *)(corr + round16((size_t)p->nq));
     int32_t *qhi = qlo + round16((size_t)p->nq);
+    float *wk = (float *)(qhi + round16((size_t)p->nq)), *wv = wk + round16((size_t)BR * hd);
 
     const float qscale = j->scale * LOG2E;
     for (int32_t tt = 0; tt < nt; tt++) {
@@ -151,15 +157,16 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
         b = a0 + (int32_t)(len * (chunk + 1) / p->nsplit) - 1;
     }
 
-    const size_t esz = j->dtype == OKV_F16 ? sizeof(okv_f16) : sizeof(float);
-    const int f16 = j->dtype == OKV_F16;
-    const char *kbase = (const char *)j->k + (size_t)g * j->rows * hd * esz;
-    const char *vbase = (const char *)j->v + (size_t)g * j->rows * hd * esz;
+    const size_t row_bytes = j->dtype == OKV_Q8_0 ? ((size_t)hd + 31) / 32 * sizeof(block_q8_0)
+                             : (size_t)hd * (j->dtype == OKV_F16 ? sizeof(okv_f16) : sizeof(float));
+    const int f16 = j->dtype == OKV_F16, q8 = j->dtype == OKV_Q8_0;
+    const char *kbase = (const char *)j->k + (size_t)g * j->rows * row_bytes;
+    const char *vbase = (const char *)j->v + (size_t)g * j->rows * row_bytes;
     for (int32_t x = a; x <= b;) {
         const int32_t phys = j->ring ? x % j->rows : x;
         int32_t nr = b - x + 1 < BR ? b - x + 1 : BR;
         if (j->ring && nr > j->rows - phys) nr = j->rows - phys;  /* stop at the wrap */
-        const char *kb = kbase + (size_t)phys * hd * esz, *vb = vbase + (size_t)phys * hd * esz;
+        const char *kb = kbase + (size_t)phys * row_bytes, *vb = vbase + (size_t)phys * row_bytes;
         if (x + nr + nr - 1 <= b) {
             /* Touch the next block while this one computes.  The hardware
              * streamers stall at every 4 KiB page and K and V are two streams
@@ -169,12 +176,16 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             const int32_t px = x + nr, pp = j->ring ? px % j->rows : px;
             int32_t pn = nr;
             if (j->ring && pn > j->rows - pp) pn = j->rows - pp;
-            const char *kn = kbase + (size_t)pp * hd * esz, *vn = vbase + (size_t)pp * hd * esz;
-            const size_t span = (size_t)pn * hd * esz;
+            const char *kn = kbase + (size_t)pp * row_bytes, *vn = vbase + (size_t)pp * row_bytes;
+            const size_t span = (size_t)pn * row_bytes;
             for (size_t o = 0; o < span; o += 64) {
                 __builtin_prefetch(kn + o, 0, 3);
                 __builtin_prefetch(vn + o, 0, 3);
             }
+        }
+        if (q8) {
+            okv_attend_widen_q8(kb, hd, nr, wk, c->isa);
+            kb = (const char *)wk;
         }
         c->kern->scores(qs, nq, hdp, kb, f16, hd, nr, S);
         for (int32_t i = 0; i < nq; i++) {
@@ -188,6 +199,10 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             } else {
                 corr[i] = c->kern->softmax(S + (size_t)i * BR, lo, hi, &m[i], &l[i]);
             }
+        }
+        if (q8) {
+            okv_attend_widen_q8(vb, hd, nr, wv, c->isa);
+            vb = (const char *)wv;
         }
         c->kern->accum(acc, nq, hdp, S, corr, vb, f16, hd, nr);
         x += nr;
@@ -264,9 +279,16 @@ void okv_attend_run(const okv_attend_job *job, okv_threadpool *pool, void *scrat
     attend_ctx c;
     c.job = job;
     c.kern = &okv_attend_kernels_scalar;
+    c.isa = OKV_ISA_SCALAR;
 #ifdef OKV_ATTEND_HAVE_X86
-    if (isa == OKV_ISA_AVX512 && okv_cpu_has_isa(OKV_ISA_AVX512)) c.kern = &okv_attend_kernels_avx512;
-    else if (isa >= OKV_ISA_AVX2 && okv_cpu_has_isa(OKV_ISA_AVX2)) c.kern = &okv_attend_kernels_avx2;
+    /* VNNI is an AVX-512 machine here: attention has no 8-bit dot products */
+    if (isa >= OKV_ISA_AVX512 && okv_cpu_has_isa(OKV_ISA_AVX512)) {
+        c.kern = &okv_attend_kernels_avx512;
+        c.isa = OKV_ISA_AVX512;
+    } else if (isa >= OKV_ISA_AVX2 && okv_cpu_has_isa(OKV_ISA_AVX2)) {
+        c.kern = &okv_attend_kernels_avx2;
+        c.isa = OKV_ISA_AVX2;
+    }
 #else
     (void)isa;
 #endif

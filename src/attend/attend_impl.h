@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernels/cpu.h"
+
 /* Rows per block: 32 keeps a block's K and V (f32, head_dim 128: 32 KiB)
  * near L1 between the score pass and the V pass, and fits a 32-bit lane mask. */
 #define OKV_ATTEND_BR 32
@@ -44,6 +46,11 @@ typedef float (*okv_attend_softmax_fn)(float *s, int32_t lo, int32_t hi, float *
 typedef void (*okv_attend_accum_fn)(float *acc, int32_t nq, int32_t hdp, const float *P,
                                     const float *corr, const void *v, int f16, int32_t hd,
                                     int32_t nr);
+
+/* Widens nr Q8_0 rows of hd values, each row ceil(hd / 32) blocks stored
+ * back to back, into nr rows of hd floats (the padding dropped), each value
+ * exactly d * q as ggml dequantizes. */
+void okv_attend_widen_q8(const void *rows, int32_t hd, int32_t nr, float *dst, okv_isa isa);
 
 typedef struct okv_attend_kernels {
     okv_attend_scores_fn scores;

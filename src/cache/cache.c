@@ -6,6 +6,28 @@
 #include "cache/cache_impl.h"
 #include "core/error.h"
 
+/* A sharing layer's donor comes earlier, owns its K/V, and has the same
+ * shape, so the sharer can read its rows as if they were its own. */
+static okv_status check_donor(const okv_layer_geometry *layers, int32_t i, okv_error *err) {
+    const okv_layer_geometry *g = &layers[i];
+    if (g->kv_from == 0) return OKV_OK;
+    const int32_t d = g->kv_from - 1;
+    if (g->kv_from < 0 || d >= i)
+        return okv_fail(err, OKV_ERR_INVALID, "cache: layer %d: kv_from %d names layer %d, which does not come before it",
+                        (int)i, (int)g->kv_from, (int)d);
+    const okv_layer_geometry *h = &layers[d];
+    if (h->kv_from != 0)
+        return okv_fail(err, OKV_ERR_INVALID, "cache: layer %d shares layer %d's K/V, which itself shares layer %d's",
+                        (int)i, (int)d, (int)h->kv_from - 1);
+    if (h->n_kv_heads != g->n_kv_heads || h->head_dim != g->head_dim || h->window != g->window)
+        return okv_fail(err, OKV_ERR_INVALID,
+                        "cache: layer %d (kv heads %d, head dim %d, window %d) shares layer %d's K/V, which is "
+                        "(%d, %d, %d)",
+                        (int)i, (int)g->n_kv_heads, (int)g->head_dim, (int)g->window, (int)d, (int)h->n_kv_heads,
+                        (int)h->head_dim, (int)h->window);
+    return OKV_OK;
+}
+
 static okv_status check_config(const okv_layer_geometry *layers, int32_t n_layers,
                                const okv_cache_config *cfg, okv_error *err) {
     if (!layers) return okv_fail(err, OKV_ERR_INVALID, "cache: layers is NULL");
@@ -15,7 +37,7 @@ static okv_status check_config(const okv_layer_geometry *layers, int32_t n_layer
         return okv_fail(err, OKV_ERR_INVALID, "cache: capacity %d < 1", (int)cfg->capacity);
     if (cfg->max_write < 1)
         return okv_fail(err, OKV_ERR_INVALID, "cache: max_write %d < 1", (int)cfg->max_write);
-    if (cfg->dtype != OKV_F32 && cfg->dtype != OKV_F16)
+    if (cfg->dtype != OKV_F32 && cfg->dtype != OKV_F16 && cfg->dtype != OKV_Q8_0)
         return okv_fail(err, OKV_ERR_INVALID, "cache: unknown dtype %d", (int)cfg->dtype);
     for (int32_t i = 0; i < n_layers; i++) {
         const okv_layer_geometry *g = &layers[i];
@@ -28,15 +50,15 @@ static okv_status check_config(const okv_layer_geometry *layers, int32_t n_layer
         if (g->window < 0)
             return okv_fail(err, OKV_ERR_INVALID, "cache: layer %d: window %d < 0", (int)i,
                             (int)g->window);
+        if (check_donor(layers, i, err) != OKV_OK) return OKV_ERR_INVALID;
     }
     /* Every layer at its largest (a flat one at the capacity) and the whole
      * cache must be addressable, so growth and okv_cache_bytes never overflow. */
-    const size_t elem = cfg->dtype == OKV_F16 ? 2 : 4;
     size_t total = 0, bytes;
     for (int32_t i = 0; i < n_layers; i++) {
         const okv_layer_geometry *g = &layers[i];
-        const int32_t rows = g->window > 0 ? okv_ring_rows(g, cfg) : cfg->capacity;
-        if (!okv_storage_bytes(g, rows, elem, &bytes) || __builtin_add_overflow(total, 2 * bytes, &total) ||
+        const int32_t rows = g->kv_from ? 0 : g->window > 0 ? okv_ring_rows(g, cfg) : cfg->capacity;
+        if (!okv_storage_bytes(g, rows, cfg->dtype, &bytes) || __builtin_add_overflow(total, 2 * bytes, &total) ||
             total > PTRDIFF_MAX)
             return okv_fail(err, OKV_ERR_NOMEM,
                             "cache: layer %d: %d kv heads x %d rows x head_dim %d cannot be addressed",
@@ -65,10 +87,10 @@ okv_cache *okv_cache_create(const okv_layer_geometry *layers, int32_t n_layers,
     c->cfg = *cfg;
     if (c->cfg.initial_capacity < 0) c->cfg.initial_capacity = 0;
     if (c->cfg.initial_capacity > c->cfg.capacity) c->cfg.initial_capacity = c->cfg.capacity;
-    c->elem = cfg->dtype == OKV_F16 ? 2 : 4;
     for (int32_t i = 0; i < n_layers; i++) {
         const okv_layer_geometry *g = &layers[i];
         c->layers[i].geom = *g;
+        if (g->kv_from) continue; /* reads its donor's storage */
         int32_t rows = g->window > 0 ? okv_ring_rows(g, &c->cfg) : c->cfg.initial_capacity;
         c->layers[i].st = okv_storage_new(c, g, rows);
         if (!c->layers[i].st) {
@@ -115,17 +137,20 @@ bool okv_cache_get_config(const okv_cache *c, okv_cache_config *out) {
 
 int32_t okv_cache_rows(const okv_cache *c, int32_t layer) {
     if (!c || layer < 0 || layer >= c->n_layers) return -1;
-    return c->layers[layer].st->rows;
+    return c->layers[layer].st ? c->layers[layer].st->rows : 0;
+}
+
+size_t okv_cache_layer_bytes(const okv_cache *c, int32_t layer) {
+    if (!c || layer < 0 || layer >= c->n_layers || !c->layers[layer].st) return 0;
+    const okv_layer_geometry *g = &c->layers[layer].geom;
+    size_t bytes = 0;
+    okv_storage_bytes(g, c->layers[layer].st->rows, c->cfg.dtype, &bytes); /* checked at create */
+    return 2 * bytes;
 }
 
 size_t okv_cache_bytes(const okv_cache *c) {
-    if (!c) return 0;
     size_t total = 0;
-    for (int32_t i = 0; i < c->n_layers; i++) {
-        const okv_layer_geometry *g = &c->layers[i].geom;
-        total += 2 * (size_t)g->n_kv_heads * (size_t)c->layers[i].st->rows * (size_t)g->head_dim *
-                 c->elem;
-    }
+    for (int32_t i = 0; c && i < c->n_layers; i++) total += okv_cache_layer_bytes(c, i);
     return total;
 }
 
@@ -139,7 +164,7 @@ bool okv_cache_can_rewind(const okv_cache *c, int32_t pos) {
      * oldest position a ring of R rows still holds is high_water - R. */
     for (int32_t i = 0; i < c->n_layers; i++) {
         const okv_layer_geometry *g = &c->layers[i].geom;
-        if (g->window <= 0) continue;
+        if (g->window <= 0 || g->kv_from) continue; /* a sharer holds what its donor holds */
         int64_t need = (int64_t)pos - g->window + 1;
         int64_t held = (int64_t)c->high_water - c->layers[i].st->rows;
         if ((need > 0 ? need : 0) < (held > 0 ? held : 0)) return false;
@@ -181,5 +206,5 @@ void okv_cache_set_alloc_hook(okv_cache *c, okv_alloc_fn fn, void *user) {
 
 okv_storage *okv_cache_layer_storage(okv_cache *c, int32_t layer) {
     if (!c || layer < 0 || layer >= c->n_layers) return NULL;
-    return c->layers[layer].st;
+    return c->layers[okv_cache_owner(c, layer)].st;
 }

@@ -25,7 +25,7 @@ typedef struct okv_storage {
 
 typedef struct cache_layer {
     okv_layer_geometry geom;
-    okv_storage *st;
+    okv_storage *st;  /* NULL for a layer that shares its donor's (geom.kv_from) */
 } cache_layer;
 
 struct okv_cache {
@@ -33,7 +33,7 @@ struct okv_cache {
     int32_t n_layers;
     cache_layer *layers;
     okv_cache_config cfg;
-    size_t elem;          /* bytes per stored element */
+
     int32_t length;       /* logical length */
     int32_t high_water;   /* one past the highest position written since the last clear */
     uint64_t generation;
@@ -66,9 +66,19 @@ okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, in
 okv_storage *okv_storage_retain(okv_storage *s);
 void okv_storage_release(okv_storage *s);
 
+/* Bytes of one stored row of head_dim values (Q8_0: whole 34-byte blocks). */
+static inline size_t okv_dtype_row_bytes(okv_dtype t, int32_t head_dim) {
+    return t == OKV_Q8_0 ? ((size_t)head_dim + 31) / 32 * 34 : (size_t)head_dim * (t == OKV_F16 ? 2 : 4);
+}
+
+/* The layer whose storage layer i reads: itself, or its donor. */
+static inline int32_t okv_cache_owner(const okv_cache *c, int32_t i) {
+    return c->layers[i].geom.kv_from > 0 ? c->layers[i].geom.kv_from - 1 : i;
+}
+
 /* Bytes of one of a layer's K or V buffers at `rows` rows; false when that
  * cannot be addressed (the product overflows or passes PTRDIFF_MAX / 2). */
-bool okv_storage_bytes(const okv_layer_geometry *g, int32_t rows, size_t elem, size_t *out);
+bool okv_storage_bytes(const okv_layer_geometry *g, int32_t rows, okv_dtype dtype, size_t *out);
 
 /* Rows a ring layer holds: min(window + max_write - 1, capacity). */
 int32_t okv_ring_rows(const okv_layer_geometry *g, const okv_cache_config *cfg);

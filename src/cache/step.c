@@ -10,6 +10,7 @@
 #include "cache/cache_impl.h"
 #include "core/error.h"
 #include "kernels/f16.h"
+#include "kernels/quant.h"
 
 /* Handles.  A step's state lives in the cache's one slot (so a step
  * allocates nothing), but each begin hands out a different handle: ticket
@@ -104,7 +105,7 @@ static okv_status grow(okv_cache *c, int32_t end, okv_error *err) {
     for (int32_t i = 0; i < c->n_layers; i++) {
         cache_layer *L = &c->layers[i];
         fresh[i] = NULL;
-        if (L->geom.window > 0 || L->st->rows >= end) continue;
+        if (L->geom.window > 0 || L->geom.kv_from || L->st->rows >= end) continue;
         int32_t rows = grown_rows(L->st->rows, end, c->cfg.capacity);
         fresh[i] = okv_storage_new(c, &L->geom, rows);
         if (!fresh[i]) {
@@ -118,7 +119,7 @@ static okv_status grow(okv_cache *c, int32_t end, okv_error *err) {
         if (!fresh[i]) continue;
         cache_layer *L = &c->layers[i];
         const okv_storage *old = L->st;
-        const size_t row_bytes = (size_t)L->geom.head_dim * c->elem;
+        const size_t row_bytes = okv_dtype_row_bytes(c->cfg.dtype, L->geom.head_dim);
         for (int32_t h = 0; h < L->geom.n_kv_heads && old->rows > 0; h++) {
             size_t src = (size_t)h * old->rows * row_bytes, dst = (size_t)h * fresh[i]->rows * row_bytes;
             memcpy((char *)fresh[i]->k + dst, (const char *)old->k + src, old->rows * row_bytes);
@@ -157,7 +158,7 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
     for (int32_t i = 0; i < c->n_layers; i++) {
         /* Checked above, so planning cannot fail. */
         okv_cache_plan(c, i, s->start, n_tokens, &s->plans[i], NULL);
-        s->storage[i] = okv_storage_retain(c->layers[i].st);
+        s->storage[i] = okv_storage_retain(c->layers[okv_cache_owner(c, i)].st);
     }
     s->cache = okv_cache_retain(c);
     c->step_open = true;
@@ -172,22 +173,33 @@ static okv_status step_error(okv_step_state *s, okv_error *err, okv_status st, c
 }
 
 /* Writes the step's rows of one layer: input [n_tokens][n_kv_heads][head_dim]
- * of kv_type into storage [n_kv_heads][rows][head_dim] of the cache's type. */
-static void write_rows(okv_step_state *s, int32_t layer, const void *src, okv_dtype kv_type, void *dst) {
+ * of kv_type (f32 or f16) into storage [n_kv_heads][rows][row] of the
+ * cache's type.  tmp holds head_dim rounded up to 32 floats: q8_0 rows go
+ * through it, zero-padded to whole blocks. */
+static void write_rows(okv_step_state *s, int32_t layer, const void *src, okv_dtype kv_type, void *dst,
+                       float *tmp) {
     const okv_cache *c = s->cache;
     const okv_layer_geometry *g = &c->layers[layer].geom;
     const int32_t rows = s->storage[layer]->rows, hd = g->head_dim;
+    const okv_dtype to = c->cfg.dtype;
+    const size_t in_bytes = okv_dtype_row_bytes(kv_type, hd), out_bytes = okv_dtype_row_bytes(to, hd);
     for (int32_t t = 0; t < s->n_tokens; t++) {
         const int32_t row = okv_row_of(g, rows, s->start + t);
         for (int32_t h = 0; h < g->n_kv_heads; h++) {
-            const size_t in = ((size_t)t * g->n_kv_heads + h) * hd;
-            const size_t at = ((size_t)h * rows + row) * hd;
-            if (kv_type == c->cfg.dtype) {
-                memcpy((char *)dst + at * c->elem, (const char *)src + in * c->elem, hd * c->elem);
+            const char *in = (const char *)src + ((size_t)t * g->n_kv_heads + h) * in_bytes;
+            char *at = (char *)dst + ((size_t)h * rows + row) * out_bytes;
+            if (kv_type == to) {
+                memcpy(at, in, out_bytes);
+            } else if (to == OKV_Q8_0) {
+                const int32_t padded = (hd + 31) / 32 * 32;
+                if (kv_type == OKV_F16) okv_f16_to_f32_row(tmp, (const okv_f16 *)in, hd);
+                else memcpy(tmp, in, (size_t)hd * sizeof(float));
+                for (int32_t d = hd; d < padded; d++) tmp[d] = 0.0f;
+                okv_quantize_row_q8_0(tmp, (block_q8_0 *)at, padded);
             } else if (kv_type == OKV_F32) {
-                okv_f32_to_f16_row((okv_f16 *)dst + at, (const float *)src + in, hd);
+                okv_f32_to_f16_row((okv_f16 *)at, (const float *)in, hd);
             } else {
-                okv_f16_to_f32_row((float *)dst + at, (const okv_f16 *)src + in, hd);
+                okv_f16_to_f32_row((float *)at, (const okv_f16 *)in, hd);
             }
         }
     }
@@ -204,8 +216,22 @@ okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, 
         return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d outside 0..%d",
                         (int)layer, (int)c->n_layers - 1);
     }
-    if (!q || !k || !v || !out) return step_error(s, err, OKV_ERR_INVALID, "NULL q, k, v or out", layer);
     const okv_layer_geometry *g = &c->layers[layer].geom;
+    const int32_t donor = g->kv_from - 1;
+    if (!q || !out) return step_error(s, err, OKV_ERR_INVALID, "NULL q or out", layer);
+    if (g->kv_from == 0 && (!k || !v)) return step_error(s, err, OKV_ERR_INVALID, "NULL k or v", layer);
+    if (g->kv_from && (k || v)) {
+        s->failed = true;
+        return okv_fail(err, OKV_ERR_INVALID,
+                        "update_and_attend: layer %d shares layer %d's K/V: it takes NULL k and v", (int)layer,
+                        (int)donor);
+    }
+    if (g->kv_from && !s->attended[donor]) {
+        s->failed = true;
+        return okv_fail(err, OKV_ERR_INVALID,
+                        "update_and_attend: layer %d reads layer %d's rows, which this step has not written yet",
+                        (int)layer, (int)donor);
+    }
     if (n_heads < 1 || n_heads % g->n_kv_heads != 0) {
         s->failed = true;
         return okv_fail(err, OKV_ERR_INVALID,
@@ -234,7 +260,9 @@ okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, 
         .q = q, .out = out, .n_heads = n_heads, .n_tokens = s->n_tokens,
         .start = s->start, .scale = scale,
     };
-    const size_t need = okv_attend_scratch_bytes(&job, okv_threadpool_size(s->pool));
+    /* q8_0 storage quantizes f16 input through f32: one row of floats, after the kernel's part. */
+    const size_t kern = (okv_attend_scratch_bytes(&job, okv_threadpool_size(s->pool)) + 63) & ~(size_t)63;
+    const size_t need = kern + ((size_t)g->head_dim + 31) / 32 * 32 * sizeof(float);
     if (need > c->scratch_bytes) {
         void *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
         if (!p) return step_error(s, err, OKV_ERR_NOMEM, "out of memory for attention scratch", layer);
@@ -243,10 +271,13 @@ okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, 
         c->scratch_bytes = need;
     }
 
-    write_rows(s, layer, k, kv_type, st->k);
-    write_rows(s, layer, v, kv_type, st->v);
-    s->wrote = true;
-    if (c->high_water < s->start + s->n_tokens) c->high_water = s->start + s->n_tokens;
+    if (!g->kv_from) {
+        float *tmp = (float *)((char *)c->scratch + kern);
+        write_rows(s, layer, k, kv_type, st->k, tmp);
+        write_rows(s, layer, v, kv_type, st->v, tmp);
+        s->wrote = true;
+        if (c->high_water < s->start + s->n_tokens) c->high_water = s->start + s->n_tokens;
+    }
 
     okv_attend_run(&job, s->pool, c->scratch, okv_cpu_best_isa());
     s->attended[layer] = 1;

@@ -11,11 +11,10 @@ static void *cache_alloc(const okv_cache *c, size_t bytes) {
     return aligned_alloc(64, rounded ? rounded : 64);
 }
 
-bool okv_storage_bytes(const okv_layer_geometry *g, int32_t rows, size_t elem, size_t *out) {
+bool okv_storage_bytes(const okv_layer_geometry *g, int32_t rows, okv_dtype dtype, size_t *out) {
     size_t n;
     if (__builtin_mul_overflow((size_t)g->n_kv_heads, (size_t)rows, &n) ||
-        __builtin_mul_overflow(n, (size_t)g->head_dim, &n) || __builtin_mul_overflow(n, elem, &n) ||
-        n > PTRDIFF_MAX / 2)
+        __builtin_mul_overflow(n, okv_dtype_row_bytes(dtype, g->head_dim), &n) || n > PTRDIFF_MAX / 2)
         return false;
     *out = n;
     return true;
@@ -30,7 +29,7 @@ okv_storage *okv_storage_new(const okv_cache *c, const okv_layer_geometry *g, in
      * the pages untouched keeps a large ring's memory unpaid until used. */
     size_t bytes;
     if (rows > 0) {
-        if (!okv_storage_bytes(g, rows, c->elem, &bytes)) {
+        if (!okv_storage_bytes(g, rows, c->cfg.dtype, &bytes)) {
             free(s);
             return NULL;
         }

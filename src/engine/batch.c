@@ -31,11 +31,13 @@ okv_status okv_engine_cache_fits(const okv_model *m, const okv_cache *c, const c
         okv_layer_geometry a, b;
         okv_cache_layer_geometry(c, i, &a);
         okv_model_layer_geometry(m, i, &b);
-        if (a.n_kv_heads != b.n_kv_heads || a.head_dim != b.head_dim || a.window != b.window)
+        if (a.n_kv_heads != b.n_kv_heads || a.head_dim != b.head_dim || a.window != b.window ||
+            a.kv_from != b.kv_from)
             return okv_fail(err, OKV_ERR_INVALID,
-                            "%s layer %d is (kv heads %d, head dim %d, window %d), the model needs (%d, %d, %d)",
-                            name, (int)i, (int)a.n_kv_heads, (int)a.head_dim, (int)a.window, (int)b.n_kv_heads,
-                            (int)b.head_dim, (int)b.window);
+                            "%s layer %d is (kv heads %d, head dim %d, window %d, kv_from %d), the model needs "
+                            "(%d, %d, %d, %d)",
+                            name, (int)i, (int)a.n_kv_heads, (int)a.head_dim, (int)a.window, (int)a.kv_from,
+                            (int)b.n_kv_heads, (int)b.head_dim, (int)b.window, (int)b.kv_from);
     }
     return OKV_OK;
 }

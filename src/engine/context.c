@@ -60,7 +60,8 @@ static okv_status bind_cache(okv_context *ctx, const char *const *options, okv_r
     const char *kv = okv_option_get(options, "kv_type");
     if (kv && strcmp(kv, "f16") == 0) cfg.dtype = OKV_F16;
     else if (kv && strcmp(kv, "f32") == 0) cfg.dtype = OKV_F32;
-    else if (kv) return okv_fail(err, OKV_ERR_INVALID, "context: kv_type '%.40s' (expected f16 or f32)", kv);
+    else if (kv && strcmp(kv, "q8_0") == 0) cfg.dtype = OKV_Q8_0;
+    else if (kv) return okv_fail(err, OKV_ERR_INVALID, "context: kv_type '%.40s' (expected f16, f32 or q8_0)", kv);
     okv_layer_geometry *geo = malloc(sizeof *geo * (size_t)m->n_layer);
     if (!geo) return okv_fail(err, OKV_ERR_NOMEM, "context: out of memory");
     for (int32_t i = 0; i < m->n_layer; i++) okv_model_layer_geometry(m, i, &geo[i]);

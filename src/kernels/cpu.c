@@ -11,6 +11,9 @@ int okv_cpu_has_isa(okv_isa isa) {
         return okv_cpu_has_isa(OKV_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512dq");
+    case OKV_ISA_AVX512_VNNI:
+        return okv_cpu_has_isa(OKV_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
+    case OKV_ISA_COUNT: break;
     }
     return 0;
 #else
@@ -19,8 +22,8 @@ int okv_cpu_has_isa(okv_isa isa) {
 }
 
 okv_isa okv_cpu_best_isa(void) {
-    if (okv_cpu_has_isa(OKV_ISA_AVX512)) return OKV_ISA_AVX512;
-    if (okv_cpu_has_isa(OKV_ISA_AVX2)) return OKV_ISA_AVX2;
+    for (int i = OKV_ISA_COUNT - 1; i > 0; i--)
+        if (okv_cpu_has_isa((okv_isa)i)) return (okv_isa)i;
     return OKV_ISA_SCALAR;
 }
 
@@ -29,14 +32,8 @@ const char *okv_isa_name(okv_isa isa) {
     case OKV_ISA_SCALAR: return "scalar";
     case OKV_ISA_AVX2: return "avx2";
     case OKV_ISA_AVX512: return "avx512";
+    case OKV_ISA_AVX512_VNNI: return "avx512vnni";
+    case OKV_ISA_COUNT: break;
     }
     return "unknown";
-}
-
-int okv_cpu_has_avx512vnni(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    return okv_cpu_has_isa(OKV_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
-#else
-    return 0;
-#endif
 }

@@ -1,39 +1,13 @@
 /* The matmul driver: checks the call, quantizes activations into scratch,
- * and shares output rows out between threads; the per-ISA files do the math. */
+ * and shares output rows out between threads; the per-ISA files do the math,
+ * and kernels/wtype.c says which kernel serves which weight type. */
 #include <stdatomic.h>
 
 #include "core/error.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/wtype.h"
 #include "threads/pool.h"
-
-int okv_mm_kernel_available(okv_mm_kernel kern) {
-    switch (kern) {
-    case OKV_MM_SCALAR: return 1;
-    case OKV_MM_AVX2: return okv_cpu_has_isa(OKV_ISA_AVX2);
-    case OKV_MM_AVX512: return okv_cpu_has_isa(OKV_ISA_AVX512);
-    case OKV_MM_AVX512_VNNI: return okv_cpu_has_avx512vnni();
-    case OKV_MM_KERNEL_COUNT: break;
-    }
-    return 0;
-}
-
-okv_mm_kernel okv_mm_kernel_best(void) {
-    for (int k = OKV_MM_KERNEL_COUNT - 1; k > 0; k--)
-        if (okv_mm_kernel_available((okv_mm_kernel)k)) return (okv_mm_kernel)k;
-    return OKV_MM_SCALAR;
-}
-
-const char *okv_mm_kernel_name(okv_mm_kernel kern) {
-    switch (kern) {
-    case OKV_MM_SCALAR: return "scalar";
-    case OKV_MM_AVX2: return "avx2";
-    case OKV_MM_AVX512: return "avx512";
-    case OKV_MM_AVX512_VNNI: return "avx512vnni";
-    case OKV_MM_KERNEL_COUNT: break;
-    }
-    return "unknown";
-}
 
 /* Fewest columns for which a kernel's block pass is used: with 8 columns
  * the panel conversion cost more than it saved (F16 5632x2048, one thread:
@@ -44,13 +18,28 @@ enum { MM_BLOCK_MIN_N = 16 };
  * late costs little, few enough that taking one (an atomic add) is noise. */
 enum { MM_CHUNKS_PER_THREAD = 8 };
 
-static int is_quantized(int wtype) { return wtype == OKV_GGML_Q8_0 || wtype == OKV_GGML_Q4_0; }
+/* The activation format of a weight type, OKV_ACT_F32 for unknown ones. */
+static okv_act_fmt act_of(int wtype) {
+    return okv_wtype_runnable(wtype) ? okv_wtype_get(wtype)->act : OKV_ACT_F32;
+}
+
+/* Bytes per activation column in format f (k already checked to be whole
+ * blocks of the format). */
+static size_t act_col_bytes(okv_act_fmt f, int64_t k) {
+    switch (f) {
+    case OKV_ACT_Q8_0: return (size_t)(k / OKV_QK) * sizeof(float) + (size_t)k;
+    case OKV_ACT_Q8_1: return (size_t)(k / OKV_QK) * sizeof(block_q8_1);
+    case OKV_ACT_Q8_K: return (size_t)(k / OKV_QK_K) * sizeof(block_q8_K);
+    case OKV_ACT_F32: case OKV_ACT_COUNT: break;
+    }
+    return 0;
+}
 
 size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n) {
-    if (!is_quantized(wtype) || k < 1 || n < 1 || k % OKV_QK) return 0;
-    /* scales first (4-byte values), then the int8 values; 64 bytes of slack
-     * for aligning the start */
-    return (size_t)n * ((size_t)(k / OKV_QK) * sizeof(float) + (size_t)k) + 64;
+    const okv_act_fmt f = act_of(wtype);
+    if (f == OKV_ACT_F32 || k < 1 || n < 1 || okv_ggml_row_size(wtype, k) == 0) return 0;
+    /* 64 bytes of slack for aligning the start */
+    return (size_t)n * act_col_bytes(f, k) + 64;
 }
 
 typedef struct mm_job {
@@ -61,17 +50,38 @@ typedef struct mm_job {
     int64_t items[OKV_MM_MAX_OPS];         /* work items per product */
     atomic_llong next;                     /* next work item, over all products */
     int n_ops;
-    okv_mm_quant_fn quant;
-    int8_t *xq;  /* writable views of ctx[].xq and ctx[].xd */
-    float *xd;
+    okv_act_fmt fmt;   /* the activations quant_job writes */
+    okv_isa kern;
+    uint8_t *act;      /* aligned scratch */
 } mm_job;
 
 static void quant_job(void *p, int32_t ith, int32_t nth) {
     mm_job *job = p;
     const okv_mm_ctx *c = &job->ctx[0];
-    const int64_t nb = c->k / OKV_QK;
-    for (int64_t j = ith; j < c->n; j += nth)
-        job->quant(c->x + j * c->k, c->k, job->xq + j * c->k, job->xd + j * nb);
+    const int64_t k = c->k;
+    for (int64_t j = ith; j < c->n; j += nth) {
+        const float *x = c->x + j * k;
+        switch (job->fmt) {
+        case OKV_ACT_Q8_0: {
+            int8_t *xq = (int8_t *)(job->act + (size_t)c->n * (size_t)(k / OKV_QK) * sizeof(float));
+            float *xd = (float *)job->act;
+            /* the AVX2 quantizer gives the scalar one's bits (tested) */
+            if (job->kern == OKV_ISA_SCALAR) okv_mm_quantize_act_scalar(x, k, xq + j * k, xd + j * (k / OKV_QK));
+            else okv_mm_quantize_act_avx2(x, k, xq + j * k, xd + j * (k / OKV_QK));
+            break;
+        }
+        case OKV_ACT_Q8_1:
+            okv_quantize_row_q8_1(x, (block_q8_1 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)), k);
+            break;
+        case OKV_ACT_Q8_K: {
+            block_q8_K *y = (block_q8_K *)(job->act + (size_t)j * act_col_bytes(job->fmt, k));
+            if (job->kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(x, y, k);
+            else okv_mm_quantize_q8_K_avx2(x, y, k);
+            break;
+        }
+        case OKV_ACT_F32: case OKV_ACT_COUNT: break;
+        }
+    }
 }
 
 /* Rows r0 .. r1-1 by the column block from cb. */
@@ -113,85 +123,108 @@ static void tile_job(void *p, int32_t ith, int32_t nth) {
     }
 }
 
-static okv_mm_tile_fn tile_for(okv_mm_kernel kern, int wtype) {
-    switch (kern) {
-    case OKV_MM_SCALAR: return okv_mm_tile_scalar(wtype);
-    case OKV_MM_AVX2: return okv_mm_tile_avx2(wtype);
-    case OKV_MM_AVX512: return okv_mm_tile_avx512(wtype);
-    case OKV_MM_AVX512_VNNI: return okv_mm_tile_avx512vnni(wtype);
-    case OKV_MM_KERNEL_COUNT: break;
-    }
-    return NULL;
+/* Checks one product of a group. */
+static okv_status check_op(const okv_mm_op *op, int64_t k, const float *x, int64_t n, const void *scratch,
+                           okv_error *err) {
+    if (!op->w || !x || !op->y) return okv_fail(err, OKV_ERR_INVALID, "matmul: NULL weight, input or output");
+    if (op->rows < 1 || k < 1 || n < 1)
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: rows %lld, k %lld, n %lld must be >= 1",
+                        (long long)op->rows, (long long)k, (long long)n);
+    if (!okv_wtype_runnable(op->wtype))
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: unsupported weight type %d (%s)", op->wtype,
+                        okv_ggml_type_name(op->wtype) ? okv_ggml_type_name(op->wtype) : "unknown");
+    if (okv_ggml_row_size(op->wtype, k) == 0)
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: k = %lld is not a multiple of %lld for %s",
+                        (long long)k, (long long)okv_ggml_block_size(op->wtype), okv_ggml_type_name(op->wtype));
+    if (act_of(op->wtype) != OKV_ACT_F32 && !scratch)
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: %s weights need scratch", okv_ggml_type_name(op->wtype));
+    return OKV_OK;
 }
 
-okv_status okv_matmul_multi_with(okv_mm_kernel kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
-                                 int64_t k, const float *x, int64_t n, void *scratch, okv_error *err) {
-    if (!ops || n_ops < 1 || n_ops > OKV_MM_MAX_OPS)
-        return okv_fail(err, OKV_ERR_INVALID, "matmul: %d products in a group (1 to %d)", n_ops, OKV_MM_MAX_OPS);
-    if ((int)kern < 0 || kern >= OKV_MM_KERNEL_COUNT || !okv_mm_kernel_available(kern))
-        return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s cannot run on this processor",
-                        okv_mm_kernel_name(kern));
-    mm_job job = {.n_ops = n_ops};
+/* Runs the products of ops whose activation format is fmt (with the float
+ * ones when also_float), after quantizing the activations into scratch. */
+static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k,
+                       const float *x, int64_t n, void *scratch, okv_act_fmt fmt, int also_float) {
+    mm_job job = {.n_ops = 0, .fmt = fmt, .kern = kern};
     atomic_init(&job.next, 0);
-    int any_quantized = 0;
-    for (int i = 0; i < n_ops; i++) {
-        const okv_mm_op *op = &ops[i];
-        if (!op->w || !x || !op->y) return okv_fail(err, OKV_ERR_INVALID, "matmul: NULL weight, input or output");
-        if (op->rows < 1 || k < 1 || n < 1)
-            return okv_fail(err, OKV_ERR_INVALID, "matmul: rows %lld, k %lld, n %lld must be >= 1",
-                            (long long)op->rows, (long long)k, (long long)n);
-        if (!okv_ggml_type_supported(op->wtype))
-            return okv_fail(err, OKV_ERR_INVALID, "matmul: unsupported weight type %d", op->wtype);
-        const size_t wrow = okv_ggml_row_size(op->wtype, k);
-        if (wrow == 0)
-            return okv_fail(err, OKV_ERR_INVALID, "matmul: k = %lld is not a multiple of %lld for %s",
-                            (long long)k, (long long)okv_ggml_block_size(op->wtype),
-                            okv_ggml_type_name(op->wtype));
-        if (is_quantized(op->wtype) && !scratch)
-            return okv_fail(err, OKV_ERR_INVALID, "matmul: %s weights need scratch",
-                            okv_ggml_type_name(op->wtype));
-        job.tile[i] = tile_for(kern, op->wtype);
-        if (!job.tile[i])
-            return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s has no %s path",
-                            okv_mm_kernel_name(kern), okv_ggml_type_name(op->wtype));
+    job.act = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    for (int o = 0; o < n_ops; o++) {
+        const okv_mm_op *op = &ops[o];
+        const okv_act_fmt f = act_of(op->wtype);
+        if (f != fmt && !(also_float && f == OKV_ACT_F32)) continue;
+        const int i = job.n_ops++;
+        job.tile[i] = okv_wtype_tile(op->wtype, kern);
         /* a block pass converts each float weight once per column block,
          * which pays from a few columns on; decode keeps the plain tiles */
-        if (n >= MM_BLOCK_MIN_N && (kern == OKV_MM_AVX512 || kern == OKV_MM_AVX512_VNNI))
-            job.block[i] = okv_mm_block_avx512(op->wtype);
-        job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = wrow, .rows = op->rows, .k = k, .n = n, .x = x, .y = op->y};
+        job.block[i] = n >= MM_BLOCK_MIN_N ? okv_wtype_block(op->wtype, kern) : NULL;
+        job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_ggml_row_size(op->wtype, k), .rows = op->rows,
+                                  .k = k, .n = n, .x = x, .y = op->y};
+        if (f == OKV_ACT_Q8_0) {
+            job.ctx[i].xd = (const float *)job.act;
+            job.ctx[i].xq = (const int8_t *)(job.act + (size_t)n * (size_t)(k / OKV_QK) * sizeof(float));
+        } else if (f != OKV_ACT_F32) {
+            job.ctx[i].xa = job.act;
+            job.ctx[i].xa_col = act_col_bytes(f, k);
+        }
         /* about MM_CHUNKS_PER_THREAD items per thread and column block, in
          * whole 8-row strips (the block pass's panel height) */
         const int64_t per = op->rows / ((int64_t)okv_threadpool_size(pool) * MM_CHUNKS_PER_THREAD);
         job.chunk_rows[i] = per < 8 ? 8 : (per + 7) / 8 * 8;
         job.items[i] = (op->rows + job.chunk_rows[i] - 1) / job.chunk_rows[i] * ((n + MM_COL_BLOCK - 1) / MM_COL_BLOCK);
-        any_quantized |= is_quantized(op->wtype);
     }
-    job.quant = kern == OKV_MM_SCALAR ? okv_mm_quantize_act_scalar : okv_mm_quantize_act_avx2;
-
-    if (any_quantized) {
-        /* Q8_0 and Q4_0 take the same 8-bit activations: quantized once for
-         * the whole group */
-        uintptr_t a = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
-        job.xd = (float *)a;
-        job.xq = (int8_t *)(job.xd + n * (k / OKV_QK));
-        for (int i = 0; i < n_ops; i++) {
-            job.ctx[i].xd = job.xd;
-            job.ctx[i].xq = job.xq;
-        }
+    if (job.n_ops == 0) return;
+    if (fmt != OKV_ACT_F32) {
         /* one fork-join for a single column costs more than quantizing it */
         if (n >= 2 * okv_threadpool_size(pool)) okv_parallel(pool, quant_job, &job);
         else quant_job(&job, 0, 1);
     }
     okv_parallel(pool, tile_job, &job);
+}
+
+okv_status okv_matmul_multi_with(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
+                                 int64_t k, const float *x, int64_t n, void *scratch, okv_error *err) {
+    if (!ops || n_ops < 1 || n_ops > OKV_MM_MAX_OPS)
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: %d products in a group (1 to %d)", n_ops, OKV_MM_MAX_OPS);
+    if ((int)kern < 0 || kern >= OKV_ISA_COUNT || !okv_cpu_has_isa(kern))
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s cannot run on this processor",
+                        okv_isa_name(kern));
+    int need[OKV_ACT_COUNT] = {0};
+    for (int i = 0; i < n_ops; i++) {
+        okv_status st = check_op(&ops[i], k, x, n, scratch, err);
+        if (st) return st;
+        need[act_of(ops[i].wtype)] = 1;
+    }
+    /* One pass per activation format the group needs, each quantizing the
+     * activations once into the shared scratch; float weights ride along
+     * with the first pass.  A group of one format (Q/K/V of a Q4_K_M layer:
+     * Q4_K and Q6_K both take Q8_K) is a single fork-join. */
+    int first = 1;
+    for (int f = OKV_ACT_Q8_0; f < OKV_ACT_COUNT; f++) {
+        if (!need[f]) continue;
+        run_format(kern, pool, ops, n_ops, k, x, n, scratch, (okv_act_fmt)f, first);
+        first = 0;
+    }
+    if (first) run_format(kern, pool, ops, n_ops, k, x, n, scratch, OKV_ACT_F32, 1);
+    return OKV_OK;
+}
+
+static okv_isa pinned = OKV_ISA_COUNT;
+
+okv_isa okv_matmul_isa(void) { return pinned != OKV_ISA_COUNT ? pinned : okv_cpu_best_isa(); }
+
+okv_status okv_matmul_pin_isa(okv_isa isa, okv_error *err) {
+    if ((int)isa < 0 || isa > OKV_ISA_COUNT || (isa != OKV_ISA_COUNT && !okv_cpu_has_isa(isa)))
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s cannot run on this processor", okv_isa_name(isa));
+    pinned = isa;
     return OKV_OK;
 }
 
 okv_status okv_matmul_multi(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
                             int64_t n, void *scratch, okv_error *err) {
-    return okv_matmul_multi_with(okv_mm_kernel_best(), pool, ops, n_ops, k, x, n, scratch, err);
+    return okv_matmul_multi_with(okv_matmul_isa(), pool, ops, n_ops, k, x, n, scratch, err);
 }
 
-okv_status okv_matmul_with(okv_mm_kernel kern, okv_threadpool *pool, int wtype, const void *w,
+okv_status okv_matmul_with(okv_isa kern, okv_threadpool *pool, int wtype, const void *w,
                            int64_t rows, int64_t k, const float *x, int64_t n, float *y,
                            void *scratch, okv_error *err) {
     const okv_mm_op op = {.wtype = wtype, .w = w, .rows = rows, .y = y};
@@ -200,5 +233,5 @@ okv_status okv_matmul_with(okv_mm_kernel kern, okv_threadpool *pool, int wtype, 
 
 okv_status okv_matmul(okv_threadpool *pool, int wtype, const void *w, int64_t rows, int64_t k,
                       const float *x, int64_t n, float *y, void *scratch, okv_error *err) {
-    return okv_matmul_with(okv_mm_kernel_best(), pool, wtype, w, rows, k, x, n, y, scratch, err);
+    return okv_matmul_with(okv_matmul_isa(), pool, wtype, w, rows, k, x, n, y, scratch, err);
 }

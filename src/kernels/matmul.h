@@ -6,11 +6,15 @@
  * okv_ggml_row_size(type, k) bytes, exactly as a GGUF tensor stores it
  * (ne0 = k, ne1 = rows).  x and y are f32, one activation column per token.
  *
- * Like ggml, Q8_0 and Q4_0 weights are multiplied by activations quantized
- * once per call to 8 bits (blocks of 32, d = amax/127 rounded to f16,
- * q = nearest-even(x * 127/amax): ggml's x86 activation quantizer), with
- * integer dot products per block.  F32, F16 and BF16 weights are widened to
- * f32 and multiplied with the f32 activations as they are.
+ * Like ggml, quantized weights are multiplied by activations quantized once
+ * per call to 8 bits, in the format the weight type names (kernels/wtype.h):
+ *   Q8_0 (Q8_0, Q4_0, Q5_0 weights): blocks of 32, d = amax/127 rounded to
+ *        f16, q = nearest-even(x * 127/amax): ggml's x86 quantizer;
+ *   Q8_1 (Q4_1, Q5_1): the same values, plus s = d * sum(q) for the weights'
+ *        offsets m;
+ *   Q8_K (the K-quants): blocks of 256, ggml's quantize_row_q8_K;
+ * with integer dot products per block.  F32, F16 and BF16 weights are
+ * widened to f32 and multiplied with the f32 activations as they are.
  *
  * Output rows are shared out between threads in chunks taken as threads come
  * free, and every output element is computed by the same sequence of
@@ -22,29 +26,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu.h"
 #include "offkv/status.h"
 #include "offkv/threads.h"
 
-/* The instruction-set variants of the product.  Different kernels may round
- * differently (the order of float sums differs); integer parts are exact. */
-typedef enum okv_mm_kernel {
-    OKV_MM_SCALAR = 0,
-    OKV_MM_AVX2 = 1,        /* AVX2 + FMA + F16C */
-    OKV_MM_AVX512 = 2,      /* AVX-512 F/BW/VL/DQ */
-    OKV_MM_AVX512_VNNI = 3, /* the above + AVX512-VNNI (same results as OKV_MM_AVX512) */
-    OKV_MM_KERNEL_COUNT = 4
-} okv_mm_kernel;
+/* The kernels come in one variant per okv_isa (kernels/cpu.h): the scalar
+ * one everywhere, SIMD ones where the processor has them.  A variant that
+ * lacks a weight type's kernel uses the next lower ISA's. */
 
-/* 1 if kern can run on this processor. */
-int okv_mm_kernel_available(okv_mm_kernel kern);
-
-/* The fastest kernel this processor runs. */
-okv_mm_kernel okv_mm_kernel_best(void);
-
-const char *okv_mm_kernel_name(okv_mm_kernel kern);
-
-/* Bytes of scratch okv_matmul needs for this shape (0 for F32/F16/BF16
- * weights, where scratch may be NULL).  Any alignment is fine: the product
+/* Bytes of scratch okv_matmul needs for this shape: the quantized
+ * activations of the weight type's format (0 for F32/F16/BF16 weights, where
+ * scratch may be NULL).  Any alignment is fine: the product
  * aligns inside the buffer.  0 also for an unknown type or a bad shape. */
 size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n);
 
@@ -52,7 +44,8 @@ size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n);
  * must not overlap x or W.  scratch holds okv_matmul_scratch_bytes(wtype, k, n)
  * bytes.  pool may be NULL (the caller's thread).  Errors (nothing written to
  * y): OKV_ERR_INVALID for NULL pointers, rows/k/n < 1, an unknown wtype, a k
- * that is not a multiple of 32 for Q8_0/Q4_0, or missing scratch. */
+ * that is not whole blocks of the type (32 or 256 values), or missing
+ * scratch. */
 okv_status okv_matmul(okv_threadpool *pool, int wtype, const void *w, int64_t rows, int64_t k,
                       const float *x, int64_t n, float *y, void *scratch, okv_error *err);
 
@@ -68,21 +61,31 @@ typedef struct okv_mm_op {
 enum { OKV_MM_MAX_OPS = 4 }; /* Q, K, V and a gate is the most a layer has */
 
 /* Several products of one input x ([n][k]), e.g. Q, K and V: the activations
- * are quantized once and all products run in one fork-join, with results
- * bit-identical to one okv_matmul per weight.  scratch holds the largest
+ * are quantized once per activation format the group needs, and the products
+ * of each format run in one fork-join (one for the whole group unless it mixes
+ * formats, e.g. Q4_0 with Q4_K), with results bit-identical to one okv_matmul
+ * per weight.  The formats take turns in the scratch, which holds the largest
  * okv_matmul_scratch_bytes of the group; no y may overlap x or a W.  Errors
  * as okv_matmul (nothing written), and OKV_ERR_INVALID for n_ops outside
  * 1..OKV_MM_MAX_OPS. */
 okv_status okv_matmul_multi(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
                             int64_t n, void *scratch, okv_error *err);
 
+/* The ISA okv_matmul and okv_matmul_multi use: the best this processor runs
+ * unless pinned.  okv_matmul_pin_isa(isa) pins one (a test runs a whole
+ * model on each in turn); OKV_ISA_COUNT unpins.  OKV_ERR_UNSUPPORTED, and
+ * nothing changes, when isa cannot run here.  Process-wide: set it while no
+ * product runs. */
+okv_isa okv_matmul_isa(void);
+okv_status okv_matmul_pin_isa(okv_isa isa, okv_error *err);
+
 /* The same with a chosen kernel (tests and benchmarks try each);
  * OKV_ERR_UNSUPPORTED when kern cannot run here. */
-okv_status okv_matmul_with(okv_mm_kernel kern, okv_threadpool *pool, int wtype, const void *w,
+okv_status okv_matmul_with(okv_isa kern, okv_threadpool *pool, int wtype, const void *w,
                            int64_t rows, int64_t k, const float *x, int64_t n, float *y,
                            void *scratch, okv_error *err);
 
-okv_status okv_matmul_multi_with(okv_mm_kernel kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
+okv_status okv_matmul_multi_with(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
                                  int64_t k, const float *x, int64_t n, void *scratch, okv_error *err);
 
 #endif

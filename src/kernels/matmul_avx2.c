@@ -4,6 +4,8 @@
 
 #include "kernels/cpu.h"
 #include "kernels/matmul_impl.h"
+#define KQ_TARGET OKV_TARGET_AVX2
+#include "kernels/matmul_kq_scales.h"
 
 #define KERNEL static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
@@ -37,6 +39,56 @@ OKV_TARGET_AVX2 void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t 
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)(q + b * OKV_QK), p);
+    }
+}
+
+/* quantize_row_q8_K_ref (quant.h) with the same float operations, for
+ * finite x: the largest magnitude (max of |x|, NaN-free), the first value
+ * of that magnitude for the sign, q = min(127, nearest-even(iscale * x))
+ * (cvtps rounds as ggml's nearest_int does), bsums per 16. */
+OKV_TARGET_AVX2 void okv_mm_quantize_q8_K_avx2(const float *x, block_q8_K *y, int64_t k) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < k / OKV_QK_K; b++) {
+        const float *xb = x + b * OKV_QK_K;
+        __m256 amax = _mm256_setzero_ps();
+        for (int i = 0; i < OKV_QK_K; i += 8) amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)), amax);
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float am = _mm_cvtss_f32(m);
+        if (am == 0.0f) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float max = 0.0f;
+        const __m256 amv = _mm256_set1_ps(am);
+        for (int i = 0; i < OKV_QK_K; i += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + i)), amv, _CMP_EQ_OQ));
+            if (hit) { max = xb[i + __builtin_ctz((unsigned)hit)]; break; }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i lim = _mm256_set1_epi32(127), ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+        __m256i part[8];
+        for (int c = 0; c < 8; c++) {
+            __m256i iv[4];
+            for (int i = 0; i < 4; i++)
+                iv[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(xb + 32 * c + 8 * i))), lim);
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(y[b].qs + 32 * c), p);
+            /* sums of 4 (|q| <= 127 leaves maddubs exact), low lane group 2c, high 2c+1 */
+            part[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, p), ones16);
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(part[4 * h], part[4 * h + 1]),
+                                                _mm256_hadd_epi32(part[4 * h + 2], part[4 * h + 3]));
+            /* low lane: groups 8h + 0, 2, 4, 6; high lane: 8h + 1, 3, 5, 7 */
+            const __m128i lo = _mm256_castsi256_si128(s), hi = _mm256_extracti128_si256(s, 1);
+            const __m128i g = _mm_packs_epi32(_mm_unpacklo_epi32(lo, hi), _mm_unpackhi_epi32(lo, hi));
+            _mm_storeu_si128((__m128i *)(y[b].bsums + 8 * h), g);
+        }
+        y[b].d = 1.0f / iscale;
     }
 }
 
@@ -155,19 +207,316 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
     float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
 }
 
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_q8_0, q8_0_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_q4_0, q4_0_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_f32, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_f16, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, tile_bf16, bf16_tile)
+/* ---- The legacy formats beside Q4_0 and Q8_0 ---- */
 
-okv_mm_tile_fn okv_mm_tile_avx2(int wtype) {
-    switch (wtype) {
-    case OKV_GGML_F32: return tile_f32;
-    case OKV_GGML_F16: return tile_f16;
-    case OKV_GGML_BF16: return tile_bf16;
-    case OKV_GGML_Q8_0: return tile_q8_0;
-    case OKV_GGML_Q4_0: return tile_q4_0;
-    }
-    return NULL;
+/* Prefetch distance along the weights, as in the AVX-512 kernels
+ * (matmul_avx512_tmpl.h says how it was chosen). */
+enum { AHEAD = 8192 };
+
+/* 32 bytes, 0xFF where bit j of the 4 bytes at p is set (ggml's
+ * bytes_from_bits_32). */
+KERNEL __m256i bytes_from_bits(const uint8_t *p) {
+    uint32_t x32;
+    memcpy(&x32, p, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x32), shuf);
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
 }
+
+/* Values 0-15 of a 32-value block in the low 128 bits, 16-31 in the high:
+ * the low and high nibbles of qs, with the fifth bits of qh (if any). */
+KERNEL __m256i legacy_values(const uint8_t *qs, const uint8_t *qh) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1),
+                                 _mm256_set1_epi8(0x0F));
+    if (qh) v = _mm256_or_si256(v, _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)));
+    return v;
+}
+
+/* Q5_0 against Q8_0 activations: values (5 bits) - 16, so subtract 16 * x
+ * once per column, as q4_0_tile does with 8. */
+KERNEL void q5_0_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const int64_t nb = c->k / OKV_QK;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    __m256 acc[MM_TR][MM_TC];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) acc[r][j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv[MM_TC], x16[MM_TC];
+        __m256 sx[MM_TC];
+        for (int j = 0; j < NC; j++) {
+            xv[j] = _mm256_loadu_si256((const __m256i *)(c->xq + (c0 + j) * c->k + b * OKV_QK));
+            x16[j] = _mm256_maddubs_epi16(sixteen, xv[j]);
+            sx[j] = _mm256_set1_ps(c->xd[(c0 + j) * nb + b]);
+        }
+        for (int r = 0; r < NR; r++) {
+            const block_q5_0 *blk = (const block_q5_0 *)(c->w + (r0 + r) * c->wrow) + b;
+            _mm_prefetch((const char *)blk + AHEAD, _MM_HINT_T1);
+            const __m256i wq = legacy_values(blk->qs, blk->qh);
+            const __m256 sw = block_scale(blk->d);
+            for (int j = 0; j < NC; j++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(wq, xv[j]), x16[j]), ones);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, sx[j]), acc[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = hsum256(acc[r][j]);
+}
+
+/* Q4_1 and Q5_1 against Q8_1 activations: (dw * dx) * sum(q x) per block in
+ * the vector accumulator, the offsets' m * s in a scalar one. */
+KERNEL void q_1_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const int64_t nb = c->k / OKV_QK;
+    const int five = wtype == OKV_GGML_Q5_1;
+    const size_t bsz = five ? sizeof(block_q5_1) : sizeof(block_q4_1);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[MM_TR][MM_TC];
+    float accm[MM_TR][MM_TC];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) { acc[r][j] = _mm256_setzero_ps(); accm[r][j] = 0.0f; }
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv[MM_TC];
+        float dx[MM_TC], sx[MM_TC];
+        for (int j = 0; j < NC; j++) {
+            const block_q8_1 *y = (const block_q8_1 *)(c->xa + (c0 + j) * c->xa_col) + b;
+            xv[j] = _mm256_loadu_si256((const __m256i *)y->qs);
+            dx[j] = _cvtsh_ss(y->d);
+            sx[j] = _cvtsh_ss(y->s);
+        }
+        for (int r = 0; r < NR; r++) {
+            const uint8_t *blk = c->w + (r0 + r) * c->wrow + (size_t)b * bsz;
+            _mm_prefetch((const char *)blk + AHEAD, _MM_HINT_T1);
+            okv_f16 hd, hm;
+            memcpy(&hd, blk, 2);
+            memcpy(&hm, blk + 2, 2);
+            const __m256i wq = five ? legacy_values(blk + 8, blk + 4) : legacy_values(blk + 4, NULL);
+            const float dw = _cvtsh_ss(hd), mw = _cvtsh_ss(hm);
+            for (int j = 0; j < NC; j++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv[j]), ones);
+                acc[r][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * dx[j]), acc[r][j]);
+                accm[r][j] += mw * sx[j];
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = hsum256(acc[r][j]) + accm[r][j];
+}
+
+KERNEL void q4_1_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    q_1_tile(OKV_GGML_Q4_1, c, r0, NR, c0, NC);
+}
+KERNEL void q5_1_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    q_1_tile(OKV_GGML_Q5_1, c, r0, NR, c0, NC);
+}
+
+/* ---- K-quants: 256-value super-blocks against Q8_K activations ----
+ *
+ * Per super-block and column the integer sum of scale * value * x over its
+ * sub-blocks (maddubs pairs, then madd with the scales), exact in int32;
+ * offsets (Q6_K's 32, Q3_K's 4) and mins meet the activations' bsums
+ * instead of every value.  Then, as the scalar kernel, in float:
+ * acc += (d * dx) * sum, acc -= (dmin * dx) * mins, per lane. */
+
+KERNEL const block_q8_K *act_k(const okv_mm_ctx *c, int64_t col, int64_t b) {
+    return (const block_q8_K *)(c->xa + col * c->xa_col) + b;
+}
+
+KERNEL void prefetch_block(const void *blk, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)blk + AHEAD + o, _MM_HINT_T1);
+}
+
+/* Scales of 16-value groups g and g+1 as 16 int16 (8 each), from 16 int8. */
+KERNEL __m256i scale_pair(__m128i sc8, int g) {
+    const __m128i idx = _mm_add_epi8(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), _mm_set1_epi8((char)g));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, idx));
+}
+
+/* The tile loop shared by the K-quants: DOT(x, y, sumi, NC) adds each
+ * column's integer sum for weight block x into sumi[j] and returns the mins'
+ * integer sums (8 int32 lanes) in mins[j] (zero for the symmetric formats);
+ * DMIN(x) is the block's dmin where HAS_MIN. */
+#define KQ_TILE(name, block_t, DOT, HAS_MIN, DMIN)                                                          \
+    KERNEL void name(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {       \
+        const int64_t nb = c->k / OKV_QK_K;                                                           \
+        __m256 acc[MM_TR][MM_TC];                                                                     \
+        for (int r = 0; r < NR; r++)                                                                  \
+            for (int j = 0; j < NC; j++) acc[r][j] = _mm256_setzero_ps();                             \
+        for (int64_t b = 0; b < nb; b++) {                                                            \
+            const block_q8_K *y[MM_TC];                                                               \
+            for (int j = 0; j < NC; j++) y[j] = act_k(c, c0 + j, b);                                  \
+            for (int r = 0; r < NR; r++) {                                                            \
+                const block_t *x = (const block_t *)(c->w + (r0 + r) * c->wrow) + b;                  \
+                prefetch_block(x, sizeof *x);                                                         \
+                __m256i sumi[MM_TC], mins[MM_TC];                                                     \
+                DOT(x, y, sumi, mins, NC);                                                            \
+                const float dw = _cvtsh_ss(x->d);                                                     \
+                for (int j = 0; j < NC; j++) {                                                        \
+                    acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[j]->d), _mm256_cvtepi32_ps(sumi[j]), \
+                                                acc[r][j]);                                           \
+                    if (HAS_MIN)                                                                      \
+                        acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(-(DMIN(x) * y[j]->d)),  \
+                                                    _mm256_cvtepi32_ps(mins[j]), acc[r][j]);          \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        for (int r = 0; r < NR; r++)                                                                  \
+            for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = hsum256(acc[r][j]);      \
+    }
+
+/* The mins (or scales, for an offset) of the 16 groups against the
+ * activations' 16 bsums: 8 int32 lanes. */
+KERNEL __m256i with_bsums(__m256i per_group16, const block_q8_K *y) {
+    return _mm256_madd_epi16(per_group16, _mm256_loadu_si256((const __m256i *)y->bsums));
+}
+
+/* Q4_K: sub-blocks of 32, 64 values per step: low nibbles (sub 2q), high
+ * nibbles (sub 2q+1) of 32 bytes; Q5_K adds bit 2q / 2q+1 of qh. */
+KERNEL void q45_K_dot(const uint8_t *qs, const uint8_t *qh, const uint8_t *scales, const block_q8_K *const *y,
+                      __m256i *sumi, __m256i *mins, const int NC) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m128i sm = kq_q4_K_scales_mins(scales);
+    /* the scales as int16 in both 128-bit lanes, for broadcasts by shuffle */
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    /* mins per 16-value group (each sub-block's twice) for the bsums */
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    const __m256i hbits = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    for (int j = 0; j < NC; j++) {
+        sumi[j] = _mm256_setzero_si256();
+        mins[j] = with_bsums(mn16, y[j]);
+    }
+    for (int q = 0; q < 4; q++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * q));
+        __m256i lo = _mm256_and_si256(bits, m4), hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * q), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * q + 1), one), 4));
+        }
+        const __m256i sl = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(4 * q | (4 * q + 1) << 8)));
+        const __m256i sh = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)((4 * q + 2) | (4 * q + 3) << 8)));
+        for (int j = 0; j < NC; j++) {
+            const __m256i xl = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 64 * q));
+            const __m256i xh = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 64 * q + 32));
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(sl, _mm256_maddubs_epi16(lo, xl)),
+                                               _mm256_madd_epi16(sh, _mm256_maddubs_epi16(hi, xh)));
+            sumi[j] = _mm256_add_epi32(sumi[j], p);
+        }
+    }
+}
+
+#define Q4_K_DOT(x, y, sumi, mins, NC) q45_K_dot((x)->qs, NULL, (x)->scales, y, sumi, mins, NC)
+#define Q5_K_DOT(x, y, sumi, mins, NC) q45_K_dot((x)->qs, (x)->qh, (x)->scales, y, sumi, mins, NC)
+
+/* Q6_K: per half, four 32-value vectors of 6-bit values (0..63) from the
+ * nibbles of ql and the bit pairs of qh; the -32 offset is taken off
+ * through the bsums: sum sc (q - 32) x = sum sc q x - 32 sum_g sc_g bsum_g. */
+KERNEL void q6_K_dot(const block_q6_K *x, const block_q8_K *const *y, __m256i *sumi, __m256i *mins, const int NC) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)x->scales);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    for (int j = 0; j < NC; j++) {
+        sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(with_bsums(sc16, y[j]), 5));
+        mins[j] = _mm256_setzero_si256();
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m256i b1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+        const __m256i b2 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+        const __m256i bh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(b1, m4), _mm256_slli_epi16(_mm256_and_si256(bh, m2), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(b2, m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m2), 4));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m2), 4));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m2), 4));
+        for (int i = 0; i < 4; i++) {
+            const __m256i s = scale_pair(sc8, 8 * h + 2 * i);
+            for (int j = 0; j < NC; j++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 128 * h + 32 * i));
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[i], xv)));
+            }
+        }
+    }
+}
+
+#define Q6_K_DOT(x, y, sumi, mins, NC) q6_K_dot(x, y, sumi, mins, NC)
+
+/* Q3_K: value = low 2 bits + 4 * high bit - 4, the -4 through the bsums;
+ * per half (qs[32h..]), bit pair s of qs and bit 4h + s of hmask give
+ * groups 8h + 2s and 8h + 2s + 1. */
+KERNEL void q3_K_dot(const block_q3_K *x, const block_q8_K *const *y, __m256i *sumi, __m256i *mins, const int NC) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m128i sc8 = kq_q3_K_scales(x->scales);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
+    for (int j = 0; j < NC; j++) {
+        sumi[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(with_bsums(sc16, y[j]), 2));
+        mins[j] = _mm256_setzero_si256();
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * h));
+        for (int s = 0; s < 4; s++) {
+            const __m256i q = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), one), 2));
+            const __m256i sc = scale_pair(sc8, 8 * h + 2 * s);
+            for (int j = 0; j < NC; j++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 128 * h + 32 * s));
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, xv)));
+            }
+        }
+    }
+}
+
+#define Q3_K_DOT(x, y, sumi, mins, NC) q3_K_dot(x, y, sumi, mins, NC)
+
+/* Q2_K: 2-bit values with scale (low nibble) and min (high nibble) per 16;
+ * groups as Q3_K's. */
+KERNEL void q2_K_dot(const block_q2_K *x, const block_q8_K *const *y, __m256i *sumi, __m256i *mins, const int NC) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i raw = _mm_loadu_si128((const __m128i *)x->scales);
+    const __m128i sc8 = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+    for (int j = 0; j < NC; j++) {
+        sumi[j] = _mm256_setzero_si256();
+        mins[j] = with_bsums(mn16, y[j]);
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * h));
+        for (int s = 0; s < 4; s++) {
+            const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), m3);
+            const __m256i sc = scale_pair(sc8, 8 * h + 2 * s);
+            for (int j = 0; j < NC; j++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 128 * h + 32 * s));
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, xv)));
+            }
+        }
+    }
+}
+
+#define Q2_K_DOT(x, y, sumi, mins, NC) q2_K_dot(x, y, sumi, mins, NC)
+
+#define DMIN_OF(x) _cvtsh_ss((x)->dmin)
+#define NO_DMIN(x) 0.0f
+KQ_TILE(q2_K_tile, block_q2_K, Q2_K_DOT, 1, DMIN_OF)
+KQ_TILE(q3_K_tile, block_q3_K, Q3_K_DOT, 0, NO_DMIN)
+KQ_TILE(q4_K_tile, block_q4_K, Q4_K_DOT, 1, DMIN_OF)
+KQ_TILE(q5_K_tile, block_q5_K, Q5_K_DOT, 1, DMIN_OF)
+KQ_TILE(q6_K_tile, block_q6_K, Q6_K_DOT, 0, NO_DMIN)
+
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q8_0_avx2, q8_0_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q4_0_avx2, q4_0_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_f32_avx2, f32_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_f16_avx2, f16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_bf16_avx2, bf16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q4_1_avx2, q4_1_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q5_0_avx2, q5_0_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q5_1_avx2, q5_1_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q2_K_avx2, q2_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q3_K_avx2, q3_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q4_K_avx2, q4_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q5_K_avx2, q5_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q6_K_avx2, q6_K_tile)

@@ -4,6 +4,8 @@
 
 #include "kernels/cpu.h"
 #include "kernels/matmul_impl.h"
+#define KQ_TARGET OKV_TARGET_AVX512
+#include "kernels/matmul_kq_scales.h"
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -11,18 +13,22 @@
 #define TARGET OKV_TARGET_AVX512
 #define USE_VNNI 0
 #define NAME(x) CAT(x, _bw)
+#define TILE_NAME(t) okv_mm_tile_##t##_avx512
 #include "kernels/matmul_avx512_tmpl.h"
 #undef TARGET
 #undef USE_VNNI
 #undef NAME
+#undef TILE_NAME
 
 #define TARGET OKV_TARGET_AVX512VNNI
 #define USE_VNNI 1
 #define NAME(x) CAT(x, _vnni)
+#define TILE_NAME(t) okv_mm_tile_##t##_avx512vnni
 #include "kernels/matmul_avx512_tmpl.h"
 #undef TARGET
 #undef USE_VNNI
 #undef NAME
+#undef TILE_NAME
 
 #define KERNEL static inline __attribute__((always_inline)) OKV_TARGET_AVX512
 
@@ -75,9 +81,9 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
     float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
 }
 
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, tile_f32, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, tile_f16, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, tile_bf16, bf16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f32_avx512, f32_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f16_avx512, f16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
 
 /* The block pass for float weights: each weight row is converted to f32
  * once per column block into a small panel (PANEL_K elements of up to
@@ -189,42 +195,218 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
     }
 }
 
-OKV_TARGET_AVX512 static void block_f32(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+OKV_TARGET_AVX512 void okv_mm_block_f32_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     float_block(OKV_GGML_F32, c, r0, r1, c0, c1);
 }
-OKV_TARGET_AVX512 static void block_f16(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+OKV_TARGET_AVX512 void okv_mm_block_f16_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     float_block(OKV_GGML_F16, c, r0, r1, c0, c1);
 }
-OKV_TARGET_AVX512 static void block_bf16(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+OKV_TARGET_AVX512 void okv_mm_block_bf16_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     float_block(OKV_GGML_BF16, c, r0, r1, c0, c1);
 }
 
-okv_mm_block_fn okv_mm_block_avx512(int wtype) {
-    switch (wtype) {
-    case OKV_GGML_F32: return block_f32;
-    case OKV_GGML_F16: return block_f16;
-    case OKV_GGML_BF16: return block_bf16;
+/* ---- K-quants, 64 values per 512-bit step ----
+ *
+ * The same integer sums as the AVX2 kernels (matmul_avx2.c), two of their
+ * 32-value vectors at once: Q4_K/Q5_K's low and high nibbles of 32 bytes are
+ * the consecutive values 64c..64c+63, matching one 64-byte load of the
+ * activations; Q6_K's four 32-value vectors pair up the same way.  Scales
+ * go in per 16-bit lane with one vpermw per step. */
+
+#define KQ_AHEAD 8192 /* bytes, as the other AVX-512 kernels' PREFETCH_AHEAD */
+
+KERNEL void kq_prefetch(const void *blk, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)blk + KQ_AHEAD + o, _MM_HINT_T1);
+}
+
+KERNEL const block_q8_K *kq_act(const okv_mm_ctx *c, int64_t col, int64_t b) {
+    return (const block_q8_K *)(c->xa + col * c->xa_col) + b;
+}
+
+/* 32 int16 lanes: lanes 16h..16h+15 (h = 0, 1) hold scale base + h of the
+ * eight int16 scales in sc16 (Q4_K/Q5_K: sub-blocks of 32). */
+KERNEL __m512i scales_by_32(__m128i sc16, int base) {
+    const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)base),
+                                         _mm512_srli_epi16(_mm512_setr_epi32(0x00010000, 0x00030002, 0x00050004,
+                                                                             0x00070006, 0x00090008, 0x000B000A,
+                                                                             0x000D000C, 0x000F000E, 0x00110010,
+                                                                             0x00130012, 0x00150014, 0x00170016,
+                                                                             0x00190018, 0x001B001A, 0x001D001C,
+                                                                             0x001F001E),
+                                                           4));
+    return _mm512_permutexvar_epi16(idx, _mm512_castsi128_si512(sc16));
+}
+
+/* 32 int16 lanes: lanes 8q..8q+7 (q = 0..3) hold scale base + q of the 16
+ * int16 scales in sc16 (Q6_K: groups of 16). */
+KERNEL __m512i scales_by_16(__m256i sc16, int base) {
+    const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)base),
+                                         _mm512_srli_epi16(_mm512_setr_epi32(0x00010000, 0x00030002, 0x00050004,
+                                                                             0x00070006, 0x00090008, 0x000B000A,
+                                                                             0x000D000C, 0x000F000E, 0x00110010,
+                                                                             0x00130012, 0x00150014, 0x00170016,
+                                                                             0x00190018, 0x001B001A, 0x001D001C,
+                                                                             0x001F001E),
+                                                           3));
+    return _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(sc16));
+}
+
+/* Q4_K (qh NULL) and Q5_K: sumi[j] gets sum sc * q * x, mins[j] (8 int32)
+ * sum m * bsums, per column j. */
+KERNEL void q45_K_dot512(const uint8_t *qs, const uint8_t *qh, const uint8_t *scales,
+                         const block_q8_K *const *y, __m512i *sumi, __m256i *mins, const int NC) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    const __m512i nib = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m128i sm = kq_q4_K_scales_mins(scales);
+    const __m128i sc16 = _mm_cvtepu8_epi16(sm);
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    const __m512i hbits = qh ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh)) : _mm512_setzero_si512();
+    UNROLL for (int j = 0; j < NC; j++) {
+        sumi[j] = _mm512_setzero_si512();
+        mins[j] = _mm256_madd_epi16(mn16, _mm256_loadu_si256((const __m256i *)y[j]->bsums));
     }
-    return NULL;
-}
-
-static okv_mm_tile_fn float_tiles(int wtype) {
-    switch (wtype) {
-    case OKV_GGML_F32: return tile_f32;
-    case OKV_GGML_F16: return tile_f16;
-    case OKV_GGML_BF16: return tile_bf16;
+    UNROLL for (int q = 0; q < 4; q++) {
+        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * q)));
+        __m512i w = _mm512_and_si512(_mm512_srlv_epi64(bits, nib), m4);
+        if (qh) {
+            const __m512i hs = _mm512_setr_epi64(2 * q, 2 * q, 2 * q, 2 * q, 2 * q + 1, 2 * q + 1, 2 * q + 1, 2 * q + 1);
+            w = _mm512_or_si512(w, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hbits, hs), one), 4));
+        }
+        const __m512i s = scales_by_32(sc16, 2 * q);
+        UNROLL for (int j = 0; j < NC; j++) {
+            const __m512i xv = _mm512_loadu_si512(y[j]->qs + 64 * q);
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(s, _mm512_maddubs_epi16(w, xv)));
+        }
     }
-    return NULL;
 }
 
-okv_mm_tile_fn okv_mm_tile_avx512(int wtype) {
-    if (wtype == OKV_GGML_Q8_0) return tile_q8_0_bw;
-    if (wtype == OKV_GGML_Q4_0) return tile_q4_0_bw;
-    return float_tiles(wtype);
+/* Q6_K: per half, [values l | l+32] from the low nibbles of ql's 64 bytes
+ * and bit pairs 0, 2 of qh; [l+64 | l+96] from the high nibbles and bit
+ * pairs 4, 6; the -32 offset through the bsums. */
+KERNEL void q6_K_dot512(const block_q6_K *x, const block_q8_K *const *y, __m512i *sumi, __m256i *mins,
+                        const int NC) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+    const __m512i s02 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), s46 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    UNROLL for (int j = 0; j < NC; j++) {
+        const __m256i corr = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y[j]->bsums));
+        sumi[j] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5)));
+        mins[j] = _mm256_setzero_si256();
+    }
+    UNROLL for (int h = 0; h < 2; h++) {
+        const __m512i l = _mm512_loadu_si512(x->ql + 64 * h);
+        const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+        const __m512i a = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hb, s02), m3), 4));
+        const __m512i b = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hb, s46), m3), 4));
+        const __m512i sa = scales_by_16(sc16, 8 * h), sb = scales_by_16(sc16, 8 * h + 4);
+        UNROLL for (int j = 0; j < NC; j++) {
+            const __m512i xa = _mm512_loadu_si512(y[j]->qs + 128 * h);
+            const __m512i xb = _mm512_loadu_si512(y[j]->qs + 128 * h + 64);
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sa, _mm512_maddubs_epi16(a, xa)));
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sb, _mm512_maddubs_epi16(b, xb)));
+        }
+    }
 }
 
-okv_mm_tile_fn okv_mm_tile_avx512vnni(int wtype) {
-    if (wtype == OKV_GGML_Q8_0) return tile_q8_0_vnni;
-    if (wtype == OKV_GGML_Q4_0) return tile_q4_0_vnni;
-    return float_tiles(wtype);
+/* Q2_K (hm NULL) and Q3_K: per half (qs[32h..32h+31]), bit pairs 0 and 2 give
+ * values [128h .. +63], pairs 4 and 6 [128h+64 .. +127] (groups of 16 in
+ * order); Q3_K adds 4 * bit 4h + s of hmask and takes 4 off through the
+ * bsums.  sc16: the 16 scales; mn16: Q2_K's mins. */
+KERNEL void q23_K_dot512(const uint8_t *qs, const uint8_t *hm, __m256i sc16, __m256i mn16,
+                         const block_q8_K *const *y, __m512i *sumi, __m256i *mins, const int NC) {
+    const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    const __m512i s02 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), s46 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i hmv = hm ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)hm)) : _mm512_setzero_si512();
+    UNROLL for (int j = 0; j < NC; j++) {
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[j]->bsums);
+        if (hm) {
+            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 2);
+            sumi[j] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
+            mins[j] = _mm256_setzero_si256();
+        } else {
+            sumi[j] = _mm512_setzero_si512();
+            mins[j] = _mm256_madd_epi16(mn16, bs);
+        }
+    }
+    UNROLL for (int h = 0; h < 2; h++) {
+        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
+        __m512i a = _mm512_and_si512(_mm512_srlv_epi64(bits, s02), m3);
+        __m512i b = _mm512_and_si512(_mm512_srlv_epi64(bits, s46), m3);
+        if (hm) {
+            const __m512i ha = _mm512_setr_epi64(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1);
+            const __m512i hb = _mm512_add_epi64(ha, _mm512_set1_epi64(2));
+            a = _mm512_or_si512(a, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmv, ha), one), 2));
+            b = _mm512_or_si512(b, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmv, hb), one), 2));
+        }
+        const __m512i sa = scales_by_16(sc16, 8 * h), sb = scales_by_16(sc16, 8 * h + 4);
+        UNROLL for (int j = 0; j < NC; j++) {
+            const __m512i xa = _mm512_loadu_si512(y[j]->qs + 128 * h);
+            const __m512i xb = _mm512_loadu_si512(y[j]->qs + 128 * h + 64);
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sa, _mm512_maddubs_epi16(a, xa)));
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sb, _mm512_maddubs_epi16(b, xb)));
+        }
+    }
 }
+
+KERNEL void q2_K_dot512(const block_q2_K *x, const block_q8_K *const *y, __m512i *sumi, __m256i *mins, const int NC) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)x->scales), low4 = _mm_set1_epi8(0x0F);
+    q23_K_dot512(x->qs, NULL, _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)),
+                 _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)), y, sumi, mins, NC);
+}
+
+KERNEL void q3_K_dot512(const block_q3_K *x, const block_q8_K *const *y, __m512i *sumi, __m256i *mins, const int NC) {
+    q23_K_dot512(x->qs, x->hmask, _mm256_cvtepi8_epi16(kq_q3_K_scales(x->scales)), _mm256_setzero_si256(), y, sumi,
+                 mins, NC);
+}
+
+#define KQ512_TILE(name, block_t, DOT, HAS_MIN, DMIN)                                                   \
+    KERNEL void name(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {         \
+        const int64_t nb = c->k / OKV_QK_K;                                                             \
+        __m512 acc[MM_TR][MM_TC];                                                                       \
+        UNROLL for (int r = 0; r < NR; r++)                                                             \
+            UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();                        \
+        for (int64_t b = 0; b < nb; b++) {                                                              \
+            const block_q8_K *y[MM_TC];                                                                 \
+            UNROLL for (int j = 0; j < NC; j++) y[j] = kq_act(c, c0 + j, b);                            \
+            UNROLL for (int r = 0; r < NR; r++) {                                                       \
+                const block_t *x = (const block_t *)(c->w + (r0 + r) * c->wrow) + b;                    \
+                kq_prefetch(x, sizeof *x);                                                              \
+                __m512i sumi[MM_TC];                                                                    \
+                __m256i mins[MM_TC];                                                                    \
+                DOT(x, y, sumi, mins, NC);                                                              \
+                const float dw = _cvtsh_ss(x->d);                                                       \
+                UNROLL for (int j = 0; j < NC; j++) {                                                   \
+                    acc[r][j] = _mm512_fmadd_ps(_mm512_set1_ps(dw * y[j]->d), _mm512_cvtepi32_ps(sumi[j]), \
+                                                acc[r][j]);                                             \
+                    if (HAS_MIN)                                                                        \
+                        acc[r][j] = _mm512_fmadd_ps(_mm512_set1_ps(-(DMIN(x) * y[j]->d)),               \
+                                                    _mm512_zextps256_ps512(_mm256_cvtepi32_ps(mins[j])), \
+                                                    acc[r][j]);                                         \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        UNROLL for (int r = 0; r < NR; r++)                                                             \
+            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]); \
+    }
+
+#define Q4_K_DOT(x, y, sumi, mins, NC) q45_K_dot512((x)->qs, NULL, (x)->scales, y, sumi, mins, NC)
+#define Q5_K_DOT(x, y, sumi, mins, NC) q45_K_dot512((x)->qs, (x)->qh, (x)->scales, y, sumi, mins, NC)
+#define Q6_K_DOT(x, y, sumi, mins, NC) q6_K_dot512(x, y, sumi, mins, NC)
+#define Q2_K_DOT(x, y, sumi, mins, NC) q2_K_dot512(x, y, sumi, mins, NC)
+#define Q3_K_DOT(x, y, sumi, mins, NC) q3_K_dot512(x, y, sumi, mins, NC)
+#define DMIN_OF(x) _cvtsh_ss((x)->dmin)
+#define NO_DMIN(x) 0.0f
+
+KQ512_TILE(q4_K_tile, block_q4_K, Q4_K_DOT, 1, DMIN_OF)
+KQ512_TILE(q5_K_tile, block_q5_K, Q5_K_DOT, 1, DMIN_OF)
+KQ512_TILE(q6_K_tile, block_q6_K, Q6_K_DOT, 0, NO_DMIN)
+KQ512_TILE(q2_K_tile, block_q2_K, Q2_K_DOT, 1, DMIN_OF)
+KQ512_TILE(q3_K_tile, block_q3_K, Q3_K_DOT, 0, NO_DMIN)
+
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q4_K_avx512, q4_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q5_K_avx512, q5_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q6_K_avx512, q6_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q2_K_avx512, q2_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q3_K_avx512, q3_K_tile)

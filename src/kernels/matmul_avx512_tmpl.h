@@ -2,7 +2,8 @@
  * AVX-512BW (USE_VNNI 0) and once with VNNI (USE_VNNI 1).  Quantized kernels
  * take two 32-value blocks per 512-bit register; both variants produce the
  * same int32 lanes (exact), hence bit-identical outputs.
- * Expects TARGET, USE_VNNI and NAME(x) to be defined. */
+ * Expects TARGET, USE_VNNI, NAME(x) (its helpers) and TILE_NAME(t) (the
+ * exported tile of type t) to be defined. */
 
 #define KERNEL static inline __attribute__((always_inline)) TARGET
 
@@ -149,7 +150,122 @@ KERNEL void NAME(q4_0_tile)(const okv_mm_ctx *c, int64_t r0, const int NR, int64
         for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-OKV_MM_DISPATCH(TARGET, NAME(tile_q8_0), NAME(q8_0_tile))
-OKV_MM_DISPATCH(TARGET, NAME(tile_q4_0), NAME(q4_0_tile))
+/* The legacy formats with a fifth bit or an offset, two blocks per step as
+ * Q4_0: values in the same byte order (block b's 0-31, then block b+1's). */
+
+/* The values of blocks b and b+1 (TWO) from their nibbles and, unless qh0
+ * is NULL (Q4_1), the fifth bits of their qh words (bit j for value j: one
+ * 64-bit mask). */
+KERNEL __m512i NAME(q5_values)(const uint8_t *qs0, const uint8_t *qh0, const uint8_t *qs1, const uint8_t *qh1,
+                               const int TWO) {
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs0));
+    const __m256i q1 = TWO ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs1)) : _mm256_setzero_si256();
+    const __m512i wq = _mm512_and_si512(
+        _mm512_srlv_epi64(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), shifts), _mm512_set1_epi8(0x0F));
+    if (!qh0) return wq;
+    uint32_t h0, h1 = 0;
+    memcpy(&h0, qh0, 4);
+    if (TWO) memcpy(&h1, qh1, 4);
+    return _mm512_or_si512(wq, _mm512_maskz_mov_epi8((__mmask64)h0 | (__mmask64)h1 << 32, _mm512_set1_epi8(0x10)));
+}
+
+/* Q5_0 against Q8_0 activations: as q4_0_step, with 16 for the offset. */
+KERNEL void NAME(q5_0_step)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC,
+                            int64_t b, const int TWO, __m512 acc[MM_TR][MM_TC]) {
+    const int64_t nb = c->k / OKV_QK;
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m512i xv[MM_TC], x16[MM_TC];
+    __m512 sx[MM_TC];
+    for (int j = 0; j < NC; j++) {
+        const int8_t *xq = c->xq + (c0 + j) * c->k + b * OKV_QK;
+        const float *xd = c->xd + (c0 + j) * nb + b;
+        xv[j] = TWO ? _mm512_loadu_si512(xq) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
+        sx[j] = NAME(scale2)(xd[0], TWO ? xd[1] : 0.0f);
+#if USE_VNNI
+        x16[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), sixteen, xv[j]));
+#else
+        x16[j] = _mm512_maddubs_epi16(sixteen, xv[j]);
+#endif
+    }
+    for (int r = 0; r < NR; r++) {
+        const block_q5_0 *blk = (const block_q5_0 *)(c->w + (r0 + r) * c->wrow) + b;
+        _mm_prefetch((const char *)blk + PREFETCH_AHEAD, _MM_HINT_T1);
+        const __m512i wq = NAME(q5_values)(blk[0].qs, blk[0].qh, TWO ? blk[1].qs : NULL, TWO ? blk[1].qh : NULL, TWO);
+        const __m512 sw = NAME(wscale2)(&blk[0].d, TWO ? &blk[1].d : NULL);
+        for (int j = 0; j < NC; j++) {
+#if USE_VNNI
+            const __m512i p = _mm512_dpbusd_epi32(x16[j], wq, xv[j]);
+#else
+            const __m512i p = _mm512_madd_epi16(_mm512_sub_epi16(_mm512_maddubs_epi16(wq, xv[j]), x16[j]),
+                                                _mm512_set1_epi16(1));
+#endif
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
+        }
+    }
+}
+
+/* Q4_1 and Q5_1 against Q8_1 activations: the unsigned values times x, and
+ * m * s once per block, in lanes 0 and 8 (one per block). */
+KERNEL void NAME(q_1_step)(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC,
+                           int64_t b, const int TWO, __m512 acc[MM_TR][MM_TC]) {
+    const int five = wtype == OKV_GGML_Q5_1;
+    const size_t bsz = five ? sizeof(block_q5_1) : sizeof(block_q4_1);
+    __m512i xv[MM_TC];
+    __m512 sx[MM_TC], ss[MM_TC];
+    for (int j = 0; j < NC; j++) {
+        const block_q8_1 *y = (const block_q8_1 *)(c->xa + (c0 + j) * c->xa_col) + b;
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)y[0].qs);
+        xv[j] = TWO ? _mm512_inserti64x4(_mm512_castsi256_si512(lo), _mm256_loadu_si256((const __m256i *)y[1].qs), 1)
+                    : _mm512_zextsi256_si512(lo);
+        sx[j] = NAME(wscale2)(&y[0].d, TWO ? &y[1].d : NULL);
+        ss[j] = NAME(wscale2)(&y[0].s, TWO ? &y[1].s : NULL);
+    }
+    for (int r = 0; r < NR; r++) {
+        const uint8_t *b0 = c->w + (r0 + r) * c->wrow + (size_t)b * bsz, *b1 = b0 + bsz;
+        _mm_prefetch((const char *)b0 + PREFETCH_AHEAD, _MM_HINT_T1);
+        const __m512i wq = five ? NAME(q5_values)(b0 + 8, b0 + 4, b1 + 8, b1 + 4, TWO)
+                                : NAME(q5_values)(b0 + 4, NULL, b1 + 4, NULL, TWO);
+        const __m512 sw = NAME(wscale2)((const okv_f16 *)b0, TWO ? (const okv_f16 *)b1 : NULL);
+        const __m512 sm = NAME(wscale2)((const okv_f16 *)(b0 + 2), TWO ? (const okv_f16 *)(b1 + 2) : NULL);
+        for (int j = 0; j < NC; j++) {
+#if USE_VNNI
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xv[j]);
+#else
+            const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(wq, xv[j]), _mm512_set1_epi16(1));
+#endif
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
+            acc[r][j] = _mm512_mask3_fmadd_ps(sm, ss[j], acc[r][j], 0x0101);
+        }
+    }
+}
+
+#define NAME_LEGACY_TILE(T, STEP)                                                                    \
+    KERNEL void NAME(T##_tile)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) { \
+        const int64_t nb = c->k / OKV_QK;                                                            \
+        __m512 acc[MM_TR][MM_TC];                                                                    \
+        for (int r = 0; r < NR; r++)                                                                 \
+            for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();                            \
+        int64_t b = 0;                                                                               \
+        for (; b + 2 <= nb; b += 2) STEP(c, r0, NR, c0, NC, b, 1, acc);                              \
+        if (b < nb) STEP(c, r0, NR, c0, NC, b, 0, acc);                                              \
+        for (int r = 0; r < NR; r++)                                                                 \
+            for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]); \
+    }
+#define Q4_1_STEP(...) NAME(q_1_step)(OKV_GGML_Q4_1, __VA_ARGS__)
+#define Q5_1_STEP(...) NAME(q_1_step)(OKV_GGML_Q5_1, __VA_ARGS__)
+NAME_LEGACY_TILE(q5_0, NAME(q5_0_step))
+NAME_LEGACY_TILE(q4_1, Q4_1_STEP)
+NAME_LEGACY_TILE(q5_1, Q5_1_STEP)
+#undef Q4_1_STEP
+#undef Q5_1_STEP
+#undef NAME_LEGACY_TILE
+
+OKV_MM_DISPATCH(TARGET, TILE_NAME(q8_0), NAME(q8_0_tile))
+OKV_MM_DISPATCH(TARGET, TILE_NAME(q4_0), NAME(q4_0_tile))
+OKV_MM_DISPATCH(TARGET, TILE_NAME(q5_0), NAME(q5_0_tile))
+OKV_MM_DISPATCH(TARGET, TILE_NAME(q4_1), NAME(q4_1_tile))
+OKV_MM_DISPATCH(TARGET, TILE_NAME(q5_1), NAME(q5_1_tile))
 
 #undef KERNEL

@@ -22,8 +22,11 @@ typedef struct okv_mm_ctx {
     size_t wrow;
     int64_t rows, k, n;
     const float *x;     /* f32 activations, column j at x + j * k */
-    const int8_t *xq;   /* quantized activations, column j at xq + j * k */
+    const int8_t *xq;   /* Q8_0 activations, column j at xq + j * k */
     const float *xd;    /* their block scales (f16-rounded), column j at xd + j * (k / 32) */
+    const uint8_t *xa;  /* Q8_1 or Q8_K activations as ggml's blocks (block_q8_1,
+                         * block_q8_K), column j at xa + j * xa_col */
+    size_t xa_col;
     float *y;           /* column j at y + j * rows */
 } okv_mm_ctx;
 
@@ -37,18 +40,40 @@ typedef void (*okv_mm_tile_fn)(const okv_mm_ctx *c, int64_t r0, int nr, int64_t 
  * working on a whole row range at once pays (converting weights once). */
 typedef void (*okv_mm_block_fn)(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 
-/* Quantizes one activation column of k values (k a multiple of 32). */
-typedef void (*okv_mm_quant_fn)(const float *x, int64_t k, int8_t *q, float *d);
+/* The kernels, one per weight type and ISA; kernels/wtype.c lists them.
+ * Scalar, AVX2 and AVX512 have every runnable type; AVX512_VNNI only the
+ * legacy 32-value formats (vpdpbusd replaces maddubs + madd there; the
+ * K-quants need the 16-bit step for their scales) and uses AVX512's for
+ * the others. */
+#define OKV_MM_TILE(name) void name(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc)
+#define OKV_MM_BLOCK(name) void name(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+#define OKV_MM_TILES_OF(isa)                                                                        \
+    OKV_MM_TILE(okv_mm_tile_f32_##isa); OKV_MM_TILE(okv_mm_tile_f16_##isa);                        \
+    OKV_MM_TILE(okv_mm_tile_bf16_##isa); OKV_MM_TILE(okv_mm_tile_q8_0_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q4_0_##isa); OKV_MM_TILE(okv_mm_tile_q4_1_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q5_0_##isa); OKV_MM_TILE(okv_mm_tile_q5_1_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q2_K_##isa); OKV_MM_TILE(okv_mm_tile_q3_K_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q4_K_##isa); OKV_MM_TILE(okv_mm_tile_q5_K_##isa);                      \
+    OKV_MM_TILE(okv_mm_tile_q6_K_##isa)
+OKV_MM_TILES_OF(scalar);
+OKV_MM_TILES_OF(avx2);
+OKV_MM_TILES_OF(avx512);
+OKV_MM_TILE(okv_mm_tile_q8_0_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q4_0_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
+/* The AVX-512 block pass for float weights (prefill), also AVX512_VNNI's. */
+OKV_MM_BLOCK(okv_mm_block_f32_avx512);
+OKV_MM_BLOCK(okv_mm_block_f16_avx512);
+OKV_MM_BLOCK(okv_mm_block_bf16_avx512);
 
-/* Tile function for a weight type, or NULL if the kernel lacks it. */
-okv_mm_tile_fn okv_mm_tile_scalar(int wtype);
-okv_mm_tile_fn okv_mm_tile_avx2(int wtype);
-okv_mm_tile_fn okv_mm_tile_avx512(int wtype);
-okv_mm_tile_fn okv_mm_tile_avx512vnni(int wtype);
-okv_mm_block_fn okv_mm_block_avx512(int wtype); /* also for AVX512_VNNI */
-
+/* The Q8_0 activation quantizer (the others are in quant.c). */
 void okv_mm_quantize_act_scalar(const float *x, int64_t k, int8_t *q, float *d);
 void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t *q, float *d);
+/* okv_quantize_row_q8_K bit for bit (for finite x), vectorized: decode
+ * quantizes every K-quant product's activations first. */
+void okv_mm_quantize_q8_K_avx2(const float *x, block_q8_K *y, int64_t k);
 
 /* Put before every loop over a tile's rows or columns.  Unrolled this early,
  * GCC keeps the accumulator arrays in registers; otherwise (at -O3) it also
@@ -59,7 +84,7 @@ void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t *q, float *d);
 /* Expands a tile function body written for compile-time NR x NC into a
  * dispatcher, so the accumulators of each shape live in registers. */
 #define OKV_MM_DISPATCH(attr, name, body)                                                         \
-    attr static void name(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {  \
+    attr void name(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {  \
         switch (nr * 8 + nc) {                                                             \
         case 4 * 8 + 4: body(c, r0, 4, c0, 4); break;                                      \
         case 4 * 8 + 3: body(c, r0, 4, c0, 3); break;                                      \

@@ -140,17 +140,45 @@ static inline okv_bf16 okv_f32_to_bf16(float f) {
     return (okv_bf16)((u + (0x7fffu + ((u >> 16) & 1u))) >> 16);
 }
 
-/* 1 for the five types above, 0 otherwise. */
-int okv_ggml_type_supported(int type);
-
-
-/* Row conversions to f32.  k must be a multiple of the type's block size
- * (callers check with okv_ggml_row_size). */
-void okv_dequantize_row_q8_0(const block_q8_0 *src, float *dst, int64_t k);
-void okv_dequantize_row_q4_0(const block_q4_0 *src, float *dst, int64_t k);
+/* Row conversions to f32, bit for bit as ggml's dequantize_row_* (same
+ * float operations in the same order).  k must be a multiple of the type's
+ * block size (callers check with okv_ggml_row_size); src points at blocks of
+ * the named type. */
+void okv_dequantize_row_q8_0(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q4_0(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q4_1(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q5_0(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q5_1(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q2_K(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q3_K(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q4_K(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q5_K(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_q6_K(const void *src, float *dst, int64_t k);
 void okv_bf16_to_f32_row(float *dst, const okv_bf16 *src, int64_t k);
-/* Any supported type; returns 0 for an unknown type or bad k, else 1. */
+/* Any runnable type (kernels/wtype.h); returns 0 for another type or a bad
+ * k, else 1. */
 int okv_dequantize_row(int type, const void *src, float *dst, int64_t k);
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K or Q5_K block,
+ * from its 12 packed bytes (ggml's get_scale_min_k4). */
+static inline void okv_q4_K_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+/* The signed 6-bit scale of sub-block j (0..15) of a Q3_K block: low 4 bits
+ * from byte j (j < 8) or the high nibble of byte j - 8, top 2 bits from
+ * byte 8 + j % 4 at bit 2 * (j / 4); stored with a bias of 32. */
+static inline int okv_q3_K_scale(int j, const uint8_t *s) {
+    const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+    const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
 
 /* Quantization exactly as ggml's reference (quantize_row_*_ref), which is
  * what llama.cpp's converter and quantizer write into files:
@@ -160,6 +188,19 @@ int okv_dequantize_row(int type, const void *src, float *dst, int64_t k);
  * k is a multiple of 32. */
 void okv_quantize_row_q8_0(const float *x, block_q8_0 *y, int64_t k);
 void okv_quantize_row_q4_0(const float *x, block_q4_0 *y, int64_t k);
+
+/* The activation formats of the Q4_1/Q5_1 and K-quant products.
+ *   q8_1: d = amax/127 (stored as f16), q = nearest-even(x * 127/amax) as
+ *         ggml's x86 quantize_row_q8_1 (and as the Q8_0 activations of
+ *         matmul.h), s = f16(d * sum(q)) with d before its rounding to f16;
+ *         k a multiple of 32.
+ *   q8_K: ggml's quantize_row_q8_K_ref: max = the value of largest magnitude
+ *         (signed, the first such), iscale = -127/max, q = min(127,
+ *         nearest-even(iscale * x)), d = 1/iscale (an f32), bsums[i] = sum
+ *         of q[16i..16i+15]; an all-zero block has d = 0 and q = 0.  k a
+ *         multiple of 256. */
+void okv_quantize_row_q8_1(const float *x, block_q8_1 *y, int64_t k);
+void okv_quantize_row_q8_K(const float *x, block_q8_K *y, int64_t k);
 void okv_f32_to_bf16_row(okv_bf16 *dst, const float *src, int64_t k);
 
 #endif

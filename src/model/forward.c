@@ -28,6 +28,11 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
     const okv_layer_params *p = &f->m->layer[il];
     const okv_layer_weights *w = &f->m->w[il];
     okv_status st;
+    if (p->kv_from && !w->wqkv.data) { /* it reads its donor's K/V */
+        const okv_weight *ws[] = {&w->wq, extra};
+        float *const ys[] = {f->q, extra_y};
+        return okv_fwd_matmuls(f, f->xb, f->n, extra ? 2 : 1, ws, ys);
+    }
     if (!w->wqkv.data) {
         const okv_weight *ws[] = {&w->wq, &w->wk, &w->wv, extra};
         float *const ys[] = {f->q, f->k, f->v, extra_y};
@@ -96,8 +101,10 @@ okv_status okv_fwd_attend(okv_fwd *f, int32_t il, const okv_layer_params *p) {
     for (int32_t i = 0; i < f->n_seg; i++) {
         const okv_fwd_seg *s = &f->seg[i];
         const size_t r = (size_t)s->row0;
-        okv_status st = okv_update_and_attend(s->step, il, f->q + r * nq, p->n_head, f->k + r * nkv,
-                                              f->v + r * nkv, OKV_F32, p->attn_scale, f->att + r * nq, f->err);
+        const bool own = p->kv_from == 0; /* a sharer passes no K/V */
+        okv_status st = okv_update_and_attend(s->step, il, f->q + r * nq, p->n_head, own ? f->k + r * nkv : NULL,
+                                              own ? f->v + r * nkv : NULL, OKV_F32, p->attn_scale, f->att + r * nq,
+                                              f->err);
         if (st) return st;
     }
     return OKV_OK;

@@ -39,6 +39,7 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
     if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");
     okv_gelu_table_init(m->gelu_table);
 
+    if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_weights *w = &m->w[il];
         const int32_t hd = m->layer[il].head_dim;

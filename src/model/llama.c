@@ -42,6 +42,7 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
     if (window > (1u << 30)) return okv_fail(err, OKV_ERR_FORMAT, "model: sliding window %u is out of range", window);
     for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].window = (int32_t)window;
 
+    if ((st = okv_model_read_kv_sharing(m, err))) return st;
     const int32_t hd = m->layer[0].head_dim;
     okv_weight freqs;
     if ((st = okv_model_bind(m, &freqs, "rope_freqs.weight", hd / 2, 0, true, err))) return st;

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/options.h"
+#include "kernels/wtype.h"
 #include "model/model_impl.h"
 
 static void key_of(const okv_model *m, const char *suffix, char *buf, size_t cap) {
@@ -151,11 +152,6 @@ okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool re
     return OKV_OK;
 }
 
-static bool runnable_matrix_type(int32_t t) {
-    return t == OKV_GGML_F32 || t == OKV_GGML_F16 || t == OKV_GGML_BF16 || t == OKV_GGML_Q8_0 ||
-           t == OKV_GGML_Q4_0;
-}
-
 okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t ne0, int64_t ne1,
                           bool optional, okv_error *err) {
     memset(w, 0, sizeof *w);
@@ -172,7 +168,7 @@ okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t
         return okv_fail(err, OKV_ERR_FORMAT,
                         "model: tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name,
                         (long long)t->ne[0], (long long)got1, (long long)ne0, (long long)ne1);
-    if (ne1 > 0 && !runnable_matrix_type(t->type))
+    if (ne1 > 0 && !okv_wtype_runnable(t->type))
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which offkv does not run",
                         name, okv_ggml_type_name(t->type));
     if (ne1 == 0 && t->type != OKV_GGML_F32)
@@ -200,6 +196,36 @@ okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *s
     return okv_model_bind_attention(m, il, err);
 }
 
+okv_status okv_model_read_kv_sharing(okv_model *m, okv_error *err) {
+    uint32_t n = 0;
+    okv_status st = okv_model_u32(m, "attention.shared_kv_layers", &n, false, err);
+    if (st) return st;
+    if (n == 0) return OKV_OK;
+    if (n >= (uint32_t)m->n_layer)
+        return okv_fail(err, OKV_ERR_FORMAT, "model: %s.attention.shared_kv_layers = %u leaves no layer of %d to share",
+                        m->arch_name, n, (int)m->n_layer);
+    const int32_t first = m->n_layer - (int32_t)n;
+    for (int32_t i = first; i < m->n_layer; i++) {
+        /* the last layer before the shared ones of the same kind (sliding or global) */
+        int32_t d = first - 1;
+        while (d >= 0 && (m->layer[d].window > 0) != (m->layer[i].window > 0)) d--;
+        if (d < 0)
+            return okv_fail(err, OKV_ERR_FORMAT,
+                            "model: %s.attention.shared_kv_layers = %u: layer %d is %s, and no earlier layer of that "
+                            "kind has K/V to share",
+                            m->arch_name, n, (int)i, m->layer[i].window > 0 ? "sliding" : "global");
+        const okv_layer_params *a = &m->layer[i], *b = &m->layer[d];
+        if (a->n_head_kv != b->n_head_kv || a->head_dim != b->head_dim || a->window != b->window)
+            return okv_fail(err, OKV_ERR_FORMAT,
+                            "model: %s.attention.shared_kv_layers: layer %d (kv heads %d, head dim %d, window %d) "
+                            "cannot read layer %d's K/V (%d, %d, %d)",
+                            m->arch_name, (int)i, (int)a->n_head_kv, (int)a->head_dim, (int)a->window, (int)d,
+                            (int)b->n_head_kv, (int)b->head_dim, (int)b->window);
+        m->layer[i].kv_from = d + 1;
+    }
+    return OKV_OK;
+}
+
 okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {
     const okv_layer_params *p = &m->layer[il];
     okv_layer_weights *w = &m->w[il];
@@ -212,11 +238,15 @@ okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {
     } else {
         snprintf(name, sizeof name, "blk.%d.attn_q.weight", (int)il);
         if ((st = okv_model_bind(m, &w->wq, name, m->n_embd, nq, false, err))) return st;
+        /* A layer reading another's K/V computes none: its K/V weights, if
+         * the file has them, are not used. */
+        if (p->kv_from) goto out;
         snprintf(name, sizeof name, "blk.%d.attn_k.weight", (int)il);
         if ((st = okv_model_bind(m, &w->wk, name, m->n_embd, nkv, false, err))) return st;
         snprintf(name, sizeof name, "blk.%d.attn_v.weight", (int)il);
         if ((st = okv_model_bind(m, &w->wv, name, m->n_embd, nkv, false, err))) return st;
     }
+out:
     snprintf(name, sizeof name, "blk.%d.attn_output.weight", (int)il);
     return okv_model_bind(m, &w->wo, name, nq, m->n_embd, false, err);
 }
@@ -393,5 +423,6 @@ bool okv_model_layer_geometry(const okv_model *m, int32_t i, okv_layer_geometry 
     out->n_kv_heads = m->layer[i].n_head_kv;
     out->head_dim = m->layer[i].head_dim;
     out->window = m->layer[i].window;
+    out->kv_from = m->layer[i].kv_from;
     return true;
 }

@@ -36,6 +36,7 @@ typedef struct okv_layer_params {
     int32_t n_head, n_head_kv, head_dim;
     int32_t n_rot;        /* leading dimensions of each head that RoPE rotates (even, <= head_dim) */
     int32_t window;       /* 0: full attention */
+    int32_t kv_from;      /* 0: own K/V; d + 1: attends layer d's (okv_layer_geometry) */
     float rope_base;      /* 0: no rotation (muse-glimmer global layers) */
     float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
     float attn_scale;     /* softmax scale of q.k */
@@ -119,7 +120,15 @@ typedef struct okv_bind_spec {
 okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
                                 okv_error *err);
 
-/* Binds Q, K, V (separate or a fused attn_qkv), O for layer il. */
+/* Reads "{arch}.attention.shared_kv_layers" (N, default 0): the last N
+ * layers attend the K/V of the last earlier layer of the same kind (sliding
+ * or global) instead of computing their own (layer[].kv_from).  Call after
+ * the windows are known and before binding.  A count that leaves no donor,
+ * or a donor of another shape, is OKV_ERR_FORMAT naming the key. */
+okv_status okv_model_read_kv_sharing(okv_model *m, okv_error *err);
+
+/* Binds Q, K, V (separate or a fused attn_qkv), O for layer il (Q and O
+ * only for a layer that reads another's K/V). */
 okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err);
 
 /* Architecture hooks: read architecture-specific hyperparameters and bind

@@ -35,6 +35,7 @@ okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err) {
     m->final_softcap = 30.0f;
     if ((st = okv_model_positive(m, "final_logit_softcapping", &m->final_softcap, err))) return st;
 
+    if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_weights *w = &m->w[il];
         const okv_layer_params *p = &m->layer[il];

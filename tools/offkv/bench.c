@@ -21,7 +21,7 @@ static void usage(FILE *f) {
             "  -n, --n-gen N         generated tokens (default 128; 0 skips tg)\n"
             "  -t, --threads N       threads (default 2)\n"
             "  -r, --repetitions R   measured runs per test (default 3), after one warmup run\n"
-            "  --kv-type T           K/V cache storage: f16 (default) or f32\n"
+            "  --kv-type T           K/V cache storage: f16 (default), f32 or q8_0\n"
             "  -h, --help            this help\n");
 }
 
@@ -97,7 +97,7 @@ int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench", *model = NULL, *v;
     int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3;
     int kv = 0;
-    static const char *const kv_types[] = {"f16", "f32", NULL};
+    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

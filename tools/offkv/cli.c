@@ -224,26 +224,36 @@ int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, boo
     return ids;
 }
 
-void cli_cache_bytes_by_kind(const okv_cache *c, size_t *flat, int *n_flat, size_t *ring, int *n_ring) {
-    *flat = *ring = 0;
-    *n_flat = *n_ring = 0;
-    okv_cache_config cfg;
-    if (!okv_cache_get_config(c, &cfg)) return;
-    const size_t esize = cfg.dtype == OKV_F32 ? 4 : 2;
+void cli_cache_bytes_by_kind(const okv_cache *c, cli_cache_kinds *k) {
+    memset(k, 0, sizeof *k);
     for (int32_t l = 0; l < okv_cache_n_layers(c); l++) {
         okv_layer_geometry g;
         okv_cache_layer_geometry(c, l, &g);
-        int32_t rows = okv_cache_rows(c, l);
-        /* K and V: as okv_cache_bytes counts them */
-        size_t b = 2 * (size_t)g.n_kv_heads * (size_t)(rows > 0 ? rows : 0) * (size_t)g.head_dim * esize;
-        if (g.window > 0) {
-            *ring += b;
-            ++*n_ring;
+        if (g.kv_from > 0) {
+            /* what it would hold with its own K/V: what its donor holds */
+            k->saved += okv_cache_layer_bytes(c, g.kv_from - 1);
+            k->n_shared++;
+        } else if (g.window > 0) {
+            k->ring += okv_cache_layer_bytes(c, l);
+            k->n_ring++;
         } else {
-            *flat += b;
-            ++*n_flat;
+            k->flat += okv_cache_layer_bytes(c, l);
+            k->n_flat++;
         }
     }
+}
+
+const char *cli_cache_line(const okv_cache *c, char *buf, size_t cap) {
+    cli_cache_kinds k;
+    cli_cache_bytes_by_kind(c, &k);
+    char b0[32], b1[32], b2[32], b3[32];
+    int n = snprintf(buf, cap, "cache %s for %d positions: %d flat layers %s, %d ring layers %s",
+                     cli_bytes(okv_cache_bytes(c), b0, sizeof b0), (int)okv_cache_length(c), k.n_flat,
+                     cli_bytes(k.flat, b1, sizeof b1), k.n_ring, cli_bytes(k.ring, b2, sizeof b2));
+    if (k.n_shared && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ", %d layers sharing K/V (%s saved)", k.n_shared,
+                 cli_bytes(k.saved, b3, sizeof b3));
+    return buf;
 }
 
 int32_t cli_default_threads(void) {

@@ -85,7 +85,16 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o);
 int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, bool add_special, size_t *n);
 
 /* Bytes of cache storage held now by the flat (window 0) and by the ring
- * layers, and how many layers of each kind. */
-void cli_cache_bytes_by_kind(const okv_cache *c, size_t *flat, int *n_flat, size_t *ring, int *n_ring);
+ * layers, how many layers of each kind, and how many layers read another's
+ * K/V with the bytes that saves. */
+typedef struct cli_cache_kinds {
+    size_t flat, ring, saved;
+    int n_flat, n_ring, n_shared;
+} cli_cache_kinds;
+void cli_cache_bytes_by_kind(const okv_cache *c, cli_cache_kinds *k);
+
+/* "cache 1.2 MiB for 64 positions: 2 flat layers ..., 4 ring layers ...[,
+ * 2 layers sharing K/V (... saved)]" into buf. */
+const char *cli_cache_line(const okv_cache *c, char *buf, size_t cap);
 
 #endif

@@ -18,7 +18,7 @@ static void usage(FILE *f) {
             "  --tokens LIST         comma-separated token ids\n"
             "  -o, --output FILE     file to write\n"
             "  --chunk N             tokens per eval (default 512; the cache's max_write)\n"
-            "  --kv-type T           K/V cache storage: f32 (default: exact, for comparisons) or f16\n"
+            "  --kv-type T           K/V cache storage: f32 (default: exact, for comparisons), f16 or q8_0\n"
             "  -t, --threads N       threads (default 1)\n"
             "  --sliding-window N    give every layer of a llama model a window of N positions\n"
             "  -h, --help            this help\n");
@@ -64,7 +64,7 @@ int cmd_logits(int argc, char **argv) {
     const char *cmd = "logits", *model = NULL, *tokens_arg = NULL, *out_path = NULL, *v;
     int32_t chunk = 512, threads = 1, window = 0;
     int kv = 0;
-    static const char *const kv_types[] = {"f32", "f16", NULL};
+    static const char *const kv_types[] = {"f32", "f16", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

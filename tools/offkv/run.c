@@ -31,7 +31,8 @@ static void usage(FILE *f) {
             "  -c, --ctx-size N        positions the cache holds (default: the model's training context,\n"
             "                          at most 4096)\n"
             "  --chunk N               most prompt tokens per eval, the cache's max_write (default 512)\n"
-            "  --kv-type T             K/V cache storage: f16 (default) or f32\n"
+            "  --kv-type T             K/V cache storage: f16 (default), f32, or q8_0 (half of f16's\n"
+            "                          bytes; head_dim a multiple of 32)\n"
             "  --warmup                evaluate the prompt once, clear the cache, then run for real\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
             "  --no-display-prompt     do not echo the prompt to stdout\n"
@@ -95,7 +96,7 @@ int cmd_run(int argc, char **argv) {
     okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
     bool seed_given = false, warmup = false, display_prompt = true;
     int kv = 0;
-    static const char *const kv_types[] = {"f16", "f32", NULL};
+    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -226,18 +227,13 @@ int cmd_run(int argc, char **argv) {
     tail[n_tail++] = '\n';
     if (!put_text(cmd, tail, n_tail)) goto done;
 
-    size_t flat, ring;
-    int n_flat, n_ring;
-    char b0[32], b1[32], b2[32];
-    cli_cache_bytes_by_kind(cache, &flat, &n_flat, &ring, &n_ring);
+    char line[256];
     fprintf(stderr, "offkv run: stopped: %s\n", stop);
     fprintf(stderr, "offkv run: prompt     %5d tokens in %9.2f ms (%8.2f tokens/s)\n", (int)n_prompt, t_prompt * 1e3,
             t_prompt > 0 ? n_prompt / t_prompt : 0.0);
     fprintf(stderr, "offkv run: generation %5d tokens in %9.2f ms (%8.2f tokens/s)\n", (int)n_gen, t_gen * 1e3,
             t_gen > 0 && n_gen > 0 ? n_gen / t_gen : 0.0);
-    fprintf(stderr, "offkv run: cache %s for %d positions: %d flat layers %s, %d ring layers %s\n",
-            cli_bytes(okv_cache_bytes(cache), b0, sizeof b0), (int)okv_cache_length(cache), n_flat,
-            cli_bytes(flat, b1, sizeof b1), n_ring, cli_bytes(ring, b2, sizeof b2));
+    fprintf(stderr, "offkv run: %s\n", cli_cache_line(cache, line, sizeof line));
     rc = CLI_OK;
 done:
     free(logits);

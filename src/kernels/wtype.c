@@ -1,0 +1,101 @@
+/* The type table (see wtype.h), and the public size and name queries of
+ * offkv/gguf.h, which read it. */
+#include <string.h>
+
+#include "kernels/quant.h"
+#include "kernels/wtype.h"
+
+static void f32_to_float(const void *src, float *dst, int64_t k) { memcpy(dst, src, (size_t)k * sizeof(float)); }
+static void f16_to_float(const void *src, float *dst, int64_t k) { okv_f16_to_f32_row(dst, src, k); }
+static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_f32_row(dst, src, k); }
+
+/* AVX512_VNNI takes AVX512's kernel where it has none (okv_wtype_tile) */
+#define TILES_SIMD(t) {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512}
+#define TILES_VNNI(t) \
+    {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, okv_mm_tile_##t##_avx512vnni}
+#define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t), \
+                 .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
+
+/* Block layouts as ggml-common.h defines them (quant.h has the structs);
+ * QK_K = 256 for the K-quants and the IQ types built on them. */
+static const okv_wtype types[OKV_GGML_TYPE_END] = {
+    [OKV_GGML_F32] = {"f32", 1, 4, FLOAT(f32)},
+    [OKV_GGML_F16] = {"f16", 1, 2, FLOAT(f16)},
+    [OKV_GGML_BF16] = {"bf16", 1, 2, FLOAT(bf16)},
+    [OKV_GGML_Q8_0] = {"q8_0", 32, sizeof(block_q8_0), okv_dequantize_row_q8_0, OKV_ACT_Q8_0, TILES_VNNI(q8_0)},
+    [OKV_GGML_Q4_0] = {"q4_0", 32, sizeof(block_q4_0), okv_dequantize_row_q4_0, OKV_ACT_Q8_0, TILES_VNNI(q4_0)},
+    [OKV_GGML_Q4_1] = {"q4_1", 32, sizeof(block_q4_1), okv_dequantize_row_q4_1, OKV_ACT_Q8_1, TILES_VNNI(q4_1)},
+    [OKV_GGML_Q5_0] = {"q5_0", 32, sizeof(block_q5_0), okv_dequantize_row_q5_0, OKV_ACT_Q8_0, TILES_VNNI(q5_0)},
+    [OKV_GGML_Q5_1] = {"q5_1", 32, sizeof(block_q5_1), okv_dequantize_row_q5_1, OKV_ACT_Q8_1, TILES_VNNI(q5_1)},
+    [OKV_GGML_Q2_K] = {"q2_K", 256, sizeof(block_q2_K), okv_dequantize_row_q2_K, OKV_ACT_Q8_K, TILES_SIMD(q2_K)},
+    [OKV_GGML_Q3_K] = {"q3_K", 256, sizeof(block_q3_K), okv_dequantize_row_q3_K, OKV_ACT_Q8_K, TILES_SIMD(q3_K)},
+    [OKV_GGML_Q4_K] = {"q4_K", 256, sizeof(block_q4_K), okv_dequantize_row_q4_K, OKV_ACT_Q8_K, TILES_SIMD(q4_K)},
+    [OKV_GGML_Q5_K] = {"q5_K", 256, sizeof(block_q5_K), okv_dequantize_row_q5_K, OKV_ACT_Q8_K, TILES_SIMD(q5_K)},
+    [OKV_GGML_Q6_K] = {"q6_K", 256, sizeof(block_q6_K), okv_dequantize_row_q6_K, OKV_ACT_Q8_K, TILES_SIMD(q6_K)},
+    /* activation formats: never weights, in ggml either */
+    [OKV_GGML_Q8_1] = {"q8_1", 32, sizeof(block_q8_1)},
+    [OKV_GGML_Q8_K] = {"q8_K", 256, sizeof(block_q8_K)},
+    /* known, not run */
+    [OKV_GGML_IQ2_XXS] = {"iq2_xxs", 256, 2 + 64},
+    [OKV_GGML_IQ2_XS] = {"iq2_xs", 256, 2 + 64 + 8},
+    [OKV_GGML_IQ3_XXS] = {"iq3_xxs", 256, 2 + 96},
+    [OKV_GGML_IQ1_S] = {"iq1_s", 256, 2 + 32 + 16},
+    [OKV_GGML_IQ4_NL] = {"iq4_nl", 32, 2 + 16},
+    [OKV_GGML_IQ3_S] = {"iq3_s", 256, 2 + 64 + 8 + 32 + 4},
+    [OKV_GGML_IQ2_S] = {"iq2_s", 256, 2 + 64 + 8 + 8},
+    [OKV_GGML_IQ4_XS] = {"iq4_xs", 256, 2 + 2 + 4 + 128},
+    [OKV_GGML_I8] = {"i8", 1, 1},
+    [OKV_GGML_I16] = {"i16", 1, 2},
+    [OKV_GGML_I32] = {"i32", 1, 4},
+    [OKV_GGML_I64] = {"i64", 1, 8},
+    [OKV_GGML_F64] = {"f64", 1, 8},
+    [OKV_GGML_IQ1_M] = {"iq1_m", 256, 32 + 16 + 8},
+    [OKV_GGML_TQ1_0] = {"tq1_0", 256, 48 + 4 + 2},
+    [OKV_GGML_TQ2_0] = {"tq2_0", 256, 64 + 2},
+    [OKV_GGML_MXFP4] = {"mxfp4", 32, 1 + 16},
+};
+
+const okv_wtype *okv_wtype_get(int32_t t) {
+    if (t < 0 || t >= OKV_GGML_TYPE_END || types[t].block == 0) return NULL;
+    return &types[t];
+}
+
+bool okv_wtype_runnable(int32_t t) {
+    const okv_wtype *w = okv_wtype_get(t);
+    return w && w->to_float && w->tile[OKV_ISA_SCALAR];
+}
+
+okv_mm_tile_fn okv_wtype_tile(int32_t t, okv_isa isa) {
+    if (!okv_wtype_runnable(t) || (int)isa < 0 || isa >= OKV_ISA_COUNT) return NULL;
+    for (int i = (int)isa; i >= 0; i--)
+        if (types[t].tile[i]) return types[t].tile[i];
+    return NULL;
+}
+
+okv_mm_block_fn okv_wtype_block(int32_t t, okv_isa isa) {
+    if (!okv_wtype_runnable(t) || (int)isa < 0 || isa >= OKV_ISA_COUNT) return NULL;
+    return types[t].block_pass[isa];
+}
+
+const char *okv_ggml_type_name(int32_t t) {
+    const okv_wtype *w = okv_wtype_get(t);
+    return w ? w->name : NULL;
+}
+
+int64_t okv_ggml_block_size(int32_t t) {
+    const okv_wtype *w = okv_wtype_get(t);
+    return w ? w->block : 0;
+}
+
+size_t okv_ggml_type_size(int32_t t) {
+    const okv_wtype *w = okv_wtype_get(t);
+    return w ? w->size : 0;
+}
+
+size_t okv_ggml_row_size(int32_t t, int64_t n) {
+    const okv_wtype *w = okv_wtype_get(t);
+    if (!w || n < 0 || n % w->block != 0) return 0;
+    uint64_t blocks = (uint64_t)(n / w->block);
+    if (blocks > SIZE_MAX / w->size) return 0;
+    return (size_t)blocks * w->size;
+}

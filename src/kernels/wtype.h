@@ -1,0 +1,56 @@
+/* Internal: one traits table for every ggml tensor type, as ggml keeps one
+ * (type_traits in ggml.c, type_traits_cpu in ggml-cpu.c).
+ *
+ * Every type a GGUF file may hold has a name, a block size and bytes per
+ * block, so the reader can size and bounds-check tensors it will never
+ * compute with.  The types offkv runs ("runnable") also have a row
+ * conversion to f32, the activation format their products take, and their
+ * product kernels per ISA.  Everything else that asks "which types exist"
+ * (model loading, the matmul driver, okv_dequantize_row) asks this table. */
+#ifndef OKV_KERNELS_WTYPE_H
+#define OKV_KERNELS_WTYPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu.h"
+#include "kernels/matmul_impl.h"
+
+/* What the activations are turned into before a product with the weights. */
+typedef enum okv_act_fmt {
+    OKV_ACT_F32 = 0, /* used as they are: float weights */
+    OKV_ACT_Q8_0,    /* 8-bit blocks of 32, one scale: Q8_0, Q4_0, Q5_0 */
+    OKV_ACT_Q8_1,    /* the same plus d * sum(q), for the offsets of Q4_1, Q5_1 */
+    OKV_ACT_Q8_K,    /* 8-bit blocks of 256 with sums per 16: the K-quants */
+    OKV_ACT_COUNT
+} okv_act_fmt;
+
+typedef void (*okv_to_float_fn)(const void *src, float *dst, int64_t k);
+
+typedef struct okv_wtype {
+    const char *name;          /* ggml's name ("q4_K") */
+    int64_t block;             /* values per block */
+    size_t size;               /* bytes per block */
+    /* the rest only for runnable types */
+    okv_to_float_fn to_float;  /* row to f32, k a multiple of block */
+    okv_act_fmt act;
+    okv_mm_tile_fn tile[OKV_ISA_COUNT];   /* NULL: that ISA uses a lower one's */
+    okv_mm_block_fn block_pass[OKV_ISA_COUNT]; /* optional, prefill only */
+} okv_wtype;
+
+/* The entry for type t, or NULL for a number that is no ggml type. */
+const okv_wtype *okv_wtype_get(int32_t t);
+
+/* True if offkv computes with type t (it has a scalar kernel). */
+bool okv_wtype_runnable(int32_t t);
+
+/* The tile function of runnable type t for isa: the ISA's own, else the
+ * next lower ISA's (every runnable type has a scalar one).  NULL if t is
+ * not runnable. */
+okv_mm_tile_fn okv_wtype_tile(int32_t t, okv_isa isa);
+
+/* The block pass of type t on exactly isa, or NULL. */
+okv_mm_block_fn okv_wtype_block(int32_t t, okv_isa isa);
+
+#endif
