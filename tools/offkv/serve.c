@@ -21,7 +21,7 @@ static void usage(FILE *f) {
             "                          training context, at most 4096); caches grow only as used\n"
             "  --chunk N               most prompt tokens evaluated per step, all sequences together (default 128)\n"
             "  -t, --threads N         threads (default: this machine's cores, at most 8)\n"
-            "  --kv-type T             K/V cache storage: f16 (default) or f32\n"
+            "  --kv-type T             K/V cache storage: f16 (default), f32 or q8_0\n"
             "  --chat-template NAME    %s\n"
             "                          (default: recognised from the file's tokenizer.chat_template; ChatML\n"
             "                          when the file has none)\n"
@@ -43,7 +43,7 @@ int cmd_serve(int argc, char **argv) {
     };
     int32_t port = 8080, window = 0, max_body = 8 << 20;
     int kv = 0;
-    static const char *const kv_types[] = {"f16", "f32", NULL};
+    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -185,7 +185,9 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
     for (int32_t l = 0; l < n_layers; l++) okv_model_layer_geometry(model, l, &geo[l]);
     const int32_t train = okv_model_n_ctx_train(model);
     okv_cache_config cc = {.capacity = cfg->capacity > 0 ? cfg->capacity : train > 0 && train < 4096 ? train : 4096,
-                           .dtype = strcmp(cfg->kv_type, "f32") == 0 ? OKV_F32 : OKV_F16};
+                           .dtype = strcmp(cfg->kv_type, "f32") == 0    ? OKV_F32
+                                    : strcmp(cfg->kv_type, "q8_0") == 0 ? OKV_Q8_0
+                                                                        : OKV_F16};
     if (s->cfg.chunk > cc.capacity) s->cfg.chunk = cc.capacity;
     cc.max_write = s->cfg.chunk;
     cc.initial_capacity = cc.capacity < 256 ? cc.capacity : 256;
@@ -524,16 +526,12 @@ static void cache_bytes(srv_sched *s, size_t *flat, size_t *ring) {
     *flat = *ring = 0;
     for (int32_t i = 0; i < s->cfg.n_parallel; i++) {
         const okv_cache *c = s->slots[i].cache;
-        okv_cache_config cfg;
-        if (!okv_cache_get_config(c, &cfg)) continue;
-        const size_t esize = cfg.dtype == OKV_F32 ? 4 : 2;
         for (int32_t l = 0; l < okv_cache_n_layers(c); l++) {
             okv_layer_geometry g;
             okv_cache_layer_geometry(c, l, &g);
-            const int32_t rows = okv_cache_rows(c, l);
-            const size_t b = 2 * (size_t)g.n_kv_heads * (size_t)(rows > 0 ? rows : 0) * (size_t)g.head_dim * esize;
-            if (g.window > 0) *ring += b;
-            else *flat += b;
+            if (g.kv_from > 0) continue; /* reads another layer's K/V: holds none of its own */
+            if (g.window > 0) *ring += okv_cache_layer_bytes(c, l);
+            else *flat += okv_cache_layer_bytes(c, l);
         }
     }
 }

@@ -118,7 +118,7 @@ typedef struct srv_sched_config {
     int32_t capacity;       /* positions each sequence's cache may hold */
     int32_t chunk;          /* most prompt tokens one step evaluates */
     int32_t n_threads;
-    const char *kv_type;    /* "f16" or "f32" */
+    const char *kv_type;    /* "f16", "f32" or "q8_0" */
 } srv_sched_config;
 
 /* Creates the sequences and starts the worker thread.  NULL after filling
