@@ -5,7 +5,42 @@
 #include <string.h>
 
 #include "check.h"
+#include "offkv/gguf.h"
+#include "offkv/tokenizer.h"
 #include "serve/serve.h"
+
+/* Renders conv with t and tokenizes it as the server does (BOS as the
+ * vocabulary asks, the template's markers parsed as control tokens);
+ * returns how many of want[] (ids) occur, or -1 when the vocabulary is
+ * missing. */
+static int count_ids(const char *shared, const char *vocab, srv_template t, const srv_message *m, int n,
+                     const int32_t *want, int n_want, int32_t *first) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/%s", shared, vocab);
+    okv_error err = {0};
+    okv_gguf *g = okv_gguf_open(path, &err);
+    if (!g) return -1;
+    okv_tokenizer *tok = okv_tokenizer_from_gguf(g, &err);
+    okv_gguf_close(g);
+    if (!tok) return -1;
+    char *text = srv_template_apply(t, m, n);
+    int32_t ids[512];
+    size_t n_ids = 0;
+    int found = 0;
+    if (text && okv_tokenizer_encode(tok, text, strlen(text), OKV_TOKENIZE_ADD_SPECIAL | OKV_TOKENIZE_PARSE_SPECIAL,
+                                     ids, 512, &n_ids, &err) == OKV_OK) {
+        *first = n_ids ? ids[0] : -1;
+        for (int w = 0; w < n_want; w++)
+            for (size_t i = 0; i < n_ids; i++)
+                if (ids[i] == want[w]) {
+                    found++;
+                    break;
+                }
+    }
+    free(text);
+    okv_tokenizer_free(tok);
+    return found;
+}
 
 static void expect_render(srv_template t, const srv_message *m, int n, const char *want) {
     char *got = srv_template_apply(t, m, n);
@@ -90,5 +125,22 @@ int main(void) {
                   "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi "
                   "there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an "
                   "assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n");
+
+    /* With the families' real vocabularies the markers become their control
+     * tokens (ids from the models' tokenizer.json). */
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("skipped (the vocabulary part): ../shared not found\n");
+    } else {
+        int32_t first = -1;
+        const int32_t l3[] = {128006, 128007, 128009}; /* <|start_header_id|> <|end_header_id|> <|eot_id|> */
+        int got = count_ids(shared, "ggml-vocab-llama3.gguf", SRV_TMPL_LLAMA3, conv, n, l3, 3, &first);
+        CHECK(got == 3, "Llama 3 markers as tokens: %d of 3", got);
+        CHECK(first == 128000, "Llama 3 starts with <|begin_of_text|>: %d", (int)first);
+        const int32_t gm[] = {105, 106}; /* <start_of_turn> <end_of_turn> */
+        got = count_ids(shared, "ggml-vocab-gemma3.gguf", SRV_TMPL_GEMMA, conv, n, gm, 2, &first);
+        CHECK(got == 2, "Gemma markers as tokens: %d of 2", got);
+        CHECK(first == 2, "Gemma starts with <bos>: %d", (int)first);
+    }
     return check_done();
 }
