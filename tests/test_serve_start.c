@@ -36,6 +36,25 @@ int main(void) {
           "the message names the key, quotes the template and says what to do: %s", fc_err);
     CHECK(!strstr(fc_out, "listening"), "it never said it was listening: %s", fc_out);
 
+    /* A Llama 2 template in the file is recognised and used: the server
+     * says so when it is up (it is then killed: it would serve forever). */
+    char l2[4200];
+    fc_path(l2, sizeof l2, "llama2.gguf");
+    g = okv_gguf_open(model, &err);
+    w = okv_gguf_writer_create(&err);
+    ok = g && w && copy_metadata_except(g, w, skip) && copy_tensors(g, w) &&
+         okv_gguf_writer_add_str(w, "tokenizer.chat_template",
+                                 "{% if messages[0]['role'] == 'system' %}{% set s = '<<SYS>>\\n' + messages[0]['content'] + "
+                                 "'\\n<</SYS>>\\n\\n' %}{% endif %}{{ bos_token + '[INST] ' + m['content'] + ' [/INST]' }}",
+                                 &err) == OKV_OK &&
+         okv_gguf_writer_write(w, l2, &err) == OKV_OK;
+    CHECK(ok, "writing the Llama 2 variant: %s", err.message);
+    okv_gguf_writer_free(w);
+    okv_gguf_close(g);
+    rc = fc_run(6, "serve", "-m", l2, "--port", "0", "-t", "1", NULL);
+    CHECK(rc == FC_TIMEOUT && strstr(fc_err, "chat template llama2-sys-bos") && strstr(fc_out, "listening on http://127.0.0.1:"),
+          "a Llama 2 template: rc %d, %s %s", rc, fc_out, fc_err);
+
     static const char *const bad[][6] = {
         {"serve", "-m", "MODEL", "--chat-template", "vicuna", NULL},
         {"serve", "-m", "MODEL", "--port", "70000", NULL},
