@@ -2,7 +2,7 @@
 # Everything else (CMake configure, sanitizer build) hangs off them.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps build build-san run test test-fast test-san bench bench-peer clean
+.PHONY: all deps build build-san run test test-fast test-san bench bench-peer bench-serve clean
 
 all: build
 
@@ -42,6 +42,14 @@ bench: build
 # BENCH_REPS, BENCH_QUICK=1, BENCH_THREADS: see bench/peer/run.sh.
 bench-peer: build
 	sh bench/peer/run.sh
+
+# The server under 1, 4 and 8 concurrent streams on a synthetic
+# TinyLlama-1.1B-shaped Q4_0 model (written once into build/).
+BENCH_MODEL ?= build/bench-models/tinyllama-1.1b-q4_0.gguf
+bench-serve: build
+	@test -f "$(BENCH_MODEL)" || ./build/offkv synth --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 \
+	  --n-ff 5632 --n-vocab 32000 --type q4_0 --seed 1 -o "$(BENCH_MODEL)"
+	node bench/serve.mjs build "$(BENCH_MODEL)" 2
 
 clean:
 	rm -rf build build-san

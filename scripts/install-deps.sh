@@ -13,6 +13,20 @@ command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 pkg-config --exists libpcre2-8 2>/dev/null ||
   dpkg-query -W -f='${Status}' libpcre2-dev 2>/dev/null | grep -q 'install ok installed' ||
   need="$need libpcre2-dev"
+# offkv serve: libmicrohttpd (HTTP, threads, chunked responses) and cJSON.
+for pkg in libmicrohttpd:libmicrohttpd-dev libcjson:libcjson-dev; do
+  pc=${pkg%%:*}; deb=${pkg#*:}
+  pkg-config --exists "$pc" 2>/dev/null ||
+    dpkg-query -W -f='${Status}' "$deb" 2>/dev/null | grep -q 'install ok installed' ||
+    need="$need $deb"
+done
+# The chat page's browser test drives Debian's chromium headless (the test
+# skips, saying so, without it).  OKV_NO_BROWSER=1 leaves it out.
+if [ -z "${OKV_NO_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1; then need="$need chromium"; fi
+# The server's client tests run node scripts (npm installs their pinned
+# packages under the build folder; they skip, saying so, without node).
+command -v node >/dev/null 2>&1 || need="$need nodejs"
+command -v npm >/dev/null 2>&1 || need="$need npm"
 # libasan/libubsan come with gcc's runtime packages on Debian 12.
 [ -n "$need" ] || exit 0
 echo "offkv: installing missing packages:$need"

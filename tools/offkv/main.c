@@ -19,6 +19,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"synth", cmd_synth, "write a random-weight GGUF model of any shape"},
     {"bench", cmd_bench, "measure prompt (pp) and generation (tg) speed"},
+    {"serve", cmd_serve, "serve the model over HTTP with OpenAI's API"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,75 @@
+// The chat page in a real browser: Debian's chromium, headless, driven by
+// playwright-core.  Type a message, send it, see the answer stream in,
+// read the tokens/s, stop a second answer with Stop; a screenshot goes to
+// BUILD/serve-page.png.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { need, requireNpm, startServer, stopServer, check, eq, done, BIN } from './lib.mjs';
+
+need('shared');
+const CHROMIUM = process.env.OKV_CHROMIUM || '/usr/bin/chromium';
+if (!existsSync(CHROMIUM)) {
+  console.log(`skipped: ${CHROMIUM} not found (scripts/install-deps.sh installs Debian's chromium)`);
+  process.exit(77);
+}
+const { chromium } = requireNpm('playwright-core');
+// tiny-llama (random weights, stories260K's vocabulary) rarely ends its
+// turn, so answers run long enough to watch them stream and to stop one.
+const srv = await startServer(['--parallel', '2', '-c', '2048'], { model: path.join(process.env.OKV_SHARED, 'models', 'tiny-llama.gguf') });
+let browser;
+try {
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', e => errors.push(String(e)));
+  // The network slowed (CDP) so that an answer takes about a second to
+  // arrive: it is seen streaming in, and still arriving when Stop is pressed.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 12000, uploadThroughput: -1 });
+  const resp = await page.goto(srv.url + '/?max_tokens=48');
+  eq(resp.status(), 200, 'GET / answers');
+  check(/offkv/.test(await page.title()), 'the page title');
+  // no resource outside the server: the page is self-contained
+  const external = [];
+  page.on('request', r => { if (!r.url().startsWith(srv.url)) external.push(r.url()); });
+
+  // Count the updates of the answer as they land: a streamed answer is
+  // written many times, one piece per chunk.
+  await page.evaluate(() => {
+    window.__updates = 0;
+    new MutationObserver(() => { window.__updates++; })
+      .observe(document.getElementById('log'), { childList: true, characterData: true, subtree: true });
+  });
+  await page.fill('#input', 'Tell me a story about a cat.');
+  await page.click('#send');
+  await page.waitForFunction(() => document.querySelector('.msg.assistant')?.textContent.length > 0, null, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelector('#send').disabled === false, null, { timeout: 120000 });
+  const updates = await page.evaluate(() => window.__updates);
+  check(updates > 5, `the answer streamed in (${updates} updates of the page)`);
+  const answer = await page.textContent('.msg.assistant');
+  check(answer.length > 0, `an answer appeared (${JSON.stringify(answer.slice(0, 40))}...)`);
+  const speed = await page.textContent('#speed');
+  check(/^\d+(\.\d)? tokens\/s$/.test(speed), `the speed of the last answer is shown (${speed})`);
+  eq(await page.textContent('.msg.user'), 'Tell me a story about a cat.', 'the user message is shown');
+  await page.screenshot({ path: path.join(BIN, 'serve-page.png'), fullPage: false });
+
+  // Stop while the answer arrives: after it the answer no longer grows.
+  await page.fill('#input', 'And then?');
+  await page.click('#send');
+  await page.waitForFunction(() => document.querySelectorAll('.msg.assistant')[1]?.textContent.length > 0, null, { timeout: 30000 });
+  check(await page.isEnabled('#stop'), 'Stop is enabled while the answer streams');
+  await page.click('#stop');
+  await page.waitForFunction(() => document.querySelector('#send').disabled === false, null, { timeout: 30000 });
+  const stopped = (await page.locator('.msg.assistant').nth(1).textContent()).length;
+  await page.waitForTimeout(500);
+  eq((await page.locator('.msg.assistant').nth(1).textContent()).length, stopped, 'after Stop the answer no longer grows');
+  eq(await page.locator('.msg.assistant').count(), 2, 'two answers');
+  eq(errors, [], 'no script errors on the page');
+  eq(external, [], 'no request leaves the server');
+} finally {
+  if (browser) await browser.close();
+  eq(await stopServer(srv), { code: 0, signal: null }, 'exit 0');
+}
+done();

@@ -1,0 +1,156 @@
+/* The server's request parser under random and mutated bodies: thousands
+ * of them, from valid requests bent byte by byte, spliced, truncated and
+ * retyped, plus pure noise.  Whatever comes in, the parser either yields a
+ * request whose every field is in range or an error whose body is JSON of
+ * OpenAI's shape; nothing crashes or leaks (the sanitizer build runs it
+ * under ASan and UBSan).  Accepted chat requests are also rendered through
+ * every template. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "check.h"
+#include "serve/serve.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static size_t below(size_t n) { return n ? (size_t)(next() % n) : 0; }
+
+static const char *const seeds[] = {
+    "{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":0}",
+    "{\"prompt\":[\"a\",\"b\"],\"stop\":[\"x\",\"y\"],\"top_p\":0.5,\"top_k\":3,\"seed\":42,\"stream\":true,"
+    "\"stream_options\":{\"include_usage\":true}}",
+    "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},{\"role\":\"user\",\"content\":\"hi\"}],"
+    "\"max_completion_tokens\":5,\"n\":1}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi \"},{\"type\":\"text\",\"text\":\"there\"}]},"
+    "{\"role\":\"assistant\",\"content\":null},{\"role\":\"developer\",\"content\":\"\\u00e9\\ud83d\\ude00\"}],\"stop\":\"\\n\"}",
+    "{\"prompt\":\"x\",\"temperature\":2,\"top_p\":1,\"max_tokens\":1073741824,\"seed\":-5,\"presence_penalty\":0.5,"
+    "\"logit_bias\":{\"1\":2},\"user\":\"u\"}",
+};
+
+static const char *const fragments[] = {
+    "null", "true", "false", "0", "-1", "1e309", "-0", "0.5", "3", "1e-400", "\"\"", "\"\\u0000\"", "\"\\ud800\"",
+    "\"\xff\xfe\"", "\"\xc3\"", "[]", "{}", "[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]", "\"prompt\"", "\"messages\"",
+    "\"role\"", "\"content\"", "\"stop\"", "\"stream\"", ",", ":", "{", "}", "[", "]", "\"", "\\", "9007199254740993",
+    "[\"a\",\"b\",\"c\",\"d\",\"e\"]", "{\"role\":\"user\"}", "{\"type\":\"image\"}",
+};
+
+/* Checks one body; returns false when the outcome breaks the contract. */
+static bool probe(srv_kind kind, const char *body, size_t len) {
+    srv_request r;
+    srv_fail f;
+    memset(&f, 0, sizeof f);
+    if (srv_request_parse(kind, body, len, &r, &f)) {
+        bool ok = r.kind == kind && (r.max_tokens == -1 || r.max_tokens >= 1) && r.temperature >= 0 &&
+                  r.temperature <= 2 && r.top_p > 0 && r.top_p <= 1 && r.top_k >= 0 && r.n_stops >= 0 &&
+                  r.n_stops <= SRV_MAX_STOPS;
+        if (kind == SRV_CHAT) {
+            ok = ok && r.n_msgs >= 1;
+            for (int t = SRV_TMPL_CHATML; ok && t <= SRV_TMPL_GEMMA; t++) {
+                char *p = srv_template_apply((srv_template)t, r.msgs, r.n_msgs);
+                ok = p != NULL;
+                free(p);
+            }
+        } else {
+            ok = ok && r.n_prompts >= 1 && r.n_prompts <= SRV_MAX_PROMPTS;
+            for (int i = 0; ok && i < r.n_prompts; i++) ok = r.prompts[i] != NULL;
+        }
+        for (int i = 0; ok && i < r.n_stops; i++) ok = r.stops[i] && r.stops[i][0];
+        srv_request_clear(&r);
+        return ok;
+    }
+    if (f.status != 400) return false;
+    char *e = srv_error_json(&f);
+    if (!e) return false;
+    cJSON *j = cJSON_Parse(e);
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+    bool ok = err && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "message")) &&
+              cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "type")) &&
+              cJSON_GetObjectItemCaseSensitive(err, "param") && cJSON_GetObjectItemCaseSensitive(err, "code");
+    cJSON_Delete(j);
+    free(e);
+    return ok;
+}
+
+int main(void) {
+    enum { ROUNDS = 6000, CAP = 4096 };
+    static char buf[CAP];
+    int accepted = 0, refused = 0, bad = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        const char *seed = seeds[below(sizeof seeds / sizeof seeds[0])];
+        size_t n = strlen(seed);
+        memcpy(buf, seed, n);
+        const int mode = (int)below(5);
+        const int edits = 1 + (int)below(6);
+        for (int e = 0; e < edits; e++) {
+            switch (mode == 4 ? 4 : (int)below(4)) {
+            case 0: /* flip a byte */
+                if (n) buf[below(n)] = (char)next();
+                break;
+            case 1: { /* splice a fragment in */
+                const char *fr = fragments[below(sizeof fragments / sizeof fragments[0])];
+                const size_t k = strlen(fr), at = below(n + 1);
+                if (n + k < CAP) {
+                    memmove(buf + at + k, buf + at, n - at);
+                    memcpy(buf + at, fr, k);
+                    n += k;
+                }
+                break;
+            }
+            case 2: /* cut a run out */
+                if (n) {
+                    const size_t at = below(n), k = 1 + below(n - at);
+                    memmove(buf + at, buf + at + k, n - at - k);
+                    n -= k;
+                }
+                break;
+            case 3: /* truncate */
+                n = below(n + 1);
+                break;
+            default: /* noise */
+                n = below(256);
+                for (size_t i = 0; i < n; i++) buf[i] = (char)next();
+            }
+        }
+        for (int k = SRV_CHAT; k <= SRV_COMPLETION; k++) {
+            /* The body is not NUL-terminated for the parser: copy it exactly
+             * so that ASan sees any read past its end. */
+            char *exact = malloc(n ? n : 1);
+            memcpy(exact, buf, n);
+            bool ok = probe((srv_kind)k, exact, n);
+            srv_request r;
+            srv_fail f;
+            if (srv_request_parse((srv_kind)k, exact, n, &r, &f)) {
+                accepted++;
+                srv_request_clear(&r);
+            } else {
+                refused++;
+            }
+            free(exact);
+            if (!ok && bad++ < 5) {
+                fprintf(stderr, "contract broken for body (%zu bytes): %.*s\n", n, (int)n, buf);
+            }
+            CHECK(ok, "round %d", round);
+        }
+    }
+    /* The seeds themselves parse (a parser refusing everything would pass the rest). */
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        srv_request r;
+        srv_fail f;
+        const srv_kind k = strstr(seeds[i], "messages") ? SRV_CHAT : SRV_COMPLETION;
+        CHECK(srv_request_parse(k, seeds[i], strlen(seeds[i]), &r, &f), "seed %zu refused: %s", i, f.message);
+        srv_request_clear(&r);
+    }
+    printf("%d bodies accepted, %d refused\n", accepted, refused);
+    CHECK(accepted > 100 && refused > 1000, "the mutations reach both outcomes (%d, %d)", accepted, refused);
+    return check_done();
+}

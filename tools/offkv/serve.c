@@ -1,0 +1,101 @@
+/* offkv serve: the flags; the server itself is tools/offkv/serve/. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "serve/serve.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: offkv serve -m MODEL [flags]\n"
+            "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions, POST /v1/completions,\n"
+            "GET /v1/models, GET /health, GET /metrics (Prometheus), GET / (a chat page).  Prints\n"
+            "'listening on http://HOST:PORT' when ready; SIGINT or SIGTERM ends it (exit 0).\n\n"
+            "  -m, --model FILE        GGUF model\n"
+            "  --host ADDR             numeric address to listen on (default 127.0.0.1)\n"
+            "  --port N                port (default 8080; 0 picks a free one, printed)\n"
+            "  --parallel N            sequences decoded together, each with its own cache (default 4)\n"
+            "  --queue N               requests that may wait for a sequence before 503 (default 64)\n"
+            "  -c, --ctx-size N        positions each sequence's cache may hold (default: the model's\n"
+            "                          training context, at most 4096); caches grow only as used\n"
+            "  --chunk N               most prompt tokens evaluated per step, all sequences together (default 128)\n"
+            "  -t, --threads N         threads (default: this machine's cores, at most 8)\n"
+            "  --kv-type T             K/V cache storage: f16 (default), f32 or q8_0\n"
+            "  --chat-template NAME    %s\n"
+            "                          (default: recognised from the file's tokenizer.chat_template; ChatML\n"
+            "                          when the file has none)\n"
+            "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
+            "  --max-body BYTES        largest request body (default 8388608)\n"
+            "  --sliding-window N      give every layer of a llama model a window of N positions\n"
+            "  -h, --help              this help\n",
+            srv_template_names());
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *cmd = "serve", *v;
+    srv_config cfg = {
+        .host = "127.0.0.1",
+        .port = 8080,
+        .max_body = 8u << 20,
+        .sched = {.n_parallel = 4, .n_queue = 64, .capacity = 0, .chunk = 128, .n_threads = cli_default_threads(),
+                  .kv_type = "f16"},
+    };
+    int32_t port = 8080, window = 0, max_body = 8 << 20;
+    int kv = 0;
+    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
+    cli_seen seen = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is(a, "-h", "--help")) {
+            usage(stdout);
+            return CLI_OK;
+        }
+        if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
+        if (!(cli_is(a, "-m", "--model") || cli_is(a, "--host", "--port") || cli_is(a, "--parallel", "--queue") ||
+              cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
+              cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window")))
+            return cli_unknown(cmd, a);
+        if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
+        bool ok = true;
+        if (cli_is(a, "-m", "--model")) cfg.model_path = v;
+        else if (cli_is(a, "--host", NULL)) cfg.host = v;
+        else if (cli_is(a, "--port", NULL)) ok = cli_int(cmd, a, v, 0, 65535, &port);
+        else if (cli_is(a, "--parallel", NULL)) ok = cli_int(cmd, a, v, 1, 64, &cfg.sched.n_parallel);
+        else if (cli_is(a, "--queue", NULL)) ok = cli_int(cmd, a, v, 0, 100000, &cfg.sched.n_queue);
+        else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 24, &cfg.sched.capacity);
+        else if (cli_is(a, "--chunk", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 16, &cfg.sched.chunk);
+        else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, kv_types, &kv);
+        else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &cfg.sched.n_threads);
+        else if (cli_is(a, "--chat-template", NULL)) {
+            cfg.chat_template = v;
+            if (srv_template_detect(v) == SRV_TMPL_UNKNOWN || strcmp(srv_template_name(srv_template_detect(v)), v)) {
+                cli_error(cmd, "bad value '%s' for --chat-template: expected one of %s", v, srv_template_names());
+                ok = false;
+            }
+        } else if (cli_is(a, "--api-key", NULL)) {
+            cfg.api_key = v;
+            if (!*v) {
+                cli_error(cmd, "bad value '' for --api-key: an empty key would let anyone in");
+                ok = false;
+            }
+        } else if (cli_is(a, "--max-body", NULL)) ok = cli_int(cmd, a, v, 64, 1 << 30, &max_body);
+        else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
+        if (!ok) return CLI_USAGE;
+    }
+    if (!cfg.model_path) {
+        cli_error(cmd, "-m MODEL is required (see offkv serve --help)");
+        return CLI_USAGE;
+    }
+    if (!cli_model_file_ok(cmd, cfg.model_path)) return CLI_FAIL;
+    cfg.port = port;
+    cfg.max_body = (size_t)max_body;
+    cfg.sched.kv_type = kv_types[kv];
+    char wbuf[16];
+    if (window > 0) {
+        snprintf(wbuf, sizeof wbuf, "%d", (int)window);
+        cfg.model_options[0] = "sliding_window";
+        cfg.model_options[1] = wbuf;
+    }
+    return srv_run(&cfg) == 0 ? CLI_OK : CLI_FAIL;
+}

@@ -1,0 +1,809 @@
+/* The wire: libmicrohttpd with a thread per connection.  A request's
+ * thread reads the body, parses it, tokenizes the prompt, submits a job to
+ * the scheduler and then waits on it: for a plain answer until the end, for
+ * a stream inside the content reader, which turns each new piece of text
+ * into one Server-Sent Event.  Waiting threads wake at least every 50 ms to
+ * look at their socket, so a client that goes away frees its sequence even
+ * while it waits in the queue. */
+#include <arpa/inet.h>
+#include <malloc.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include "offkv/gguf.h"
+#include "offkv/tokenizer.h"
+#include "serve.h"
+
+enum { N_STATUS = 9 };
+static const int counted_status[N_STATUS] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
+
+typedef struct server {
+    const srv_config *cfg;
+    struct MHD_Daemon *daemon;
+    okv_model *model;
+    srv_sched *sched;
+    srv_template tmpl;
+    char model_name[256];
+    atomic_bool ready;
+    atomic_uint_fast64_t next_id;
+    atomic_int n_calls;             /* completions being answered */
+    pthread_mutex_t mu;             /* the counters below */
+    uint64_t by_status[N_STATUS];   /* the last: any other status */
+    double t_start;
+} server;
+
+/* One HTTP request: its body as it arrives. */
+typedef struct conn_ctx {
+    char *body;
+    size_t n, cap;
+    bool too_big;
+} conn_ctx;
+
+static void count_status(server *srv, int status) {
+    int i = 0;
+    while (counted_status[i] && counted_status[i] != status) i++;
+    pthread_mutex_lock(&srv->mu);
+    srv->by_status[i]++;
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
+                                  size_t n) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    if (status == 405) {
+        MHD_add_response_header(r, "Allow", "GET, POST");
+    }
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    count_status(srv, status);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(server *srv, struct MHD_Connection *c, int status, cJSON *root) {
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!s) return MHD_NO;
+    return send_owned(srv, c, status, "application/json", s, strlen(s));
+}
+
+static enum MHD_Result send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
+    char *s = srv_error_json(f);
+    if (!s) return MHD_NO;
+    return send_owned(srv, c, f->status, "application/json", s, strlen(s));
+}
+
+static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
+                            const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
+                            const char *fmt, ...) {
+    srv_fail f = {.status = status};
+    snprintf(f.type, sizeof f.type, "%s", type);
+    snprintf(f.param, sizeof f.param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f.message, sizeof f.message, fmt, ap);
+    va_end(ap);
+    return send_error(srv, c, &f);
+}
+
+/* True when the client has closed its end or the connection broke. */
+static bool client_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* ---- completions ---- */
+
+/* What one request runs: a job per prompt (chat: one). */
+typedef struct call {
+    server *srv;
+    struct MHD_Connection *conn;
+    srv_kind kind;
+    bool include_usage;
+    char id[48];
+    long long created;
+    int n;
+    srv_job *jobs[SRV_MAX_PROMPTS];
+    size_t consumed[SRV_MAX_PROMPTS];
+    srv_finish fin[SRV_MAX_PROMPTS];
+    char *text[SRV_MAX_PROMPTS];    /* plain answers: the whole text */
+    size_t n_text[SRV_MAX_PROMPTS];
+    /* streams: bytes ready to go */
+    char *out;
+    size_t n_out, off, cap;
+    bool role_sent[SRV_MAX_PROMPTS], done;
+} call;
+
+static void call_free(call *k) {
+    for (int i = 0; i < k->n; i++) {
+        srv_job_release(k->srv->sched, k->jobs[i]);
+        free(k->text[i]);
+    }
+    free(k->out);
+    atomic_fetch_sub(&k->srv->n_calls, 1);
+    free(k);
+}
+
+static const char *finish_name(srv_finish f) { return f == SRV_FINISH_LENGTH ? "length" : "stop"; }
+
+static cJSON *usage_json(call *k) {
+    int64_t p = 0, g = 0, cached = 0;
+    for (int i = 0; i < k->n; i++) {
+        srv_job_usage u;
+        srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
+        p += u.prompt_tokens;
+        g += u.completion_tokens;
+        cached += u.cached_tokens;
+    }
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)p);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)g);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(p + g));
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    if (d) cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
+    return u;
+}
+
+static cJSON *head_json(call *k, const char *object) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "id", k->id);
+    cJSON_AddStringToObject(r, "object", object);
+    cJSON_AddNumberToObject(r, "created", (double)k->created);
+    cJSON_AddStringToObject(r, "model", k->srv->model_name);
+    cJSON_AddStringToObject(r, "system_fingerprint", "offkv");
+    return r;
+}
+
+/* The first job that failed, or -1. */
+static int failed_job(call *k, char *msg, size_t cap) {
+    for (int i = 0; i < k->n; i++)
+        if (k->fin[i] == SRV_FINISH_ERROR) {
+            srv_job_usage u;
+            srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
+            snprintf(msg, cap, "generation failed: %s", u.error);
+            return i;
+        }
+    return -1;
+}
+
+static bool append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t len) {
+    if (*n + len + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *n + len + 1) c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p) return false;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *n, s, len);
+    *n += len;
+    (*buf)[*n] = '\0';
+    return true;
+}
+
+/* Waits for every job to end, then answers with the whole text. */
+static enum MHD_Result answer_plain(call *k) {
+    server *srv = k->srv;
+    struct MHD_Connection *conn = k->conn;
+    size_t cap[SRV_MAX_PROMPTS] = {0};
+    for (;;) {
+        bool all = true;
+        for (int i = 0; i < k->n; i++) {
+            if (k->fin[i] != SRV_RUNNING) continue;
+            char *t;
+            size_t nt;
+            k->fin[i] = srv_job_poll(srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, all ? 50 : 0);
+            if (t && !append_text(&k->text[i], &k->n_text[i], &cap[i], t, nt)) {
+                free(t);
+                call_free(k);
+                return fail(srv, conn, 500, "server_error", NULL, "out of memory for the answer");
+            }
+            free(t);
+            if (k->fin[i] == SRV_RUNNING) all = false;
+        }
+        if (all) break;
+        if (client_gone(k->conn)) {
+            call_free(k); /* cancels the jobs */
+            return MHD_NO;
+        }
+    }
+    char msg[320];
+    if (failed_job(k, msg, sizeof msg) >= 0) {
+        call_free(k);
+        return fail(srv, conn, 500, "server_error", NULL, "%s", msg);
+    }
+    cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    for (int i = 0; i < k->n; i++) {
+        cJSON *ch = cJSON_CreateObject();
+        cJSON_AddNumberToObject(ch, "index", i);
+        if (k->kind == SRV_CHAT) {
+            cJSON *m = cJSON_AddObjectToObject(ch, "message");
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddStringToObject(m, "content", k->text[i] ? k->text[i] : "");
+        } else {
+            cJSON_AddStringToObject(ch, "text", k->text[i] ? k->text[i] : "");
+        }
+        cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddStringToObject(ch, "finish_reason", finish_name(k->fin[i]));
+        cJSON_AddItemToArray(choices, ch);
+    }
+    cJSON_AddItemToObject(r, "usage", usage_json(k));
+    call_free(k);
+    return send_json(srv, conn, 200, r);
+}
+
+/* Appends "data: JSON\n\n" to the stream's output. */
+static bool sse(call *k, cJSON *j) {
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s) return false;
+    bool ok = append_text(&k->out, &k->n_out, &k->cap, "data: ", 6) && append_text(&k->out, &k->n_out, &k->cap, s, strlen(s)) &&
+              append_text(&k->out, &k->n_out, &k->cap, "\n\n", 2);
+    free(s);
+    return ok;
+}
+
+/* One chunk: text (may be NULL) and/or the finish of choice i. */
+static bool chunk(call *k, int i, const char *text, srv_finish fin) {
+    cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", i);
+    if (k->kind == SRV_CHAT) {
+        cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+        if (!k->role_sent[i]) {
+            cJSON_AddStringToObject(d, "role", "assistant");
+            k->role_sent[i] = true;
+        }
+        if (text) cJSON_AddStringToObject(d, "content", text);
+    } else {
+        cJSON_AddStringToObject(ch, "text", text ? text : "");
+    }
+    cJSON_AddNullToObject(ch, "logprobs");
+    if (fin == SRV_RUNNING) cJSON_AddNullToObject(ch, "finish_reason");
+    else cJSON_AddStringToObject(ch, "finish_reason", finish_name(fin));
+    cJSON_AddItemToArray(choices, ch);
+    if (k->include_usage) cJSON_AddNullToObject(r, "usage");
+    return sse(k, r);
+}
+
+/* Fills the stream's output with what the jobs have made; waits up to
+ * 50 ms when they have made nothing.  False when the stream must stop
+ * (out of memory). */
+static bool produce(call *k) {
+    bool any = false, all = true;
+    for (int i = 0; i < k->n; i++) {
+        if (k->fin[i] != SRV_RUNNING) continue;
+        char *t;
+        size_t nt;
+        k->fin[i] = srv_job_poll(k->srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, 0);
+        if (t) {
+            any = true;
+            bool ok = chunk(k, i, t, SRV_RUNNING);
+            free(t);
+            if (!ok) return false;
+        }
+        if (k->fin[i] != SRV_RUNNING) {
+            any = true;
+            if (k->fin[i] != SRV_FINISH_ERROR && !chunk(k, i, NULL, k->fin[i])) return false;
+        } else {
+            all = false;
+        }
+    }
+    if (all) {
+        char msg[320];
+        if (failed_job(k, msg, sizeof msg) >= 0) {
+            srv_fail f;
+            srv_fail_set(&f, 500, "server_error", NULL, "%s", msg);
+            char *e = srv_error_json(&f);
+            bool ok = e && append_text(&k->out, &k->n_out, &k->cap, "data: ", 6) &&
+                      append_text(&k->out, &k->n_out, &k->cap, e, strlen(e)) &&
+                      append_text(&k->out, &k->n_out, &k->cap, "\n\n", 2);
+            free(e);
+            if (!ok) return false;
+        } else if (k->include_usage) {
+            cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+            cJSON_AddArrayToObject(r, "choices");
+            cJSON_AddItemToObject(r, "usage", usage_json(k));
+            if (!sse(k, r)) return false;
+        }
+        if (!append_text(&k->out, &k->n_out, &k->cap, "data: [DONE]\n\n", 14)) return false;
+        k->done = true;
+        return true;
+    }
+    if (!any) {
+        /* Nothing new: sleep on the first running job until it makes something. */
+        for (int i = 0; i < k->n; i++)
+            if (k->fin[i] == SRV_RUNNING) {
+                char *t;
+                size_t nt;
+                size_t before = k->consumed[i];
+                srv_finish f = srv_job_poll(k->srv->sched, k->jobs[i], &before, &t, &nt, 50);
+                (void)f;
+                free(t); /* not consumed: the next produce() reads it again */
+                break;
+            }
+    }
+    return true;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    call *k = cls;
+    while (k->off == k->n_out) {
+        if (k->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        k->off = k->n_out = 0;
+        if (!produce(k)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (k->off == k->n_out && client_gone(k->conn)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = k->n_out - k->off;
+    if (n > max) n = max;
+    memcpy(buf, k->out + k->off, n);
+    k->off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) { call_free(cls); }
+
+static enum MHD_Result answer_stream(call *k) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, k, stream_free);
+    if (!r) {
+        server *srv = k->srv;
+        struct MHD_Connection *c = k->conn;
+        call_free(k);
+        return fail(srv, c, 500, "server_error", NULL, "cannot create the stream");
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    count_status(k->srv, 200);
+    enum MHD_Result ret = MHD_queue_response(k->conn, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Tokenizes text for a job: chat text parses the template's control tokens. */
+static int32_t *tokenize(server *srv, const char *text, bool special, size_t *n) {
+    const okv_tokenizer *tok = okv_model_tokenizer(srv->model);
+    unsigned flags = OKV_TOKENIZE_ADD_SPECIAL | (special ? OKV_TOKENIZE_PARSE_SPECIAL : 0u);
+    okv_error err = {0};
+    size_t need = 0;
+    okv_tokenizer_encode(tok, text, strlen(text), flags, NULL, 0, &need, &err);
+    int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
+    if (ids && okv_tokenizer_encode(tok, text, strlen(text), flags, ids, need, n, &err) != OKV_OK) {
+        free(ids);
+        ids = NULL;
+    }
+    return ids;
+}
+
+static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_kind kind, const conn_ctx *cc) {
+    srv_request req;
+    srv_fail f;
+    if (!srv_request_parse(kind, cc->body ? cc->body : "", cc->n, &req, &f)) return send_error(srv, c, &f);
+    call *k = calloc(1, sizeof *k);
+    if (!k) {
+        srv_request_clear(&req);
+        return fail(srv, c, 500, "server_error", NULL, "out of memory");
+    }
+    atomic_fetch_add(&srv->n_calls, 1);
+    k->srv = srv;
+    k->conn = c;
+    k->kind = kind;
+    k->include_usage = req.stream && req.include_usage;
+    k->created = (long long)time(NULL);
+    const uint64_t id = atomic_fetch_add(&srv->next_id, 1);
+    snprintf(k->id, sizeof k->id, "%s-%" PRIx64 "%06" PRIx64, kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+             (uint64_t)k->created, id);
+    const int n_texts = kind == SRV_CHAT ? 1 : req.n_prompts;
+    const char *param = kind == SRV_CHAT ? "messages" : "prompt";
+    int status = 0;
+    for (int i = 0; i < n_texts && !status; i++) {
+        char *rendered = NULL;
+        const char *text;
+        if (kind == SRV_CHAT) {
+            if (!(rendered = srv_template_apply(srv->tmpl, req.msgs, req.n_msgs))) {
+                status = fail(srv, c, 500, "server_error", NULL, "out of memory for the prompt") == MHD_YES ? 1 : -1;
+                break;
+            }
+            text = rendered;
+        } else {
+            text = req.prompts[i];
+        }
+        size_t n = 0;
+        int32_t *ids = tokenize(srv, text, kind == SRV_CHAT, &n);
+        free(rendered);
+        const int32_t cap = srv_sched_capacity(srv->sched);
+        if (!ids) status = fail(srv, c, 500, "server_error", NULL, "cannot tokenize the prompt") == MHD_YES ? 1 : -1;
+        else if (n == 0)
+            status = fail(srv, c, 400, "invalid_request_error", param,
+                          "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate") == MHD_YES ? 1 : -1;
+        else if (n > (size_t)cap)
+            status = fail(srv, c, 400, "invalid_request_error", param,
+                          "the prompt has %zu tokens, more than the context's %d positions (-c)", n, (int)cap) ==
+                             MHD_YES ? 1 : -1;
+        if (status) {
+            free(ids);
+            break;
+        }
+        static atomic_uint_fast64_t seed_counter;
+        srv_job_params p = {
+            .prompt = ids,
+            .n_prompt = (int32_t)n,
+            .max_tokens = req.max_tokens,
+            .sampling = {.temperature = req.temperature, .top_k = req.top_k, .top_p = req.top_p,
+                         .seed = req.has_seed ? req.seed + (uint64_t)i
+                                              : (uint64_t)time(NULL) * 6364136223846793005ull +
+                                                    atomic_fetch_add(&seed_counter, 1)},
+            .stops = req.stops,
+            .n_stops = req.n_stops,
+            .ignore_eos = req.ignore_eos,
+        };
+        bool busy = false;
+        k->jobs[i] = srv_submit(srv->sched, &p, &busy);
+        free(ids);
+        if (!k->jobs[i]) {
+            status = (busy ? fail(srv, c, 503, "server_busy", NULL,
+                                  "every sequence is busy and the queue is full: try again later")
+                           : fail(srv, c, 500, "server_error", NULL, "out of memory for the request")) == MHD_YES
+                         ? 1
+                         : -1;
+            break;
+        }
+        k->n = i + 1;
+    }
+    const bool stream = req.stream;
+    srv_request_clear(&req);
+    if (status) {
+        call_free(k);
+        return status > 0 ? MHD_YES : MHD_NO;
+    }
+    return stream ? answer_stream(k) : answer_plain(k);
+}
+
+/* ---- the other endpoints ---- */
+
+static enum MHD_Result models(server *srv, struct MHD_Connection *c) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(r, "data");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", srv->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)(long long)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "offkv");
+    cJSON_AddItemToArray(data, m);
+    return send_json(srv, c, 200, r);
+}
+
+static enum MHD_Result metrics(server *srv, struct MHD_Connection *c) {
+    srv_sched_stats st;
+    srv_sched_stats_get(srv->sched, &st);
+    uint64_t by[N_STATUS];
+    pthread_mutex_lock(&srv->mu);
+    memcpy(by, srv->by_status, sizeof by);
+    pthread_mutex_unlock(&srv->mu);
+    char *b = NULL;
+    size_t n = 0, cap = 0;
+    char line[256];
+#define OUT(...)                                                      \
+    do {                                                              \
+        int k_ = snprintf(line, sizeof line, __VA_ARGS__);            \
+        if (!append_text(&b, &n, &cap, line, (size_t)k_)) goto nomem; \
+    } while (0)
+    OUT("# HELP offkv_requests_total HTTP requests answered, by status code.\n# TYPE offkv_requests_total counter\n");
+    for (int i = 0; i < N_STATUS; i++)
+        if (counted_status[i]) OUT("offkv_requests_total{status=\"%d\"} %" PRIu64 "\n", counted_status[i], by[i]);
+        else OUT("offkv_requests_total{status=\"other\"} %" PRIu64 "\n", by[i]);
+    OUT("# HELP offkv_prompt_tokens_total Prompt tokens submitted.\n# TYPE offkv_prompt_tokens_total counter\n");
+    OUT("offkv_prompt_tokens_total %" PRIu64 "\n", st.prompt_tokens);
+    OUT("# HELP offkv_prompt_tokens_cached_total Prompt tokens reused from a sequence's cache.\n"
+        "# TYPE offkv_prompt_tokens_cached_total counter\n");
+    OUT("offkv_prompt_tokens_cached_total %" PRIu64 "\n", st.cached_tokens);
+    OUT("# HELP offkv_generated_tokens_total Tokens generated.\n# TYPE offkv_generated_tokens_total counter\n");
+    OUT("offkv_generated_tokens_total %" PRIu64 "\n", st.generated_tokens);
+    OUT("# HELP offkv_tokens_per_second Generated tokens per second of evaluation, all sequences together.\n"
+        "# TYPE offkv_tokens_per_second gauge\n");
+    OUT("offkv_tokens_per_second %.3f\n", st.decode_seconds > 0 ? (double)st.generated_tokens / st.decode_seconds : 0.0);
+    OUT("# HELP offkv_last_request_tokens_per_second Decode speed of the last finished request.\n"
+        "# TYPE offkv_last_request_tokens_per_second gauge\n");
+    OUT("offkv_last_request_tokens_per_second %.3f\n", st.last_tokens_per_second);
+    OUT("# HELP offkv_eval_steps_total Batched evaluation steps.\n# TYPE offkv_eval_steps_total counter\n");
+    OUT("offkv_eval_steps_total %" PRIu64 "\n", st.steps);
+    OUT("# HELP offkv_eval_seconds_total Time spent evaluating (okv_batch_eval).\n"
+        "# TYPE offkv_eval_seconds_total counter\n");
+    OUT("offkv_eval_seconds_total %.6f\n", st.decode_seconds);
+    OUT("# HELP offkv_sequences_active Sequences generating now.\n# TYPE offkv_sequences_active gauge\n");
+    OUT("offkv_sequences_active %d\n", (int)st.active);
+    OUT("# HELP offkv_sequences_queued Requests waiting for a sequence.\n# TYPE offkv_sequences_queued gauge\n");
+    OUT("offkv_sequences_queued %d\n", (int)st.queued);
+    OUT("# HELP offkv_sequences_max Sequences (--parallel).\n# TYPE offkv_sequences_max gauge\n");
+    OUT("offkv_sequences_max %d\n", (int)st.n_parallel);
+    OUT("# HELP offkv_cache_bytes K/V cache storage held, by layer kind.\n# TYPE offkv_cache_bytes gauge\n");
+    OUT("offkv_cache_bytes{kind=\"flat\"} %zu\n", st.cache_flat_bytes);
+    OUT("offkv_cache_bytes{kind=\"ring\"} %zu\n", st.cache_ring_bytes);
+#undef OUT
+    return send_owned(srv, c, 200, "text/plain; version=0.0.4", b, n);
+nomem:
+    free(b);
+    return fail(srv, c, 500, "server_error", NULL, "out of memory for the metrics");
+}
+
+/* Compares without stopping at the first difference, so the time an answer
+ * takes says nothing about how much of the key was right. */
+static bool key_ok(const char *got, const char *want) {
+    const size_t ng = strlen(got), nw = strlen(want);
+    unsigned char d = ng != nw;
+    for (size_t i = 0; i < nw; i++) d |= (unsigned char)(want[i] ^ (i < ng ? got[i] : 0));
+    return d == 0;
+}
+
+static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *url, const char *method,
+                             const conn_ctx *cc) {
+    const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
+    static const struct {
+        const char *path;
+        bool post;
+    } routes[] = {{"/", false},        {"/health", false},          {"/metrics", false},
+                  {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true}};
+    int r = -1;
+    for (int i = 0; i < 6; i++)
+        if (strcmp(url, routes[i].path) == 0) r = i;
+    if (r < 0) return fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
+    if (routes[r].post ? !post : !get)
+        return fail(srv, c, 405, "invalid_request_error", NULL, "%s takes %s", routes[r].path,
+                    routes[r].post ? "POST" : "GET");
+    if (r == 1) {
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "status", atomic_load(&srv->ready) ? "ok" : "loading");
+        return send_json(srv, c, atomic_load(&srv->ready) ? 200 : 503, h);
+    }
+    if (r == 0) {
+        char *page = strdup(srv_page_html);
+        if (!page) return MHD_NO;
+        return send_owned(srv, c, 200, "text/html; charset=utf-8", page, strlen(page));
+    }
+    if (!atomic_load(&srv->ready))
+        return fail(srv, c, 503, "server_busy", NULL, "the model is still loading: try again shortly");
+    if (r == 2) return metrics(srv, c);
+    if (srv->cfg->api_key) {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || !key_ok(auth + 7, srv->cfg->api_key))
+            return fail(srv, c, 401, "authentication_error", NULL,
+                        "a missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key");
+    }
+    if (r == 3) return models(srv, c);
+    if (cc->too_big)
+        return fail(srv, c, 413, "invalid_request_error", NULL, "the body is larger than the server's %zu bytes (--max-body)",
+                    srv->cfg->max_body);
+    return completions(srv, c, r == 4 ? SRV_CHAT : SRV_COMPLETION, cc);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    server *srv = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        *con_cls = cc;
+        /* A declared length over the limit is refused before the body is read. */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (errno || end == cl || n > srv->cfg->max_body) {
+                cc->too_big = true;
+                return fail(srv, c, 413, "invalid_request_error", NULL,
+                            "the body is larger than the server's %zu bytes (--max-body)", srv->cfg->max_body);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cc->too_big) {
+            if (cc->n + *upload_size > srv->cfg->max_body) {
+                cc->too_big = true;
+                free(cc->body);
+                cc->body = NULL;
+                cc->n = cc->cap = 0;
+            } else if (!append_text(&cc->body, &cc->n, &cc->cap, upload, *upload_size)) {
+                return MHD_NO;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return route(srv, c, url, method, cc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
+    (void)cls, (void)c, (void)t;
+    conn_ctx *cc = *con_cls;
+    if (cc) {
+        free(cc->body);
+        free(cc);
+        *con_cls = NULL;
+    }
+}
+
+/* ---- start and stop ---- */
+
+/* The model's name in answers: its file name without folders. */
+static void set_model_name(server *srv, const char *path) {
+    const char *b = strrchr(path, '/');
+    snprintf(srv->model_name, sizeof srv->model_name, "%s", b ? b + 1 : path);
+}
+
+/* The template: --chat-template, else the file's tokenizer.chat_template,
+ * else ChatML; false after saying why when it is one offkv cannot render. */
+static bool choose_template(server *srv) {
+    const char *name = srv->cfg->chat_template;
+    if (name) {
+        srv->tmpl = srv_template_detect(name);
+        if (srv->tmpl == SRV_TMPL_UNKNOWN || strcmp(srv_template_name(srv->tmpl), name) != 0) {
+            fprintf(stderr, "offkv serve: error: unknown --chat-template '%s': expected one of %s\n", name,
+                    srv_template_names());
+            return false;
+        }
+        return true;
+    }
+    okv_error err = {0};
+    okv_gguf *g = okv_gguf_open(srv->cfg->model_path, &err);
+    const char *t = NULL;
+    size_t len = 0;
+    if (!g || okv_gguf_get_str(g, "tokenizer.chat_template", &t, &len, &err) != OKV_OK) {
+        srv->tmpl = SRV_TMPL_CHATML; /* no template in the file */
+        okv_gguf_close(g);
+        return true;
+    }
+    char *text = malloc(len + 1);
+    if (!text) {
+        okv_gguf_close(g);
+        fprintf(stderr, "offkv serve: error: out of memory for the chat template\n");
+        return false;
+    }
+    memcpy(text, t, len);
+    text[len] = '\0';
+    okv_gguf_close(g);
+    srv->tmpl = srv_template_detect(text);
+    if (srv->tmpl == SRV_TMPL_UNKNOWN) {
+        /* Name what was found: its first characters, control bytes shown as '.'. */
+        char shown[81];
+        size_t k = 0;
+        for (; k < len && k < 80; k++) shown[k] = (unsigned char)text[k] < 0x20 ? '.' : text[k];
+        shown[k] = '\0';
+        fprintf(stderr,
+                "offkv serve: error: the model's tokenizer.chat_template (%zu bytes, starting '%s%s') is none of the "
+                "families offkv renders; pass --chat-template NAME (%s)\n",
+                len, shown, len > 80 ? "..." : "", srv_template_names());
+    }
+    free(text);
+    return srv->tmpl != SRV_TMPL_UNKNOWN;
+}
+
+int srv_run(const srv_config *cfg) {
+    /* Signals are taken by sigwait below: block them before any thread
+     * starts, so that every thread inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* A thread per connection would otherwise give glibc's malloc up to
+     * 8 arenas per core, each keeping the memory its threads freed: the
+     * server's footprint would creep up with every new connection thread
+     * for a long while.  Two arenas are plenty: the requests' allocations
+     * are small and brief, and the decode loop allocates nothing per step. */
+    mallopt(M_ARENA_MAX, 2);
+
+    server *srv = calloc(1, sizeof *srv);
+    if (!srv) {
+        fprintf(stderr, "offkv serve: error: out of memory\n");
+        return 1;
+    }
+    srv->cfg = cfg;
+    srv->t_start = srv_now();
+    pthread_mutex_init(&srv->mu, NULL);
+    set_model_name(srv, cfg->model_path);
+    int rc = 1;
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, port_s, &hints, &ai);
+    if (gai != 0) {
+        fprintf(stderr, "offkv serve: error: bad --host '%s': %s (give a numeric address such as 127.0.0.1)\n",
+                cfg->host, gai_strerror(gai));
+        goto done;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, srv,
+                                   MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                                   MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!srv->daemon) {
+        fprintf(stderr, "offkv serve: error: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
+        goto done;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    const int port = di ? di->port : cfg->port;
+
+    /* /health says 503 while this runs. */
+    okv_error err = {0};
+    if (!choose_template(srv)) goto done;
+    if (!(srv->model = okv_model_load(cfg->model_path, cfg->model_options[0] ? cfg->model_options : NULL, &err))) {
+        fprintf(stderr, "offkv serve: error: cannot load %s: %s\n", cfg->model_path, err.message);
+        goto done;
+    }
+    if (!(srv->sched = srv_sched_create(srv->model, &cfg->sched, &err))) {
+        fprintf(stderr, "offkv serve: error: %s\n", err.message);
+        goto done;
+    }
+    fprintf(stderr, "offkv serve: %s\n", okv_model_describe(srv->model));
+    fprintf(stderr, "offkv serve: %d sequences of %d positions, chat template %s, %s KV, %d threads\n",
+            (int)cfg->sched.n_parallel, (int)srv_sched_capacity(srv->sched), srv_template_name(srv->tmpl),
+            cfg->sched.kv_type, (int)cfg->sched.n_threads);
+    atomic_store(&srv->ready, true);
+    const bool v6 = strchr(cfg->host, ':') != NULL;
+    printf("listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg->host, v6 ? "]" : "", port);
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "offkv serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+done:
+    if (srv->daemon) {
+        /* Stop accepting, end every stream (each gets its last chunk and
+         * [DONE]), then wait for the connections' threads. */
+        MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
+        if (ls != MHD_INVALID_SOCKET) close(ls);
+        if (srv->sched) srv_sched_stop(srv->sched);
+        /* Closing the connections now would cut the streams short of their
+         * last chunk: let the answers go out first (each ends within a
+         * poll interval once its job has ended), for at most 10 s. */
+        for (int i = 0; i < 1000 && atomic_load(&srv->n_calls) > 0; i++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        MHD_stop_daemon(srv->daemon);
+    }
+    srv_sched_free(srv->sched);
+    okv_model_free(srv->model);
+    pthread_mutex_destroy(&srv->mu);
+    free(srv);
+    if (rc == 0) fprintf(stderr, "offkv serve: stopped\n");
+    return rc;
+}

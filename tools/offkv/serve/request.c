@@ -1,0 +1,306 @@
+/* Request bodies, parsed by cJSON and checked field by field.  Whatever a
+ * client sends ends here as either a complete srv_request or a 400 that
+ * names the field; fields OpenAI defines that offkv does not use
+ * (presence_penalty, user, logit_bias, ...) are accepted and ignored, as the
+ * official clients send some of them by default. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "serve.h"
+
+void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...) {
+    f->status = status;
+    snprintf(f->type, sizeof f->type, "%s", type);
+    snprintf(f->param, sizeof f->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+}
+
+char *srv_error_json(const srv_fail *f) {
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    if (!e) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    cJSON_AddStringToObject(e, "message", f->message);
+    cJSON_AddStringToObject(e, "type", f->type);
+    if (f->param[0]) cJSON_AddStringToObject(e, "param", f->param);
+    else cJSON_AddNullToObject(e, "param");
+    cJSON_AddNullToObject(e, "code");
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+void srv_request_clear(srv_request *r) {
+    for (int i = 0; i < r->n_msgs; i++) {
+        free(r->msgs[i].role);
+        free(r->msgs[i].content);
+    }
+    free(r->msgs);
+    for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i]);
+    free(r->prompts);
+    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* Strings reach the tokenizer and come back inside our JSON, so they must
+ * be UTF-8: cJSON copies raw bytes as they are. */
+static bool valid_utf8(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        int n;
+        unsigned min;
+        if (c < 0x80) { p++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) n = 1, min = 0x80;
+        else if (c >= 0xE0 && c <= 0xEF) n = 2, min = 0x800;
+        else if (c >= 0xF0 && c <= 0xF4) n = 3, min = 0x10000;
+        else return false;
+        unsigned cp = c & (0x3F >> n);
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+static bool bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool bad(srv_fail *f, const char *param, const char *fmt, ...) {
+    f->status = 400;
+    snprintf(f->type, sizeof f->type, "invalid_request_error");
+    snprintf(f->param, sizeof f->param, "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* A string copy that must be valid UTF-8 without NUL bytes (cJSON stops a
+ * string at an escaped \u0000, which would silently cut the text). */
+static bool take_string(const cJSON *v, const char *param, char **out, srv_fail *f) {
+    if (!cJSON_IsString(v) || !v->valuestring) return bad(f, param, "'%s' must be a string", param);
+    if (!valid_utf8(v->valuestring)) return bad(f, param, "'%s' is not valid UTF-8", param);
+    if (!(*out = strdup(v->valuestring))) return bad(f, param, "out of memory for '%s'", param);
+    return true;
+}
+
+/* An optional number in [lo, hi]; integral when integer is set.  A null
+ * value means absent (the OpenAI clients send null for unset fields). */
+static bool get_number(const cJSON *root, const char *param, double lo, double hi, bool integer, bool *given,
+                       double *out, srv_fail *f) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, param);
+    *given = false;
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsNumber(v)) return bad(f, param, "'%s' must be a number", param);
+    const double x = v->valuedouble;
+    if (!isfinite(x) || (integer && x != floor(x)))
+        return bad(f, param, "'%s' must be %s", param, integer ? "an integer" : "a finite number");
+    if (x < lo || x > hi) return bad(f, param, "'%s' is %g, outside %g..%g", param, x, lo, hi);
+    *given = true;
+    *out = x;
+    return true;
+}
+
+static bool get_bool(const cJSON *root, const char *param, bool *out, srv_fail *f) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, param);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsBool(v)) return bad(f, param, "'%s' must be true or false", param);
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+/* A message's content: a string, null (an assistant turn without text), or
+ * an array of parts of which only {"type":"text","text":...} carry text. */
+static bool take_content(const cJSON *c, char **out, srv_fail *f) {
+    if (!c || cJSON_IsNull(c)) return (*out = strdup("")) ? true : bad(f, "messages", "out of memory");
+    if (cJSON_IsString(c)) return take_string(c, "messages", out, f);
+    if (!cJSON_IsArray(c)) return bad(f, "messages", "a message's 'content' must be a string or an array of text parts");
+    size_t n = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type"),
+                    *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 ||
+            !cJSON_IsString(text))
+            return bad(f, "messages", "a content part must be {\"type\": \"text\", \"text\": \"...\"}; offkv serves text only");
+        if (!valid_utf8(text->valuestring)) return bad(f, "messages", "a content part's 'text' is not valid UTF-8");
+        n += strlen(text->valuestring);
+    }
+    char *s = malloc(n + 1);
+    if (!s) return bad(f, "messages", "out of memory");
+    size_t at = 0;
+    cJSON_ArrayForEach(part, c) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t k = strlen(t);
+        memcpy(s + at, t, k);
+        at += k;
+    }
+    s[at] = '\0';
+    *out = s;
+    return true;
+}
+
+static bool parse_messages(const cJSON *root, srv_request *r, srv_fail *f) {
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!ms) return bad(f, "messages", "'messages' is required");
+    if (!cJSON_IsArray(ms)) return bad(f, "messages", "'messages' must be an array");
+    const int n = cJSON_GetArraySize(ms);
+    if (n < 1) return bad(f, "messages", "'messages' must hold at least one message");
+    if (n > 100000) return bad(f, "messages", "'messages' holds %d messages, more than 100000", n);
+    if (!(r->msgs = calloc((size_t)n, sizeof *r->msgs))) return bad(f, "messages", "out of memory");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, ms) {
+        if (!cJSON_IsObject(m)) return bad(f, "messages", "messages[%d] must be an object", r->n_msgs);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role))
+            return bad(f, "messages", "messages[%d].role must be a string", r->n_msgs);
+        static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
+        int k = 0;
+        while (roles[k] && strcmp(roles[k], role->valuestring) != 0) k++;
+        if (!roles[k])
+            return bad(f, "messages", "messages[%d].role must be system, developer, user, assistant or tool",
+                       r->n_msgs);
+        /* "developer" is OpenAI's newer name for the system turn. */
+        srv_message *out = &r->msgs[r->n_msgs++];
+        if (!(out->role = strdup(k == 1 ? "system" : roles[k]))) return bad(f, "messages", "out of memory");
+        if (!take_content(cJSON_GetObjectItemCaseSensitive(m, "content"), &out->content, f)) return false;
+    }
+    return true;
+}
+
+static bool parse_prompt(const cJSON *root, srv_request *r, srv_fail *f) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!p) return bad(f, "prompt", "'prompt' is required");
+    if (cJSON_IsString(p)) {
+        if (!(r->prompts = calloc(1, sizeof *r->prompts))) return bad(f, "prompt", "out of memory");
+        if (!take_string(p, "prompt", &r->prompts[0], f)) return false;
+        r->n_prompts = 1;
+        return true;
+    }
+    if (!cJSON_IsArray(p)) return bad(f, "prompt", "'prompt' must be a string or an array of strings");
+    const int n = cJSON_GetArraySize(p);
+    if (n < 1 || n > SRV_MAX_PROMPTS)
+        return bad(f, "prompt", "'prompt' holds %d strings; offkv takes 1 to %d", n, SRV_MAX_PROMPTS);
+    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) return bad(f, "prompt", "out of memory");
+    const cJSON *s;
+    cJSON_ArrayForEach(s, p) {
+        if (!cJSON_IsString(s)) return bad(f, "prompt", "'prompt' must be a string or an array of strings");
+        if (!take_string(s, "prompt", &r->prompts[r->n_prompts], f)) return false;
+        r->n_prompts++;
+    }
+    return true;
+}
+
+static bool parse_stop(const cJSON *root, srv_request *r, srv_fail *f) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (!s || cJSON_IsNull(s)) return true;
+    if (cJSON_IsString(s)) {
+        if (!s->valuestring[0]) return true;  /* "" stops nothing */
+        if (!take_string(s, "stop", &r->stops[0], f)) return false;
+        r->n_stops = 1;
+        return true;
+    }
+    if (!cJSON_IsArray(s)) return bad(f, "stop", "'stop' must be a string or an array of strings");
+    if (cJSON_GetArraySize(s) > SRV_MAX_STOPS)
+        return bad(f, "stop", "'stop' holds %d strings, more than %d", cJSON_GetArraySize(s), SRV_MAX_STOPS);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, s) {
+        if (!cJSON_IsString(e)) return bad(f, "stop", "'stop' must be a string or an array of strings");
+        if (!e->valuestring[0]) continue;
+        if (!take_string(e, "stop", &r->stops[r->n_stops], f)) return false;
+        r->n_stops++;
+    }
+    return true;
+}
+
+bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request *r, srv_fail *f) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->max_tokens = -1;
+    r->temperature = 1.0f;
+    r->top_p = 1.0f;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    bool ok = false;
+    if (!root) {
+        bad(f, "", "the body is not valid JSON (near byte %zu)",
+            end && end >= body && end <= body + len ? (size_t)(end - body) : (size_t)0);
+        goto out;
+    }
+    /* cJSON stops after the first value: anything but white space after it is a malformed body. */
+    for (const char *p = end; p && p < body + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            bad(f, "", "the body has bytes after its JSON value (at byte %zu)", (size_t)(p - body));
+            goto out;
+        }
+    if (!cJSON_IsObject(root)) {
+        bad(f, "", "the body must be a JSON object");
+        goto out;
+    }
+    if (kind == SRV_CHAT ? !parse_messages(root, r, f) : !parse_prompt(root, r, f)) goto out;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
+        bad(f, "model", "'model' must be a string");
+        goto out;
+    }
+    bool given, given2;
+    double x, y;
+    if (!get_number(root, "max_tokens", 1, 1 << 30, true, &given, &x, f)) goto out;
+    if (!get_number(root, "max_completion_tokens", 1, 1 << 30, true, &given2, &y, f)) goto out;
+    /* max_completion_tokens is the newer name; when both are sent it wins. */
+    if (given2) r->max_tokens = (int32_t)y;
+    else if (given) r->max_tokens = (int32_t)x;
+    if (!get_number(root, "temperature", 0, 2, false, &given, &x, f)) goto out;
+    if (given) r->temperature = (float)x;
+    if (!get_number(root, "top_p", 0, 1, false, &given, &x, f)) goto out;
+    if (given) {
+        if ((float)x <= 0.0f) {
+            bad(f, "top_p", "'top_p' is %g; it must be above 0 (and at most 1)", x);
+            goto out;
+        }
+        r->top_p = (float)x;
+    }
+    if (!get_number(root, "top_k", 0, 1 << 30, true, &given, &x, f)) goto out;
+    if (given) r->top_k = (int32_t)x;
+    /* Seeds are integers as JSON numbers carry them: exact up to 2^53. */
+    if (!get_number(root, "seed", -9007199254740992.0, 9007199254740992.0, true, &given, &x, f)) goto out;
+    if (given) {
+        r->has_seed = true;
+        r->seed = (uint64_t)(int64_t)x;
+    }
+    if (!get_number(root, "n", 1, 1, true, &given, &x, f)) {
+        bad(f, "n", "'n' must be 1: offkv makes one choice per prompt");
+        goto out;
+    }
+    if (!parse_stop(root, r, f)) goto out;
+    if (!get_bool(root, "stream", &r->stream, f)) goto out;
+    if (!get_bool(root, "ignore_eos", &r->ignore_eos, f)) goto out;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) {
+            bad(f, "stream_options", "'stream_options' must be an object");
+            goto out;
+        }
+        if (!get_bool(so, "include_usage", &r->include_usage, f)) {
+            snprintf(f->param, sizeof f->param, "stream_options.include_usage");
+            goto out;
+        }
+    }
+    ok = true;
+out:
+    cJSON_Delete(root);
+    if (!ok) srv_request_clear(r);
+    return ok;
+}

@@ -1,0 +1,752 @@
+/* Sequences and continuous batching.
+ *
+ * The server holds n_parallel sequences, each with its own cache, all
+ * running the one model.  One worker thread owns them: every step it admits
+ * queued requests into free sequences, then evaluates one token for every
+ * decoding sequence and a chunk of the prompt of every sequence still
+ * prefilling, samples, and hands the text to the requests' HTTP threads.
+ * Prompts are prefilled in chunks (at most cfg.chunk tokens a step, shared
+ * by all prefilling sequences), so streams already running get a token every
+ * step while a long prompt is read.
+ *
+ * Everything a request's HTTP thread sees (its text, its finish state, the
+ * queue) is guarded by one mutex; the caches, samplers and token histories
+ * are the worker's alone, so the mutex is never held during an eval. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "offkv/batch.h"
+#include "offkv/threads.h"
+#include "offkv/tokenizer.h"
+#include "serve.h"
+#include "tokenizer/utf8_stream.h"
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct srv_job {
+    int refs;                       /* the submitter's, and the scheduler's while queued or running */
+    srv_job *next;                  /* queue link */
+    pthread_cond_t cv;              /* new text or the end */
+
+    /* What was asked (immutable after submit). */
+    int32_t *prompt, n_prompt, max_tokens;
+    bool ignore_eos;
+    char *stops[SRV_MAX_STOPS];
+    int n_stops;
+
+    /* Shared with the submitter, under the mutex. */
+    bool cancelled;
+    srv_finish finish;
+    char *text;                     /* released text: valid UTF-8, no stop string */
+    size_t n_text, cap_text;
+    size_t *ends;                   /* where each step's piece of text ends: one event each */
+    size_t n_ends, cap_ends;
+    int32_t n_gen, cached;
+    double t_submit, t_first, t_done;
+    char error[256];
+
+    /* The worker's alone. */
+    okv_sampler *sampler;
+    okv_utf8_stream us;
+    char *held;                     /* text that may be the start of a stop string */
+    size_t n_held, cap_held;
+};
+
+typedef struct slot {
+    okv_cache *cache;
+    int32_t *hist;                  /* the tokens the cache holds, positions 0..n_hist-1 */
+    int32_t n_hist;
+    srv_job *job;                   /* NULL: free */
+    int32_t n_prefilled;            /* prompt tokens in the cache */
+    bool decoding;
+    int32_t next_token;             /* sampled, to evaluate next */
+    float *logits;
+    uint64_t last_used;
+} slot;
+
+struct srv_sched {
+    okv_model *model;
+    const okv_tokenizer *tok;
+    srv_sched_config cfg;
+    int32_t n_vocab, capacity;
+    slot *slots;
+    okv_threadpool *pool;
+    okv_batch *batch;               /* one forward pass: a token per decoding sequence + cfg.chunk prompt tokens */
+    okv_batch_seq *seqs;
+    int32_t eog[8];                 /* tokens that end a turn */
+    int n_eog;
+
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    srv_job *q_head, *q_tail;
+    int32_t n_queued, n_active;
+    bool stopping, quit;
+    pthread_t worker;
+    bool worker_started;
+    uint64_t use_counter;
+    srv_sched_stats stats;
+};
+
+static bool grow(char **p, size_t *cap, size_t need) {
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    char *q = realloc(*p, c);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static void job_free(srv_job *j) {
+    free(j->prompt);
+    for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
+    free(j->text);
+    free(j->ends);
+    free(j->held);
+    okv_sampler_free(j->sampler);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+/* Drops one reference; the mutex is held. */
+static void job_unref(srv_job *j) {
+    if (--j->refs == 0) job_free(j);
+}
+
+/* Ends a job as it stands; the mutex is held. */
+static void job_end(srv_sched *s, srv_job *j, srv_finish f) {
+    if (j->finish == SRV_RUNNING) {
+        j->finish = f;
+        j->t_done = srv_now() - j->t_submit;
+        if (j->n_gen > 0 && j->t_done > j->t_first)
+            s->stats.last_tokens_per_second = (j->n_gen - 1) / (j->t_done - j->t_first);
+    }
+    pthread_cond_broadcast(&j->cv);
+}
+
+/* The tokens that end an assistant's turn: EOS, and the end-of-turn markers
+ * of the chat formats served, when the vocabulary has them. */
+static void find_eog(srv_sched *s) {
+    const int32_t eos = okv_tokenizer_eos(s->tok);
+    if (eos >= 0) s->eog[s->n_eog++] = eos;
+    static const char *const markers[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
+                                          "</s>"};
+    for (int32_t id = 0; id < s->n_vocab && s->n_eog < 8; id++) {
+        if (id == eos) continue;
+        okv_token_type t = okv_tokenizer_token_type(s->tok, id);
+        if (t != OKV_TOKEN_CONTROL && t != OKV_TOKEN_USER_DEFINED) continue;
+        size_t len;
+        const char *text = okv_tokenizer_token_text(s->tok, id, &len);
+        for (size_t k = 0; k < sizeof markers / sizeof markers[0]; k++)
+            if (text && len == strlen(markers[k]) && memcmp(text, markers[k], len) == 0) s->eog[s->n_eog++] = id;
+    }
+}
+
+static bool is_eog(const srv_sched *s, int32_t id) {
+    for (int i = 0; i < s->n_eog; i++)
+        if (s->eog[i] == id) return true;
+    return false;
+}
+
+static void *worker_main(void *arg);
+
+srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_error *err) {
+    srv_sched *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err->message, sizeof err->message, "out of memory for the scheduler");
+        err->status = OKV_ERR_NOMEM;
+        return NULL;
+    }
+    s->model = model;
+    s->tok = okv_model_tokenizer(model);
+    s->cfg = *cfg;
+    s->n_vocab = okv_model_n_vocab(model);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    s->stats.n_parallel = cfg->n_parallel;
+    find_eog(s);
+    s->slots = calloc((size_t)cfg->n_parallel, sizeof *s->slots);
+    s->seqs = calloc((size_t)cfg->n_parallel, sizeof *s->seqs);
+    if (!s->slots || !s->seqs) goto nomem;
+    /* Every sequence's cache has the model's layer geometry; capacity as
+     * -c says (default: the training context, at most 4096, as contexts
+     * do); flat layers start small and double as the sequence grows. */
+    const int32_t n_layers = okv_model_n_layers(model);
+    okv_layer_geometry *geo = calloc((size_t)n_layers, sizeof *geo);
+    if (!geo) goto nomem;
+    for (int32_t l = 0; l < n_layers; l++) okv_model_layer_geometry(model, l, &geo[l]);
+    const int32_t train = okv_model_n_ctx_train(model);
+    okv_cache_config cc = {.capacity = cfg->capacity > 0 ? cfg->capacity : train > 0 && train < 4096 ? train : 4096,
+                           .dtype = strcmp(cfg->kv_type, "f32") == 0    ? OKV_F32
+                                    : strcmp(cfg->kv_type, "q8_0") == 0 ? OKV_Q8_0
+                                                                        : OKV_F16};
+    if (s->cfg.chunk > cc.capacity) s->cfg.chunk = cc.capacity;
+    cc.max_write = s->cfg.chunk;
+    cc.initial_capacity = cc.capacity < 256 ? cc.capacity : 256;
+    s->capacity = cc.capacity;
+    for (int32_t i = 0; i < cfg->n_parallel; i++) {
+        slot *sl = &s->slots[i];
+        if (!(sl->cache = okv_cache_create(geo, n_layers, &cc, err))) {
+            free(geo);
+            goto fail;
+        }
+        sl->hist = malloc((size_t)cc.capacity * sizeof *sl->hist);
+        sl->logits = malloc((size_t)s->n_vocab * sizeof *sl->logits);
+        if (!sl->hist || !sl->logits) {
+            free(geo);
+            goto nomem;
+        }
+    }
+    free(geo);
+    if (!(s->pool = okv_threadpool_create(cfg->n_threads, err))) goto fail;
+    if (!(s->batch = okv_batch_create(model, cfg->n_parallel + s->cfg.chunk, s->pool, err))) goto fail;
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        snprintf(err->message, sizeof err->message, "cannot start the decode thread");
+        err->status = OKV_ERR_NOMEM;
+        goto fail;
+    }
+    s->worker_started = true;
+    return s;
+nomem:
+    snprintf(err->message, sizeof err->message, "out of memory for %d sequences", (int)cfg->n_parallel);
+    err->status = OKV_ERR_NOMEM;
+fail:
+    srv_sched_free(s);
+    return NULL;
+}
+
+int32_t srv_sched_capacity(const srv_sched *s) { return s->capacity; }
+
+void srv_sched_stop(srv_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    while (s->q_head) {
+        srv_job *j = s->q_head;
+        s->q_head = j->next;
+        job_end(s, j, SRV_FINISH_STOP);
+        job_unref(j);
+    }
+    s->q_tail = NULL;
+    s->n_queued = 0;
+    for (int32_t i = 0; i < s->cfg.n_parallel; i++)
+        if (s->slots[i].job) job_end(s, s->slots[i].job, SRV_FINISH_STOP);
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_free(srv_sched *s) {
+    if (!s) return;
+    srv_sched_stop(s);
+    pthread_mutex_lock(&s->mu);
+    s->quit = true;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    if (s->worker_started) pthread_join(s->worker, NULL);
+    for (int32_t i = 0; s->slots && i < s->cfg.n_parallel; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->job) job_unref(sl->job);
+        okv_cache_release(sl->cache);
+        free(sl->hist);
+        free(sl->logits);
+    }
+    free(s->slots);
+    free(s->seqs);
+    okv_batch_free(s->batch);
+    okv_threadpool_free(s->pool);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
+    *busy = false;
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_cond_init(&j->cv, NULL);
+    j->refs = 2;
+    j->n_prompt = p->n_prompt;
+    j->max_tokens = p->max_tokens;
+    j->ignore_eos = p->ignore_eos;
+    j->t_submit = srv_now();
+    okv_error err = {0};
+    bool ok = (j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt)) != NULL &&
+              (j->sampler = okv_sampler_create(&p->sampling, s->n_vocab, &err)) != NULL;
+    for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;
+    if (!ok) {
+        job_free(j);
+        return NULL;
+    }
+    memcpy(j->prompt, p->prompt, (size_t)p->n_prompt * sizeof *j->prompt);
+    pthread_mutex_lock(&s->mu);
+    /* A request waits only when no sequence is free now and the queue has room. */
+    const int32_t free_slots = s->cfg.n_parallel - s->n_active;
+    if (s->stopping || s->n_queued >= free_slots + s->cfg.n_queue) {
+        pthread_mutex_unlock(&s->mu);
+        job_free(j);
+        *busy = true;
+        return NULL;
+    }
+    if (s->q_tail) s->q_tail->next = j;
+    else s->q_head = j;
+    s->q_tail = j;
+    s->n_queued++;
+    s->stats.prompt_tokens += (uint64_t)p->n_prompt;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    return j;
+}
+
+void srv_job_cancel(srv_sched *s, srv_job *j) {
+    pthread_mutex_lock(&s->mu);
+    j->cancelled = true;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_job_release(srv_sched *s, srv_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&s->mu);
+    if (j->finish == SRV_RUNNING) {
+        j->cancelled = true;
+        pthread_cond_signal(&s->work);
+    }
+    job_unref(j);
+    pthread_mutex_unlock(&s->mu);
+}
+
+srv_finish srv_job_poll(srv_sched *s, srv_job *j, size_t *consumed, char **text, size_t *n_text, int timeout_ms) {
+    *text = NULL;
+    *n_text = 0;
+    pthread_mutex_lock(&s->mu);
+    if (j->n_text == *consumed && j->finish == SRV_RUNNING && timeout_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        ts.tv_sec += timeout_ms / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+    }
+    if (j->n_text > *consumed) {
+        /* One piece at a time, so that a stream sends a chunk per token
+         * even when its reader fell behind. */
+        size_t lo = 0, hi = j->n_ends;
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (j->ends[mid] <= *consumed) lo = mid + 1;
+            else hi = mid;
+        }
+        const size_t upto = lo < j->n_ends ? j->ends[lo] : j->n_text;
+        const size_t n = upto - *consumed;
+        if ((*text = malloc(n + 1))) {
+            memcpy(*text, j->text + *consumed, n);
+            (*text)[n] = '\0';
+            *n_text = n;
+            *consumed = upto;
+        }
+    }
+    /* The end is reported only with the last text: a finish seen while
+     * text is still unread would cut the answer. */
+    const srv_finish f = *consumed == j->n_text ? j->finish : SRV_RUNNING;
+    pthread_mutex_unlock(&s->mu);
+    return f;
+}
+
+void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u) {
+    pthread_mutex_lock(&s->mu);
+    u->prompt_tokens = j->n_prompt;
+    u->completion_tokens = j->n_gen;
+    u->cached_tokens = j->cached;
+    u->t_first = j->t_first;
+    u->t_done = j->t_done;
+    u->t_queued = 0;
+    snprintf(u->error, sizeof u->error, "%s", j->error);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st) {
+    pthread_mutex_lock(&s->mu);
+    *st = s->stats;
+    st->active = s->n_active;
+    st->queued = s->n_queued;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the worker ---- */
+
+/* Puts a waiting job into the free sequence whose tokens share the longest
+ * prefix with its prompt (ties: the one used longest ago), rewinds that
+ * cache to keep the shared part and leaves the rest of the prompt to
+ * prefill.  The mutex is held; the caches are the worker's. */
+static void admit(srv_sched *s) {
+    while (s->q_head && s->n_active < s->cfg.n_parallel) {
+        srv_job *j = s->q_head;
+        int best = -1;
+        int32_t best_lcp = -1;
+        for (int32_t i = 0; i < s->cfg.n_parallel; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->job) continue;
+            int32_t lcp = 0;
+            while (lcp < sl->n_hist && lcp < j->n_prompt && sl->hist[lcp] == j->prompt[lcp]) lcp++;
+            if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < s->slots[best].last_used)) {
+                best = i;
+                best_lcp = lcp;
+            }
+        }
+        slot *sl = &s->slots[best];
+        s->q_head = j->next;
+        if (!s->q_head) s->q_tail = NULL;
+        j->next = NULL;
+        s->n_queued--;
+        s->n_active++;
+        /* At least the last prompt token is evaluated again: its logits are
+         * where the answer starts. */
+        int32_t keep = best_lcp < j->n_prompt - 1 ? best_lcp : j->n_prompt - 1;
+        okv_error err = {0};
+        if (keep < sl->n_hist) {
+            /* A ring layer may no longer hold what position keep needs: then
+             * the whole prompt is evaluated again. */
+            if (!(keep > 0 && okv_cache_can_rewind(sl->cache, keep) &&
+                  okv_cache_rewind(sl->cache, keep, &err) == OKV_OK)) {
+                keep = 0;
+                okv_cache_clear(sl->cache, &err);
+            }
+            sl->n_hist = keep;
+        }
+        sl->job = j;
+        sl->n_prefilled = keep;
+        sl->decoding = false;
+        sl->last_used = ++s->use_counter;
+        j->cached = keep;
+        s->stats.cached_tokens += (uint64_t)keep;
+    }
+}
+
+/* Frees a slot whose job has ended; the mutex is held. */
+static void detach(srv_sched *s, slot *sl) {
+    job_unref(sl->job);
+    sl->job = NULL;
+    s->n_active--;
+}
+
+/* Adds len bytes of text to the job's held text, then moves to out what can
+ * no longer become part of a stop string; true when a stop string was
+ * found (the text from it on is dropped). */
+static bool add_text(srv_job *j, const char *t, size_t len, char **out, size_t *n_out, size_t *cap_out, bool *oom) {
+    if (!grow(&j->held, &j->cap_held, j->n_held + len + 1)) {
+        *oom = true;
+        return false;
+    }
+    memcpy(j->held + j->n_held, t, len);
+    j->n_held += len;
+    size_t cut = j->n_held, keep_from = j->n_held;
+    bool stopped = false;
+    for (int k = 0; k < j->n_stops; k++) {
+        const size_t sl = strlen(j->stops[k]);
+        for (size_t i = 0; i + sl <= j->n_held; i++)
+            if (memcmp(j->held + i, j->stops[k], sl) == 0) {
+                if (i < cut) cut = i;
+                stopped = true;
+                break;
+            }
+        if (stopped) continue;
+        /* The longest tail of the held text that begins this stop string. */
+        for (size_t n = sl - 1; n > 0; n--)
+            if (n <= j->n_held && memcmp(j->held + j->n_held - n, j->stops[k], n) == 0) {
+                if (j->n_held - n < keep_from) keep_from = j->n_held - n;
+                break;
+            }
+    }
+    const size_t release = stopped ? cut : keep_from;
+    if (!grow(out, cap_out, *n_out + release + 1)) {
+        *oom = true;
+        return false;
+    }
+    memcpy(*out + *n_out, j->held, release);
+    *n_out += release;
+    if (stopped) j->n_held = 0;
+    else {
+        memmove(j->held, j->held + release, j->n_held - release);
+        j->n_held -= release;
+    }
+    return stopped;
+}
+
+/* One step's work for one sequence. */
+typedef struct item {
+    slot *sl;
+    const int32_t *tokens;
+    int32_t *positions;
+    int32_t n;
+    bool want_logits;
+    okv_status st;
+    char error[256];
+} item;
+
+static void eval_one(srv_sched *s, item *it) {
+    okv_error err = {0};
+    const okv_batch_seq q = {.cache = it->sl->cache, .tokens = it->tokens, .positions = it->positions,
+                             .n_tokens = it->n, .logits = it->want_logits ? it->sl->logits : NULL};
+    it->st = okv_batch_eval(s->batch, &q, 1, &err);
+    if (it->st != OKV_OK) snprintf(it->error, sizeof it->error, "%s", err.message);
+}
+
+/* Evaluates every item in one forward pass: each weight matrix is read
+ * once for all the sequences.  A sequence's logits do not depend on what
+ * else is in the pass (batch.h), so a failure is retried one sequence at a
+ * time, and only the sequence that fails alone fails. */
+static void eval_items(srv_sched *s, item *it, int n) {
+    for (int i = 0; i < n; i++)
+        s->seqs[i] = (okv_batch_seq){.cache = it[i].sl->cache, .tokens = it[i].tokens, .positions = it[i].positions,
+                                     .n_tokens = it[i].n, .logits = it[i].want_logits ? it[i].sl->logits : NULL};
+    okv_error err = {0};
+    if (okv_batch_eval(s->batch, s->seqs, n, &err) == OKV_OK) {
+        for (int i = 0; i < n; i++) it[i].st = OKV_OK;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        /* After a failed pass a cache holds at most its step's start. */
+        if (okv_cache_length(it[i].sl->cache) == it[i].positions[0]) {
+            eval_one(s, &it[i]);
+        } else {
+            it[i].st = OKV_ERR_INVALID;
+            snprintf(it[i].error, sizeof it[i].error, "%s", err.message);
+        }
+    }
+}
+
+static void cache_bytes(srv_sched *s, size_t *flat, size_t *ring) {
+    *flat = *ring = 0;
+    for (int32_t i = 0; i < s->cfg.n_parallel; i++) {
+        const okv_cache *c = s->slots[i].cache;
+        for (int32_t l = 0; l < okv_cache_n_layers(c); l++) {
+            okv_layer_geometry g;
+            okv_cache_layer_geometry(c, l, &g);
+            if (g.kv_from > 0) continue; /* reads another layer's K/V: holds none of its own */
+            if (g.window > 0) *ring += okv_cache_layer_bytes(c, l);
+            else *flat += okv_cache_layer_bytes(c, l);
+        }
+    }
+}
+
+typedef struct outcome {
+    char *text;
+    size_t n, cap;
+    srv_finish finish;
+    bool made_token;                /* sampled a token that is not end-of-generation */
+    char error[256];
+} outcome;
+
+/* After an eval: sample the next token of a sequence whose prompt is all
+ * in, turn it into text, and decide whether the job ends. */
+static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
+    const int32_t id = okv_sampler_sample(j->sampler, sl->logits);
+    bool oom = false;
+    if (!j->ignore_eos && is_eog(s, id)) {
+        o->finish = SRV_FINISH_STOP;
+    } else {
+        o->made_token = true;
+        char small[256], *piece = small;
+        size_t n = 0;
+        okv_error err = {0};
+        okv_status st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, sizeof small, &n, &err);
+        if (st != OKV_OK && n > sizeof small && (piece = malloc(n)))
+            st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, n, &n, &err);
+        char *utf = st == OKV_OK && piece ? malloc(okv_utf8_stream_room(n)) : NULL;
+        if (utf) {
+            const size_t k = okv_utf8_stream_feed(&j->us, piece, n, utf);
+            if (add_text(j, utf, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
+        } else {
+            oom = true;
+        }
+        free(utf);
+        if (piece && piece != small) free(piece);
+        if (o->finish == SRV_RUNNING) {
+            sl->next_token = id;
+            /* The next token needs a free position to be evaluated at. */
+            const bool full = sl->n_hist >= s->capacity;
+            if ((j->max_tokens > 0 && j->n_gen + 1 >= j->max_tokens) || full) o->finish = SRV_FINISH_LENGTH;
+        }
+    }
+    if (!oom && o->finish != SRV_RUNNING) {
+        /* The end: bytes of an unfinished character come out as U+FFFD, and
+         * what was held back can no longer start a stop string (after a
+         * stop string was found nothing is held). */
+        char tail[8];
+        const size_t k = okv_utf8_stream_finish(&j->us, tail);
+        if (k && add_text(j, tail, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
+        if (!oom && j->n_held) {
+            if (grow(&o->text, &o->cap, o->n + j->n_held + 1)) {
+                memcpy(o->text + o->n, j->held, j->n_held);
+                o->n += j->n_held;
+                j->n_held = 0;
+            } else {
+                oom = true;
+            }
+        }
+    }
+    if (oom) {
+        o->finish = SRV_FINISH_ERROR;
+        snprintf(o->error, sizeof o->error, "out of memory for the generated text");
+    }
+}
+
+static void *worker_main(void *arg) {
+    srv_sched *s = arg;
+    const int32_t np = s->cfg.n_parallel;
+    item *items = calloc((size_t)np, sizeof *items);
+    outcome *outs = calloc((size_t)np, sizeof *outs);
+    int32_t *pos = malloc((size_t)np * (size_t)s->cfg.chunk * sizeof *pos);
+    pthread_mutex_lock(&s->mu);
+    if (!items || !outs || !pos) {
+        /* Without its scratch the worker cannot run: every request fails. */
+        s->stopping = true;
+        fprintf(stderr, "offkv serve: error: out of memory for the decode loop\n");
+    }
+    for (;;) {
+        /* Ended jobs (a client gone, a shutdown) give their sequence back. */
+        for (int32_t i = 0; i < np; i++) {
+            slot *sl = &s->slots[i];
+            if (sl->job && (sl->job->cancelled || sl->job->finish != SRV_RUNNING)) {
+                job_end(s, sl->job, SRV_FINISH_STOP);
+                detach(s, sl);
+            }
+        }
+        if (s->quit) break;
+        if (s->stopping) {
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        /* Cancelled jobs still queued leave the queue. */
+        for (srv_job **pp = &s->q_head, *prev = NULL; *pp;) {
+            srv_job *j = *pp;
+            if (j->cancelled) {
+                *pp = j->next;
+                if (s->q_tail == j) s->q_tail = prev;
+                s->n_queued--;
+                job_end(s, j, SRV_FINISH_STOP);
+                job_unref(j);
+            } else {
+                prev = j;
+                pp = &j->next;
+            }
+        }
+        admit(s);
+        if (s->n_active == 0) {
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        /* Plan the step: every decoding sequence one token; prefilling ones
+         * share a budget of cfg.chunk prompt tokens, in slot order. */
+        int n = 0;
+        int32_t budget = s->cfg.chunk;
+        for (int32_t i = 0; i < np; i++) {
+            slot *sl = &s->slots[i];
+            srv_job *j = sl->job;
+            if (!j) continue;
+            item *it = &items[n];
+            memset(it, 0, sizeof *it);
+            it->sl = sl;
+            it->positions = pos + (size_t)i * (size_t)s->cfg.chunk;
+            if (sl->decoding) {
+                it->tokens = &sl->next_token;
+                it->n = 1;
+                it->want_logits = true;
+            } else {
+                const int32_t left = j->n_prompt - sl->n_prefilled;
+                const int32_t take = left < budget ? left : budget;
+                if (take <= 0) continue;
+                budget -= take;
+                it->tokens = j->prompt + sl->n_prefilled;
+                it->n = take;
+                it->want_logits = take == left;
+            }
+            for (int32_t k = 0; k < it->n; k++) it->positions[k] = sl->n_hist + k;
+            n++;
+        }
+        pthread_mutex_unlock(&s->mu);
+
+        const double t0 = srv_now();
+        eval_items(s, items, n);
+        const double dt = srv_now() - t0;
+
+        for (int i = 0; i < n; i++) {
+            item *it = &items[i];
+            slot *sl = it->sl;
+            srv_job *j = sl->job;
+            outcome *o = &outs[i];
+            o->n = 0;
+            o->finish = SRV_RUNNING;
+            o->made_token = false;
+            if (it->st != OKV_OK) {
+                /* The cache is at most at the step's start: start the
+                 * sequence afresh so that its history stays true. */
+                okv_error err = {0};
+                okv_cache_clear(sl->cache, &err);
+                sl->n_hist = 0;
+                o->finish = SRV_FINISH_ERROR;
+                snprintf(o->error, sizeof o->error, "eval failed: %.200s", it->error);
+                fprintf(stderr, "offkv serve: error: %s\n", o->error);
+                continue;
+            }
+            memcpy(sl->hist + sl->n_hist, it->tokens, (size_t)it->n * sizeof *sl->hist);
+            sl->n_hist += it->n;
+            if (!sl->decoding) {
+                sl->n_prefilled += it->n;
+                if (sl->n_prefilled < j->n_prompt) continue;
+                sl->decoding = true;
+            }
+            after_eval(s, sl, j, o);
+        }
+
+        pthread_mutex_lock(&s->mu);
+        s->stats.steps++;
+        s->stats.decode_seconds += dt;
+        for (int i = 0; i < n; i++) {
+            slot *sl = items[i].sl;
+            srv_job *j = sl->job;
+            outcome *o = &outs[i];
+            if (j->finish != SRV_RUNNING) continue; /* ended meanwhile (shutdown): freed at the loop's top */
+            if (o->n) {
+                char *ends = (char *)j->ends;
+                if (grow(&j->text, &j->cap_text, j->n_text + o->n + 1) &&
+                    grow(&ends, &j->cap_ends, (j->n_ends + 1) * sizeof *j->ends)) {
+                    j->ends = (size_t *)ends;
+                    memcpy(j->text + j->n_text, o->text, o->n);
+                    j->n_text += o->n;
+                    j->ends[j->n_ends++] = j->n_text;
+                } else {
+                    j->ends = (size_t *)ends;
+                    o->finish = SRV_FINISH_ERROR;
+                    snprintf(o->error, sizeof o->error, "out of memory for the generated text");
+                }
+            }
+            if (o->made_token) {
+                if (j->n_gen == 0) j->t_first = srv_now() - j->t_submit;
+                j->n_gen++;
+                s->stats.generated_tokens++;
+            }
+            if (o->finish == SRV_FINISH_ERROR) snprintf(j->error, sizeof j->error, "%s", o->error);
+            if (o->finish != SRV_RUNNING) {
+                job_end(s, j, o->finish);
+                detach(s, sl);
+            } else {
+                pthread_cond_broadcast(&j->cv);
+            }
+        }
+        cache_bytes(s, &s->stats.cache_flat_bytes, &s->stats.cache_ring_bytes);
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < np; i++) free(outs[i].text);
+    free(items);
+    free(outs);
+    free(pos);
+    return NULL;
+}

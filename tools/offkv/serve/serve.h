@@ -1,0 +1,209 @@
+/* offkv serve: an OpenAI-compatible HTTP server over offkv.
+ *
+ * Four parts, each in its own file, so each can be tested alone:
+ *   request.c   the request bodies (JSON, through cJSON) into srv_request,
+ *               and the OpenAI-shaped error bodies;
+ *   template.c  chat templates: recognised by their markers as llama.cpp's
+ *               llm_chat_detect_template does, rendered to prompt text;
+ *   sched.c     the sequences (one cache each, one model) and the worker
+ *               thread that decodes all active ones together;
+ *   http.c      the wire (libmicrohttpd): routes, auth, streaming, metrics.
+ * The HTTP and JSON libraries stay out of liboffkv: this folder is its own
+ * static library, linked into the offkv program and its tests. */
+#ifndef OFFKV_SERVE_H
+#define OFFKV_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offkv/model.h"
+#include "offkv/sampler.h"
+
+/* ---- chat templates (template.c) ---- */
+
+typedef enum srv_template {
+    SRV_TMPL_UNKNOWN = 0,
+    SRV_TMPL_CHATML,
+    SRV_TMPL_LLAMA2,
+    SRV_TMPL_LLAMA2_SYS,
+    SRV_TMPL_LLAMA2_SYS_BOS,
+    SRV_TMPL_LLAMA2_SYS_STRIP,
+    SRV_TMPL_MISTRAL_V1,
+    SRV_TMPL_MISTRAL_V3,
+    SRV_TMPL_MISTRAL_V3_TEKKEN,
+    SRV_TMPL_MISTRAL_V7,
+    SRV_TMPL_LLAMA3,
+    SRV_TMPL_GEMMA,
+} srv_template;
+
+/* The template a name ("chatml", "llama2", "llama3", "gemma", "mistral-v3",
+ * ... as llama.cpp names them) or a Jinja template text stands for, found by
+ * the name or by the text's markers; SRV_TMPL_UNKNOWN when neither. */
+srv_template srv_template_detect(const char *text);
+
+/* The template's name ("chatml", "llama3", ...). */
+const char *srv_template_name(srv_template t);
+
+/* The names --chat-template accepts, comma separated, for messages. */
+const char *srv_template_names(void);
+
+typedef struct srv_message {
+    char *role;     /* "system", "user", "assistant", ... */
+    char *content;  /* UTF-8 text */
+} srv_message;
+
+/* Renders the conversation as the template's prompt text ending with the
+ * assistant's turn opened; malloc'd, NUL-terminated, NULL when out of
+ * memory. */
+char *srv_template_apply(srv_template t, const srv_message *msgs, int n_msgs);
+
+/* ---- requests (request.c) ---- */
+
+enum { SRV_MAX_STOPS = 4, SRV_MAX_PROMPTS = 16 };
+
+typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 } srv_kind;
+
+typedef struct srv_request {
+    srv_kind kind;
+    srv_message *msgs;      /* chat */
+    int n_msgs;
+    char **prompts;         /* completion: one choice per prompt */
+    int n_prompts;
+    int32_t max_tokens;     /* -1: until the end of sequence or the context */
+    float temperature, top_p;
+    int32_t top_k;
+    bool has_seed;
+    uint64_t seed;
+    char *stops[SRV_MAX_STOPS];
+    int n_stops;
+    bool stream, include_usage;
+    bool ignore_eos;        /* llama.cpp's extension: generate through end-of-sequence tokens (benchmarks) */
+} srv_request;
+
+/* What a failed parse says: HTTP status, OpenAI's error type, the offending
+ * parameter ("" when none) and a message naming it. */
+typedef struct srv_fail {
+    int status;
+    char type[48];
+    char param[48];
+    char message[256];
+} srv_fail;
+
+/* Parses a request body (len bytes, not NUL-terminated; any bytes) for
+ * the endpoint kind.  On success fills *req (free with srv_request_clear)
+ * and returns true; otherwise fills *fail (status 400) and returns false,
+ * leaving *req empty. */
+bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request *req, srv_fail *fail);
+
+/* Frees what a request holds and empties it. */
+void srv_request_clear(srv_request *req);
+
+/* The body of an OpenAI error: {"error":{"message","type","param","code"}}
+ * (param null when empty); malloc'd, or NULL when out of memory. */
+char *srv_error_json(const srv_fail *f);
+
+/* Fills f. */
+void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* ---- sequences and the decode loop (sched.c) ---- */
+
+typedef struct srv_sched srv_sched;
+typedef struct srv_job srv_job;
+
+typedef struct srv_sched_config {
+    int32_t n_parallel;     /* sequences */
+    int32_t n_queue;        /* requests that may wait for one */
+    int32_t capacity;       /* positions each sequence's cache may hold */
+    int32_t chunk;          /* most prompt tokens one step evaluates */
+    int32_t n_threads;
+    const char *kv_type;    /* "f16", "f32" or "q8_0" */
+} srv_sched_config;
+
+/* Creates the sequences and starts the worker thread.  NULL after filling
+ * err when something cannot be created. */
+srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_error *err);
+
+/* Ends every request (each finishes as it stands), stops the worker and
+ * frees everything.  Jobs still held by callers stay valid until released. */
+void srv_sched_free(srv_sched *s);
+
+/* Ends every request now (shutdown): queued ones and running ones finish
+ * with what they have; new submissions are refused. */
+void srv_sched_stop(srv_sched *s);
+
+/* The positions each sequence may hold. */
+int32_t srv_sched_capacity(const srv_sched *s);
+
+typedef struct srv_job_params {
+    const int32_t *prompt;
+    int32_t n_prompt;
+    int32_t max_tokens;     /* -1: up to the context */
+    okv_sampler_params sampling;
+    char *const *stops;
+    int n_stops;
+    bool ignore_eos;
+} srv_job_params;
+
+/* Queues a job (copying what it needs).  NULL with *busy set when every
+ * sequence is busy and the queue is full or the server is stopping; NULL
+ * with *busy false when out of memory.  The caller holds one reference. */
+srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy);
+
+/* Cancels the job (a client gone): it stops at the next step and frees its
+ * sequence. */
+void srv_job_cancel(srv_sched *s, srv_job *j);
+
+/* Drops the caller's reference (cancelling the job if it still runs). */
+void srv_job_release(srv_sched *s, srv_job *j);
+
+typedef enum srv_finish { SRV_RUNNING = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_ERROR } srv_finish;
+
+/* What a job has produced: text after *consumed (the caller's position) is
+ * copied to a malloc'd *text (may be NULL when there is none), *consumed is
+ * advanced.  Waits up to timeout_ms for something new when nothing is.
+ * Returns the job's finish state at the time of the call (SRV_RUNNING
+ * while it runs). */
+srv_finish srv_job_poll(srv_sched *s, srv_job *j, size_t *consumed, char **text, size_t *n_text, int timeout_ms);
+
+typedef struct srv_job_usage {
+    int32_t prompt_tokens, completion_tokens, cached_tokens;
+    double t_queued, t_first, t_done;  /* seconds since submission */
+    char error[256];
+} srv_job_usage;
+
+void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u);
+
+typedef struct srv_sched_stats {
+    int32_t active, queued, n_parallel;
+    uint64_t prompt_tokens, generated_tokens, cached_tokens, steps;
+    double decode_seconds;           /* time the worker spent evaluating */
+    double last_tokens_per_second;   /* over the last finished request */
+    size_t cache_flat_bytes, cache_ring_bytes;
+} srv_sched_stats;
+
+void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st);
+
+/* ---- the HTTP server (http.c) ---- */
+
+typedef struct srv_config {
+    const char *model_path;
+    const char *host;
+    int port;               /* 0: any free port */
+    const char *api_key;    /* NULL: none */
+    size_t max_body;
+    const char *chat_template;  /* NULL: the model's */
+    srv_sched_config sched;
+    const char *model_options[4]; /* okv_model_load options */
+} srv_config;
+
+/* Runs the server until SIGINT or SIGTERM; the process's exit code. */
+int srv_run(const srv_config *cfg);
+
+/* The chat page (page.c). */
+extern const char srv_page_html[];
+
+double srv_now(void);
+
+#endif
