@@ -84,3 +84,10 @@ test-fuzz: build-fuzz
 	    grep -E '^(stat::number_of_executed_units|#[0-9]+.*DONE)' build-fuzz/fuzz_$(t).log | tail -1 || \
 	    { tail -n 60 build-fuzz/fuzz_$(t).log; false; } &&) true; fi
 
+# ---- Install: make install PREFIX=DIR ------------------------------------
+# liboffkv.a, liboffkv.so.MAJOR, include/offkv/, lib/pkgconfig/offkv.pc and
+# bin/offkv under PREFIX (offkv.pc is relocatable: any PREFIX works).
+PREFIX ?= /usr/local
+.PHONY: install
+install: build
+	cmake --install build --prefix "$(PREFIX)"
