@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
             snprintf(names[count++], len, "%s/%s", argv[i], e->d_name);
         }
         closedir(d);
-        qsort(names, count, sizeof *names, by_name);
+        if (count > 1) qsort(names, count, sizeof *names, by_name);
         for (size_t j = 0; j < count; j++) {
             n += replay_file(names[j]);
             free(names[j]);

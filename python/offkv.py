@@ -183,8 +183,9 @@ class Sampler:
         return int(load_library().okv_sampler_sample(self._s, buf))
 
     def close(self):
-        if getattr(self, "_s", None):
-            load_library().okv_sampler_free(self._s)
+        # _lib may already be gone when the interpreter shuts down
+        if getattr(self, "_s", None) and _lib is not None:
+            _lib.okv_sampler_free(self._s)
             self._s = None
 
     __del__ = close
@@ -292,8 +293,9 @@ class Model:
         for c in self._contexts:
             c.close()
         self._contexts = []
-        if getattr(self, "_m", None):
-            load_library().okv_model_free(self._m)
+        # _lib may already be gone when the interpreter shuts down
+        if getattr(self, "_m", None) and _lib is not None:
+            _lib.okv_model_free(self._m)
             self._m = None
 
     def __enter__(self):
@@ -381,8 +383,9 @@ class Context:
         _check(load_library().okv_cache_clear(self._cache, ctypes.byref(err)), err)
 
     def close(self):
-        if getattr(self, "_c", None):
-            load_library().okv_context_free(self._c)
+        # _lib may already be gone when the interpreter shuts down
+        if getattr(self, "_c", None) and _lib is not None:
+            _lib.okv_context_free(self._c)
             self._c = None
 
     def __enter__(self):
