@@ -17,6 +17,8 @@ BIN = os.environ.get("OKV_BIN", os.path.join(ROOT, "build"))
 PROMPT = "Once upon a time"
 
 
+# One thread everywhere: a thread pool's spinning workers crawl on a loaded
+# machine, and the same thread count gives the same bits.
 def offkv_run(*flags):
     out = subprocess.run([os.path.join(BIN, "offkv"), "run", "-m", MODEL, "-p", PROMPT, "--no-display-prompt"]
                          + list(flags), check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -45,14 +47,14 @@ class TestOffkv(unittest.TestCase):
         self.assertIn("5 layers", self.model.describe())
 
     def test_greedy_matches_cli(self):
-        text = self.model.generate(PROMPT, n=64, temperature=0)
-        self.assertEqual(text + "\n", offkv_run("-n", "64", "--temp", "0"))
+        text = self.model.generate(PROMPT, n=64, temperature=0, n_threads=1)
+        self.assertEqual(text + "\n", offkv_run("-n", "64", "--temp", "0", "-t", "1"))
         self.assertIn("Lily", text)
 
     def test_sampled_matches_cli(self):
-        a = self.model.generate(PROMPT, n=40, temperature=0.8, seed=7)
-        self.assertEqual(a, self.model.generate(PROMPT, n=40, temperature=0.8, seed=7))
-        self.assertEqual(a + "\n", offkv_run("-n", "40", "--temp", "0.8", "--seed", "7"))
+        a = self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1)
+        self.assertEqual(a, self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1))
+        self.assertEqual(a + "\n", offkv_run("-n", "40", "--temp", "0.8", "--seed", "7", "-t", "1"))
 
     def test_tokenize(self):
         ids = self.model.tokenize(PROMPT)
@@ -62,7 +64,7 @@ class TestOffkv(unittest.TestCase):
 
     def test_eval_rewind(self):
         ids = self.model.tokenize(PROMPT)
-        with self.model.context(kv_type="f32", max_write=3) as ctx:
+        with self.model.context(kv_type="f32", max_write=3, n_threads=1) as ctx:
             first = ctx.eval(ids)  # split into calls of 3
             self.assertEqual(len(first), self.model.n_vocab)
             self.assertEqual(ctx.length, len(ids))
@@ -84,7 +86,7 @@ class TestOffkv(unittest.TestCase):
 
     def test_sampler(self):
         ids = self.model.tokenize(PROMPT)
-        with self.model.context() as ctx:
+        with self.model.context(n_threads=1) as ctx:
             logits = ctx.eval(ids)
         s = offkv.Sampler(self.model.n_vocab, temperature=0)
         self.assertEqual(s.sample(logits), max(range(len(logits)), key=logits.__getitem__))
@@ -106,9 +108,9 @@ class TestOffkv(unittest.TestCase):
 
     def test_module_entry(self):
         env = dict(os.environ, PYTHONPATH=HERE)
-        out = subprocess.run([sys.executable, "-m", "offkv", "-m", MODEL, "-p", PROMPT, "-n", "16", "--temp", "0"],
-                             check=True, stdout=subprocess.PIPE, env=env).stdout.decode()
-        self.assertEqual(out, PROMPT + offkv_run("-n", "16", "--temp", "0"))
+        cmd = [sys.executable, "-m", "offkv", "-m", MODEL, "-p", PROMPT, "-n", "16", "--temp", "0", "-t", "1"]
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout.decode()
+        self.assertEqual(out, PROMPT + offkv_run("-n", "16", "--temp", "0", "-t", "1"))
 
 
 if __name__ == "__main__":
