@@ -24,8 +24,10 @@ PROMPT ?= Once upon a time
 run: build
 	./build/offkv run -m "$(MODEL)" -p "$(PROMPT)" -n 64
 
-# The whole suite, then the whole suite again under ASan + UBSan.
-test: test-fast test-san
+# The whole suite, then the whole suite again under ASan + UBSan, then the
+# threaded tests under TSan, valgrind on the CLI and the cache tests, and
+# each fuzzer for a few seconds.
+test: test-fast test-san test-tsan test-valgrind test-fuzz
 
 test-fast: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
@@ -52,4 +54,92 @@ bench-serve: build
 	node bench/serve.mjs build "$(BENCH_MODEL)" 2
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan build-fuzz
+
+# ---- Fuzzing: libFuzzer targets in fuzz/ (clang; build-fuzz/) ----------
+# make fuzz FUZZ_SECONDS=N runs every target N seconds; make test-fuzz runs
+# each for FUZZ_SMOKE_SECONDS.  New inputs go to build-fuzz/corpus/NAME,
+# crashes to build-fuzz/crashes/; fuzz/corpus/NAME seeds every run, and the
+# shared tiny models seed the model and GGUF targets when ../shared exists.
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 12
+FUZZ_TARGETS := gguf model tokenizer cache
+FUZZ_CC ?= clang
+SHARED ?= ../shared
+fuzz_seeds_gguf := fuzz/corpus/model
+fuzz_seeds_model := $(wildcard $(SHARED)/models)
+# Inputs past these sizes are cut; a cut model is just a refused file.
+fuzz_max_len_gguf := 65536
+fuzz_max_len_model := 3000000
+fuzz_max_len_tokenizer := 4096
+fuzz_max_len_cache := 1024
+have_libfuzzer = printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+  $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
+
+.PHONY: build-fuzz fuzz test-fuzz
+build-fuzz: deps
+	@if $(have_libfuzzer); then \
+	  CC=$(FUZZ_CC) cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKV_SANITIZE=ON -DOKV_FUZZ=ON && \
+	  cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS)); \
+	else echo "make build-fuzz: skipped: $(FUZZ_CC) cannot link libFuzzer (scripts/install-deps.sh installs clang and libclang-rt-14-dev)"; fi
+
+# $(1): target, $(2): seconds
+fuzz_run = mkdir -p build-fuzz/corpus/$(1) build-fuzz/crashes && \
+  ./build-fuzz/fuzz/fuzz_$(1) -max_total_time=$(2) -print_final_stats=1 -rss_limit_mb=3072 -timeout=30 \
+    -max_len=$(fuzz_max_len_$(1)) -artifact_prefix=build-fuzz/crashes/$(1)- \
+    build-fuzz/corpus/$(1) fuzz/corpus/$(1) $(fuzz_seeds_$(1))
+
+fuzz: build-fuzz
+	@if [ -x build-fuzz/fuzz/fuzz_gguf ]; then \
+	  $(foreach t,$(FUZZ_TARGETS),echo "== fuzz_$(t): $(FUZZ_SECONDS) s" && $(call fuzz_run,$(t),$(FUZZ_SECONDS)) &&) true; fi
+
+test-fuzz: build-fuzz
+	@if [ -x build-fuzz/fuzz/fuzz_gguf ]; then \
+	  $(foreach t,$(FUZZ_TARGETS),echo "== fuzz_$(t): $(FUZZ_SMOKE_SECONDS) s smoke" && \
+	    $(call fuzz_run,$(t),$(FUZZ_SMOKE_SECONDS)) > build-fuzz/fuzz_$(t).log 2>&1 && \
+	    grep -E '^(stat::number_of_executed_units|#[0-9]+.*DONE)' build-fuzz/fuzz_$(t).log | tail -1 || \
+	    { tail -n 60 build-fuzz/fuzz_$(t).log; false; } &&) true; fi
+
+# ---- Install: make install PREFIX=DIR ------------------------------------
+# liboffkv.a, liboffkv.so.MAJOR, include/offkv/, lib/pkgconfig/offkv.pc and
+# bin/offkv under PREFIX (offkv.pc is relocatable: any PREFIX works).
+PREFIX ?= /usr/local
+.PHONY: install
+install: build
+	cmake --install build --prefix "$(PREFIX)"
+
+# ---- ThreadSanitizer: make test-tsan (build-tsan/) -----------------------
+# The tests that run the thread pool, share caches through the registry or
+# run several contexts and batches; each must finish without a report.
+TSAN_TESTS := threads attend_kernel cache_attend cache_sequence ring_memory matmul batch \
+  model_rewind probe_api fuzz_context_alloc llama_golden cli
+.PHONY: build-tsan test-tsan
+build-tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread
+	cmake --build build-tsan -j $(JOBS) --target tool_offkv $(addprefix test_,$(TSAN_TESTS))
+
+test-tsan: build-tsan
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" \
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(strip $(TSAN_TESTS))))$$'
+
+# ---- valgrind memcheck: make test-valgrind (in make test), make check-deep ----
+# 0 errors and 0 bytes definitely lost, or the target fails.  test-valgrind
+# runs what fits make test's time; check-deep adds the slow ones (minutes).
+VALGRIND := valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite
+VALGRIND_TESTS := cache_sequence cache_property
+VALGRIND_DEEP_TESTS := cache_attend ring_memory
+.PHONY: test-valgrind check-deep
+test-valgrind: build
+	@if ! command -v valgrind >/dev/null 2>&1; then echo "make test-valgrind: skipped: valgrind not installed (scripts/install-deps.sh installs it)"; else \
+	  echo "valgrind: offkv run" && \
+	  $(VALGRIND) ./build/offkv run -m models/stories260K.gguf -p "Once upon a time" -n 64 --temp 0 -t 2 >/dev/null 2>build/valgrind-run.log || \
+	    { cat build/valgrind-run.log; false; } && \
+	  $(foreach t,$(VALGRIND_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
+	    $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true; fi
+
+check-deep: test-valgrind
+	@$(foreach t,$(VALGRIND_DEEP_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
+	  $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true
+	$(MAKE) fuzz FUZZ_SECONDS=$(or $(DEEP_FUZZ_SECONDS),300)

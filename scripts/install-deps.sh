@@ -27,7 +27,16 @@ if [ -z "${OKV_NO_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1; then n
 # packages under the build folder; they skip, saying so, without node).
 command -v node >/dev/null 2>&1 || need="$need nodejs"
 command -v npm >/dev/null 2>&1 || need="$need npm"
-# libasan/libubsan come with gcc's runtime packages on Debian 12.
+# libasan/libubsan/libtsan come with gcc's runtime packages on Debian 12.
+# The fuzzers need clang and its libFuzzer runtime, which Debian ships apart
+# (libclang-rt-14-dev, only recommended by clang): probed by linking one.
+printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
+  clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 ||
+  need="$need clang libclang-rt-14-dev"
+# make test runs the CLI and the cache tests under valgrind, and the Python
+# binding's tests with the system python3.
+command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
+command -v python3 >/dev/null 2>&1 || need="$need python3"
 [ -n "$need" ] || exit 0
 echo "offkv: installing missing packages:$need"
 if [ "$(id -u)" -ne 0 ]; then

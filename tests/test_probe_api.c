@@ -222,7 +222,7 @@ typedef struct {
     const char *path;
     okv_model *m;
     okv_error err;
-    volatile int done;
+    _Atomic int done; /* read by the main thread while the loader runs: volatile is no synchronization */
 } fifo_job;
 
 static void *load_fifo(void *arg) {

@@ -2,6 +2,7 @@
 #ifndef OFFKV_H
 #define OFFKV_H
 
+#include "offkv/version.h"
 #include "offkv/status.h"
 #include "offkv/threads.h"
 #include "offkv/cache.h"

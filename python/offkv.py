@@ -1,0 +1,426 @@
+"""offkv from Python: a ctypes binding over liboffkv.so (standard library only).
+
+    import offkv
+    model = offkv.Model("stories260K.gguf")
+    print(model.generate("Once upon a time", n=64, temperature=0.8, seed=1))
+
+Lower level, for callers who sample themselves:
+
+    ctx = model.context(n_threads=2)           # its own KV cache
+    ids = model.tokenize("Once upon a time")   # BOS added as the vocabulary asks
+    logits = ctx.eval(ids)                     # array('f') of n_vocab: after the last token
+    tok = max(range(len(logits)), key=logits.__getitem__)
+    logits = ctx.eval([tok])                   # continues at ctx.length
+    ctx.rewind(len(ids))                       # drop what came after the prompt
+
+liboffkv.so is looked for in $OFFKV_LIB, then beside this file, then on the
+loader's path (liboffkv.so.0, as `make install` puts it).  Every failure the
+library reports raises OffkvError carrying its status and message.
+"""
+
+import array
+import ctypes
+import os
+import sys
+
+__all__ = ["OffkvError", "Model", "Context", "Sampler", "version", "load_library"]
+
+_ADD_SPECIAL = 1
+_PARSE_SPECIAL = 2
+_STATUS = ["OKV_OK", "OKV_ERR_INVALID", "OKV_ERR_POSITION", "OKV_ERR_NOMEM", "OKV_ERR_NOT_FOUND",
+           "OKV_ERR_FORMAT", "OKV_ERR_IO", "OKV_ERR_UNSUPPORTED", "OKV_ERR_BUSY"]
+
+
+class OffkvError(Exception):
+    """A failure reported by liboffkv: .status is its name ("OKV_ERR_IO", ...),
+    .message the library's words."""
+
+    def __init__(self, status, message):
+        self.status = status
+        self.message = message
+        super().__init__("%s: %s" % (status, message))
+
+
+class _Error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 256)]
+
+
+class _CacheConfig(ctypes.Structure):
+    _fields_ = [("capacity", ctypes.c_int32), ("initial_capacity", ctypes.c_int32),
+                ("max_write", ctypes.c_int32), ("dtype", ctypes.c_int)]
+
+
+class _SamplerParams(ctypes.Structure):
+    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int32),
+                ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
+
+
+_P = ctypes.c_void_p
+_I32 = ctypes.c_int32
+_I32P = ctypes.POINTER(ctypes.c_int32)
+_FP = ctypes.POINTER(ctypes.c_float)
+_SZ = ctypes.c_size_t
+_ERR = ctypes.POINTER(_Error)
+_STRS = ctypes.POINTER(ctypes.c_char_p)
+_SIGNATURES = {
+    "okv_version": (ctypes.c_char_p, []),
+    "okv_model_load": (_P, [ctypes.c_char_p, _STRS, _ERR]),
+    "okv_model_free": (None, [_P]),
+    "okv_model_arch": (ctypes.c_char_p, [_P]),
+    "okv_model_describe": (ctypes.c_char_p, [_P]),
+    "okv_model_n_vocab": (_I32, [_P]),
+    "okv_model_n_ctx_train": (_I32, [_P]),
+    "okv_model_tokenizer": (_P, [_P]),
+    "okv_context_create": (_P, [_P, _STRS, _P, _ERR]),
+    "okv_context_free": (None, [_P]),
+    "okv_context_eval": (ctypes.c_int, [_P, _I32P, _I32P, _I32, _FP, _ERR]),
+    "okv_context_eval_last": (ctypes.c_int, [_P, _I32P, _I32P, _I32, _FP, _ERR]),
+    "okv_context_cache": (_P, [_P]),
+    "okv_context_max_write": (_I32, [_P]),
+    "okv_cache_length": (_I32, [_P]),
+    "okv_cache_get_config": (ctypes.c_bool, [_P, ctypes.POINTER(_CacheConfig)]),
+    "okv_cache_can_rewind": (ctypes.c_bool, [_P, _I32]),
+    "okv_cache_rewind": (ctypes.c_int, [_P, _I32, _ERR]),
+    "okv_cache_clear": (ctypes.c_int, [_P, _ERR]),
+    "okv_tokenizer_encode": (ctypes.c_int, [_P, ctypes.c_char_p, _SZ, ctypes.c_uint, _I32P, _SZ,
+                                            ctypes.POINTER(_SZ), _ERR]),
+    "okv_tokenizer_token_to_piece": (ctypes.c_int, [_P, _I32, ctypes.c_int, ctypes.c_char_p, _SZ,
+                                                    ctypes.POINTER(_SZ), _ERR]),
+    "okv_tokenizer_bos": (_I32, [_P]),
+    "okv_tokenizer_eos": (_I32, [_P]),
+    "okv_sampler_create": (_P, [ctypes.POINTER(_SamplerParams), _I32, _ERR]),
+    "okv_sampler_free": (None, [_P]),
+    "okv_sampler_sample": (_I32, [_P, _FP]),
+}
+
+_lib = None
+
+
+def load_library(path=None):
+    """Loads liboffkv.so (path, else $OFFKV_LIB, beside this file, the loader's
+    path) once and returns it; later calls return the same library."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [path] if path else []
+    if os.environ.get("OFFKV_LIB"):
+        candidates.append(os.environ["OFFKV_LIB"])
+    candidates += [os.path.join(here, "liboffkv.so"), os.path.join(here, "liboffkv.so.0"),
+                   "liboffkv.so.0", "liboffkv.so"]
+    tried = []
+    for c in candidates:
+        if os.sep in c and not os.path.exists(c):
+            continue
+        try:
+            lib = ctypes.CDLL(c)
+            break
+        except OSError as e:
+            tried.append("%s (%s)" % (c, e))
+    else:
+        raise OSError("offkv: liboffkv.so not found; set OFFKV_LIB to its path. Tried: " +
+                      ("; ".join(tried) or ", ".join(candidates)))
+    for name, (res, args) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    _lib = lib
+    return lib
+
+
+def version():
+    """The linked library's version, "MAJOR.MINOR.PATCH"."""
+    return load_library().okv_version().decode()
+
+
+def _check(status, err):
+    if status != 0:
+        name = _STATUS[status] if 0 <= status < len(_STATUS) else "OKV_ERR_UNKNOWN"
+        raise OffkvError(name, err.message.decode("utf-8", "replace"))
+
+
+def _raise(err):
+    _check(err.status if err.status else 1, err)
+
+
+def _options(opts):
+    """A dict of options as the NULL-terminated char *[] the C API takes."""
+    flat = []
+    for k, v in (opts or {}).items():
+        flat += [str(k).encode(), str(v).encode()]
+    arr = (ctypes.c_char_p * (len(flat) + 1))(*flat, None)
+    return arr
+
+
+def _default_threads():
+    n = os.cpu_count() or 1
+    return max(1, min(n, 8))
+
+
+class Sampler:
+    """okv_sampler: greedy when temperature <= 0, else top-k, then top-p, then a
+    draw from the temperature-scaled softmax with its own seeded state."""
+
+    def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, seed=None):
+        lib = load_library()
+        if seed is None:
+            seed = int.from_bytes(os.urandom(8), "little")
+        p = _SamplerParams(float(temperature), int(top_k), float(top_p), int(seed) & (2**64 - 1))
+        err = _Error()
+        self._s = lib.okv_sampler_create(ctypes.byref(p), int(n_vocab), ctypes.byref(err))
+        if not self._s:
+            _raise(err)
+        self.n_vocab = int(n_vocab)
+        self.seed = seed
+
+    def sample(self, logits):
+        """Picks a token id from n_vocab logits (an array('f') or any floats)."""
+        if not isinstance(logits, array.array) or logits.typecode != "f":
+            logits = array.array("f", logits)
+        if len(logits) != self.n_vocab:
+            raise ValueError("%d logits for a vocabulary of %d" % (len(logits), self.n_vocab))
+        buf = (ctypes.c_float * len(logits)).from_buffer(logits)
+        return int(load_library().okv_sampler_sample(self._s, buf))
+
+    def close(self):
+        # _lib may already be gone when the interpreter shuts down
+        if getattr(self, "_s", None) and _lib is not None:
+            _lib.okv_sampler_free(self._s)
+            self._s = None
+
+    __del__ = close
+
+
+class Model:
+    """A GGUF model (llama, mistral, gemma3, muse-glimmer), memory-mapped.
+    options: the okv_model_load options, e.g. {"sliding_window": 4096}."""
+
+    def __init__(self, path, options=None):
+        lib = load_library()
+        err = _Error()
+        self._opts = _options(options)
+        self._m = lib.okv_model_load(os.fsencode(path), self._opts if options else None, ctypes.byref(err))
+        if not self._m:
+            _raise(err)
+        self._tok = lib.okv_model_tokenizer(self._m)
+        self.n_vocab = int(lib.okv_model_n_vocab(self._m))
+        self.n_ctx_train = int(lib.okv_model_n_ctx_train(self._m))
+        self.arch = lib.okv_model_arch(self._m).decode()
+        self.bos = int(lib.okv_tokenizer_bos(self._tok))
+        self.eos = int(lib.okv_tokenizer_eos(self._tok))
+        self._contexts = []
+
+    def describe(self):
+        """The library's one-line description: arch, layers, widths, weight types."""
+        return load_library().okv_model_describe(self._m).decode()
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        """Token ids of text (str or bytes); BOS/EOS as the vocabulary asks when add_special."""
+        lib = load_library()
+        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        flags = (_ADD_SPECIAL if add_special else 0) | (_PARSE_SPECIAL if parse_special else 0)
+        need = _SZ(0)
+        err = _Error()
+        lib.okv_tokenizer_encode(self._tok, data, len(data), flags, None, 0, ctypes.byref(need), ctypes.byref(err))
+        ids = (ctypes.c_int32 * max(need.value, 1))()
+        n = _SZ(0)
+        _check(lib.okv_tokenizer_encode(self._tok, data, len(data), flags, ids, need.value, ctypes.byref(n),
+                                        ctypes.byref(err)), err)
+        return list(ids[:n.value])
+
+    def token_bytes(self, token, special=False):
+        """The bytes token stands for (a piece may be part of a UTF-8 character)."""
+        lib = load_library()
+        buf = ctypes.create_string_buffer(64)
+        n = _SZ(0)
+        err = _Error()
+        st = lib.okv_tokenizer_token_to_piece(self._tok, int(token), int(special), buf, len(buf), ctypes.byref(n),
+                                              ctypes.byref(err))
+        if st != 0 and n.value > len(buf):
+            buf = ctypes.create_string_buffer(n.value)
+            st = lib.okv_tokenizer_token_to_piece(self._tok, int(token), int(special), buf, len(buf),
+                                                  ctypes.byref(n), ctypes.byref(err))
+        _check(st, err)
+        return buf.raw[:n.value]
+
+    def detokenize(self, tokens):
+        """The text of tokens: their bytes joined, decoded as UTF-8 (invalid bytes: U+FFFD)."""
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", "replace")
+
+    def context(self, **options):
+        """A new Context on this model; see Context for the options."""
+        return Context(self, **options)
+
+    def generate(self, prompt, n=64, temperature=0.8, seed=None, top_k=40, top_p=0.95, n_threads=None,
+                 context_size=None):
+        """Generates up to n tokens after prompt (BOS added as the vocabulary asks)
+        and returns the text after the prompt: what `offkv run --no-display-prompt`
+        prints with the same flags, without its final newline.  Stops early at
+        the end-of-sequence token or when the context is full.  seed None is a
+        random seed; temperature 0 is greedy."""
+        ids = self.tokenize(prompt)
+        if not ids:
+            raise OffkvError("OKV_ERR_INVALID", "the prompt is empty and the vocabulary adds no BOS")
+        opts = {}
+        if context_size:
+            opts["capacity"] = context_size
+            if context_size < 512:
+                opts["max_write"] = context_size
+        with Context(self, n_threads=n_threads, **opts) as ctx:
+            if len(ids) > ctx.capacity:
+                raise OffkvError("OKV_ERR_INVALID", "the prompt has %d tokens, more than the context's %d"
+                                 % (len(ids), ctx.capacity))
+            sampler = Sampler(self.n_vocab, temperature, top_k, top_p, seed)
+            try:
+                logits = ctx.eval(ids)
+                out = []
+                p = len(ids)
+                while len(out) < n:
+                    tok = sampler.sample(logits)
+                    if tok == self.eos:
+                        break
+                    out.append(self.token_bytes(tok))
+                    if len(out) == n or p >= ctx.capacity:
+                        break
+                    logits = ctx.eval([tok])
+                    p += 1
+            finally:
+                sampler.close()
+        return b"".join(out).decode("utf-8", "replace")
+
+    def close(self):
+        """Frees the model; its contexts are closed first."""
+        for c in self._contexts:
+            c.close()
+        self._contexts = []
+        # _lib may already be gone when the interpreter shuts down
+        if getattr(self, "_m", None) and _lib is not None:
+            _lib.okv_model_free(self._m)
+            self._m = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Context:
+    """A stream of evaluation over its own KV cache.  Options (okv_context_create):
+    capacity (positions held; default the model's training context, at most
+    4096), max_write (most tokens one eval call takes; longer inputs to eval are
+    split), kv_type ("f16" or "f32"), n_threads (default: cores, at most 8)."""
+
+    def __init__(self, model, n_threads=None, **options):
+        lib = load_library()
+        self.model = model
+        opts = dict(options)
+        opts["n_threads"] = n_threads or _default_threads()
+        self._opts = _options(opts)
+        err = _Error()
+        self._c = lib.okv_context_create(model._m, self._opts, None, ctypes.byref(err))
+        if not self._c:
+            _raise(err)
+        self._cache = lib.okv_context_cache(self._c)
+        self.max_write = int(lib.okv_context_max_write(self._c))
+        cfg = _CacheConfig()
+        lib.okv_cache_get_config(self._cache, ctypes.byref(cfg))
+        self.capacity = int(cfg.capacity)
+        model._contexts.append(self)
+
+    @property
+    def length(self):
+        """Positions the cache holds (the next eval starts here)."""
+        return int(load_library().okv_cache_length(self._cache))
+
+    def eval(self, tokens, start=None, all_logits=False):
+        """Evaluates tokens at positions start, start+1, ... (start: the current
+        length), in calls of at most max_write tokens.  Returns the logits after
+        the last token as array('f') of n_vocab, or with all_logits a list of
+        such arrays, one per token."""
+        lib = load_library()
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ValueError("eval of no tokens")
+        pos0 = self.length if start is None else int(start)
+        nv = self.model.n_vocab
+        rows = []
+        last = None
+        err = _Error()
+        for at in range(0, len(tokens), self.max_write):
+            chunk = tokens[at:at + self.max_write]
+            n = len(chunk)
+            ids = (ctypes.c_int32 * n)(*chunk)
+            pos = (ctypes.c_int32 * n)(*range(pos0 + at, pos0 + at + n))
+            if all_logits:
+                out = array.array("f", bytes(4 * n * nv))
+                _check(lib.okv_context_eval(self._c, ids, pos, n, (ctypes.c_float * (n * nv)).from_buffer(out),
+                                            ctypes.byref(err)), err)
+                rows += [out[i * nv:(i + 1) * nv] for i in range(n)]
+            else:
+                final = at + n == len(tokens)
+                out = array.array("f", bytes(4 * nv)) if final else None
+                buf = (ctypes.c_float * nv).from_buffer(out) if final else None
+                _check(lib.okv_context_eval_last(self._c, ids, pos, n, buf, ctypes.byref(err)), err)
+                last = out
+        return rows if all_logits else last
+
+    def can_rewind(self, pos):
+        """Whether rewind(pos) would succeed (sliding-window layers forget)."""
+        return bool(load_library().okv_cache_can_rewind(self._cache, int(pos)))
+
+    def rewind(self, pos):
+        """Shortens the sequence to pos positions (speculative decoding's undo)."""
+        err = _Error()
+        _check(load_library().okv_cache_rewind(self._cache, int(pos), ctypes.byref(err)), err)
+
+    def clear(self):
+        """Empties the sequence."""
+        err = _Error()
+        _check(load_library().okv_cache_clear(self._cache, ctypes.byref(err)), err)
+
+    def close(self):
+        # _lib may already be gone when the interpreter shuts down
+        if getattr(self, "_c", None) and _lib is not None:
+            _lib.okv_context_free(self._c)
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(prog="python3 -m offkv", description="Generates text with an offkv model.")
+    ap.add_argument("-m", "--model", required=True, help="GGUF model")
+    ap.add_argument("-p", "--prompt", default="", help="prompt (default: empty, BOS only)")
+    ap.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate at most (default 64)")
+    ap.add_argument("--temp", type=float, default=0.8, help="temperature; 0 = greedy (default 0.8)")
+    ap.add_argument("--top-k", type=int, default=40)
+    ap.add_argument("--top-p", type=float, default=0.95)
+    ap.add_argument("--seed", type=int, default=None, help="sampling seed (default: random)")
+    ap.add_argument("-t", "--threads", type=int, default=None)
+    ap.add_argument("--no-display-prompt", action="store_true", help="do not echo the prompt")
+    a = ap.parse_args(argv)
+    try:
+        with Model(a.model) as m:
+            text = m.generate(a.prompt, n=a.n_predict, temperature=a.temp, seed=a.seed, top_k=a.top_k,
+                              top_p=a.top_p, n_threads=a.threads)
+    except (OffkvError, OSError) as e:
+        print("offkv: %s" % e, file=sys.stderr)
+        return 1
+    sys.stdout.write(("" if a.no_display_prompt else a.prompt) + text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
