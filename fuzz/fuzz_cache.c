@@ -63,7 +63,7 @@ static void agree(const seqref *s, const model *m) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bytes b = {data, size};
-    okv_layer_geometry geo[3] = {{1, 4, 0}, {2, 3, 3}, {1, 5, 6}};
+    okv_layer_geometry geo[3] = {{1, 4, 0, 0}, {2, 3, 3, 0}, {1, 5, 6, 0}};
     const int32_t heads[3] = {2, 4, 1};
     const uint8_t c0 = take(&b), c1 = take(&b), c2 = take(&b), c3 = take(&b);
     okv_cache_config cfg = {.capacity = 1 + c0 % 48, .initial_capacity = c1 % 6, .max_write = 1 + c2 % 6,
