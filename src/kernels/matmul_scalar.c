@@ -15,7 +15,7 @@ void okv_mm_quantize_act_scalar(const float *x, int64_t k, int8_t *q, float *d) 
          * half to even, which is what llama.cpp runs on this hardware */
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         d[b] = okv_f16_to_f32(okv_f32_to_f16(amax / 127.0f));
-        for (int j = 0; j < OKV_QK; j++) q[b * OKV_QK + j] = (int8_t)nearbyintf(xb[j] * id);
+        for (int j = 0; j < OKV_QK; j++) q[b * OKV_QK + j] = okv_i8_nearest(xb[j] * id);
     }
 }
 

@@ -207,7 +207,10 @@ void okv_quantize_row_q8_0(const float *x, block_q8_0 *y, int64_t k) {
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = okv_f32_to_f16(d);
-        for (int j = 0; j < OKV_QK; j++) y[b].qs[j] = (int8_t)roundf(xb[j] * id);
+        for (int j = 0; j < OKV_QK; j++) {
+            const float v = roundf(xb[j] * id);
+            y[b].qs[j] = v == v ? (int8_t)v : 0; /* NaN (a NaN or inf input): 0, not undefined */
+        }
     }
 }
 
@@ -242,7 +245,7 @@ void okv_quantize_row_q8_1(const float *x, block_q8_1 *y, int64_t k) {
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int j = 0; j < OKV_QK; j++) {
-            y[b].qs[j] = (int8_t)nearbyintf(xb[j] * id);
+            y[b].qs[j] = okv_i8_nearest(xb[j] * id);
             sum += y[b].qs[j];
         }
         y[b].d = okv_f32_to_f16(d);

@@ -6,6 +6,7 @@
 #ifndef OKV_KERNELS_QUANT_H
 #define OKV_KERNELS_QUANT_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -120,6 +121,14 @@ _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K must match ggml's layout")
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K must match ggml's layout");
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 must match ggml's 34-byte layout");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 must match ggml's 18-byte layout");
+
+/* nearbyintf(v) as int8 for |v| <= 127, and 0 for a NaN, which a NaN or
+ * infinite activation makes (the cast would be undefined behaviour; the
+ * fuzzers found it through a damaged model). */
+static inline int8_t okv_i8_nearest(float v) {
+    const float r = nearbyintf(v);
+    return r == r ? (int8_t)r : 0;
+}
 
 /* bfloat16: the top 16 bits of an IEEE f32. */
 typedef uint16_t okv_bf16;
