@@ -110,7 +110,7 @@ static void fill_random(int type, uint8_t *dst, size_t bytes) {
 static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps,
                   int hot) {
     const size_t mbytes = okv_ggml_row_size(type, k) * (size_t)rows;
-    int copies = n == 1 && !hot ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
+    int copies = n <= 16 && !hot ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
     uint8_t *w = malloc(mbytes * (size_t)copies);
     float *row = malloc(sizeof(float) * (size_t)k);
     float *x = malloc(sizeof(float) * (size_t)(k * n));
@@ -176,6 +176,8 @@ int main(int argc, char **argv) {
             bench(kern, pool, types[ti], 2048, 2048, 1, reps, 0);
             bench(kern, pool, types[ti], 5632, 2048, 1, reps, 0);
             bench(kern, pool, types[ti], 1024 * nt, 2048, 1, reps, 1);
+            /* batched decode: a few columns, weights still from DRAM */
+            for (int64_t n = 2; n <= 16; n *= 2) bench(kern, pool, types[ti], 5632, 2048, n, reps, 0);
             bench(kern, pool, types[ti], 5632, 2048, 64, reps, 0);
         }
         okv_threadpool_free(pool);
