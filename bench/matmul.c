@@ -16,7 +16,9 @@
 #include <time.h>
 
 #include "kernels/matmul.h"
+#include "kernels/q4_0x16.h"
 #include "kernels/quant.h"
+#include "kernels/wtype.h"
 #include "offkv/offkv.h"
 #include "threads/pool.h"
 
@@ -109,7 +111,7 @@ static void fill_random(int type, uint8_t *dst, size_t bytes) {
  * kernel's compute ceiling, which decode needs well above the memory's. */
 static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, int64_t k, int64_t n, int reps,
                   int hot) {
-    const size_t mbytes = okv_ggml_row_size(type, k) * (size_t)rows;
+    const size_t mbytes = okv_wtype_row_size(type, k) * (size_t)rows;
     int copies = n <= 16 && !hot ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
     uint8_t *w = malloc(mbytes * (size_t)copies);
     float *row = malloc(sizeof(float) * (size_t)k);
@@ -118,7 +120,7 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
     size_t sb = okv_matmul_scratch_bytes(type, k, n);
     void *scratch = sb ? malloc(sb) : NULL;
     if (!w || !row || !x || !y || (sb && !scratch)) { printf("out of memory\n"); goto done; }
-    const size_t rb = okv_ggml_row_size(type, k);
+    const size_t rb = okv_wtype_row_size(type, k);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t i = 0; i < k; i++) row[i] = frand();
         uint8_t *dst = w + (size_t)r * rb;
@@ -128,6 +130,12 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
         case OKV_GGML_BF16: okv_f32_to_bf16_row((okv_bf16 *)dst, row, k); break;
         case OKV_GGML_Q8_0: okv_quantize_row_q8_0(row, (block_q8_0 *)dst, k); break;
         case OKV_GGML_Q4_0: okv_quantize_row_q4_0(row, (block_q4_0 *)dst, k); break;
+        case OKV_WT_Q4_0X16: {
+            block_q4_0 tmp[OKV_X16_BLOCKS * 64]; /* k <= 32768 */
+            okv_quantize_row_q4_0(row, tmp, k);
+            okv_repack_q4_0x16(dst, tmp, 1, k);
+            break;
+        }
         default: fill_random(type, dst, rb); break;
         }
     }
@@ -141,12 +149,12 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
         okv_status st = okv_matmul_with(kern, pool, type, w + (size_t)((r + copies) % copies) * mbytes, rows, k,
                                         x, n, y, scratch, NULL);
         double dt = now() - t0;
-        if (st != OKV_OK) { printf("%s: matmul failed (%d)\n", okv_ggml_type_name(type), st); goto done; }
+        if (st != OKV_OK) { printf("%s: matmul failed (%d)\n", okv_wtype_get(type)->name, st); goto done; }
         if (r >= 0) t[r] = dt;
     }
     double tm = median(t, runs);
     printf("%-5s %5lldx%-5lld n=%-3lld t=%d  %8.3f ms  %7.1f GFLOP/s  %6.1f GB/s weights%s\n",
-           okv_ggml_type_name(type), (long long)rows, (long long)k, (long long)n, okv_threadpool_size(pool),
+           okv_wtype_get(type)->name, (long long)rows, (long long)k, (long long)n, okv_threadpool_size(pool),
            tm * 1e3, 2.0 * (double)rows * (double)k * (double)n / tm / 1e9, (double)mbytes / tm / 1e9,
            hot ? " (hot: in cache)" : "");
 done:
@@ -164,7 +172,7 @@ int main(int argc, char **argv) {
     }
     if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
     printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_isa_name(kern), reps);
-    const int types[] = {OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
+    const int types[] = {OKV_WT_Q4_0X16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
                          OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K, OKV_GGML_Q3_K, OKV_GGML_Q2_K,
                          OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1};
     for (int nt = 1; nt <= 2; nt++) {
@@ -172,7 +180,7 @@ int main(int argc, char **argv) {
         if (!pool) return 1;
         peers(pool, reps);
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-            if (argc > 3 && strcmp(argv[3], okv_ggml_type_name(types[ti]))) continue;
+            if (argc > 3 && strcmp(argv[3], okv_wtype_get(types[ti])->name)) continue;
             bench(kern, pool, types[ti], 2048, 2048, 1, reps, 0);
             bench(kern, pool, types[ti], 5632, 2048, 1, reps, 0);
             bench(kern, pool, types[ti], 1024 * nt, 2048, 1, reps, 1);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/q4_0x16.h"
 #include "kernels/wtype.h"
 #include "threads/pool.h"
 
@@ -30,6 +31,7 @@ static size_t act_col_bytes(okv_act_fmt f, int64_t k) {
     case OKV_ACT_Q8_0: return (size_t)(k / OKV_QK) * sizeof(float) + (size_t)k;
     case OKV_ACT_Q8_1: return (size_t)(k / OKV_QK) * sizeof(block_q8_1);
     case OKV_ACT_Q8_K: return (size_t)(k / OKV_QK_K) * sizeof(block_q8_K);
+    case OKV_ACT_Q8_0X16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_q8_0x16);
     case OKV_ACT_F32: case OKV_ACT_COUNT: break;
     }
     return 0;
@@ -37,7 +39,7 @@ static size_t act_col_bytes(okv_act_fmt f, int64_t k) {
 
 size_t okv_matmul_scratch_bytes(int wtype, int64_t k, int64_t n) {
     const okv_act_fmt f = act_of(wtype);
-    if (f == OKV_ACT_F32 || k < 1 || n < 1 || okv_ggml_row_size(wtype, k) == 0) return 0;
+    if (f == OKV_ACT_F32 || k < 1 || n < 1 || okv_wtype_row_size(wtype, k) == 0) return 0;
     /* 64 bytes of slack for aligning the start */
     return (size_t)n * act_col_bytes(f, k) + 64;
 }
@@ -79,6 +81,9 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
             else okv_mm_quantize_q8_K_avx2(x, y, k);
             break;
         }
+        case OKV_ACT_Q8_0X16:
+            okv_quantize_act_q8_0x16(job->kern, x, k, (block_q8_0x16 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)));
+            break;
         case OKV_ACT_F32: case OKV_ACT_COUNT: break;
         }
     }
@@ -132,12 +137,13 @@ static okv_status check_op(const okv_mm_op *op, int64_t k, const float *x, int64
                         (long long)op->rows, (long long)k, (long long)n);
     if (!okv_wtype_runnable(op->wtype))
         return okv_fail(err, OKV_ERR_INVALID, "matmul: unsupported weight type %d (%s)", op->wtype,
-                        okv_ggml_type_name(op->wtype) ? okv_ggml_type_name(op->wtype) : "unknown");
-    if (okv_ggml_row_size(op->wtype, k) == 0)
+                        okv_wtype_get(op->wtype) ? okv_wtype_get(op->wtype)->name : "unknown");
+    const okv_wtype *wt = okv_wtype_get(op->wtype);
+    if (okv_wtype_row_size(op->wtype, k) == 0)
         return okv_fail(err, OKV_ERR_INVALID, "matmul: k = %lld is not a multiple of %lld for %s",
-                        (long long)k, (long long)okv_ggml_block_size(op->wtype), okv_ggml_type_name(op->wtype));
+                        (long long)k, (long long)wt->block, wt->name);
     if (act_of(op->wtype) != OKV_ACT_F32 && !scratch)
-        return okv_fail(err, OKV_ERR_INVALID, "matmul: %s weights need scratch", okv_ggml_type_name(op->wtype));
+        return okv_fail(err, OKV_ERR_INVALID, "matmul: %s weights need scratch", wt->name);
     return OKV_OK;
 }
 
@@ -157,7 +163,7 @@ static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops,
         /* a block pass converts each float weight once per column block,
          * which pays from a few columns on; decode keeps the plain tiles */
         job.block[i] = n >= MM_BLOCK_MIN_N ? okv_wtype_block(op->wtype, kern) : NULL;
-        job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_ggml_row_size(op->wtype, k), .rows = op->rows,
+        job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_wtype_row_size(op->wtype, k), .rows = op->rows,
                                   .k = k, .n = n, .x = x, .y = op->y};
         if (f == OKV_ACT_Q8_0) {
             job.ctx[i].xd = (const float *)job.act;

@@ -63,6 +63,11 @@ OKV_MM_TILE(okv_mm_tile_q4_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
+/* Q4_0 sixteen blocks wide (kernels/q4_0x16.h), every ISA its own. */
+OKV_MM_TILE(okv_mm_tile_q4_0x16_scalar);
+OKV_MM_TILE(okv_mm_tile_q4_0x16_avx2);
+OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512);
+OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
 /* The AVX-512 block pass for float weights (prefill), also AVX512_VNNI's. */
 OKV_MM_BLOCK(okv_mm_block_f32_avx512);
 OKV_MM_BLOCK(okv_mm_block_f16_avx512);

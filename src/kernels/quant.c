@@ -194,7 +194,7 @@ void okv_f32_to_bf16_row(okv_bf16 *dst, const float *src, int64_t k) {
 }
 
 int okv_dequantize_row(int type, const void *src, float *dst, int64_t k) {
-    if (!okv_wtype_runnable(type) || k < 0 || (okv_ggml_row_size(type, k) == 0 && k != 0)) return 0;
+    if (!okv_wtype_runnable(type) || k < 0 || (okv_wtype_row_size(type, k) == 0 && k != 0)) return 0;
     okv_wtype_get(type)->to_float(src, dst, k);
     return 1;
 }

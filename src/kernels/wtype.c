@@ -2,6 +2,7 @@
  * offkv/gguf.h, which read it. */
 #include <string.h>
 
+#include "kernels/q4_0x16.h"
 #include "kernels/quant.h"
 #include "kernels/wtype.h"
 
@@ -18,7 +19,7 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 
 /* Block layouts as ggml-common.h defines them (quant.h has the structs);
  * QK_K = 256 for the K-quants and the IQ types built on them. */
-static const okv_wtype types[OKV_GGML_TYPE_END] = {
+static const okv_wtype types[OKV_WT_END] = {
     [OKV_GGML_F32] = {.name = "f32", .block = 1, .size = 4, FLOAT(f32)},
     [OKV_GGML_F16] = {.name = "f16", .block = 1, .size = 2, FLOAT(f16)},
     [OKV_GGML_BF16] = {.name = "bf16", .block = 1, .size = 2, FLOAT(bf16)},
@@ -53,11 +54,25 @@ static const okv_wtype types[OKV_GGML_TYPE_END] = {
     [OKV_GGML_TQ1_0] = {.name = "tq1_0", .block = 256, .size = 48 + 4 + 2},
     [OKV_GGML_TQ2_0] = {.name = "tq2_0", .block = 256, .size = 64 + 2},
     [OKV_GGML_MXFP4] = {.name = "mxfp4", .block = 32, .size = 1 + 16},
+    /* offkv's own layouts */
+    [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .size = sizeof(block_q4_0x16),
+                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16)},
 };
 
 const okv_wtype *okv_wtype_get(int32_t t) {
-    if (t < 0 || t >= OKV_GGML_TYPE_END || types[t].block == 0) return NULL;
+    if (t < 0 || t >= OKV_WT_END || types[t].block == 0) return NULL;
     return &types[t];
+}
+
+/* What gguf.h's functions answer: ggml's types only. */
+static const okv_wtype *ggml_type(int32_t t) { return t < OKV_GGML_TYPE_END ? okv_wtype_get(t) : NULL; }
+
+size_t okv_wtype_row_size(int32_t t, int64_t n) {
+    const okv_wtype *w = okv_wtype_get(t);
+    if (!w || n < 0 || n % w->block != 0) return 0;
+    uint64_t blocks = (uint64_t)(n / w->block);
+    if (blocks > SIZE_MAX / w->size) return 0;
+    return (size_t)blocks * w->size;
 }
 
 bool okv_wtype_runnable(int32_t t) {
@@ -78,24 +93,18 @@ okv_mm_block_fn okv_wtype_block(int32_t t, okv_isa isa) {
 }
 
 const char *okv_ggml_type_name(int32_t t) {
-    const okv_wtype *w = okv_wtype_get(t);
+    const okv_wtype *w = ggml_type(t);
     return w ? w->name : NULL;
 }
 
 int64_t okv_ggml_block_size(int32_t t) {
-    const okv_wtype *w = okv_wtype_get(t);
+    const okv_wtype *w = ggml_type(t);
     return w ? w->block : 0;
 }
 
 size_t okv_ggml_type_size(int32_t t) {
-    const okv_wtype *w = okv_wtype_get(t);
+    const okv_wtype *w = ggml_type(t);
     return w ? w->size : 0;
 }
 
-size_t okv_ggml_row_size(int32_t t, int64_t n) {
-    const okv_wtype *w = okv_wtype_get(t);
-    if (!w || n < 0 || n % w->block != 0) return 0;
-    uint64_t blocks = (uint64_t)(n / w->block);
-    if (blocks > SIZE_MAX / w->size) return 0;
-    return (size_t)blocks * w->size;
-}
+size_t okv_ggml_row_size(int32_t t, int64_t n) { return ggml_type(t) ? okv_wtype_row_size(t, n) : 0; }

@@ -23,8 +23,16 @@ typedef enum okv_act_fmt {
     OKV_ACT_Q8_0,    /* 8-bit blocks of 32, one scale: Q8_0, Q4_0, Q5_0 */
     OKV_ACT_Q8_1,    /* the same plus d * sum(q), for the offsets of Q4_1, Q5_1 */
     OKV_ACT_Q8_K,    /* 8-bit blocks of 256 with sums per 16: the K-quants */
+    OKV_ACT_Q8_0X16, /* Q8_0 values in groups of 16 blocks, block per lane: Q4_0X16 */
     OKV_ACT_COUNT
 } okv_act_fmt;
+
+/* Layouts of offkv's own, past ggml's numbers: never in a file, never
+ * named by the public gguf.h functions; the model repacks into them. */
+enum {
+    OKV_WT_Q4_0X16 = OKV_GGML_TYPE_END, /* kernels/q4_0x16.h */
+    OKV_WT_END
+};
 
 typedef void (*okv_to_float_fn)(const void *src, float *dst, int64_t k);
 
@@ -41,6 +49,10 @@ typedef struct okv_wtype {
 
 /* The entry for type t, or NULL for a number that is no ggml type. */
 const okv_wtype *okv_wtype_get(int32_t t);
+
+/* Bytes of n values of type t (ggml's or offkv's own), 0 if n is not
+ * whole blocks or t is unknown. */
+size_t okv_wtype_row_size(int32_t t, int64_t n);
 
 /* True if offkv computes with type t (it has a scalar kernel). */
 bool okv_wtype_runnable(int32_t t);

@@ -3,9 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/options.h"
+#include "kernels/q4_0x16.h"
 #include "kernels/wtype.h"
 #include "model/model_impl.h"
 
@@ -344,10 +347,51 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
     return OKV_OK;
 }
 
+/* Whether w is kept sixteen blocks wide (kernels/q4_0x16.h): Q4_0 rows of
+ * whole 512-value groups. */
+static bool repackable(const okv_weight *w) {
+    return w->data && w->type == OKV_GGML_Q4_0 && w->ne0 % OKV_X16_VALUES == 0;
+}
+
+/* Copies the repackable matrices into one buffer of their own in the
+ * sixteen-wide layout, which multiplies several tokens at once about twice
+ * as fast (a server's batched decode, prefill) and one token no slower.
+ * The embedding table stays in the file (rows are read one at a time); a
+ * tied output matrix is copied, the table not.  The file's pages of what
+ * was copied are handed back, so resident memory does not double.  Without
+ * the memory the model keeps ggml's layout: slower, never wrong. */
+static void repack_weights(okv_model *m) {
+    const size_t per_layer = sizeof(okv_layer_weights) / sizeof(okv_weight);
+    size_t total = 0;
+    for (size_t i = 0; i <= (size_t)m->n_layer * per_layer; i++) {
+        const okv_weight *w = i < (size_t)m->n_layer * per_layer ? (const okv_weight *)m->w + i : &m->output;
+        if (repackable(w)) total += (okv_wtype_row_size(OKV_GGML_Q4_0, w->ne0) * (size_t)w->ne1 + 63) / 64 * 64;
+    }
+    if (total == 0 || !(m->packed = aligned_alloc(64, total))) return;
+    uint8_t *dst = m->packed;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i <= (size_t)m->n_layer * per_layer; i++) {
+        okv_weight *w = i < (size_t)m->n_layer * per_layer ? (okv_weight *)m->w + i : &m->output;
+        if (!repackable(w)) continue;
+        const size_t bytes = okv_wtype_row_size(OKV_GGML_Q4_0, w->ne0) * (size_t)w->ne1;
+        okv_repack_q4_0x16(dst, w->data, w->ne1, w->ne0);
+        const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page, hi = ((uintptr_t)w->data + bytes) / page * page;
+        if (hi > lo && w->data != m->tok_embd.data) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        w->data = dst;
+        w->type = OKV_WT_Q4_0X16;
+        dst += (bytes + 63) / 64 * 64;
+    }
+}
+
 okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err) {
     if (!path) { okv_fail(err, OKV_ERR_INVALID, "model: path is NULL"); return NULL; }
-    static const char *const known[] = {"sliding_window", NULL};
+    static const char *const known[] = {"sliding_window", "repack", NULL};
     if (okv_options_check(options, known, "model", err) != OKV_OK) return NULL;
+    const char *repack = okv_option_get(options, "repack");
+    if (repack && strcmp(repack, "on") != 0 && strcmp(repack, "off") != 0) {
+        okv_fail(err, OKV_ERR_INVALID, "model option repack = '%s': expected on or off", repack);
+        return NULL;
+    }
     okv_model *m = calloc(1, sizeof *m);
     if (!m) { okv_fail(err, OKV_ERR_NOMEM, "model: out of memory"); return NULL; }
     m->embd_scale = 1.0f;
@@ -392,6 +436,7 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     snprintf(m->desc, sizeof m->desc, "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights",
              m->arch_name, (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
              (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
+    if (!repack || strcmp(repack, "on") == 0) repack_weights(m);
     okv_error_clear(err);
     return m;
 fail:
@@ -404,6 +449,7 @@ void okv_model_free(okv_model *m) {
     okv_tokenizer_free(m->tok);
     free(m->gelu_table);
     okv_gguf_close(m->file);
+    free(m->packed);
     free(m->layer);
     free(m->w);
     free(m);

@@ -20,7 +20,7 @@ okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err);
 /* A weight as the kernels take it: ne0 inputs per row, ne1 rows (ggml order). */
 typedef struct okv_weight {
     int32_t type;       /* okv_ggml_type */
-    const void *data;   /* into the mapped file */
+    const void *data;   /* into the mapped file, or into okv_model.packed */
     int64_t ne0, ne1;
 } okv_weight;
 
@@ -65,6 +65,7 @@ struct okv_model {
      * runs every layer, and writes the logits the segments ask for */
     okv_status (*forward)(okv_fwd *f);
     size_t weight_bytes;
+    void *packed;                /* the matrices repacked (kernels/q4_0x16.h), or NULL */
     char desc[256];
 };
 

@@ -1,0 +1,224 @@
+/* Q4_0 repacked sixteen blocks wide (kernels/q4_0x16.h), the layout the
+ * model keeps Q4_0 matrices in.  Checked against things written here:
+ *   - its rows decode to the values of the ggml blocks they came from,
+ *     decoded by Q4_0's formula in this file;
+ *   - every ISA's product is within the float-summation bound of a double
+ *     product of those values with activations quantized by ggml's x86 rule
+ *     (written plainly here);
+ *   - every ISA gives the same bits as the scalar kernel, and a column's
+ *     result does not depend on n or on the columns beside it (the batch
+ *     invariance a server promises);
+ *   - a model loaded with its Q4_0 matrices repacked gives the logits of the
+ *     same model loaded without repacking (option "repack" = "off") to
+ *     float rounding, and bit for bit alone and in a batch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels/matmul.h"
+#include "kernels/q4_0x16.h"
+#include "kernels/quant.h"
+#include "kernels/wtype.h"
+#include "offkv/batch.h"
+#include "offkv/offkv.h"
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static float frand(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (2.0 / (1ull << 24)) - 1.0);
+}
+
+/* Q4_0 by its formula: value j < 16 = (lo nibble of qs[j] - 8) d,
+ * value 16 + j = (hi nibble of qs[j] - 8) d. */
+static void decode_q4_0(const block_q4_0 *b, int64_t k, float *out) {
+    for (int64_t i = 0; i < k / 32; i++) {
+        const float d = okv_f16_to_f32(b[i].d);
+        for (int j = 0; j < 16; j++) {
+            out[i * 32 + j] = (float)((b[i].qs[j] & 15) - 8) * d;
+            out[i * 32 + 16 + j] = (float)((b[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* ggml's x86 activation quantizer: d = f16(amax/127), q = nearest-even(x * 127/amax). */
+static void quantize_ref(const float *x, int64_t k, double *xq) {
+    for (int64_t b = 0; b < k / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        const float id = amax ? 127.0f / amax : 0.0f;
+        const float d = okv_f16_to_f32(okv_f32_to_f16(amax / 127.0f));
+        for (int i = 0; i < 32; i++) xq[b * 32 + i] = (double)nearbyintf(x[b * 32 + i] * id) * d;
+    }
+}
+
+static void check_shape(int64_t rows, int64_t k, int64_t n) {
+    const int64_t nb = k / 32;
+    block_q4_0 *q = malloc(sizeof *q * (size_t)(rows * nb));
+    void *w = malloc(sizeof(block_q4_0) * (size_t)(rows * nb));
+    float *row = malloc(sizeof(float) * (size_t)k), *wv = malloc(sizeof(float) * (size_t)(rows * k));
+    float *back = malloc(sizeof(float) * (size_t)k), *x = malloc(sizeof(float) * (size_t)(n * k));
+    double *xq = malloc(sizeof(double) * (size_t)(n * k));
+    float *y = malloc(sizeof(float) * (size_t)(n * rows)), *ys = malloc(sizeof(float) * (size_t)(n * rows));
+    float *y1 = malloc(sizeof(float) * (size_t)rows);
+    void *scratch = malloc(okv_matmul_scratch_bytes(OKV_WT_Q4_0X16, k, n));
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < k; i++) row[i] = frand() * (1.0f + (float)(r % 3));
+        okv_quantize_row_q4_0(row, q + r * nb, k);
+        decode_q4_0(q + r * nb, k, wv + r * k);
+    }
+    okv_repack_q4_0x16(w, q, rows, k);
+    CHECK(okv_wtype_row_size(OKV_WT_Q4_0X16, k) == sizeof(block_q4_0) * (size_t)nb, "same bytes as q4_0");
+    int bad = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        okv_dequantize_row(OKV_WT_Q4_0X16, (const uint8_t *)w + (size_t)r * okv_wtype_row_size(OKV_WT_Q4_0X16, k),
+                           back, k);
+        bad += memcmp(back, wv + r * k, sizeof(float) * (size_t)k) != 0;
+    }
+    CHECK(bad == 0, "%d of %lld repacked rows decode to other values (k %lld)", bad, (long long)rows, (long long)k);
+    for (int64_t i = 0; i < n * k; i++) x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
+    for (int64_t j = 0; j < n; j++) quantize_ref(x + j * k, k, xq + j * k);
+
+    for (int kern = 0; kern < OKV_ISA_COUNT; kern++) {
+        if (!okv_cpu_has_isa((okv_isa)kern)) {
+            printf("kernel %s: not on this processor, skipped\n", okv_isa_name((okv_isa)kern));
+            continue;
+        }
+        okv_error err;
+        okv_status st = okv_matmul_with((okv_isa)kern, NULL, OKV_WT_Q4_0X16, w, rows, k, x, n, y, scratch, &err);
+        CHECK_STATUS(st, OKV_OK, err);
+        int off = 0, diff = 0, dep = 0;
+        double worst = 0;
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t r = 0; r < rows; r++) {
+                double ref = 0, mag = 0;
+                for (int64_t i = 0; i < k; i++) {
+                    ref += (double)wv[r * k + i] * xq[j * k + i];
+                    mag += fabs((double)wv[r * k + i] * xq[j * k + i]);
+                }
+                /* per block a few roundings (scale product, FMA), then 16
+                 * lanes of k/512 terms and the four-step lane sum */
+                const double tol = (double)(k / 512 + 8) * 0x1p-23 * mag + 1e-30;
+                const double e = fabs((double)y[j * rows + r] - ref);
+                if (e > tol) off++;
+                if (e / tol > worst) worst = e / tol;
+            }
+        CHECK(off == 0, "%s %lldx%lld n=%lld: %d results outside the summation bound (worst %.2f of it)",
+              okv_isa_name((okv_isa)kern), (long long)rows, (long long)k, (long long)n, off, worst);
+        if (kern == OKV_ISA_SCALAR) memcpy(ys, y, sizeof(float) * (size_t)(n * rows));
+        else diff = memcmp(ys, y, sizeof(float) * (size_t)(n * rows)) != 0;
+        CHECK(diff == 0, "%s differs from the scalar kernel's bits (%lldx%lld n=%lld)", okv_isa_name((okv_isa)kern),
+              (long long)rows, (long long)k, (long long)n);
+        /* each column alone, with 2 threads */
+        okv_threadpool *pool = okv_threadpool_create(2, NULL);
+        for (int64_t j = 0; j < n; j++) {
+            st = okv_matmul_with((okv_isa)kern, pool, OKV_WT_Q4_0X16, w, rows, k, x + j * k, 1, y1, scratch, &err);
+            dep += st != OKV_OK || memcmp(y1, y + j * rows, sizeof(float) * (size_t)rows) != 0;
+        }
+        okv_threadpool_free(pool);
+        CHECK(dep == 0, "%s: %d columns change with n (%lldx%lld n=%lld)", okv_isa_name((okv_isa)kern), dep,
+              (long long)rows, (long long)k, (long long)n);
+    }
+    free(q); free(w); free(row); free(wv); free(back); free(x); free(xq); free(y); free(ys); free(y1); free(scratch);
+}
+
+/* A random llama with Q4_0 matrices of 512-value rows: written by
+ * `offkv synth` into the build folder. */
+static const char *synth_model(void) {
+    static const char path[] = "test_q4_0x16.tmp.gguf";
+    const char *bin = getenv("OKV_BIN");
+    if (!bin) return NULL;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "'%s/offkv' synth --arch llama --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 --n-ff 1024 "
+             "--n-vocab 512 --type q4_0 --seed 5 -o %s 2> /dev/null",
+             bin, path);
+    return system(cmd) == 0 ? path : NULL;
+}
+
+static void check_model(void) {
+    const char *path = synth_model();
+    CHECK(path != NULL, "offkv synth failed (OKV_BIN=%s)", getenv("OKV_BIN") ? getenv("OKV_BIN") : "unset");
+    if (!path) return;
+    okv_error err;
+    static const char *const off[] = {"repack", "off", NULL};
+    okv_model *mp = okv_model_load(path, NULL, &err), *mn = okv_model_load(path, off, &err);
+    CHECK(mp && mn, "load: %s", err.message);
+    if (!mp || !mn) { okv_model_free(mp); okv_model_free(mn); return; }
+    static const char *const bad[] = {"repack", "maybe", NULL};
+    CHECK(okv_model_load(path, bad, &err) == NULL && strstr(err.message, "maybe"), "bad repack value: %s", err.message);
+    const int32_t nl = okv_model_n_layers(mp), nv = okv_model_n_vocab(mp);
+    okv_layer_geometry geo[8];
+    for (int32_t l = 0; l < nl; l++) okv_model_layer_geometry(mp, l, &geo[l]);
+    const okv_cache_config cc = {.capacity = 64, .initial_capacity = 16, .max_write = 16, .dtype = OKV_F32};
+    enum { S = 3, T = 12 };
+    int32_t tok[S][T], pos[S][T];
+    float *lp = malloc(sizeof(float) * S * T * (size_t)nv), *ln = malloc(sizeof(float) * S * T * (size_t)nv);
+    float *lb = malloc(sizeof(float) * S * T * (size_t)nv);
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < T; t++) tok[s][t] = 1 + (s * 37 + t * 11) % (nv - 1), pos[s][t] = t;
+    /* each sequence alone, token by token, packed and not; then all in one batch */
+    for (int pass = 0; pass < 3; pass++) {
+        okv_model *m = pass == 1 ? mn : mp;
+        okv_batch *b = okv_batch_create(m, S * T, NULL, &err);
+        okv_cache *c[S];
+        for (int s = 0; s < S; s++) c[s] = okv_cache_create(geo, nl, &cc, &err);
+        float *out = pass == 0 ? lp : pass == 1 ? ln : lb;
+        for (int t = 0; t < T; t++) {
+            okv_batch_seq seqs[S];
+            for (int s = 0; s < S; s++)
+                seqs[s] = (okv_batch_seq){.cache = c[s], .tokens = &tok[s][t], .positions = &pos[s][t], .n_tokens = 1,
+                                          .logits = out + ((size_t)s * T + (size_t)t) * (size_t)nv};
+            if (pass < 2) {
+                for (int s = 0; s < S; s++) CHECK_STATUS(okv_batch_eval(b, &seqs[s], 1, &err), OKV_OK, err);
+            } else {
+                CHECK_STATUS(okv_batch_eval(b, seqs, S, &err), OKV_OK, err);
+            }
+        }
+        for (int s = 0; s < S; s++) okv_cache_release(c[s]);
+        okv_batch_free(b);
+    }
+    double worst = 0, amax = 0;
+    for (size_t i = 0; i < (size_t)S * T * (size_t)nv; i++) {
+        worst = fmax(worst, fabs((double)lp[i] - ln[i]));
+        amax = fmax(amax, fabs((double)ln[i]));
+    }
+    /* the same values and quantized activations; only the order of float
+     * sums differs inside each product */
+    /* The same values and quantized activations; only the order of float
+     * sums inside a product differs, by ~1e-7.  Now and then that moves an
+     * activation across a rounding boundary of the next layer's 8-bit
+     * quantization (one step of a block: ~1% of its largest value), which
+     * moves that token's logits by ~1e-3.  So: most rows at float rounding,
+     * none beyond a few quantization steps.  A wrong layout moves all. */
+    int moved = 0;
+    for (int r = 0; r < S * T; r++) {
+        double w = 0;
+        for (int i = 0; i < nv; i++) w = fmax(w, fabs((double)lp[(size_t)r * nv + i] - ln[(size_t)r * nv + i]));
+        moved += w > 1e-5 * fmax(1.0, amax);
+    }
+    CHECK(moved * 2 <= S * T && worst <= 0.05 * fmax(1.0, amax),
+          "repacked vs ggml layout: %d of %d rows beyond float rounding, max |diff| %.3g (max |logit| %.3g)", moved,
+          S * T, worst, amax);
+    CHECK(memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0, "repacked: a batch of %d changes the logits", S);
+    printf("model: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
+           "batch bit-identical\n", moved, S * T, worst, amax);
+    free(lp); free(ln); free(lb);
+    okv_model_free(mp);
+    okv_model_free(mn);
+    remove(path);
+}
+
+int main(void) {
+    static const int64_t shapes[][3] = {{1, 512, 1}, {5, 512, 3}, {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17}, {13, 512, 64}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
+    okv_error err;
+    float x[512] = {0}, y[4];
+    CHECK(okv_matmul(NULL, OKV_WT_Q4_0X16, x, 4, 500, x, 1, y, x, &err) == OKV_ERR_INVALID &&
+              strstr(err.message, "512"),
+          "k not whole groups: %s", err.message);
+    CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0,
+          "offkv's own layout is not a ggml type");
+    check_model();
+    return check_done();
+}
