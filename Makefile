@@ -49,6 +49,7 @@ bench-peer: build
 # TinyLlama-1.1B-shaped Q4_0 model (written once into build/).
 BENCH_MODEL ?= build/bench-models/tinyllama-1.1b-q4_0.gguf
 bench-serve: build
+	@mkdir -p "$(dir $(BENCH_MODEL))"
 	@test -f "$(BENCH_MODEL)" || ./build/offkv synth --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 \
 	  --n-ff 5632 --n-vocab 32000 --type q4_0 --seed 1 -o "$(BENCH_MODEL)"
 	node bench/serve.mjs build "$(BENCH_MODEL)" 2

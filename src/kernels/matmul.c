@@ -162,7 +162,8 @@ static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops,
         job.tile[i] = okv_wtype_tile(op->wtype, kern);
         /* a block pass converts each float weight once per column block,
          * which pays from a few columns on; decode keeps the plain tiles */
-        job.block[i] = n >= MM_BLOCK_MIN_N ? okv_wtype_block(op->wtype, kern) : NULL;
+        const int64_t min_n = okv_wtype_get(op->wtype)->block_min_n ? okv_wtype_get(op->wtype)->block_min_n : MM_BLOCK_MIN_N;
+        job.block[i] = n >= min_n ? okv_wtype_block(op->wtype, kern) : NULL;
         job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_wtype_row_size(op->wtype, k), .rows = op->rows,
                                   .k = k, .n = n, .x = x, .y = op->y};
         if (f == OKV_ACT_Q8_0) {

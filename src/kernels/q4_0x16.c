@@ -61,11 +61,15 @@ static inline float sum16(const float a[16]) {
     return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
+/* Columns one pass over a row takes at most: the AVX-512 kernel's integer
+ * and float accumulators for 8 columns fill half the registers. */
+enum { X16_MAX_COLS = 8 };
+
 /* Hoisted tile pointers: row r's groups, column j's groups. */
 #define X16_TILE_SETUP()                                                                     \
     const int64_t ng = c->k / OKV_X16_VALUES;                                                \
     const block_q4_0x16 *wr[MM_TR];                                                          \
-    const block_q8_0x16 *xs[MM_TC];                                                          \
+    const block_q8_0x16 *xs[X16_MAX_COLS];                                                   \
     for (int r = 0; r < NR; r++) wr[r] = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow); \
     for (int j = 0; j < NC; j++) xs[j] = (const block_q8_0x16 *)(c->xa + (c0 + j) * c->xa_col)
 
@@ -164,12 +168,12 @@ OKV_TARGET_AVX2 void okv_mm_tile_q4_0x16_avx2(const okv_mm_ctx *c, int64_t r0, i
         X16_TILE_SETUP();                                                                                  \
         const __m512i low4 = _mm512_set1_epi8(0x0F);                                                       \
         for (int r = 0; r < NR; r++) {                                                                     \
-            __m512 acc[MM_TC];                                                                             \
+            __m512 acc[X16_MAX_COLS];                                                                      \
             UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                              \
             for (int64_t g = 0; g < ng; g++) {                                                             \
                 const block_q4_0x16 *w = wr[r] + g;                                                        \
                 for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + AHEAD + l, _MM_HINT_T1);  \
-                __m512i p[MM_TC];                                                                          \
+                __m512i p[X16_MAX_COLS];                                                                   \
                 UNROLL for (int j = 0; j < NC; j++) p[j] = _mm512_loadu_si512(xs[j][g].c8);                 \
                 UNROLL for (int u = 0; u < 4; u++) {                                                       \
                     const __m512i wv = _mm512_loadu_si512(w->qs[u]);                                       \
@@ -199,6 +203,22 @@ OKV_TARGET_AVX2 void okv_mm_tile_q4_0x16_avx2(const okv_mm_ctx *c, int64_t r0, i
         case 3: name(c, r0, nr, c0, 3); break;                                                             \
         case 2: name(c, r0, nr, c0, 2); break;                                                             \
         default: name(c, r0, nr, c0, 1); break;                                                            \
+        }                                                                                                  \
+    }                                                                                                      \
+    /* The block pass: 8 columns at a time against every row of the range,                              \
+     * which unpacks the nibbles once per 8 columns instead of per 4, with                               \
+     * the columns' activations in L1 and the rows in L2 (a column's result                              \
+     * is the same in any pass: columns never mix). */                                                 \
+    TARGET void okv_mm_block_##name(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {   \
+        for (int64_t j = c0; j < c1;) {                                                                    \
+            const int nc = c1 - j >= 8 ? 8 : c1 - j >= 4 ? 4 : c1 - j >= 2 ? 2 : 1;                        \
+            for (int64_t r = r0; r < r1; r++) {                                                            \
+                if (nc == 8) name(c, r, 1, j, 8);                                                          \
+                else if (nc == 4) name(c, r, 1, j, 4);                                                     \
+                else if (nc == 2) name(c, r, 1, j, 2);                                                     \
+                else name(c, r, 1, j, 1);                                                                  \
+            }                                                                                              \
+            j += nc;                                                                                       \
         }                                                                                                  \
     }
 

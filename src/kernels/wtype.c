@@ -56,7 +56,10 @@ static const okv_wtype types[OKV_WT_END] = {
     [OKV_GGML_MXFP4] = {.name = "mxfp4", .block = 32, .size = 1 + 16},
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .size = sizeof(block_q4_0x16),
-                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16)},
+                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16),
+                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_tile_q4_0x16_avx512,
+                                       [OKV_ISA_AVX512_VNNI] = okv_mm_block_tile_q4_0x16_avx512vnni},
+                        .block_min_n = 5},
 };
 
 const okv_wtype *okv_wtype_get(int32_t t) {

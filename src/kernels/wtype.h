@@ -44,7 +44,8 @@ typedef struct okv_wtype {
     okv_to_float_fn to_float;  /* row to f32, k a multiple of block */
     okv_act_fmt act;
     okv_mm_tile_fn tile[OKV_ISA_COUNT];   /* NULL: that ISA uses a lower one's */
-    okv_mm_block_fn block_pass[OKV_ISA_COUNT]; /* optional, prefill only */
+    okv_mm_block_fn block_pass[OKV_ISA_COUNT]; /* optional */
+    int64_t block_min_n;       /* fewest columns that take the block pass; 0: the driver's default */
 } okv_wtype;
 
 /* The entry for type t, or NULL for a number that is no ggml type. */
