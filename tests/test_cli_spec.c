@@ -77,7 +77,9 @@ static void speculative_families(void) {
         model_path(other, sizeof other, models[(i + 1) % 5]);
         CHECK(offkv(RUN_ARGS(path, prompt), NULL) == 0, "%s plain: %s", models[i], err_text);
         snprintf(plain, sizeof plain, "%s", out_text);
-        CHECK(offkv(RUN_ARGS(path, prompt), "--draft", path, NULL) == 0, "%s --draft itself: %s", models[i], err_text);
+        /* p-min 0: itself as the draft proposes K every step, all kept */
+        CHECK(offkv(RUN_ARGS(path, prompt), "--draft", path, "--draft-p-min", "0", NULL) == 0, "%s --draft itself: %s",
+              models[i], err_text);
         CHECK(strcmp(out_text, plain) == 0, "%s: --draft (itself) changed the text:\n%s\nvs\n%s", models[i], out_text, plain);
         CHECK_ERR_HAS("drafted");
         CHECK_ERR_HAS("acceptance 100.0%");
@@ -109,10 +111,14 @@ static void refusals(void) {
     CHECK_ERR_HAS("--draft-n 3 needs --draft or --lookup");
     CHECK(offkv("run", "-m", path, "-n", "4", "--lookup", "2", "--draft-n", "65", NULL) == 2, "--draft-n 65");
     CHECK_ERR_HAS("65");
+    CHECK(offkv("run", "-m", path, "-n", "4", "--lookup", "2", "--draft-p-min", "0.5", NULL) == 2, "--draft-p-min with lookup");
+    CHECK_ERR_HAS("--draft-p-min 0.5 needs --draft");
+    CHECK(offkv("run", "-m", path, "-n", "4", "--draft", path, "--draft-p-min", "1.5", NULL) == 2, "--draft-p-min 1.5");
+    CHECK_ERR_HAS("1.5");
     CHECK(offkv("run", "-m", path, "-n", "4", "--draft", "/nonexistent/draft.gguf", NULL) == 1, "missing draft");
     CHECK_ERR_HAS("/nonexistent/draft.gguf");
     CHECK(offkv("run", "--help", NULL) == 0, "run --help");
-    CHECK(strstr(out_text, "--draft FILE") && strstr(out_text, "--draft-n K") && strstr(out_text, "--lookup N") &&
+    CHECK(strstr(out_text, "--draft FILE") && strstr(out_text, "--draft-n K") && strstr(out_text, "--lookup N") && strstr(out_text, "--draft-p-min P") &&
               strstr(out_text, "--prompt-cache FILE"),
           "run --help lacks the new flags: %s", out_text);
 }

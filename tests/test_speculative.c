@@ -181,15 +181,15 @@ static void plain(okv_model *m, const int32_t *ids, int32_t *out) {
 }
 
 /* Speculative decode of GEN tokens (draft model dm, or lookup when NULL). */
-static okv_spec_stats speculate(okv_model *m, okv_model *dm, int32_t lookup, const okv_sampler_params *sp,
-                                const int32_t *ids, int32_t *out) {
+static okv_spec_stats speculate_p(okv_model *m, okv_model *dm, int32_t lookup, const okv_sampler_params *sp,
+                                  float p_min, const int32_t *ids, int32_t *out) {
     okv_context *ctx = context(m, K + 1, CAP);
     okv_context *dctx = dm ? context(dm, 8, CAP) : NULL;
     okv_sampler *smp = okv_sampler_create(sp, okv_model_n_vocab(m), NULL);
     float *logits = malloc(sizeof(float) * (size_t)okv_model_n_vocab(m));
     okv_spec_stats ss = {0};
     okv_error err;
-    const okv_spec_config cfg = {.n_draft = K, .lookup_ngram = lookup, .sampling = *sp};
+    const okv_spec_config cfg = {.n_draft = K, .lookup_ngram = lookup, .sampling = *sp, .p_min = p_min};
     okv_speculator *s = okv_speculator_create(ctx, dctx, &cfg, &err);
     CHECK(s != NULL, "speculator: %s", err.message);
     int32_t seq[PROMPT + GEN];
@@ -220,6 +220,48 @@ static okv_spec_stats speculate(okv_model *m, okv_model *dm, int32_t lookup, con
     okv_context_free(dctx);
     okv_context_free(ctx);
     return ss;
+}
+
+static okv_spec_stats speculate(okv_model *m, okv_model *dm, int32_t lookup, const okv_sampler_params *sp,
+                                const int32_t *ids, int32_t *out) {
+    return speculate_p(m, dm, lookup, sp, 0.0f, ids, out);
+}
+
+/* p_min: a draft stops at proposals it is unsure of (and, unsure of the
+ * first, sits out a few steps); greedy text stays the plain decode's. */
+static void test_p_min(void) {
+    okv_model *m = load("stories260K", NULL), *w = load("stories260K", "8"), *rnd = load("tiny-llama", NULL);
+    if (!m || !w || !rnd) goto out;
+    int32_t ids[PROMPT], ref[GEN], got[GEN];
+    prompt_tokens(ids, 42, okv_model_n_vocab(m));
+    plain(m, ids, ref);
+    const okv_sampler_params sp = {.temperature = 0, .top_p = 1};
+    const okv_spec_stats all = speculate_p(m, w, 0, &sp, 0.0f, ids, got);
+    CHECK(memcmp(got, ref, sizeof ref) == 0 && all.drafted >= (int64_t)K * (all.steps - 1),
+          "p_min 0 proposes K every step: %lld drafted in %lld steps", (long long)all.drafted, (long long)all.steps);
+    const okv_spec_stats sure = speculate_p(m, w, 0, &sp, 0.5f, ids, got);
+    CHECK(memcmp(got, ref, sizeof ref) == 0, "p_min 0.5: tokens differ from plain decode");
+    CHECK(sure.drafted < all.drafted && sure.accepted * all.drafted > all.accepted * sure.drafted,
+          "p_min 0.5 drafts fewer, keeps a larger share: %lld/%lld against %lld/%lld", (long long)sure.accepted,
+          (long long)sure.drafted, (long long)all.accepted, (long long)all.drafted);
+    /* the model as its own draft agrees on every proposal, also after the
+     * steps it sat out (it must catch up on the tokens it missed) */
+    const okv_spec_stats twin = speculate_p(m, m, 0, &sp, 0.5f, ids, got);
+    CHECK(memcmp(got, ref, sizeof ref) == 0 && twin.accepted == twin.drafted && twin.drafted > 0 &&
+              twin.drafted < (int64_t)K * twin.steps,
+          "own draft, p_min 0.5: %lld of %lld kept in %lld steps", (long long)twin.accepted, (long long)twin.drafted,
+          (long long)twin.steps);
+    /* a random draft is sure of nothing: it sits out, and the target decodes alone */
+    const okv_spec_stats none = speculate_p(m, rnd, 0, &sp, 0.5f, ids, got);
+    CHECK(memcmp(got, ref, sizeof ref) == 0 && none.drafted == 0, "random draft, p_min 0.5: %lld drafted",
+          (long long)none.drafted);
+    printf("p_min: 0 -> %lld/%lld kept, 0.5 -> %lld/%lld, random draft at 0.5 -> %lld drafted; same tokens\n",
+           (long long)all.accepted, (long long)all.drafted, (long long)sure.accepted, (long long)sure.drafted,
+           (long long)none.drafted);
+out:
+    okv_model_free(m);
+    okv_model_free(w);
+    okv_model_free(rnd);
 }
 
 static void greedy_case(const char *target, const char *twin, const char *draft, const char *draft_window,
@@ -296,6 +338,13 @@ static void test_refusals(void) {
           err.message);
     CHECK(okv_speculator_create(t, t, &cfg, &err) == NULL && strstr(err.message, "own"), "shared cache: %s",
           err.message);
+    static const float bad_p[] = {-0.1f, 1.5f, NAN};
+    for (int i = 0; i < 3; i++) {
+        cfg.p_min = bad_p[i];
+        CHECK(okv_speculator_create(t, d, &cfg, &err) == NULL && strstr(err.message, "p_min"), "p_min %g: %s",
+              (double)bad_p[i], err.message);
+    }
+    cfg.p_min = 0;
     cfg.n_draft = 0;
     cfg.lookup_ngram = 2;
     CHECK(okv_speculator_create(t, NULL, &cfg, &err) == NULL && strstr(err.message, "n_draft 0"), "K 0: %s",
@@ -337,6 +386,7 @@ int main(void) {
     greedy_case("tiny-gemma3-allswa", "tiny-gemma3-allswa", "tiny-gemma3", NULL, NULL);
     greedy_case("tiny-muse-glimmer", "tiny-muse-glimmer", "tiny-llama", NULL, NULL);
     test_sampling();
+    test_p_min();
     test_refusals();
     return check_done();
 }

@@ -49,6 +49,11 @@ typedef struct okv_spec_config {
     okv_sampler_params sampling; /* the target's sampling (the draft samples with the same
                                     temperature / top-k / top-p); the seed seeds the
                                     speculator's own random draws */
+    float p_min;                 /* 0..1: a draft model stops proposing when its most likely
+                                    token has a probability below this (llama.cpp's
+                                    --draft-p-min); 0 always proposes K.  A proposal the
+                                    draft is unsure of is seldom kept and costs a draft
+                                    eval and a verify row.  Prompt lookup ignores it. */
 } okv_spec_config;
 
 typedef struct okv_spec_stats {
@@ -63,7 +68,7 @@ typedef struct okv_speculator okv_speculator;
 /* Creates a speculator over target with draft (a context of a model with
  * the same vocabulary, or NULL with lookup_ngram > 0).  Errors
  * (OKV_ERR_INVALID, naming the value): a NULL target or config; n_draft
- * outside 1..64; lookup_ngram < 0; both or neither of a draft context and
+ * outside 1..64; lookup_ngram < 0; p_min outside 0..1 (or NaN); both or neither of a draft context and
  * lookup_ngram; a draft sharing the target's cache; vocabularies that differ
  * (the message names the first differing token id and both texts, or the
  * sizes); a target whose max_write is below n_draft + 1 (the target
@@ -85,7 +90,10 @@ void okv_speculator_free(okv_speculator *s);
 okv_status okv_speculator_reset(okv_speculator *s, const int32_t *tokens, int32_t n, okv_error *err);
 
 /* One speculative step: drafts up to min(K, max_new - 1) tokens (fewer near
- * the target's capacity, none when lookup finds no match), evaluates them
+ * the target's capacity, none when lookup finds no match, and a draft model
+ * stops at the first proposal it is less sure of than p_min; after a step
+ * where it was unsure of the first, it sits out 1, 2, 4 .. 16 steps while
+ * that repeats, catching up in one chunked eval), evaluates them
  * with the target, and appends the kept tokens and the target's own next
  * token to the sequence.  out receives them (1 .. K + 1 ids, at most
  * max_new; room for max_new needed) and *n_out their count; the caller stops

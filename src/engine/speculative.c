@@ -26,8 +26,15 @@ struct okv_speculator {
     float *dlogits;            /* n_vocab */
     float *p;                  /* n_vocab: the target's distribution of one row */
     float *q;                  /* K x n_vocab: the draft's, per proposal (sampling only) */
+    int32_t rest, rest_len;    /* steps the draft sits out, and the length of the last rest */
     okv_spec_stats stats;
 };
+
+/* A draft unsure of its first proposal (p_min) sits out the next steps,
+ * 1, 2, 4 .. up to this many while it stays unsure, and catches up on the
+ * tokens it missed in one chunked eval: on text it cannot predict, plain
+ * decoding plus a little, instead of a draft eval per token. */
+enum { MAX_REST = 16 };
 
 static uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -148,6 +155,10 @@ okv_speculator *okv_speculator_create(okv_context *target, okv_context *draft, c
         okv_fail(err, OKV_ERR_INVALID, "speculative: lookup_ngram %d < 0", (int)cfg->lookup_ngram);
         return NULL;
     }
+    if (!(cfg->p_min >= 0.0f && cfg->p_min <= 1.0f)) {
+        okv_fail(err, OKV_ERR_INVALID, "speculative: p_min %g outside 0..1", (double)cfg->p_min);
+        return NULL;
+    }
     if ((draft != NULL) == (cfg->lookup_ngram > 0)) {
         okv_fail(err, OKV_ERR_INVALID, "speculative: give a draft context or lookup_ngram > 0, not %s",
                  draft ? "both" : "neither");
@@ -231,6 +242,7 @@ okv_status okv_speculator_reset(okv_speculator *s, const int32_t *tokens, int32_
     memcpy(s->hist, tokens, (size_t)n * sizeof *tokens);
     s->n = n;
     s->draft_valid = 0;
+    s->rest = s->rest_len = 0;
     okv_error_clear(err);
     return OKV_OK;
 }
@@ -255,6 +267,15 @@ static int32_t lookup(const okv_speculator *s, int32_t k, int32_t *d) {
         return m;
     }
     return 0;
+}
+
+/* The softmax probability of the largest of logits l[0..n). */
+static double top_prob(const float *l, int32_t n) {
+    float mx = l[0];
+    for (int32_t i = 1; i < n; i++) mx = l[i] > mx ? l[i] : mx;
+    double z = 0.0;
+    for (int32_t i = 0; i < n; i++) z += exp((double)l[i] - (double)mx);
+    return 1.0 / z;
 }
 
 /* Brings the draft's cache to rows for hist[0..n) and its logits after them. */
@@ -315,23 +336,33 @@ okv_status okv_speculator_step(okv_speculator *s, int32_t max_new, int32_t *out,
 
     if (K > 0 && !s->draft) {
         nd = lookup(s, K, d);
+    } else if (K > 0 && s->rest > 0) {
+        s->rest--;
     } else if (K > 0) {
         okv_cache *dc = okv_context_cache(s->draft);
         if (okv_cache_length(dc) > s->draft_valid) draft_rewind(s, s->draft_valid);
         if ((st = draft_catch_up(s, err))) goto fail;
-        for (nd = 0; nd < K; nd++) {
+        /* Whether the draft stops depends on its own distribution only,
+         * never on the target's, so the kept tokens keep the target's law. */
+        const double p_min = s->cfg.p_min;
+        while (nd < K) {
             if (s->greedy) {
+                if (p_min > 0.0 && top_prob(s->dlogits, s->n_vocab) < p_min) break;
                 d[nd] = okv_sampler_sample(s->dsmp, s->dlogits);
             } else {
                 float *q = s->q + (size_t)nd * V;
                 okv_sampler_probs(s->dsmp, s->dlogits, q);
+                float qmax = 0.0f;
+                for (size_t i = 0; i < V; i++) qmax = q[i] > qmax ? q[i] : qmax;
+                if (p_min > 0.0 && qmax < p_min) break;
                 d[nd] = draw(q, s->n_vocab, uniform01(s->rng));
             }
-            if (nd + 1 == K) break;
-            const int32_t p = n + nd;
-            if ((st = okv_context_eval_last(s->draft, &d[nd], &p, 1, s->dlogits, err))) goto fail;
+            if (++nd == K) break;
+            const int32_t p = n + nd - 1;
+            if ((st = okv_context_eval_last(s->draft, &d[nd - 1], &p, 1, s->dlogits, err))) goto fail;
         }
-        nd = K;
+        s->rest_len = nd > 0 ? 0 : s->rest_len ? (s->rest_len * 2 < MAX_REST ? s->rest_len * 2 : MAX_REST) : 1;
+        s->rest = s->rest_len;
     }
 
     /* Verify: the last token and the proposals in one target eval. */

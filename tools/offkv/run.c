@@ -40,6 +40,8 @@ static void usage(FILE *f) {
             "  --draft FILE            speculative decoding: a draft GGUF model with the same vocabulary\n"
             "                          proposes tokens, the model checks them in one eval (own cache)\n"
             "  --draft-n K             tokens proposed per step with --draft or --lookup, 1..64 (default 4)\n"
+            "  --draft-p-min P         with --draft: stop proposing at a token the draft gives a probability\n"
+            "                          below P, 0..1 (default 0.75; 0 always proposes K)\n"
             "  --lookup N              speculative decoding without a draft model: propose the tokens that\n"
             "                          followed the last earlier occurrence of the last N tokens\n"
             "                          (greedy output is the same as without either; with --temp > 0 it is\n"
@@ -107,7 +109,8 @@ int cmd_run(int argc, char **argv) {
     const char *draft_path = NULL, *cache_path = NULL;
     int32_t n_predict = 128, threads = cli_default_threads(), ctx_size = 0, chunk = 512, window = 0;
     int32_t n_draft = 4, lookup_n = 0;
-    bool draft_n_given = false;
+    bool draft_n_given = false, p_min_given = false;
+    float p_min = 0.75f;
     okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
     bool seed_given = false, warmup = false, display_prompt = true;
     int kv = 0;
@@ -122,7 +125,8 @@ int cmd_run(int argc, char **argv) {
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--prompt") || cli_is(a, "-n", "--n-predict") ||
               cli_is(a, "--temp", "--top-k") || cli_is(a, "--top-p", "--seed") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "--sliding-window", NULL) ||
-              cli_is(a, "--draft", "--draft-n") || cli_is(a, "--lookup", "--prompt-cache")))
+              cli_is(a, "--draft", "--draft-n") || cli_is(a, "--lookup", "--prompt-cache") ||
+              cli_is(a, "--draft-p-min", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -145,6 +149,7 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, kv_types, &kv);
         else if (cli_is(a, "--draft", NULL)) draft_path = v;
         else if (cli_is(a, "--draft-n", NULL)) ok = draft_n_given = cli_int(cmd, a, v, 1, 64, &n_draft);
+        else if (cli_is(a, "--draft-p-min", NULL)) ok = p_min_given = cli_float(cmd, a, v, 0.0, 1.0, &p_min);
         else if (cli_is(a, "--lookup", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 16, &lookup_n);
         else if (cli_is(a, "--prompt-cache", NULL)) cache_path = v;
         else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
@@ -156,6 +161,10 @@ int cmd_run(int argc, char **argv) {
     }
     if (draft_path && lookup_n > 0) {
         cli_error(cmd, "--draft and --lookup are two ways to propose tokens: give one");
+        return CLI_USAGE;
+    }
+    if (p_min_given && !draft_path) {
+        cli_error(cmd, "--draft-p-min %g needs --draft", (double)p_min);
         return CLI_USAGE;
     }
     if (draft_n_given && !draft_path && lookup_n == 0) {
@@ -209,7 +218,7 @@ int cmd_run(int argc, char **argv) {
         if (!(dctx = cli_context(cmd, dm, &dopt))) goto done;
     }
     if (spec) {
-        const okv_spec_config scfg = {.n_draft = n_draft, .lookup_ngram = lookup_n, .sampling = sp};
+        const okv_spec_config scfg = {.n_draft = n_draft, .lookup_ngram = lookup_n, .sampling = sp, .p_min = p_min};
         if (!(spc = okv_speculator_create(ctx, dctx, &scfg, &err))) {
             cli_error(cmd, "%s", err.message);
             goto done;
@@ -360,11 +369,15 @@ int cmd_run(int argc, char **argv) {
     if (spc) {
         okv_spec_stats ss;
         okv_speculator_get_stats(spc, &ss);
+        char how[64], rate[32];
+        if (dm) snprintf(how, sizeof how, "draft model, %d per step, p-min %g", (int)n_draft, (double)p_min);
+        else snprintf(how, sizeof how, "prompt lookup, %d per step", (int)n_draft);
+        if (ss.drafted > 0) snprintf(rate, sizeof rate, "%.1f%%", 100.0 * (double)ss.accepted / (double)ss.drafted);
+        else snprintf(rate, sizeof rate, "none drafted");
         fprintf(stderr,
-                "offkv run: speculative (%s, %d per step): drafted %lld, accepted %lld (acceptance %.1f%%), "
-                "%lld target evals, %.2f tokens per eval\n",
-                dm ? "draft model" : "prompt lookup", (int)n_draft, (long long)ss.drafted, (long long)ss.accepted,
-                ss.drafted > 0 ? 100.0 * (double)ss.accepted / (double)ss.drafted : 0.0, (long long)ss.steps,
+                "offkv run: speculative (%s): drafted %lld, accepted %lld (acceptance %s), %lld target evals, "
+                "%.2f tokens per eval\n",
+                how, (long long)ss.drafted, (long long)ss.accepted, rate, (long long)ss.steps,
                 ss.steps > 0 ? (double)ss.generated / (double)ss.steps : 0.0);
     }
     fprintf(stderr, "offkv run: %s\n", cli_cache_line(cache, line, sizeof line));
