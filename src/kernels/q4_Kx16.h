@@ -1,0 +1,56 @@
+/* Internal: Q4_K repacked sixteen sub-blocks wide ("q4_Kx16"), the layout
+ * the model keeps Q4_K matrices in when rows are whole 512-value groups
+ * (two super-blocks).  As q4_0x16.h does for Q4_0, and for the same reason:
+ * one 32-bit lane per 32-value sub-block, so eight integer dot products
+ * finish sixteen sub-block sums, and the scales (integer sub-scales and
+ * mins in ggml's kernels, applied by 16-bit multiplies on every 64 values)
+ * cost four float operations per 512 multiply-adds.
+ *
+ * Each sub-block's nibbles are regrouped (its value l and value l + 16 share
+ * a byte), its 6-bit scale and min are unpacked into a byte each, and the
+ * two super-blocks' d and dmin kept as they are: 296 bytes per 512 values
+ * against Q4_K's 288.  Every value is Q4_K's (to_float gives ggml's floats).
+ *
+ * Results: lane i accumulates, per group, fma of its exact integer dot
+ * product with (d * sc_i) * d_x, minus (dmin * m_i) * (d_x * the sum of the
+ * sub-block's activations); the lanes are summed in q4_0x16's fixed order.
+ * Every ISA does exactly that, so all give the same bits, for any n. */
+#ifndef OKV_KERNELS_Q4_KX16_H
+#define OKV_KERNELS_Q4_KX16_H
+
+#include <stdint.h>
+
+#include "kernels/cpu.h"
+#include "kernels/f16.h"
+
+/* Two Q4_K super-blocks: sub-block i (0..15; 8b + j is super-block b's
+ * j-th) is lane i.  qs[u][4i + m]: low nibble its value 4u + m, high
+ * nibble its value 16 + 4u + m. */
+typedef struct block_q4_Kx16 {
+    uint8_t qs[4][64];
+    uint8_t sc[16], m[16];  /* 6-bit scales and mins */
+    okv_f16 d[2], dmin[2];  /* per super-block */
+} block_q4_Kx16;
+
+/* The activations of 512 values in the same order, quantized as ggml's Q8_K
+ * (one scale per 256): vector 2u + h, lane i = sub-block i's values
+ * 16h + 4u .. + 3.  d[i]: its super-block's scale; xm[i]: d times the sum
+ * of its 32 quantized values (the mins' part). */
+typedef struct block_q8_Kx16 {
+    int8_t qs[8][64];
+    float d[16];
+    float xm[16];
+} block_q8_Kx16;
+
+/* Copies rows x k Q4_K weights (ggml layout) from src into dst in this
+ * layout (rows * k / 512 groups); k a multiple of 512; no overlap. */
+void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k);
+
+/* One row to f32, the same floats as okv_dequantize_row_q4_K of the source. */
+void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k);
+
+/* Quantizes k activations (a multiple of 512) into k / 512 groups with the
+ * Q8_K quantizer of kern (scalar or AVX2: the same bits). */
+void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_q8_Kx16 *y);
+
+#endif

@@ -1,0 +1,139 @@
+/* Internal: what the sixteen-wide layouts (q4_0x16.h, q4_Kx16.h) share.
+ * One 32-bit lane per 32-value block; a group is 16 blocks, 512 values; its
+ * 4-bit values sit in four 64-byte vectors (lane i: block i's values 4u..4u+3
+ * in the low nibbles of vector u, 16+4u.. in the high ones) and its 8-bit
+ * activations in eight (vector 2u + h: block i's values 16h+4u..+3).  Both
+ * formats sum their 16 float lanes in the one order of okv_x16_sum16, on
+ * every ISA, so their kernels give the same bits everywhere. */
+#ifndef OKV_KERNELS_X16_H
+#define OKV_KERNELS_X16_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu.h"
+
+/* Columns one sweep of a row takes at most: the AVX-512 kernels' integer and
+ * float accumulators for 8 columns fill half the registers. */
+enum { OKV_X16_MAX_COLS = 8 };
+
+/* Weights stream from memory once per token: keep lines in flight well
+ * ahead, as the ggml-layout kernels do (8 KiB: a few rows on). */
+enum { OKV_X16_AHEAD = 8192 };
+
+/* The lane sum: lanes i + 8, then i + 4, then (0 + 2) + (1 + 3). */
+static inline float okv_x16_sum16(const float a[16]) {
+    float s8[8], s4[4];
+    for (int i = 0; i < 8; i++) s8[i] = a[i] + a[i + 8];
+    for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+/* Regroups 512 8-bit values (16 blocks of 32, in order) into the eight
+ * activation vectors. */
+static inline void okv_x16_permute_act(const int8_t *q, int8_t out[8][64]) {
+    for (int i = 0; i < 16; i++)
+        for (int h = 0; h < 2; h++)
+            for (int u = 0; u < 4; u++) memcpy(&out[2 * u + h][4 * i], q + 32 * i + 16 * h + 4 * u, 4);
+}
+
+/* The integer dot of lane i of a group, scalar: sum over its 32 values of
+ * the nibble times the activation. */
+static inline int32_t okv_x16_dot_scalar(const uint8_t qs[4][64], const int8_t x[8][64], int i) {
+    int32_t p = 0;
+    for (int u = 0; u < 4; u++)
+        for (int m = 0; m < 4; m++) {
+            const int q = qs[u][4 * i + m];
+            p += (q & 0x0F) * x[2 * u][4 * i + m] + (q >> 4) * x[2 * u + 1][4 * i + m];
+        }
+    return p;
+}
+
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 float okv_x16_sum16_avx2(__m256 lo, __m256 hi) {
+    const __m256 s8 = _mm256_add_ps(lo, hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+static inline __attribute__((always_inline)) OKV_TARGET_AVX512 float okv_x16_sum16_avx512(__m512 a) {
+    return okv_x16_sum16_avx2(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+}
+
+/* p + the 4-value dot products of unsigned w (0..15) and signed x per lane,
+ * 8 lanes: pairs stay within int16 (2 * 15 * 127). */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_dot_avx2(__m256i p, __m256i w,
+                                                                                       const void *x) {
+    const __m256i pairs = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)x));
+    return _mm256_add_epi32(p, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+/* The same, 16 lanes: AVX-512BW's maddubs + madd, or VNNI's one instruction
+ * (the same exact lanes). */
+#define OKV_X16_DOT_BW(p, w, x) \
+    _mm512_add_epi32((p), _mm512_madd_epi16(_mm512_maddubs_epi16((w), (x)), _mm512_set1_epi16(1)))
+#define OKV_X16_DOT_VNNI(p, w, x) _mm512_dpbusd_epi32((p), (w), (x))
+
+/* p[j] (j < NC) += the lane dots of one group's nibbles qs against column
+ * j's activation vectors xq[j] (int8_t [8][64]), with DOT as above. */
+#define OKV_X16_NIBBLE_DOTS_512(p, qs, xq, NC, DOT)                                          \
+    do {                                                                                     \
+        const __m512i low4_ = _mm512_set1_epi8(0x0F);                                        \
+        UNROLL for (int u_ = 0; u_ < 4; u_++) {                                              \
+            const __m512i wv_ = _mm512_loadu_si512((qs)[u_]);                                \
+            const __m512i lo_ = _mm512_and_si512(wv_, low4_);                                \
+            const __m512i hi_ = _mm512_and_si512(_mm512_srli_epi16(wv_, 4), low4_);          \
+            UNROLL for (int j_ = 0; j_ < (NC); j_++) {                                       \
+                (p)[j_] = DOT((p)[j_], lo_, _mm512_loadu_si512((xq)[j_][2 * u_]));           \
+                (p)[j_] = DOT((p)[j_], hi_, _mm512_loadu_si512((xq)[j_][2 * u_ + 1]));       \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
+/* The same for the 8 lanes from byte half*32 of each vector, AVX2. */
+#define OKV_X16_NIBBLE_DOTS_256(p, qs, xq, NC, half)                                         \
+    do {                                                                                     \
+        const __m256i low4_ = _mm256_set1_epi8(0x0F);                                        \
+        UNROLL for (int u_ = 0; u_ < 4; u_++) {                                              \
+            const __m256i wv_ = _mm256_loadu_si256((const __m256i *)((qs)[u_] + 32 * (half))); \
+            const __m256i lo_ = _mm256_and_si256(wv_, low4_);                                \
+            const __m256i hi_ = _mm256_and_si256(_mm256_srli_epi16(wv_, 4), low4_);          \
+            UNROLL for (int j_ = 0; j_ < (NC); j_++) {                                       \
+                (p)[j_] = okv_x16_dot_avx2((p)[j_], lo_, (xq)[j_][2 * u_] + 32 * (half));    \
+                (p)[j_] = okv_x16_dot_avx2((p)[j_], hi_, (xq)[j_][2 * u_ + 1] + 32 * (half)); \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
+/* A tile function (rows r0.., columns c0.., nc <= 4) from a kernel body
+ * NAME(c, r0, nr, c0, NC) specialised for NC. */
+#define OKV_X16_TILE_ENTRY(TARGET, NAME, tile_fn)                                             \
+    TARGET void tile_fn(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {        \
+        switch (nc) {                                                                         \
+        case 4: NAME(c, r0, nr, c0, 4); break;                                                \
+        case 3: NAME(c, r0, nr, c0, 3); break;                                                \
+        case 2: NAME(c, r0, nr, c0, 2); break;                                                \
+        default: NAME(c, r0, nr, c0, 1); break;                                               \
+        }                                                                                     \
+    }
+
+/* A block pass from the same body: 8 columns at a time swept over every row
+ * of the range (8 columns' activations in L1, the rows from L2), so each
+ * row's nibbles are unpacked once per 8 columns.  Columns never mix, so a
+ * column's result is the same in any pass. */
+#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn)                                           \
+    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
+        for (int64_t j = c0; j < c1;) {                                                       \
+            const int nc = c1 - j >= 8 ? 8 : c1 - j >= 4 ? 4 : c1 - j >= 2 ? 2 : 1;           \
+            for (int64_t r = r0; r < r1; r++) {                                               \
+                if (nc == 8) NAME(c, r, 1, j, 8);                                             \
+                else if (nc == 4) NAME(c, r, 1, j, 4);                                        \
+                else if (nc == 2) NAME(c, r, 1, j, 2);                                        \
+                else NAME(c, r, 1, j, 1);                                                     \
+            }                                                                                 \
+            j += nc;                                                                          \
+        }                                                                                     \
+    }
+
+#endif
