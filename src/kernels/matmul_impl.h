@@ -70,6 +70,13 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
+/* Q4_K sixteen sub-blocks wide (kernels/q4_Kx16.h). */
+OKV_MM_TILE(okv_mm_tile_q4_Kx16_scalar);
+OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx2);
+OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512);
+OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512);
+OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512vnni);
 /* The AVX-512 block pass for float weights (prefill), also AVX512_VNNI's. */
 OKV_MM_BLOCK(okv_mm_block_f32_avx512);
 OKV_MM_BLOCK(okv_mm_block_f16_avx512);

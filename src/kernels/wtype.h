@@ -24,6 +24,7 @@ typedef enum okv_act_fmt {
     OKV_ACT_Q8_1,    /* the same plus d * sum(q), for the offsets of Q4_1, Q5_1 */
     OKV_ACT_Q8_K,    /* 8-bit blocks of 256 with sums per 16: the K-quants */
     OKV_ACT_Q8_0X16, /* Q8_0 values in groups of 16 blocks, block per lane: Q4_0X16 */
+    OKV_ACT_Q8_KX16, /* Q8_K values in groups of 2 super-blocks, sub-block per lane: Q4_KX16 */
     OKV_ACT_COUNT
 } okv_act_fmt;
 
@@ -31,6 +32,7 @@ typedef enum okv_act_fmt {
  * named by the public gguf.h functions; the model repacks into them. */
 enum {
     OKV_WT_Q4_0X16 = OKV_GGML_TYPE_END, /* kernels/q4_0x16.h */
+    OKV_WT_Q4_KX16,                     /* kernels/q4_Kx16.h */
     OKV_WT_END
 };
 

@@ -127,7 +127,10 @@ static int cmp_double(const void *a, const void *b) {
 
 /* llama-bench's model column: "llama 1.1B Q4_0"-style, from the file. */
 static void describe(const char *path, const okv_model *m, char *name, size_t cap, double *params) {
-    static const char *const ftypes[] = {"all F32", "F16", "Q4_0", "Q4_1", "?", "?", "?", "Q8_0"};
+    /* llama.cpp's file types (llama_ftype) */
+    static const char *const ftypes[] = {"all F32", "F16",    "Q4_0",   "Q4_1",   "?",      "?",      "?",
+                                         "Q8_0",    "Q5_0",   "Q5_1",   "Q2_K",   "Q3_K_S", "Q3_K_M", "Q3_K_L",
+                                         "Q4_K_S",  "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K"};
     *params = 0;
     const char *ft = "?";
     okv_gguf *g = okv_gguf_open(path, NULL);
@@ -139,6 +142,8 @@ static void describe(const char *path, const okv_model *m, char *name, size_t ca
         uint32_t f = 99;
         if (okv_gguf_get_u32(g, "general.file_type", &f, NULL) == OKV_OK && f < sizeof ftypes / sizeof *ftypes)
             ft = ftypes[f];
+        else if (f == 32)
+            ft = "BF16";
         okv_gguf_close(g);
     }
     double p = *params;

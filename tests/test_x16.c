@@ -1,10 +1,12 @@
-/* Q4_0 repacked sixteen blocks wide (kernels/q4_0x16.h), the layout the
- * model keeps Q4_0 matrices in.  Checked against things written here:
- *   - its rows decode to the values of the ggml blocks they came from,
- *     decoded by Q4_0's formula in this file;
+/* Q4_0 and Q4_K repacked sixteen blocks wide (kernels/q4_0x16.h,
+ * q4_Kx16.h), the layouts the model keeps those matrices in.  Checked
+ * against things written here:
+ *   - their rows decode to the values of the ggml blocks they came from,
+ *     decoded by each format's formula in this file;
  *   - every ISA's product is within the float-summation bound of a double
- *     product of those values with activations quantized by ggml's x86 rule
- *     (written plainly here);
+ *     product of those values with activations quantized by ggml's rule
+ *     (x86 Q8_0 for Q4_0, quantize_row_q8_K_ref for Q4_K; written plainly
+ *     here);
  *   - every ISA gives the same bits as the scalar kernel, and a column's
  *     result does not depend on n or on the columns beside it (the batch
  *     invariance a server promises);
@@ -18,7 +20,9 @@
 #include "check.h"
 #include "kernels/matmul.h"
 #include "kernels/q4_0x16.h"
+#include "kernels/q4_Kx16.h"
 #include "kernels/quant.h"
+#include "kernels/quantize.h"
 #include "kernels/wtype.h"
 #include "offkv/batch.h"
 #include "offkv/offkv.h"
@@ -41,6 +45,39 @@ static void decode_q4_0(const block_q4_0 *b, int64_t k, float *out) {
     }
 }
 
+/* Q4_K by its formula: sub-block j of a super-block has the 6-bit scale sc
+ * and min m packed in 12 bytes (j < 4: bytes j and j + 4, low 6 bits; else
+ * the nibbles of byte j + 4 and the top 2 bits of bytes j - 4 and j); its
+ * value l is nibble j % 2 of qs[32 (j / 2) + l], times d sc, minus dmin m. */
+static void decode_q4_K(const block_q4_K *b, int64_t k, float *out, float *off) {
+    for (int64_t s = 0; s < k / 256; s++) {
+        const uint8_t *q = b[s].scales;
+        for (int j = 0; j < 8; j++) {
+            const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 15) | (q[j - 4] >> 6) << 4;
+            const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+            const float d1 = okv_f16_to_f32(b[s].d) * (float)sc, m1 = okv_f16_to_f32(b[s].dmin) * (float)m;
+            for (int l = 0; l < 32; l++) {
+                out[s * 256 + 32 * j + l] = d1 * (float)((b[s].qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) - m1;
+                off[s * 256 + 32 * j + l] = m1;
+            }
+        }
+    }
+}
+
+/* ggml's quantize_row_q8_K_ref: iscale = -127 / (the value of largest
+ * magnitude), q = min(127, nearest-even(iscale x)), d = 1 / iscale. */
+static void quantize_ref_k(const float *x, int64_t k, double *xq) {
+    for (int64_t b = 0; b < k / 256; b++) {
+        const float *xb = x + b * 256;
+        float amax = 0, max = 0;
+        for (int i = 0; i < 256; i++)
+            if (fabsf(xb[i]) > amax) { amax = fabsf(xb[i]); max = xb[i]; }
+        const float iscale = amax ? -127.0f / max : 0.0f;
+        for (int i = 0; i < 256; i++)
+            xq[b * 256 + i] = amax ? (double)fminf(nearbyintf(iscale * xb[i]), 127.0f) * (double)(1.0f / iscale) : 0.0;
+    }
+}
+
 /* ggml's x86 activation quantizer: d = f16(amax/127), q = nearest-even(x * 127/amax). */
 static void quantize_ref(const float *x, int64_t k, double *xq) {
     for (int64_t b = 0; b < k / 32; b++) {
@@ -52,32 +89,45 @@ static void quantize_ref(const float *x, int64_t k, double *xq) {
     }
 }
 
-static void check_shape(int64_t rows, int64_t k, int64_t n) {
-    const int64_t nb = k / 32;
-    block_q4_0 *q = malloc(sizeof *q * (size_t)(rows * nb));
-    void *w = malloc(sizeof(block_q4_0) * (size_t)(rows * nb));
-    float *row = malloc(sizeof(float) * (size_t)k), *wv = malloc(sizeof(float) * (size_t)(rows * k));
+/* One layout: its ggml source type, how to quantize and decode rows of it. */
+typedef struct layout { int32_t type, src; const char *name; } layout;
+static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"}, {OKV_WT_Q4_KX16, OKV_GGML_Q4_K, "q4_Kx16"}};
+
+static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
+    const size_t src_row = okv_ggml_row_size(L->src, k), row = okv_wtype_row_size(L->type, k);
+    uint8_t *q = malloc(src_row * (size_t)rows), *w = malloc(row * (size_t)rows);
+    float *rowf = malloc(sizeof(float) * (size_t)k), *wv = malloc(sizeof(float) * (size_t)(rows * k));
+    float *off = calloc((size_t)(rows * k), sizeof(float)); /* Q4_K's min part of each value */
     float *back = malloc(sizeof(float) * (size_t)k), *x = malloc(sizeof(float) * (size_t)(n * k));
     double *xq = malloc(sizeof(double) * (size_t)(n * k));
     float *y = malloc(sizeof(float) * (size_t)(n * rows)), *ys = malloc(sizeof(float) * (size_t)(n * rows));
     float *y1 = malloc(sizeof(float) * (size_t)rows);
-    void *scratch = malloc(okv_matmul_scratch_bytes(OKV_WT_Q4_0X16, k, n));
+    void *scratch = malloc(okv_matmul_scratch_bytes(L->type, k, n));
     for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < k; i++) row[i] = frand() * (1.0f + (float)(r % 3));
-        okv_quantize_row_q4_0(row, q + r * nb, k);
-        decode_q4_0(q + r * nb, k, wv + r * k);
+        /* rows of different scales, and values clustered off zero so Q4_K's mins matter */
+        for (int64_t i = 0; i < k; i++) rowf[i] = frand() * (1.0f + (float)(r % 3)) + (i % 64 < 32 ? 0.5f : -0.25f);
+        if (L->src == OKV_GGML_Q4_0) {
+            okv_quantize_row_q4_0(rowf, (block_q4_0 *)(q + (size_t)r * src_row), k);
+            decode_q4_0((const block_q4_0 *)(q + (size_t)r * src_row), k, wv + r * k);
+        } else {
+            okv_quantize_row_q4_K(rowf, (block_q4_K *)(q + (size_t)r * src_row), k);
+            decode_q4_K((const block_q4_K *)(q + (size_t)r * src_row), k, wv + r * k, off + r * k);
+        }
     }
-    okv_repack_q4_0x16(w, q, rows, k);
-    CHECK(okv_wtype_row_size(OKV_WT_Q4_0X16, k) == sizeof(block_q4_0) * (size_t)nb, "same bytes as q4_0");
+    if (L->type == OKV_WT_Q4_0X16) okv_repack_q4_0x16(w, q, rows, k);
+    else okv_repack_q4_Kx16(w, q, rows, k);
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
-        okv_dequantize_row(OKV_WT_Q4_0X16, (const uint8_t *)w + (size_t)r * okv_wtype_row_size(OKV_WT_Q4_0X16, k),
-                           back, k);
+        okv_dequantize_row(L->type, w + (size_t)r * row, back, k);
         bad += memcmp(back, wv + r * k, sizeof(float) * (size_t)k) != 0;
     }
-    CHECK(bad == 0, "%d of %lld repacked rows decode to other values (k %lld)", bad, (long long)rows, (long long)k);
+    CHECK(bad == 0, "%s: %d of %lld repacked rows decode to other values (k %lld)", L->name, bad, (long long)rows,
+          (long long)k);
     for (int64_t i = 0; i < n * k; i++) x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
-    for (int64_t j = 0; j < n; j++) quantize_ref(x + j * k, k, xq + j * k);
+    for (int64_t j = 0; j < n; j++) {
+        if (L->src == OKV_GGML_Q4_0) quantize_ref(x + j * k, k, xq + j * k);
+        else quantize_ref_k(x + j * k, k, xq + j * k);
+    }
 
     for (int kern = 0; kern < OKV_ISA_COUNT; kern++) {
         if (!okv_cpu_has_isa((okv_isa)kern)) {
@@ -85,26 +135,27 @@ static void check_shape(int64_t rows, int64_t k, int64_t n) {
             continue;
         }
         okv_error err;
-        okv_status st = okv_matmul_with((okv_isa)kern, NULL, OKV_WT_Q4_0X16, w, rows, k, x, n, y, scratch, &err);
+        okv_status st = okv_matmul_with((okv_isa)kern, NULL, L->type, w, rows, k, x, n, y, scratch, &err);
         CHECK_STATUS(st, OKV_OK, err);
-        int off = 0, diff = 0, dep = 0;
+        int outside = 0, diff = 0, dep = 0;
         double worst = 0;
         for (int64_t j = 0; j < n; j++)
             for (int64_t r = 0; r < rows; r++) {
                 double ref = 0, mag = 0;
                 for (int64_t i = 0; i < k; i++) {
                     ref += (double)wv[r * k + i] * xq[j * k + i];
-                    mag += fabs((double)wv[r * k + i] * xq[j * k + i]);
+                    /* Q4_K sums its scaled and min parts apart: count both */
+                    mag += fabs(xq[j * k + i]) * (fabs((double)wv[r * k + i]) + 2 * fabs((double)off[r * k + i]));
                 }
                 /* per block a few roundings (scale product, FMA), then 16
                  * lanes of k/512 terms and the four-step lane sum */
                 const double tol = (double)(k / 512 + 8) * 0x1p-23 * mag + 1e-30;
                 const double e = fabs((double)y[j * rows + r] - ref);
-                if (e > tol) off++;
+                if (e > tol) outside++;
                 if (e / tol > worst) worst = e / tol;
             }
-        CHECK(off == 0, "%s %lldx%lld n=%lld: %d results outside the summation bound (worst %.2f of it)",
-              okv_isa_name((okv_isa)kern), (long long)rows, (long long)k, (long long)n, off, worst);
+        CHECK(outside == 0, "%s %s %lldx%lld n=%lld: %d results outside the summation bound (worst %.2f of it)",
+              L->name, okv_isa_name((okv_isa)kern), (long long)rows, (long long)k, (long long)n, outside, worst);
         if (kern == OKV_ISA_SCALAR) memcpy(ys, y, sizeof(float) * (size_t)(n * rows));
         else diff = memcmp(ys, y, sizeof(float) * (size_t)(n * rows)) != 0;
         CHECK(diff == 0, "%s differs from the scalar kernel's bits (%lldx%lld n=%lld)", okv_isa_name((okv_isa)kern),
@@ -112,32 +163,33 @@ static void check_shape(int64_t rows, int64_t k, int64_t n) {
         /* each column alone, with 2 threads */
         okv_threadpool *pool = okv_threadpool_create(2, NULL);
         for (int64_t j = 0; j < n; j++) {
-            st = okv_matmul_with((okv_isa)kern, pool, OKV_WT_Q4_0X16, w, rows, k, x + j * k, 1, y1, scratch, &err);
+            st = okv_matmul_with((okv_isa)kern, pool, L->type, w, rows, k, x + j * k, 1, y1, scratch, &err);
             dep += st != OKV_OK || memcmp(y1, y + j * rows, sizeof(float) * (size_t)rows) != 0;
         }
         okv_threadpool_free(pool);
         CHECK(dep == 0, "%s: %d columns change with n (%lldx%lld n=%lld)", okv_isa_name((okv_isa)kern), dep,
               (long long)rows, (long long)k, (long long)n);
     }
-    free(q); free(w); free(row); free(wv); free(back); free(x); free(xq); free(y); free(ys); free(y1); free(scratch);
+    free(q); free(w); free(rowf); free(wv); free(off); free(back); free(x); free(xq); free(y); free(ys); free(y1); free(scratch);
 }
 
 /* A random llama with Q4_0 matrices of 512-value rows: written by
  * `offkv synth` into the build folder. */
-static const char *synth_model(void) {
-    static const char path[] = "test_q4_0x16.tmp.gguf";
+static const char *synth_model(const char *type) {
+    static char path[64];
+    snprintf(path, sizeof path, "test_x16.%s.tmp.gguf", type);
     const char *bin = getenv("OKV_BIN");
     if (!bin) return NULL;
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "'%s/offkv' synth --arch llama --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 --n-ff 1024 "
-             "--n-vocab 512 --type q4_0 --seed 5 -o %s 2> /dev/null",
-             bin, path);
+             "--n-vocab 512 --type %s --seed 5 -o %s 2> /dev/null",
+             bin, type, path);
     return system(cmd) == 0 ? path : NULL;
 }
 
-static void check_model(void) {
-    const char *path = synth_model();
+static void check_model(const char *type) {
+    const char *path = synth_model(type);
     CHECK(path != NULL, "offkv synth failed (OKV_BIN=%s)", getenv("OKV_BIN") ? getenv("OKV_BIN") : "unset");
     if (!path) return;
     okv_error err;
@@ -201,8 +253,8 @@ static void check_model(void) {
           "repacked vs ggml layout: %d of %d rows beyond float rounding, max |diff| %.3g (max |logit| %.3g)", moved,
           S * T, worst, amax);
     CHECK(memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0, "repacked: a batch of %d changes the logits", S);
-    printf("model: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
-           "batch bit-identical\n", moved, S * T, worst, amax);
+    printf("model %s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
+           "batch bit-identical\n", type, moved, S * T, worst, amax);
     free(lp); free(ln); free(lb);
     okv_model_free(mp);
     okv_model_free(mn);
@@ -211,14 +263,18 @@ static void check_model(void) {
 
 int main(void) {
     static const int64_t shapes[][3] = {{1, 512, 1}, {5, 512, 3}, {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17}, {13, 512, 64}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(shapes[i][0], shapes[i][1], shapes[i][2]);
+    for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            check_shape(&LAYOUTS[l], shapes[i][0], shapes[i][1], shapes[i][2]);
     okv_error err;
     float x[512] = {0}, y[4];
     CHECK(okv_matmul(NULL, OKV_WT_Q4_0X16, x, 4, 500, x, 1, y, x, &err) == OKV_ERR_INVALID &&
               strstr(err.message, "512"),
           "k not whole groups: %s", err.message);
-    CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0,
+    CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0 &&
+              okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL,
           "offkv's own layout is not a ggml type");
-    check_model();
+    check_model("q4_0");
+    check_model("q4_k_m");
     return check_done();
 }

@@ -1,0 +1,185 @@
+/* Q4_K sixteen sub-blocks wide (see q4_Kx16.h): the repacking, the
+ * activation layout, and the product kernels of every ISA, all computing
+ * the same float operations in the same order (so the same bits). */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/q4_Kx16.h"
+#include "kernels/quant.h"
+#include "kernels/x16.h"
+
+/* Super-blocks per group. */
+enum { SB = 2 };
+
+void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
+    const block_q4_K *in = src;
+    block_q4_Kx16 *out = dst;
+    for (int64_t g = 0; g < rows * (k / (SB * OKV_QK_K)); g++, in += SB, out++)
+        for (int b = 0; b < SB; b++) {
+            out->d[b] = in[b].d;
+            out->dmin[b] = in[b].dmin;
+            for (int j = 0; j < 8; j++) {
+                const int i = 8 * b + j;
+                okv_q4_K_scale_min(j, in[b].scales, &out->sc[i], &out->m[i]);
+                /* sub-block j's value l is nibble j % 2 of qs[32 (j / 2) + l] */
+                const uint8_t *q = in[b].qs + 32 * (j / 2);
+                const int shift = 4 * (j % 2);
+                for (int u = 0; u < 4; u++)
+                    for (int m = 0; m < 4; m++) {
+                        const int lo = (q[4 * u + m] >> shift) & 0x0F, hi = (q[16 + 4 * u + m] >> shift) & 0x0F;
+                        out->qs[u][4 * i + m] = (uint8_t)(lo | hi << 4);
+                    }
+            }
+        }
+}
+
+void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
+    const block_q4_Kx16 *g = src;
+    for (int64_t gi = 0; gi < k / (SB * OKV_QK_K); gi++, g++)
+        for (int i = 0; i < 16; i++) {
+            /* ggml's float operations: d * sc, min * m, then d1 * q - m1 */
+            const float d1 = okv_f16_to_f32(g->d[i / 8]) * (float)g->sc[i];
+            const float m1 = okv_f16_to_f32(g->dmin[i / 8]) * (float)g->m[i];
+            float *y = dst + (gi * 16 + i) * 32;
+            for (int u = 0; u < 4; u++)
+                for (int m = 0; m < 4; m++) {
+                    const uint8_t q = g->qs[u][4 * i + m];
+                    y[4 * u + m] = d1 * (float)(q & 0x0F) - m1;
+                    y[16 + 4 * u + m] = d1 * (float)(q >> 4) - m1;
+                }
+        }
+}
+
+void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_q8_Kx16 *y) {
+    block_q8_K a[SB];
+    int8_t q[SB * OKV_QK_K];
+    for (int64_t g = 0; g < k / (SB * OKV_QK_K); g++, y++) {
+        const float *xg = x + g * SB * OKV_QK_K;
+        if (kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(xg, a, SB * OKV_QK_K);
+        else okv_mm_quantize_q8_K_avx2(xg, a, SB * OKV_QK_K);
+        for (int i = 0; i < 16; i++) {
+            const block_q8_K *b = &a[i / 8];
+            memcpy(q + 32 * i, b->qs + 32 * (i % 8), 32);
+            y->d[i] = b->d;
+            y->xm[i] = b->d * (float)(b->bsums[2 * (i % 8)] + b->bsums[2 * (i % 8) + 1]);
+        }
+        okv_x16_permute_act(q, y->qs);
+    }
+}
+
+/* Hoisted tile pointers: row r's groups, column j's groups. */
+#define TILE_SETUP()                                                                         \
+    const int64_t ng = c->k / (SB * OKV_QK_K);                                               \
+    const block_q4_Kx16 *wr[MM_TR];                                                          \
+    const block_q8_Kx16 *xs[OKV_X16_MAX_COLS];                                               \
+    for (int r = 0; r < NR; r++) wr[r] = (const block_q4_Kx16 *)(c->w + (r0 + r) * c->wrow); \
+    for (int j = 0; j < NC; j++) xs[j] = (const block_q8_Kx16 *)(c->xa + (c0 + j) * c->xa_col)
+
+/* Per lane and group: acc = fma(dot, (d sc) dx, acc), then
+ * acc = fnmadd(dmin m, xm, acc).  d sc and dmin m are exact in f32
+ * (11-bit mantissas times 6-bit integers). */
+static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
+    TILE_SETUP();
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) {
+            float acc[16] = {0};
+            for (int64_t g = 0; g < ng; g++) {
+                const block_q4_Kx16 *w = wr[r] + g;
+                const block_q8_Kx16 *x = xs[j] + g;
+                for (int i = 0; i < 16; i++) {
+                    const float dsc = okv_f16_to_f32(w->d[i / 8]) * (float)w->sc[i];
+                    const float dm = okv_f16_to_f32(w->dmin[i / 8]) * (float)w->m[i];
+                    acc[i] = fmaf((float)okv_x16_dot_scalar(w->qs, x->qs, i), dsc * x->d[i], acc[i]);
+                    acc[i] = fmaf(-dm, x->xm[i], acc[i]);
+                }
+            }
+            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
+        }
+}
+
+void okv_mm_tile_q4_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
+    tile_scalar(c, r0, nr, c0, nc);
+}
+
+#define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
+
+/* A group's d sc and dmin m for lanes 8 half .. 8 half + 7 (super-block half). */
+AVX2 void scales_avx2(const block_q4_Kx16 *w, int half, __m256 *dsc, __m256 *dm) {
+    const __m256 d = _mm256_set1_ps(okv_f16_to_f32(w->d[half])), mn = _mm256_set1_ps(okv_f16_to_f32(w->dmin[half]));
+    *dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
+    *dm = _mm256_mul_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w->m + 8 * half)))));
+}
+
+AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    TILE_SETUP();
+    const int8_t (*xq[OKV_X16_MAX_COLS])[64];
+    for (int r = 0; r < NR; r++) {
+        __m256 acc[OKV_X16_MAX_COLS][2];
+        UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+        for (int64_t g = 0; g < ng; g++) {
+            const block_q4_Kx16 *w = wr[r] + g;
+            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
+            UNROLL for (int half = 0; half < 2; half++) {
+                __m256i p[OKV_X16_MAX_COLS];
+                UNROLL for (int j = 0; j < NC; j++) p[j] = _mm256_setzero_si256();
+                OKV_X16_NIBBLE_DOTS_256(p, w->qs, xq, NC, half);
+                __m256 dsc, dm;
+                scales_avx2(w, half, &dsc, &dm);
+                UNROLL for (int j = 0; j < NC; j++) {
+                    acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]),
+                                                   _mm256_mul_ps(dsc, _mm256_loadu_ps(xs[j][g].d + 8 * half)), acc[j][half]);
+                    acc[j][half] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(xs[j][g].xm + 8 * half), acc[j][half]);
+                }
+            }
+        }
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
+    }
+}
+
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_Kx16_avx2)
+
+/* d (lanes 0-7 from super-block 0, 8-15 from 1) times 16 unsigned bytes. */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_bytes(const okv_f16 d[2],
+                                                                                   const uint8_t *b) {
+    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(okv_f16_to_f32(d[0])), _mm256_set1_ps(okv_f16_to_f32(d[1])), 1);
+    return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b))));
+}
+
+/* The AVX-512 body, with DOT the BW or the VNNI dot product. */
+#define TILE_AVX512(name, TARGET, DOT)                                                                    \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                  int64_t c0, const int NC) {              \
+        TILE_SETUP();                                                                                     \
+        const int8_t (*xq[OKV_X16_MAX_COLS])[64];                                                         \
+        for (int r = 0; r < NR; r++) {                                                                    \
+            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
+            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+            for (int64_t g = 0; g < ng; g++) {                                                            \
+                const block_q4_Kx16 *w = wr[r] + g;                                                       \
+                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                __m512i p[OKV_X16_MAX_COLS];                                                              \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    p[j] = _mm512_setzero_si512();                                                        \
+                    xq[j] = xs[j][g].qs;                                                                  \
+                }                                                                                         \
+                OKV_X16_NIBBLE_DOTS_512(p, w->qs, xq, NC, DOT);                                           \
+                const __m512 dsc = scaled_bytes(w->d, w->sc), dm = scaled_bytes(w->dmin, w->m);           \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(dsc, _mm512_loadu_ps(xs[j][g].d)), \
+                                             acc[j]);                                                     \
+                    acc[j] = _mm512_fnmadd_ps(dm, _mm512_loadu_ps(xs[j][g].xm), acc[j]);                  \
+                }                                                                                         \
+            }                                                                                             \
+            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+        }                                                                                                 \
+    }
+
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, OKV_X16_DOT_BW)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, OKV_X16_DOT_VNNI)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q4_Kx16_avx512)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q4_Kx16_avx512vnni)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q4_Kx16_avx512)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q4_Kx16_avx512vnni)
