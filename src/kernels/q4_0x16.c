@@ -112,8 +112,8 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
 
-/* The AVX-512 body, with DOT the BW or the VNNI dot product. */
-#define TILE_AVX512(name, TARGET, DOT)                                                                    \
+/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes). */
+#define TILE_AVX512(name, TARGET, VNNI)                                                                    \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
@@ -129,7 +129,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
                     p[j] = _mm512_loadu_si512(xs[j][g].c8);                                               \
                     xq[j] = xs[j][g].qs;                                                                  \
                 }                                                                                         \
-                OKV_X16_NIBBLE_DOTS_512(p, w->qs, xq, NC, DOT);                                           \
+                OKV_X16_NIBBLE_DOTS_512(p, w->qs, xq, NC, VNNI);                                           \
                 const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w->d));             \
                 UNROLL for (int j = 0; j < NC; j++)                                                       \
                     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), \
@@ -139,8 +139,8 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, OKV_X16_DOT_BW)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, OKV_X16_DOT_VNNI)
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q4_0x16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q4_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q4_0x16_avx512)

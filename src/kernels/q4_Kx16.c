@@ -148,8 +148,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
     return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b))));
 }
 
-/* The AVX-512 body, with DOT the BW or the VNNI dot product. */
-#define TILE_AVX512(name, TARGET, DOT)                                                                    \
+/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes). */
+#define TILE_AVX512(name, TARGET, VNNI)                                                                    \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
@@ -165,7 +165,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
                     p[j] = _mm512_setzero_si512();                                                        \
                     xq[j] = xs[j][g].qs;                                                                  \
                 }                                                                                         \
-                OKV_X16_NIBBLE_DOTS_512(p, w->qs, xq, NC, DOT);                                           \
+                OKV_X16_NIBBLE_DOTS_512(p, w->qs, xq, NC, VNNI);                                           \
                 const __m512 dsc = scaled_bytes(w->d, w->sc), dm = scaled_bytes(w->dmin, w->m);           \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
                     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(dsc, _mm512_loadu_ps(xs[j][g].d)), \
@@ -177,8 +177,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, OKV_X16_DOT_BW)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, OKV_X16_DOT_VNNI)
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q4_Kx16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q4_Kx16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q4_Kx16_avx512)
