@@ -1,12 +1,12 @@
-/* Q4_0 and Q4_K repacked sixteen blocks wide (kernels/q4_0x16.h,
- * q4_Kx16.h), the layouts the model keeps those matrices in.  Checked
- * against things written here:
+/* Q4_0, Q8_0 and Q4_K repacked sixteen blocks wide (kernels/q4_0x16.h,
+ * q8_0x16.h, q4_Kx16.h), the layouts the model keeps those matrices in.
+ * Checked against things written here:
  *   - their rows decode to the values of the ggml blocks they came from,
  *     decoded by each format's formula in this file;
  *   - every ISA's product is within the float-summation bound of a double
  *     product of those values with activations quantized by ggml's rule
- *     (x86 Q8_0 for Q4_0, quantize_row_q8_K_ref for Q4_K; written plainly
- *     here);
+ *     (x86 Q8_0 for Q4_0 and Q8_0, quantize_row_q8_K_ref for Q4_K;
+ *     written plainly here);
  *   - every ISA gives the same bits as the scalar kernel, and a column's
  *     result does not depend on n or on the columns beside it (the batch
  *     invariance a server promises);
@@ -21,6 +21,7 @@
 #include "kernels/matmul.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q8_0x16.h"
 #include "kernels/quant.h"
 #include "kernels/quantize.h"
 #include "kernels/wtype.h"
@@ -43,6 +44,12 @@ static void decode_q4_0(const block_q4_0 *b, int64_t k, float *out) {
             out[i * 32 + 16 + j] = (float)((b[i].qs[j] >> 4) - 8) * d;
         }
     }
+}
+
+/* Q8_0 by its formula: value j = qs[j] d. */
+static void decode_q8_0(const block_q8_0 *b, int64_t k, float *out) {
+    for (int64_t i = 0; i < k / 32; i++)
+        for (int j = 0; j < 32; j++) out[i * 32 + j] = (float)b[i].qs[j] * okv_f16_to_f32(b[i].d);
 }
 
 /* Q4_K by its formula: sub-block j of a super-block has the 6-bit scale sc
@@ -91,7 +98,9 @@ static void quantize_ref(const float *x, int64_t k, double *xq) {
 
 /* One layout: its ggml source type, how to quantize and decode rows of it. */
 typedef struct layout { int32_t type, src; const char *name; } layout;
-static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"}, {OKV_WT_Q4_KX16, OKV_GGML_Q4_K, "q4_Kx16"}};
+static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"},
+                                 {OKV_WT_Q8_0X16, OKV_GGML_Q8_0, "q8_0x16"},
+                                 {OKV_WT_Q4_KX16, OKV_GGML_Q4_K, "q4_Kx16"}};
 
 static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
     const size_t src_row = okv_ggml_row_size(L->src, k), row = okv_wtype_row_size(L->type, k);
@@ -109,12 +118,16 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
         if (L->src == OKV_GGML_Q4_0) {
             okv_quantize_row_q4_0(rowf, (block_q4_0 *)(q + (size_t)r * src_row), k);
             decode_q4_0((const block_q4_0 *)(q + (size_t)r * src_row), k, wv + r * k);
+        } else if (L->src == OKV_GGML_Q8_0) {
+            okv_quantize_row_q8_0(rowf, (block_q8_0 *)(q + (size_t)r * src_row), k);
+            decode_q8_0((const block_q8_0 *)(q + (size_t)r * src_row), k, wv + r * k);
         } else {
             okv_quantize_row_q4_K(rowf, (block_q4_K *)(q + (size_t)r * src_row), k);
             decode_q4_K((const block_q4_K *)(q + (size_t)r * src_row), k, wv + r * k, off + r * k);
         }
     }
     if (L->type == OKV_WT_Q4_0X16) okv_repack_q4_0x16(w, q, rows, k);
+    else if (L->type == OKV_WT_Q8_0X16) okv_repack_q8_0x16(w, q, rows, k);
     else okv_repack_q4_Kx16(w, q, rows, k);
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -125,7 +138,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
           (long long)k);
     for (int64_t i = 0; i < n * k; i++) x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
     for (int64_t j = 0; j < n; j++) {
-        if (L->src == OKV_GGML_Q4_0) quantize_ref(x + j * k, k, xq + j * k);
+        if (L->src != OKV_GGML_Q4_K) quantize_ref(x + j * k, k, xq + j * k);
         else quantize_ref_k(x + j * k, k, xq + j * k);
     }
 
@@ -272,9 +285,10 @@ int main(void) {
               strstr(err.message, "512"),
           "k not whole groups: %s", err.message);
     CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0 &&
-              okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL,
+              okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL,
           "offkv's own layout is not a ggml type");
     check_model("q4_0");
     check_model("q4_k_m");
+    check_model("q8_0");
     return check_done();
 }

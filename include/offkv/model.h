@@ -22,7 +22,7 @@ typedef struct okv_model okv_model;
  * of key, value string pairs; known keys:
  *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
  *                     of N positions (for files that lack the key).
- *   "repack"          "on" (default) or "off": Q4_0 and Q4_K matrices whose
+ *   "repack"          "on" (default) or "off": Q4_0, Q8_0 and Q4_K matrices whose
  *                     rows are whole 512-value groups are copied at load into
  *                     layouts whose products run two to three times as fast
  *                     on several tokens at once (batched decode, prefill);

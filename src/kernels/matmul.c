@@ -32,8 +32,8 @@ static size_t act_col_bytes(okv_act_fmt f, int64_t k) {
     case OKV_ACT_Q8_0: return (size_t)(k / OKV_QK) * sizeof(float) + (size_t)k;
     case OKV_ACT_Q8_1: return (size_t)(k / OKV_QK) * sizeof(block_q8_1);
     case OKV_ACT_Q8_K: return (size_t)(k / OKV_QK_K) * sizeof(block_q8_K);
-    case OKV_ACT_Q8_0X16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_q8_0x16);
-    case OKV_ACT_Q8_KX16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_q8_Kx16);
+    case OKV_ACT_Q8_0X16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_act_q8_0x16);
+    case OKV_ACT_Q8_KX16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_act_q8_Kx16);
     case OKV_ACT_F32: case OKV_ACT_COUNT: break;
     }
     return 0;
@@ -84,10 +84,10 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
             break;
         }
         case OKV_ACT_Q8_0X16:
-            okv_quantize_act_q8_0x16(job->kern, x, k, (block_q8_0x16 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)));
+            okv_quantize_act_q8_0x16(job->kern, x, k, (block_act_q8_0x16 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)));
             break;
         case OKV_ACT_Q8_KX16:
-            okv_quantize_act_q8_Kx16(job->kern, x, k, (block_q8_Kx16 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)));
+            okv_quantize_act_q8_Kx16(job->kern, x, k, (block_act_q8_Kx16 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)));
             break;
         case OKV_ACT_F32: case OKV_ACT_COUNT: break;
         }

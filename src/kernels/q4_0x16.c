@@ -37,7 +37,7 @@ void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k) {
         }
 }
 
-void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_q8_0x16 *y) {
+void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act_q8_0x16 *y) {
     int8_t q[OKV_X16_VALUES];
     for (int64_t g = 0; g < k / OKV_X16_VALUES; g++, y++) {
         const float *xg = x + g * OKV_X16_VALUES;
@@ -57,9 +57,9 @@ void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_q8_
 #define TILE_SETUP()                                                                         \
     const int64_t ng = c->k / OKV_X16_VALUES;                                                \
     const block_q4_0x16 *wr[MM_TR];                                                          \
-    const block_q8_0x16 *xs[OKV_X16_MAX_COLS];                                               \
+    const block_act_q8_0x16 *xs[OKV_X16_MAX_COLS];                                               \
     for (int r = 0; r < NR; r++) wr[r] = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow); \
-    for (int j = 0; j < NC; j++) xs[j] = (const block_q8_0x16 *)(c->xa + (c0 + j) * c->xa_col)
+    for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_0x16 *)(c->xa + (c0 + j) * c->xa_col)
 
 static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
     TILE_SETUP();
@@ -68,7 +68,7 @@ static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int
             float acc[16] = {0};
             for (int64_t g = 0; g < ng; g++) {
                 const block_q4_0x16 *w = wr[r] + g;
-                const block_q8_0x16 *x = xs[j] + g;
+                const block_act_q8_0x16 *x = xs[j] + g;
                 for (int i = 0; i < 16; i++) {
                     const int32_t p = x->c8[i] + okv_x16_dot_scalar(w->qs, x->qs, i);
                     acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);

@@ -36,12 +36,13 @@ typedef struct block_q4_0x16 {
 /* The activations of a group in the matching order, quantized as Q8_0
  * (ggml's x86 quantizer): vector 2u + h, lane i = block i's values
  * 16h + 4u .. 16h + 4u + 3.  d: the block scales; c8: -8 * the sum of each
- * block's values, which takes Q4_0's offset of 8 off the products. */
-typedef struct block_q8_0x16 {
+ * block's values, which takes Q4_0's offset of 8 off the products (and,
+ * times 16, Q8_0x16's unsigned weights' offset of 128: q8_0x16.h). */
+typedef struct block_act_q8_0x16 {
     int8_t qs[8][64];
     float d[OKV_X16_BLOCKS];
     int32_t c8[OKV_X16_BLOCKS];
-} block_q8_0x16;
+} block_act_q8_0x16;
 
 /* Copies rows x k Q4_0 weights (ggml layout) from src into dst in this
  * layout; k a multiple of OKV_X16_VALUES; dst and src must not overlap. */
@@ -53,6 +54,6 @@ void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k);
 /* Quantizes k activations (a multiple of OKV_X16_VALUES) into k / 512
  * groups, with the Q8_0 quantizer of kern (scalar or the AVX2 one, which
  * give the same bits). */
-void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_q8_0x16 *y);
+void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act_q8_0x16 *y);
 
 #endif

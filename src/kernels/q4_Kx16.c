@@ -52,7 +52,7 @@ void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
         }
 }
 
-void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_q8_Kx16 *y) {
+void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16 *y) {
     block_q8_K a[SB];
     int8_t q[SB * OKV_QK_K];
     for (int64_t g = 0; g < k / (SB * OKV_QK_K); g++, y++) {
@@ -73,9 +73,9 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_q8_
 #define TILE_SETUP()                                                                         \
     const int64_t ng = c->k / (SB * OKV_QK_K);                                               \
     const block_q4_Kx16 *wr[MM_TR];                                                          \
-    const block_q8_Kx16 *xs[OKV_X16_MAX_COLS];                                               \
+    const block_act_q8_Kx16 *xs[OKV_X16_MAX_COLS];                                               \
     for (int r = 0; r < NR; r++) wr[r] = (const block_q4_Kx16 *)(c->w + (r0 + r) * c->wrow); \
-    for (int j = 0; j < NC; j++) xs[j] = (const block_q8_Kx16 *)(c->xa + (c0 + j) * c->xa_col)
+    for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_Kx16 *)(c->xa + (c0 + j) * c->xa_col)
 
 /* Per lane and group: acc = fma(dot, (d sc) dx, acc), then
  * acc = fnmadd(dmin m, xm, acc).  d sc and dmin m are exact in f32
@@ -87,7 +87,7 @@ static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int
             float acc[16] = {0};
             for (int64_t g = 0; g < ng; g++) {
                 const block_q4_Kx16 *w = wr[r] + g;
-                const block_q8_Kx16 *x = xs[j] + g;
+                const block_act_q8_Kx16 *x = xs[j] + g;
                 for (int i = 0; i < 16; i++) {
                     const float dsc = okv_f16_to_f32(w->d[i / 8]) * (float)w->sc[i];
                     const float dm = okv_f16_to_f32(w->dmin[i / 8]) * (float)w->m[i];

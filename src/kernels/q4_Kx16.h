@@ -36,11 +36,11 @@ typedef struct block_q4_Kx16 {
  * (one scale per 256): vector 2u + h, lane i = sub-block i's values
  * 16h + 4u .. + 3.  d[i]: its super-block's scale; xm[i]: d times the sum
  * of its 32 quantized values (the mins' part). */
-typedef struct block_q8_Kx16 {
+typedef struct block_act_q8_Kx16 {
     int8_t qs[8][64];
     float d[16];
     float xm[16];
-} block_q8_Kx16;
+} block_act_q8_Kx16;
 
 /* Copies rows x k Q4_K weights (ggml layout) from src into dst in this
  * layout (rows * k / 512 groups); k a multiple of 512; no overlap. */
@@ -51,6 +51,6 @@ void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k);
 
 /* Quantizes k activations (a multiple of 512) into k / 512 groups with the
  * Q8_K quantizer of kern (scalar or AVX2: the same bits). */
-void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_q8_Kx16 *y);
+void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16 *y);
 
 #endif

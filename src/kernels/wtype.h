@@ -33,6 +33,7 @@ typedef enum okv_act_fmt {
 enum {
     OKV_WT_Q4_0X16 = OKV_GGML_TYPE_END, /* kernels/q4_0x16.h */
     OKV_WT_Q4_KX16,                     /* kernels/q4_Kx16.h */
+    OKV_WT_Q8_0X16,                     /* kernels/q8_0x16.h */
     OKV_WT_END
 };
 
