@@ -1,11 +1,11 @@
-/* Q4_0, Q8_0 and Q4_K repacked sixteen blocks wide (kernels/q4_0x16.h,
- * q8_0x16.h, q4_Kx16.h), the layouts the model keeps those matrices in.
+/* Q4_0, Q8_0, Q4_K and Q6_K repacked sixteen blocks wide (kernels/q4_0x16.h,
+ * q8_0x16.h, q4_Kx16.h, q6_Kx16.h), the layouts the model keeps them in.
  * Checked against things written here:
  *   - their rows decode to the values of the ggml blocks they came from,
  *     decoded by each format's formula in this file;
  *   - every ISA's product is within the float-summation bound of a double
  *     product of those values with activations quantized by ggml's rule
- *     (x86 Q8_0 for Q4_0 and Q8_0, quantize_row_q8_K_ref for Q4_K;
+ *     (x86 Q8_0 for Q4_0 and Q8_0, quantize_row_q8_K_ref for the K-quants;
  *     written plainly here);
  *   - every ISA gives the same bits as the scalar kernel, and a column's
  *     result does not depend on n or on the columns beside it (the batch
@@ -21,6 +21,7 @@
 #include "kernels/matmul.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/quant.h"
 #include "kernels/quantize.h"
@@ -71,6 +72,20 @@ static void decode_q4_K(const block_q4_K *b, int64_t k, float *out, float *off) 
     }
 }
 
+/* Q6_K by its formula: value 128h + 32q + l (half h, quarter q, l < 32)
+ * has the low 4 bits of ql[64h + 32 (q % 2) + l] (low nibble for q < 2,
+ * else high) and bits 2q, 2q + 1 of qh[32h + l] on top; minus 32, times d
+ * and the scale of its 16-value sub-block. */
+static void decode_q6_K(const block_q6_K *b, int64_t k, float *out) {
+    for (int64_t s = 0; s < k / 256; s++)
+        for (int idx = 0; idx < 256; idx++) {
+            const int h = idx / 128, q = idx % 128 / 32, l = idx % 32;
+            const uint8_t lo = b[s].ql[64 * h + 32 * (q % 2) + l];
+            const int v = (q < 2 ? lo & 15 : lo >> 4) | ((b[s].qh[32 * h + l] >> (2 * q)) & 3) << 4;
+            out[s * 256 + idx] = okv_f16_to_f32(b[s].d) * (float)b[s].scales[idx / 16] * (float)(v - 32);
+        }
+}
+
 /* ggml's quantize_row_q8_K_ref: iscale = -127 / (the value of largest
  * magnitude), q = min(127, nearest-even(iscale x)), d = 1 / iscale. */
 static void quantize_ref_k(const float *x, int64_t k, double *xq) {
@@ -100,7 +115,8 @@ static void quantize_ref(const float *x, int64_t k, double *xq) {
 typedef struct layout { int32_t type, src; const char *name; } layout;
 static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"},
                                  {OKV_WT_Q8_0X16, OKV_GGML_Q8_0, "q8_0x16"},
-                                 {OKV_WT_Q4_KX16, OKV_GGML_Q4_K, "q4_Kx16"}};
+                                 {OKV_WT_Q4_KX16, OKV_GGML_Q4_K, "q4_Kx16"},
+                                 {OKV_WT_Q6_KX16, OKV_GGML_Q6_K, "q6_Kx16"}};
 
 static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
     const size_t src_row = okv_ggml_row_size(L->src, k), row = okv_wtype_row_size(L->type, k);
@@ -121,6 +137,9 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
         } else if (L->src == OKV_GGML_Q8_0) {
             okv_quantize_row_q8_0(rowf, (block_q8_0 *)(q + (size_t)r * src_row), k);
             decode_q8_0((const block_q8_0 *)(q + (size_t)r * src_row), k, wv + r * k);
+        } else if (L->src == OKV_GGML_Q6_K) {
+            okv_quantize_row_q6_K(rowf, (block_q6_K *)(q + (size_t)r * src_row), k);
+            decode_q6_K((const block_q6_K *)(q + (size_t)r * src_row), k, wv + r * k);
         } else {
             okv_quantize_row_q4_K(rowf, (block_q4_K *)(q + (size_t)r * src_row), k);
             decode_q4_K((const block_q4_K *)(q + (size_t)r * src_row), k, wv + r * k, off + r * k);
@@ -128,6 +147,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
     }
     if (L->type == OKV_WT_Q4_0X16) okv_repack_q4_0x16(w, q, rows, k);
     else if (L->type == OKV_WT_Q8_0X16) okv_repack_q8_0x16(w, q, rows, k);
+    else if (L->type == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(w, q, rows, k);
     else okv_repack_q4_Kx16(w, q, rows, k);
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -138,7 +158,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
           (long long)k);
     for (int64_t i = 0; i < n * k; i++) x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
     for (int64_t j = 0; j < n; j++) {
-        if (L->src != OKV_GGML_Q4_K) quantize_ref(x + j * k, k, xq + j * k);
+        if (L->src == OKV_GGML_Q4_0 || L->src == OKV_GGML_Q8_0) quantize_ref(x + j * k, k, xq + j * k);
         else quantize_ref_k(x + j * k, k, xq + j * k);
     }
 
@@ -285,10 +305,12 @@ int main(void) {
               strstr(err.message, "512"),
           "k not whole groups: %s", err.message);
     CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0 &&
-              okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL,
+              okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL &&
+              okv_ggml_type_name(OKV_WT_Q6_KX16) == NULL,
           "offkv's own layout is not a ggml type");
     check_model("q4_0");
     check_model("q4_k_m");
     check_model("q8_0");
+    check_model("q6_k");
     return check_done();
 }

@@ -22,14 +22,14 @@ typedef struct okv_model okv_model;
  * of key, value string pairs; known keys:
  *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
  *                     of N positions (for files that lack the key).
- *   "repack"          "on" (default) or "off": Q4_0, Q8_0 and Q4_K matrices whose
- *                     rows are whole 512-value groups are copied at load into
- *                     layouts whose products run two to three times as fast
- *                     on several tokens at once (batched decode, prefill);
- *                     the file's pages of those matrices are then released,
- *                     so they take anonymous memory (Q4_K 3% more) instead of
- *                     page cache.  The logits move only by float summation
- *                     order.
+ *   "repack"          "on" (default) or "off": Q6_K matrices, and Q4_0, Q8_0
+ *                     and Q4_K ones whose rows are whole 512-value groups,
+ *                     are copied at load into layouts whose products run two
+ *                     to three times as fast on several tokens at once
+ *                     (batched decode, prefill); the file's pages of those
+ *                     matrices are then released, so they take anonymous
+ *                     memory (Q4_K 3% more) instead of page cache.  The
+ *                     logits move only by float summation order.
  * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing or
  * mis-shaped tensor, a missing required key), OKV_ERR_UNSUPPORTED (an unknown
  * architecture or tensor type), OKV_ERR_INVALID (an unknown option or bad

@@ -8,6 +8,7 @@
 #include "kernels/matmul_impl.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q6_Kx16.h"
 #include "kernels/wtype.h"
 #include "threads/pool.h"
 
@@ -34,6 +35,7 @@ static size_t act_col_bytes(okv_act_fmt f, int64_t k) {
     case OKV_ACT_Q8_K: return (size_t)(k / OKV_QK_K) * sizeof(block_q8_K);
     case OKV_ACT_Q8_0X16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_act_q8_0x16);
     case OKV_ACT_Q8_KX16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_act_q8_Kx16);
+    case OKV_ACT_Q8_KX16S: return (size_t)(k / OKV_QK_K) * sizeof(block_act_q8_Kx16s);
     case OKV_ACT_F32: case OKV_ACT_COUNT: break;
     }
     return 0;
@@ -88,6 +90,9 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
             break;
         case OKV_ACT_Q8_KX16:
             okv_quantize_act_q8_Kx16(job->kern, x, k, (block_act_q8_Kx16 *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)));
+            break;
+        case OKV_ACT_Q8_KX16S:
+            okv_quantize_act_q8_Kx16s(job->kern, x, k, (block_act_q8_Kx16s *)(job->act + (size_t)j * act_col_bytes(job->fmt, k)));
             break;
         case OKV_ACT_F32: case OKV_ACT_COUNT: break;
         }

@@ -4,6 +4,7 @@
 
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/quant.h"
 #include "kernels/wtype.h"
@@ -66,6 +67,11 @@ static const okv_wtype types[OKV_WT_END] = {
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q8_0x16),
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q8_0x16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q8_0x16_avx512vnni},
+                        .block_min_n = 5},
+    [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
+                        .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, .tile = TILES_VNNI(q6_Kx16),
+                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q6_Kx16_avx512,
+                                       [OKV_ISA_AVX512_VNNI] = okv_mm_block_q6_Kx16_avx512vnni},
                         .block_min_n = 5},
     [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .size = sizeof(block_q4_Kx16),
                         .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, .tile = TILES_VNNI(q4_Kx16),

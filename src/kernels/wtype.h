@@ -25,6 +25,7 @@ typedef enum okv_act_fmt {
     OKV_ACT_Q8_K,    /* 8-bit blocks of 256 with sums per 16: the K-quants */
     OKV_ACT_Q8_0X16, /* Q8_0 values in groups of 16 blocks, block per lane: Q4_0X16 */
     OKV_ACT_Q8_KX16, /* Q8_K values in groups of 2 super-blocks, sub-block per lane: Q4_KX16 */
+    OKV_ACT_Q8_KX16S, /* Q8_K values by super-block, 16-value sub-block per lane: Q6_KX16 */
     OKV_ACT_COUNT
 } okv_act_fmt;
 
@@ -34,6 +35,7 @@ enum {
     OKV_WT_Q4_0X16 = OKV_GGML_TYPE_END, /* kernels/q4_0x16.h */
     OKV_WT_Q4_KX16,                     /* kernels/q4_Kx16.h */
     OKV_WT_Q8_0X16,                     /* kernels/q8_0x16.h */
+    OKV_WT_Q6_KX16,                     /* kernels/q6_Kx16.h */
     OKV_WT_END
 };
 

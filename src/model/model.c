@@ -10,6 +10,7 @@
 #include "core/options.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/wtype.h"
 #include "model/model_impl.h"
@@ -350,10 +351,12 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 }
 
 /* The sixteen-wide layout w is kept in (kernels/q4_0x16.h, q8_0x16.h,
- * q4_Kx16.h), or
- * -1: Q4_0, Q8_0 and Q4_K rows of whole 512-value groups. */
+ * q4_Kx16.h, q6_Kx16.h), or
+ * -1: Q6_K, and Q4_0, Q8_0 and Q4_K rows of whole 512-value groups. */
 static int32_t repacked_type(const okv_weight *w) {
-    if (!w->data || w->ne0 % 512 != 0) return -1;
+    if (!w->data) return -1;
+    if (w->type == OKV_GGML_Q6_K) return OKV_WT_Q6_KX16; /* rows are whole super-blocks already */
+    if (w->ne0 % 512 != 0) return -1;
     if (w->type == OKV_GGML_Q4_0) return OKV_WT_Q4_0X16;
     if (w->type == OKV_GGML_Q4_K) return OKV_WT_Q4_KX16;
     if (w->type == OKV_GGML_Q8_0) return OKV_WT_Q8_0X16;
@@ -384,6 +387,7 @@ static void repack_weights(okv_model *m) {
         if (t < 0) continue;
         if (t == OKV_WT_Q4_0X16) okv_repack_q4_0x16(dst, w->data, w->ne1, w->ne0);
         else if (t == OKV_WT_Q8_0X16) okv_repack_q8_0x16(dst, w->data, w->ne1, w->ne0);
+        else if (t == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(dst, w->data, w->ne1, w->ne0);
         else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
         const size_t bytes = okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
         const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page, hi = ((uintptr_t)w->data + bytes) / page * page;

@@ -1,0 +1,204 @@
+/* Q6_K sixteen sub-blocks wide (see q6_Kx16.h): the repacking, the
+ * activation layout, and the product kernels of every ISA, all computing the
+ * same integers and float operations in the same order (so the same bits). */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/q6_Kx16.h"
+#include "kernels/quant.h"
+#include "kernels/x16.h"
+
+/* Value idx (0..255) of a Q6_K block as stored, 0..63 (ggml's order: per
+ * half of 128, four quarters of 32 from ql's low nibbles (l, l + 32) and
+ * high nibbles, with qh's bit pairs 0, 2, 4, 6). */
+static int q6_K_value(const block_q6_K *b, int idx) {
+    const int half = idx / 128, quarter = idx % 128 / 32, l = idx % 32;
+    const uint8_t ql = b->ql[64 * half + 32 * (quarter % 2) + l];
+    const int low = quarter < 2 ? ql & 0x0F : ql >> 4;
+    return low | ((b->qh[32 * half + l] >> (2 * quarter)) & 3) << 4;
+}
+
+void okv_repack_q6_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
+    const block_q6_K *in = src;
+    block_q6_Kx16 *out = dst;
+    for (int64_t g = 0; g < rows * (k / OKV_QK_K); g++, in++, out++) {
+        out->d = in->d;
+        memcpy(out->sc, in->scales, 16);
+        for (int i = 0; i < 16; i++)
+            for (int m = 0; m < 4; m++) {
+                int hbits = 0;
+                for (int v = 0; v < 4; v++) hbits |= (q6_K_value(in, 16 * i + 4 * v + m) >> 4) << (2 * v);
+                out->qh[4 * i + m] = (uint8_t)hbits;
+                for (int u = 0; u < 2; u++)
+                    out->ql[u][4 * i + m] = (uint8_t)((q6_K_value(in, 16 * i + 4 * u + m) & 0x0F) |
+                                                      (q6_K_value(in, 16 * i + 8 + 4 * u + m) & 0x0F) << 4);
+            }
+    }
+}
+
+/* Value 4v + m of sub-block i, 0..63. */
+static inline int x16_value(const block_q6_Kx16 *g, int i, int v, int m) {
+    const uint8_t ql = g->ql[v % 2][4 * i + m];
+    return (v < 2 ? ql & 0x0F : ql >> 4) | ((g->qh[4 * i + m] >> (2 * v)) & 3) << 4;
+}
+
+void okv_dequantize_row_q6_Kx16(const void *src, float *dst, int64_t k) {
+    const block_q6_Kx16 *g = src;
+    for (int64_t gi = 0; gi < k / OKV_QK_K; gi++, g++) {
+        const float d = okv_f16_to_f32(g->d);
+        for (int i = 0; i < 16; i++)
+            for (int v = 0; v < 4; v++)
+                for (int m = 0; m < 4; m++)
+                    dst[gi * OKV_QK_K + 16 * i + 4 * v + m] = d * (float)g->sc[i] * (float)(x16_value(g, i, v, m) - 32);
+    }
+}
+
+void okv_quantize_act_q8_Kx16s(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16s *y) {
+    block_q8_K a;
+    for (int64_t g = 0; g < k / OKV_QK_K; g++, y++) {
+        if (kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(x + g * OKV_QK_K, &a, OKV_QK_K);
+        else okv_mm_quantize_q8_K_avx2(x + g * OKV_QK_K, &a, OKV_QK_K);
+        for (int i = 0; i < 16; i++) {
+            y->c32[i] = -32 * a.bsums[i];
+            y->d[i] = a.d;
+            for (int v = 0; v < 4; v++) memcpy(&y->qs[v][4 * i], a.qs + 16 * i + 4 * v, 4);
+        }
+    }
+}
+
+#define TILE_SETUP()                                                                         \
+    const int64_t ng = c->k / OKV_QK_K;                                                      \
+    const block_q6_Kx16 *wr[MM_TR];                                                          \
+    const block_act_q8_Kx16s *xs[OKV_X16_MAX_COLS];                                          \
+    for (int r = 0; r < NR; r++) wr[r] = (const block_q6_Kx16 *)(c->w + (r0 + r) * c->wrow); \
+    for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_Kx16s *)(c->xa + (c0 + j) * c->xa_col)
+
+static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
+    TILE_SETUP();
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) {
+            float acc[16] = {0};
+            for (int64_t g = 0; g < ng; g++) {
+                const block_q6_Kx16 *w = wr[r] + g;
+                const block_act_q8_Kx16s *x = xs[j] + g;
+                const float d = okv_f16_to_f32(w->d);
+                for (int i = 0; i < 16; i++) {
+                    int32_t p = x->c32[i];
+                    for (int v = 0; v < 4; v++)
+                        for (int m = 0; m < 4; m++) p += x16_value(w, i, v, m) * x->qs[v][4 * i + m];
+                    acc[i] = fmaf((float)p, d * (float)w->sc[i] * x->d[i], acc[i]);
+                }
+            }
+            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
+        }
+}
+
+void okv_mm_tile_q6_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
+    tile_scalar(c, r0, nr, c0, nc);
+}
+
+/* The four value vectors of a super-block from its nibbles and high bits:
+ * value vector v = (nibble) | (bits 2v, 2v + 1 of qh) << 4.  A 16-bit shift
+ * moves bits across bytes only where the 0x30 mask drops them. */
+#define Q6_VALUES(w, L0, L1, H, AND, SL, SR, SET1, OR)                                      \
+    const __typeof__(L0) m4_ = SET1(0x0F), m30_ = SET1(0x30);                               \
+    w[0] = OR(AND(L0, m4_), AND(SL(H, 4), m30_));                                           \
+    w[1] = OR(AND(L1, m4_), AND(SL(H, 2), m30_));                                           \
+    w[2] = OR(AND(SR(L0, 4), m4_), AND(H, m30_));                                           \
+    w[3] = OR(AND(SR(L1, 4), m4_), AND(SR(H, 2), m30_))
+
+#define SET1_256(v) _mm256_set1_epi8(v)
+#define SET1_512(v) _mm512_set1_epi8(v)
+
+/* AVX2: maddubs pairs (at most 2 * 63 * 127) added as int16 two vectors at
+ * a time (32004), then widened: the exact lane dots. */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0,
+                                                                            const int NR, int64_t c0, const int NC) {
+    TILE_SETUP();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < NR; r++) {
+        __m256 acc[OKV_X16_MAX_COLS][2];
+        UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+        for (int64_t g = 0; g < ng; g++) {
+            const block_q6_Kx16 *w = wr[r] + g;
+            for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            const float d = okv_f16_to_f32(w->d);
+            UNROLL for (int half = 0; half < 2; half++) {
+                __m256i wv[4];
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql[0] + 32 * half));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql[1] + 32 * half));
+                const __m256i h = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * half));
+                Q6_VALUES(wv, l0, l1, h, _mm256_and_si256, _mm256_slli_epi16, _mm256_srli_epi16, SET1_256,
+                          _mm256_or_si256);
+                const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                                        _mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
+                UNROLL for (int j = 0; j < NC; j++) {
+                    const int8_t (*xq)[64] = xs[j][g].qs;
+                    __m256i p = _mm256_loadu_si256((const __m256i *)(xs[j][g].c32 + 8 * half));
+                    UNROLL for (int v = 0; v < 4; v += 2) {
+                        const __m256i s = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(wv[v], _mm256_loadu_si256((const __m256i *)(xq[v] + 32 * half))),
+                            _mm256_maddubs_epi16(wv[v + 1], _mm256_loadu_si256((const __m256i *)(xq[v + 1] + 32 * half))));
+                        p = _mm256_add_epi32(p, _mm256_madd_epi16(s, ones));
+                    }
+                    acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                                   _mm256_mul_ps(dsc, _mm256_loadu_ps(xs[j][g].d + 8 * half)), acc[j][half]);
+                }
+            }
+        }
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
+    }
+}
+
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q6_Kx16_avx2)
+
+/* The AVX-512 body: VNNI's dot product, or BW's maddubs pairs added two
+ * vectors at a time as int16 (the same exact lanes). */
+#define TILE_AVX512(name, TARGET, VNNI)                                                                   \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                  int64_t c0, const int NC) {              \
+        TILE_SETUP();                                                                                     \
+        const __m512i ones = _mm512_set1_epi16(1);                                                        \
+        for (int r = 0; r < NR; r++) {                                                                    \
+            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
+            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+            for (int64_t g = 0; g < ng; g++) {                                                            \
+                const block_q6_Kx16 *w = wr[r] + g;                                                       \
+                for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                __m512i wv[4];                                                                            \
+                const __m512i l0 = _mm512_loadu_si512(w->ql[0]), l1 = _mm512_loadu_si512(w->ql[1]);        \
+                const __m512i h = _mm512_loadu_si512(w->qh);                                              \
+                Q6_VALUES(wv, l0, l1, h, _mm512_and_si512, _mm512_slli_epi16, _mm512_srli_epi16, SET1_512, \
+                          _mm512_or_si512);                                                               \
+                const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(okv_f16_to_f32(w->d)),                    \
+                                                 _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w->sc)))); \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    const int8_t (*xq)[64] = xs[j][g].qs;                                                 \
+                    __m512i p = _mm512_loadu_si512(xs[j][g].c32);                                         \
+                    UNROLL for (int v = 0; v < 4; v += 2) {                                               \
+                        const __m512i x0 = _mm512_loadu_si512(xq[v]), x1 = _mm512_loadu_si512(xq[v + 1]);   \
+                        if (VNNI) {                                                                       \
+                            p = _mm512_dpbusd_epi32(p, wv[v], x0);                                        \
+                            p = _mm512_dpbusd_epi32(p, wv[v + 1], x1);                                    \
+                        } else {                                                                          \
+                            const __m512i s = _mm512_add_epi16(_mm512_maddubs_epi16(wv[v], x0),           \
+                                                               _mm512_maddubs_epi16(wv[v + 1], x1));      \
+                            p = _mm512_add_epi32(p, _mm512_madd_epi16(s, ones));                          \
+                        }                                                                                 \
+                    }                                                                                     \
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dsc, _mm512_loadu_ps(xs[j][g].d)), \
+                                             acc[j]);                                                     \
+                }                                                                                         \
+            }                                                                                             \
+            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+        }                                                                                                 \
+    }
+
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q6_Kx16_avx512)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q6_Kx16_avx512vnni)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q6_Kx16_avx512)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q6_Kx16_avx512vnni)
