@@ -206,8 +206,10 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
     free(q); free(w); free(rowf); free(wv); free(off); free(back); free(x); free(xq); free(y); free(ys); free(y1); free(scratch);
 }
 
-/* A random llama with Q4_0 matrices of 512-value rows: written by
- * `offkv synth` into the build folder. */
+/* A random llama of 512-value rows and an FFN of 4352 (ffn_down's rows end
+ * in a part-padded group: repacked for Q4_0, Q8_0 and Q6_K, left in ggml's
+ * layout for Q4_K, where padding would add 9 %), written by `offkv synth`
+ * into the build folder. */
 static const char *synth_model(const char *type) {
     static char path[64];
     snprintf(path, sizeof path, "test_x16.%s.tmp.gguf", type);
@@ -215,7 +217,7 @@ static const char *synth_model(const char *type) {
     if (!bin) return NULL;
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "'%s/offkv' synth --arch llama --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 --n-ff 1024 "
+             "'%s/offkv' synth --arch llama --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 --n-ff 4352 "
              "--n-vocab 512 --type %s --seed 5 -o %s 2> /dev/null",
              bin, type, path);
     return system(cmd) == 0 ? path : NULL;
@@ -274,15 +276,17 @@ static void check_model(const char *type) {
      * sums inside a product differs, by ~1e-7.  Now and then that moves an
      * activation across a rounding boundary of the next layer's 8-bit
      * quantization (one step of a block: ~1% of its largest value), which
-     * moves that token's logits by ~1e-3.  So: most rows at float rounding,
-     * none beyond a few quantization steps.  A wrong layout moves all. */
+     * moves that token's logits by ~1e-3, and the later tokens of its
+     * sequence through their K/V.  So: none beyond a few quantization steps
+     * (5 % of the largest logit; a wrong layout moves them by more than the
+     * logits themselves), and not every row off float rounding. */
     int moved = 0;
     for (int r = 0; r < S * T; r++) {
         double w = 0;
         for (int i = 0; i < nv; i++) w = fmax(w, fabs((double)lp[(size_t)r * nv + i] - ln[(size_t)r * nv + i]));
         moved += w > 1e-5 * fmax(1.0, amax);
     }
-    CHECK(moved * 2 <= S * T && worst <= 0.05 * fmax(1.0, amax),
+    CHECK(moved * 4 <= S * T * 3 && worst <= 0.05 * fmax(1.0, amax),
           "repacked vs ggml layout: %d of %d rows beyond float rounding, max |diff| %.3g (max |logit| %.3g)", moved,
           S * T, worst, amax);
     CHECK(memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0, "repacked: a batch of %d changes the logits", S);
@@ -295,14 +299,19 @@ static void check_model(const char *type) {
 }
 
 int main(void) {
-    static const int64_t shapes[][3] = {{1, 512, 1}, {5, 512, 3}, {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17}, {13, 512, 64}};
+    /* whole groups, then rows whose last group is partly padding (768, 1280,
+     * 2304: half of Q4_K's last group; 544, 96: Q4_0's and Q8_0's) */
+    static const int64_t shapes[][3] = {{1, 512, 1},  {5, 512, 3},   {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17},
+                                        {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
+                                        {6, 96, 3}};
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            check_shape(&LAYOUTS[l], shapes[i][0], shapes[i][1], shapes[i][2]);
+            if (shapes[i][1] % okv_ggml_block_size(LAYOUTS[l].src) == 0)
+                check_shape(&LAYOUTS[l], shapes[i][0], shapes[i][1], shapes[i][2]);
     okv_error err;
     float x[512] = {0}, y[4];
     CHECK(okv_matmul(NULL, OKV_WT_Q4_0X16, x, 4, 500, x, 1, y, x, &err) == OKV_ERR_INVALID &&
-              strstr(err.message, "512"),
+              strstr(err.message, "500") && strstr(err.message, "32"),
           "k not whole groups: %s", err.message);
     CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0 &&
               okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL &&

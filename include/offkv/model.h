@@ -23,7 +23,8 @@ typedef struct okv_model okv_model;
  *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
  *                     of N positions (for files that lack the key).
  *   "repack"          "on" (default) or "off": Q6_K matrices, and Q4_0, Q8_0
- *                     and Q4_K ones whose rows are whole 512-value groups,
+ *                     and Q4_K ones unless their rows would grow by over a
+ *                     sixteenth (rows are padded to groups of 512 values),
  *                     are copied at load into layouts whose products run two
  *                     to three times as fast on several tokens at once
  *                     (batched decode, prefill); the file's pages of those

@@ -10,6 +10,7 @@
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
 #include "kernels/wtype.h"
+#include "kernels/x16.h"
 #include "threads/pool.h"
 
 /* Fewest columns for which a kernel's block pass is used: with 8 columns
@@ -33,8 +34,8 @@ static size_t act_col_bytes(okv_act_fmt f, int64_t k) {
     case OKV_ACT_Q8_0: return (size_t)(k / OKV_QK) * sizeof(float) + (size_t)k;
     case OKV_ACT_Q8_1: return (size_t)(k / OKV_QK) * sizeof(block_q8_1);
     case OKV_ACT_Q8_K: return (size_t)(k / OKV_QK_K) * sizeof(block_q8_K);
-    case OKV_ACT_Q8_0X16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_act_q8_0x16);
-    case OKV_ACT_Q8_KX16: return (size_t)(k / OKV_X16_VALUES) * sizeof(block_act_q8_Kx16);
+    case OKV_ACT_Q8_0X16: return (size_t)okv_x16_groups(k) * sizeof(block_act_q8_0x16);
+    case OKV_ACT_Q8_KX16: return (size_t)okv_x16_groups(k) * sizeof(block_act_q8_Kx16);
     case OKV_ACT_Q8_KX16S: return (size_t)(k / OKV_QK_K) * sizeof(block_act_q8_Kx16s);
     case OKV_ACT_F32: case OKV_ACT_COUNT: break;
     }
@@ -151,7 +152,7 @@ static okv_status check_op(const okv_mm_op *op, int64_t k, const float *x, int64
     const okv_wtype *wt = okv_wtype_get(op->wtype);
     if (okv_wtype_row_size(op->wtype, k) == 0)
         return okv_fail(err, OKV_ERR_INVALID, "matmul: k = %lld is not a multiple of %lld for %s",
-                        (long long)k, (long long)wt->block, wt->name);
+                        (long long)k, (long long)(wt->unit ? wt->unit : wt->block), wt->name);
     if (act_of(op->wtype) != OKV_ACT_F32 && !scratch)
         return okv_fail(err, OKV_ERR_INVALID, "matmul: %s weights need scratch", wt->name);
     return OKV_OK;

@@ -12,20 +12,23 @@
 #include "kernels/x16.h"
 
 void okv_repack_q4_0x16(void *dst, const void *src, int64_t rows, int64_t k) {
-    const int64_t ng = k / OKV_X16_VALUES;
-    const block_q4_0 *in = src;
+    const int64_t nb = k / OKV_QK, ng = okv_x16_groups(k);
     block_q4_0x16 *out = dst;
-    for (int64_t g = 0; g < rows * ng; g++, in += OKV_X16_BLOCKS, out++)
-        for (int i = 0; i < OKV_X16_BLOCKS; i++) {
-            out->d[i] = in[i].d;
-            for (int u = 0; u < 4; u++) memcpy(&out->qs[u][4 * i], &in[i].qs[4 * u], 4);
+    memset(out, 0, (size_t)(rows * ng) * sizeof *out); /* the padding */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            const block_q4_0 *in = (const block_q4_0 *)src + r * nb + b;
+            block_q4_0x16 *g = out + r * ng + b / OKV_X16_BLOCKS;
+            const int i = (int)(b % OKV_X16_BLOCKS);
+            g->d[i] = in->d;
+            for (int u = 0; u < 4; u++) memcpy(&g->qs[u][4 * i], &in->qs[4 * u], 4);
         }
 }
 
 void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k) {
     const block_q4_0x16 *g = src;
-    for (int64_t gi = 0; gi < k / OKV_X16_VALUES; gi++, g++)
-        for (int i = 0; i < OKV_X16_BLOCKS; i++) {
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+        for (int i = 0; i < OKV_X16_BLOCKS && (gi * OKV_X16_BLOCKS + i) * OKV_QK < k; i++) {
             const float d = okv_f16_to_f32(g->d[i]);
             float *y = dst + (gi * OKV_X16_BLOCKS + i) * OKV_QK;
             for (int u = 0; u < 4; u++)
@@ -39,10 +42,13 @@ void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k) {
 
 void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act_q8_0x16 *y) {
     int8_t q[OKV_X16_VALUES];
-    for (int64_t g = 0; g < k / OKV_X16_VALUES; g++, y++) {
+    for (int64_t g = 0; g < okv_x16_groups(k); g++, y++) {
         const float *xg = x + g * OKV_X16_VALUES;
-        if (kern == OKV_ISA_SCALAR) okv_mm_quantize_act_scalar(xg, OKV_X16_VALUES, q, y->d);
-        else okv_mm_quantize_act_avx2(xg, OKV_X16_VALUES, q, y->d);
+        const int64_t len = k - g * OKV_X16_VALUES < OKV_X16_VALUES ? k - g * OKV_X16_VALUES : OKV_X16_VALUES;
+        memset(q, 0, sizeof q);
+        memset(y->d, 0, sizeof y->d);
+        if (kern == OKV_ISA_SCALAR) okv_mm_quantize_act_scalar(xg, len, q, y->d);
+        else okv_mm_quantize_act_avx2(xg, len, q, y->d);
         for (int i = 0; i < OKV_X16_BLOCKS; i++) {
             int32_t s = 0;
             for (int t = 0; t < OKV_QK; t++) s += q[i * OKV_QK + t];
@@ -55,7 +61,7 @@ void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act
 /* Hoisted tile pointers: row r's groups, column j's groups and their
  * activation vectors. */
 #define TILE_SETUP()                                                                         \
-    const int64_t ng = c->k / OKV_X16_VALUES;                                                \
+    const int64_t ng = okv_x16_groups(c->k);                                                 \
     const block_q4_0x16 *wr[MM_TR];                                                          \
     const block_act_q8_0x16 *xs[OKV_X16_MAX_COLS];                                               \
     for (int r = 0; r < NR; r++) wr[r] = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow); \

@@ -1,5 +1,6 @@
 /* Internal: Q4_0 repacked sixteen blocks wide ("q4_0x16"), the layout the
- * model keeps its Q4_0 matrices in when rows are whole 512-value groups.
+ * model keeps its Q4_0 matrices in (a row's last group of 16 blocks may be
+ * partly padding: x16.h).
  *
  * Why: in ggml's layout a 512-bit integer dot product covers two blocks, so
  * every two blocks cost a float conversion, a scale product and an FMA per
@@ -45,14 +46,15 @@ typedef struct block_act_q8_0x16 {
 } block_act_q8_0x16;
 
 /* Copies rows x k Q4_0 weights (ggml layout) from src into dst in this
- * layout; k a multiple of OKV_X16_VALUES; dst and src must not overlap. */
+ * layout, each row ceil(k / 512) groups, the last one padded with zero
+ * blocks; k a multiple of 32; dst and src must not overlap. */
 void okv_repack_q4_0x16(void *dst, const void *src, int64_t rows, int64_t k);
 
 /* One row to f32, the same floats as okv_dequantize_row_q4_0 of the source. */
 void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k);
 
-/* Quantizes k activations (a multiple of OKV_X16_VALUES) into k / 512
- * groups, with the Q8_0 quantizer of kern (scalar or the AVX2 one, which
+/* Quantizes k activations (a multiple of 32) into ceil(k / 512) groups
+ * (the last one padded with zeros), with the Q8_0 quantizer of kern (scalar or the AVX2 one, which
  * give the same bits). */
 void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act_q8_0x16 *y);
 

@@ -14,22 +14,26 @@
 enum { SB = 2 };
 
 void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nsb = k / OKV_QK_K, ng = okv_x16_groups(k);
     const block_q4_K *in = src;
     block_q4_Kx16 *out = dst;
-    for (int64_t g = 0; g < rows * (k / (SB * OKV_QK_K)); g++, in += SB, out++)
-        for (int b = 0; b < SB; b++) {
-            out->d[b] = in[b].d;
-            out->dmin[b] = in[b].dmin;
+    memset(out, 0, (size_t)(rows * ng) * sizeof *out); /* the padding */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t s = 0; s < nsb; s++, in++) {
+            block_q4_Kx16 *o = out + r * ng + s / SB;
+            const int b = (int)(s % SB);
+            o->d[b] = in->d;
+            o->dmin[b] = in->dmin;
             for (int j = 0; j < 8; j++) {
                 const int i = 8 * b + j;
-                okv_q4_K_scale_min(j, in[b].scales, &out->sc[i], &out->m[i]);
+                okv_q4_K_scale_min(j, in->scales, &o->sc[i], &o->m[i]);
                 /* sub-block j's value l is nibble j % 2 of qs[32 (j / 2) + l] */
-                const uint8_t *q = in[b].qs + 32 * (j / 2);
+                const uint8_t *q = in->qs + 32 * (j / 2);
                 const int shift = 4 * (j % 2);
                 for (int u = 0; u < 4; u++)
                     for (int m = 0; m < 4; m++) {
                         const int lo = (q[4 * u + m] >> shift) & 0x0F, hi = (q[16 + 4 * u + m] >> shift) & 0x0F;
-                        out->qs[u][4 * i + m] = (uint8_t)(lo | hi << 4);
+                        o->qs[u][4 * i + m] = (uint8_t)(lo | hi << 4);
                     }
             }
         }
@@ -37,8 +41,8 @@ void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
 
 void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
     const block_q4_Kx16 *g = src;
-    for (int64_t gi = 0; gi < k / (SB * OKV_QK_K); gi++, g++)
-        for (int i = 0; i < 16; i++) {
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+        for (int i = 0; i < 16 && (gi * 16 + i) * 32 < k; i++) {
             /* ggml's float operations: d * sc, min * m, then d1 * q - m1 */
             const float d1 = okv_f16_to_f32(g->d[i / 8]) * (float)g->sc[i];
             const float m1 = okv_f16_to_f32(g->dmin[i / 8]) * (float)g->m[i];
@@ -55,10 +59,12 @@ void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
 void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16 *y) {
     block_q8_K a[SB];
     int8_t q[SB * OKV_QK_K];
-    for (int64_t g = 0; g < k / (SB * OKV_QK_K); g++, y++) {
+    for (int64_t g = 0; g < okv_x16_groups(k); g++, y++) {
         const float *xg = x + g * SB * OKV_QK_K;
-        if (kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(xg, a, SB * OKV_QK_K);
-        else okv_mm_quantize_q8_K_avx2(xg, a, SB * OKV_QK_K);
+        const int64_t len = k - g * SB * OKV_QK_K < SB * OKV_QK_K ? k - g * SB * OKV_QK_K : SB * OKV_QK_K;
+        memset(a, 0, sizeof a); /* a missing second super-block: zero values, scale and sums */
+        if (kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(xg, a, len);
+        else okv_mm_quantize_q8_K_avx2(xg, a, len);
         for (int i = 0; i < 16; i++) {
             const block_q8_K *b = &a[i / 8];
             memcpy(q + 32 * i, b->qs + 32 * (i % 8), 32);
@@ -71,7 +77,7 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act
 
 /* Hoisted tile pointers: row r's groups, column j's groups. */
 #define TILE_SETUP()                                                                         \
-    const int64_t ng = c->k / (SB * OKV_QK_K);                                               \
+    const int64_t ng = okv_x16_groups(c->k);                                                 \
     const block_q4_Kx16 *wr[MM_TR];                                                          \
     const block_act_q8_Kx16 *xs[OKV_X16_MAX_COLS];                                               \
     for (int r = 0; r < NR; r++) wr[r] = (const block_q4_Kx16 *)(c->w + (r0 + r) * c->wrow); \

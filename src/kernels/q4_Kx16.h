@@ -1,6 +1,6 @@
 /* Internal: Q4_K repacked sixteen sub-blocks wide ("q4_Kx16"), the layout
- * the model keeps Q4_K matrices in when rows are whole 512-value groups
- * (two super-blocks).  As q4_0x16.h does for Q4_0, and for the same reason:
+ * the model keeps Q4_K matrices in: groups of two super-blocks (512
+ * values), a row's last one perhaps half padding (x16.h).  As q4_0x16.h does for Q4_0, and for the same reason:
  * one 32-bit lane per 32-value sub-block, so eight integer dot products
  * finish sixteen sub-block sums, and the scales (integer sub-scales and
  * mins in ggml's kernels, applied by 16-bit multiplies on every 64 values)
@@ -43,14 +43,16 @@ typedef struct block_act_q8_Kx16 {
 } block_act_q8_Kx16;
 
 /* Copies rows x k Q4_K weights (ggml layout) from src into dst in this
- * layout (rows * k / 512 groups); k a multiple of 512; no overlap. */
+ * layout (ceil(k / 512) groups a row, the last one padded); k a multiple of
+ * 256; no overlap. */
 void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k);
 
 /* One row to f32, the same floats as okv_dequantize_row_q4_K of the source. */
 void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k);
 
-/* Quantizes k activations (a multiple of 512) into k / 512 groups with the
- * Q8_K quantizer of kern (scalar or AVX2: the same bits). */
+/* Quantizes k activations (a multiple of 256) into ceil(k / 512) groups (a
+ * missing second super-block all zeros) with the Q8_K quantizer of kern
+ * (scalar or AVX2: the same bits). */
 void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16 *y);
 
 #endif

@@ -11,22 +11,26 @@
 #include "kernels/x16.h"
 
 void okv_repack_q8_0x16(void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nb = k / OKV_QK, ng = okv_x16_groups(k);
     const block_q8_0 *in = src;
     block_q8_0x16 *out = dst;
     int8_t q[OKV_X16_VALUES];
-    for (int64_t g = 0; g < rows * (k / OKV_X16_VALUES); g++, in += OKV_X16_BLOCKS, out++) {
-        for (int i = 0; i < OKV_X16_BLOCKS; i++) {
-            out->d[i] = in[i].d;
-            memcpy(q + OKV_QK * i, in[i].qs, OKV_QK);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t g = 0; g < ng; g++, out++) {
+            memset(q, 0, sizeof q);
+            memset(out->d, 0, sizeof out->d); /* the padding */
+            for (int i = 0; i < OKV_X16_BLOCKS && g * OKV_X16_BLOCKS + i < nb; i++, in++) {
+                out->d[i] = in->d;
+                memcpy(q + OKV_QK * i, in->qs, OKV_QK);
+            }
+            okv_x16_permute_act(q, out->qs);
         }
-        okv_x16_permute_act(q, out->qs);
-    }
 }
 
 void okv_dequantize_row_q8_0x16(const void *src, float *dst, int64_t k) {
     const block_q8_0x16 *g = src;
-    for (int64_t gi = 0; gi < k / OKV_X16_VALUES; gi++, g++)
-        for (int i = 0; i < OKV_X16_BLOCKS; i++) {
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+        for (int i = 0; i < OKV_X16_BLOCKS && (gi * OKV_X16_BLOCKS + i) * OKV_QK < k; i++) {
             const float d = okv_f16_to_f32(g->d[i]);
             float *y = dst + (gi * OKV_X16_BLOCKS + i) * OKV_QK;
             for (int h = 0; h < 2; h++)
@@ -36,7 +40,7 @@ void okv_dequantize_row_q8_0x16(const void *src, float *dst, int64_t k) {
 }
 
 #define TILE_SETUP()                                                                         \
-    const int64_t ng = c->k / OKV_X16_VALUES;                                                \
+    const int64_t ng = okv_x16_groups(c->k);                                                 \
     const block_q8_0x16 *wr[MM_TR];                                                          \
     const block_act_q8_0x16 *xs[OKV_X16_MAX_COLS];                                           \
     for (int r = 0; r < NR; r++) wr[r] = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow); \

@@ -1,5 +1,6 @@
 /* Internal: Q8_0 repacked sixteen blocks wide ("q8_0x16"), the layout the
- * model keeps Q8_0 matrices in when rows are whole 512-value groups, for
+ * model keeps Q8_0 matrices in (rows in groups of 16 blocks, the last one
+ * perhaps partly padding: x16.h), for
  * the reasons of q4_0x16.h: one 32-bit lane per block, eight integer dot
  * products per sixteen block sums, three float operations per 512
  * multiply-adds.  The same bytes as Q8_0's, reordered; the activations are
@@ -26,7 +27,8 @@ typedef struct block_q8_0x16 {
 } block_q8_0x16;
 
 /* Copies rows x k Q8_0 weights (ggml layout) from src into dst in this
- * layout; k a multiple of OKV_X16_VALUES; no overlap. */
+ * layout (ceil(k / 512) groups a row, the last padded); k a multiple of
+ * 32; no overlap. */
 void okv_repack_q8_0x16(void *dst, const void *src, int64_t rows, int64_t k);
 
 /* One row to f32, the same floats as okv_dequantize_row_q8_0 of the source. */

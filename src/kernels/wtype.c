@@ -58,12 +58,12 @@ static const okv_wtype types[OKV_WT_END] = {
     [OKV_GGML_TQ2_0] = {.name = "tq2_0", .block = 256, .size = 64 + 2},
     [OKV_GGML_MXFP4] = {.name = "mxfp4", .block = 32, .size = 1 + 16},
     /* offkv's own layouts */
-    [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .size = sizeof(block_q4_0x16),
+    [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
                         .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16),
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q4_0x16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_0x16_avx512vnni},
                         .block_min_n = 5},
-    [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .size = sizeof(block_q8_0x16),
+    [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q8_0x16),
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q8_0x16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q8_0x16_avx512vnni},
@@ -73,7 +73,7 @@ static const okv_wtype types[OKV_WT_END] = {
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q6_Kx16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q6_Kx16_avx512vnni},
                         .block_min_n = 5},
-    [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .size = sizeof(block_q4_Kx16),
+    [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q4_Kx16),
                         .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, .tile = TILES_VNNI(q4_Kx16),
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q4_Kx16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_Kx16_avx512vnni},
@@ -90,8 +90,8 @@ static const okv_wtype *ggml_type(int32_t t) { return t < OKV_GGML_TYPE_END ? ok
 
 size_t okv_wtype_row_size(int32_t t, int64_t n) {
     const okv_wtype *w = okv_wtype_get(t);
-    if (!w || n < 0 || n % w->block != 0) return 0;
-    uint64_t blocks = (uint64_t)(n / w->block);
+    if (!w || n < 0 || n % (w->unit ? w->unit : w->block) != 0) return 0;
+    uint64_t blocks = (uint64_t)(n / w->block + (n % w->block != 0));
     if (blocks > SIZE_MAX / w->size) return 0;
     return (size_t)blocks * w->size;
 }

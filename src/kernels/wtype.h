@@ -44,6 +44,8 @@ typedef void (*okv_to_float_fn)(const void *src, float *dst, int64_t k);
 typedef struct okv_wtype {
     const char *name;          /* ggml's name ("q4_K") */
     int64_t block;             /* values per block */
+    int64_t unit;              /* 0, or a row may be any multiple of this (< block): its last
+                                  block is then partly padding (offkv's sixteen-wide layouts) */
     size_t size;               /* bytes per block */
     /* the rest only for runnable types */
     okv_to_float_fn to_float;  /* row to f32, k a multiple of block */

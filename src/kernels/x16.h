@@ -22,6 +22,11 @@ enum { OKV_X16_MAX_COLS = 8 };
  * ahead, as the ggml-layout kernels do (8 KiB: a few rows on). */
 enum { OKV_X16_AHEAD = 8192 };
 
+/* Groups in a row of k values: the last one may be partly padding (lanes
+ * of zero weights and scales, and zero activations), which adds exact
+ * zeros, so rows of any whole number of blocks take these layouts. */
+static inline int64_t okv_x16_groups(int64_t k) { return (k + 511) / 512; }
+
 /* The lane sum: lanes i + 8, then i + 4, then (0 + 2) + (1 + 3). */
 static inline float okv_x16_sum16(const float a[16]) {
     float s8[8], s4[4];

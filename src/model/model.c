@@ -351,16 +351,22 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 }
 
 /* The sixteen-wide layout w is kept in (kernels/q4_0x16.h, q8_0x16.h,
- * q4_Kx16.h, q6_Kx16.h), or
- * -1: Q6_K, and Q4_0, Q8_0 and Q4_K rows of whole 512-value groups. */
+ * q4_Kx16.h, q6_Kx16.h), or -1.  Q4_0, Q8_0 and Q4_K rows end in a group
+ * that may be partly padding: they are repacked while that adds at most a
+ * sixteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and 4 %), as
+ * single-token decode reads every byte (1152 values would add a third). */
 static int32_t repacked_type(const okv_weight *w) {
     if (!w->data) return -1;
-    if (w->type == OKV_GGML_Q6_K) return OKV_WT_Q6_KX16; /* rows are whole super-blocks already */
-    if (w->ne0 % 512 != 0) return -1;
-    if (w->type == OKV_GGML_Q4_0) return OKV_WT_Q4_0X16;
-    if (w->type == OKV_GGML_Q4_K) return OKV_WT_Q4_KX16;
-    if (w->type == OKV_GGML_Q8_0) return OKV_WT_Q8_0X16;
-    return -1;
+    int32_t t = -1;
+    switch (w->type) {
+    case OKV_GGML_Q6_K: return OKV_WT_Q6_KX16; /* no padding: groups are super-blocks */
+    case OKV_GGML_Q4_0: t = OKV_WT_Q4_0X16; break;
+    case OKV_GGML_Q8_0: t = OKV_WT_Q8_0X16; break;
+    case OKV_GGML_Q4_K: t = OKV_WT_Q4_KX16; break;
+    default: return -1;
+    }
+    const size_t mine = okv_wtype_row_size(t, w->ne0), ggml = okv_wtype_row_size(w->type, w->ne0);
+    return mine && mine * 16 <= ggml * 17 ? t : -1;
 }
 
 /* Copies the repackable matrices into one buffer of their own in the
