@@ -1,5 +1,6 @@
-/* Q4_0, Q8_0, Q4_K and Q6_K repacked sixteen blocks wide (kernels/q4_0x16.h,
- * q8_0x16.h, q4_Kx16.h, q6_Kx16.h), the layouts the model keeps them in.
+/* Q4_0, Q8_0, Q4_K, Q5_K and Q6_K repacked sixteen blocks wide
+ * (kernels/q4_0x16.h, q8_0x16.h, q4_Kx16.h, q6_Kx16.h), the layouts the
+ * model keeps them in.
  * Checked against things written here:
  *   - their rows decode to the values of the ggml blocks they came from,
  *     decoded by each format's formula in this file;
@@ -60,6 +61,7 @@ static void decode_q8_0(const block_q8_0 *b, int64_t k, float *out) {
 static void decode_q4_K(const block_q4_K *b, int64_t k, float *out, float *off) {
     for (int64_t s = 0; s < k / 256; s++) {
         const uint8_t *q = b[s].scales;
+        /* (Q5_K: the same with a fifth bit, see decode_q5_K) */
         for (int j = 0; j < 8; j++) {
             const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 15) | (q[j - 4] >> 6) << 4;
             const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | (q[j] >> 6) << 4;
@@ -84,6 +86,23 @@ static void decode_q6_K(const block_q6_K *b, int64_t k, float *out) {
             const int v = (q < 2 ? lo & 15 : lo >> 4) | ((b[s].qh[32 * h + l] >> (2 * q)) & 3) << 4;
             out[s * 256 + idx] = okv_f16_to_f32(b[s].d) * (float)b[s].scales[idx / 16] * (float)(v - 32);
         }
+}
+
+/* Q5_K by its formula: as Q4_K, plus 16 where bit j of qh[l] is set. */
+static void decode_q5_K(const block_q5_K *b, int64_t k, float *out, float *off) {
+    for (int64_t s = 0; s < k / 256; s++) {
+        const uint8_t *q = b[s].scales;
+        for (int j = 0; j < 8; j++) {
+            const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 15) | (q[j - 4] >> 6) << 4;
+            const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+            const float d1 = okv_f16_to_f32(b[s].d) * (float)sc, m1 = okv_f16_to_f32(b[s].dmin) * (float)m;
+            for (int l = 0; l < 32; l++) {
+                const int v = ((b[s].qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15) + ((b[s].qh[l] >> j) & 1) * 16;
+                out[s * 256 + 32 * j + l] = d1 * (float)v - m1;
+                off[s * 256 + 32 * j + l] = m1;
+            }
+        }
+    }
 }
 
 /* ggml's quantize_row_q8_K_ref: iscale = -127 / (the value of largest
@@ -116,9 +135,31 @@ typedef struct layout { int32_t type, src; const char *name; } layout;
 static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"},
                                  {OKV_WT_Q8_0X16, OKV_GGML_Q8_0, "q8_0x16"},
                                  {OKV_WT_Q4_KX16, OKV_GGML_Q4_K, "q4_Kx16"},
+                                 {OKV_WT_Q5_KX16, OKV_GGML_Q5_K, "q5_Kx16"},
                                  {OKV_WT_Q6_KX16, OKV_GGML_Q6_K, "q6_Kx16"}};
 
-static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
+/* Blocks whose every value has the format's largest magnitude (with all
+ * activations at +-127 too, each lane's integer dot is as large as it gets:
+ * 16 products of 4-bit or 8 of 5-bit weights reach 30480 and 31496, just
+ * inside int16, where the kernels without VNNI add pairs), and small
+ * scales. */
+static void fill_extreme(int32_t src, uint8_t *q, size_t bytes) {
+    const size_t bs = okv_ggml_type_size(src);
+    const okv_f16 d = okv_f32_to_f16(0.01f), dmin = okv_f32_to_f16(0.002f);
+    memset(q, 0xFF, bytes);
+    for (uint8_t *b = q; b < q + bytes; b += bs) {
+        if (src == OKV_GGML_Q6_K) {
+            memset(b + 192, 0x7F, 16); /* scales 127 */
+            memcpy(b + 208, &d, 2);
+            continue;
+        }
+        memcpy(b, &d, 2);
+        if (src == OKV_GGML_Q8_0) memset(b + 2, 0x80, 32); /* -128 */
+        if (src == OKV_GGML_Q4_K || src == OKV_GGML_Q5_K) memcpy(b + 2, &dmin, 2);
+    }
+}
+
+static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int extreme) {
     const size_t src_row = okv_ggml_row_size(L->src, k), row = okv_wtype_row_size(L->type, k);
     uint8_t *q = malloc(src_row * (size_t)rows), *w = malloc(row * (size_t)rows);
     float *rowf = malloc(sizeof(float) * (size_t)k), *wv = malloc(sizeof(float) * (size_t)(rows * k));
@@ -128,26 +169,26 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
     float *y = malloc(sizeof(float) * (size_t)(n * rows)), *ys = malloc(sizeof(float) * (size_t)(n * rows));
     float *y1 = malloc(sizeof(float) * (size_t)rows);
     void *scratch = malloc(okv_matmul_scratch_bytes(L->type, k, n));
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows && !extreme; r++) {
         /* rows of different scales, and values clustered off zero so Q4_K's mins matter */
         for (int64_t i = 0; i < k; i++) rowf[i] = frand() * (1.0f + (float)(r % 3)) + (i % 64 < 32 ? 0.5f : -0.25f);
-        if (L->src == OKV_GGML_Q4_0) {
-            okv_quantize_row_q4_0(rowf, (block_q4_0 *)(q + (size_t)r * src_row), k);
-            decode_q4_0((const block_q4_0 *)(q + (size_t)r * src_row), k, wv + r * k);
-        } else if (L->src == OKV_GGML_Q8_0) {
-            okv_quantize_row_q8_0(rowf, (block_q8_0 *)(q + (size_t)r * src_row), k);
-            decode_q8_0((const block_q8_0 *)(q + (size_t)r * src_row), k, wv + r * k);
-        } else if (L->src == OKV_GGML_Q6_K) {
-            okv_quantize_row_q6_K(rowf, (block_q6_K *)(q + (size_t)r * src_row), k);
-            decode_q6_K((const block_q6_K *)(q + (size_t)r * src_row), k, wv + r * k);
-        } else {
-            okv_quantize_row_q4_K(rowf, (block_q4_K *)(q + (size_t)r * src_row), k);
-            decode_q4_K((const block_q4_K *)(q + (size_t)r * src_row), k, wv + r * k, off + r * k);
+        okv_quantize_row(L->src, rowf, q + (size_t)r * src_row, k);
+    }
+    if (extreme) fill_extreme(L->src, q, src_row * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++) {
+        const void *qr = q + (size_t)r * src_row;
+        switch (L->src) {
+        case OKV_GGML_Q4_0: decode_q4_0(qr, k, wv + r * k); break;
+        case OKV_GGML_Q8_0: decode_q8_0(qr, k, wv + r * k); break;
+        case OKV_GGML_Q4_K: decode_q4_K(qr, k, wv + r * k, off + r * k); break;
+        case OKV_GGML_Q5_K: decode_q5_K(qr, k, wv + r * k, off + r * k); break;
+        default: decode_q6_K(qr, k, wv + r * k); break;
         }
     }
     if (L->type == OKV_WT_Q4_0X16) okv_repack_q4_0x16(w, q, rows, k);
     else if (L->type == OKV_WT_Q8_0X16) okv_repack_q8_0x16(w, q, rows, k);
     else if (L->type == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(w, q, rows, k);
+    else if (L->type == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(w, q, rows, k);
     else okv_repack_q4_Kx16(w, q, rows, k);
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -156,7 +197,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n) {
     }
     CHECK(bad == 0, "%s: %d of %lld repacked rows decode to other values (k %lld)", L->name, bad, (long long)rows,
           (long long)k);
-    for (int64_t i = 0; i < n * k; i++) x[i] = frand() * (i % 97 == 0 ? 8.0f : 1.0f);
+    for (int64_t i = 0; i < n * k; i++) x[i] = extreme ? 1.0f : frand() * (i % 97 == 0 ? 8.0f : 1.0f);
     for (int64_t j = 0; j < n; j++) {
         if (L->src == OKV_GGML_Q4_0 || L->src == OKV_GGML_Q8_0) quantize_ref(x + j * k, k, xq + j * k);
         else quantize_ref_k(x + j * k, k, xq + j * k);
@@ -307,7 +348,8 @@ int main(void) {
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             if (shapes[i][1] % okv_ggml_block_size(LAYOUTS[l].src) == 0)
-                check_shape(&LAYOUTS[l], shapes[i][0], shapes[i][1], shapes[i][2]);
+                check_shape(&LAYOUTS[l], shapes[i][0], shapes[i][1], shapes[i][2], 0);
+    for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++) check_shape(&LAYOUTS[l], 5, 1280, 9, 1);
     okv_error err;
     float x[512] = {0}, y[4];
     CHECK(okv_matmul(NULL, OKV_WT_Q4_0X16, x, 4, 500, x, 1, y, x, &err) == OKV_ERR_INVALID &&
@@ -315,11 +357,12 @@ int main(void) {
           "k not whole groups: %s", err.message);
     CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0 &&
               okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL &&
-              okv_ggml_type_name(OKV_WT_Q6_KX16) == NULL,
+              okv_ggml_type_name(OKV_WT_Q6_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q5_KX16) == NULL,
           "offkv's own layout is not a ggml type");
     check_model("q4_0");
     check_model("q4_k_m");
     check_model("q8_0");
     check_model("q6_k");
+    check_model("q5_k_m");
     return check_done();
 }

@@ -22,8 +22,8 @@ typedef struct okv_model okv_model;
  * of key, value string pairs; known keys:
  *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
  *                     of N positions (for files that lack the key).
- *   "repack"          "on" (default) or "off": Q6_K matrices, and Q4_0, Q8_0
- *                     and Q4_K ones unless their rows would grow by over a
+ *   "repack"          "on" (default) or "off": Q6_K matrices, and Q4_0, Q8_0,
+ *                     Q4_K and Q5_K ones unless their rows would grow by over a
  *                     sixteenth (rows are padded to groups of 512 values),
  *                     are copied at load into layouts whose products run two
  *                     to three times as fast on several tokens at once

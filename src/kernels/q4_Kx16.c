@@ -1,8 +1,10 @@
-/* Q4_K sixteen sub-blocks wide (see q4_Kx16.h): the repacking, the
- * activation layout, and the product kernels of every ISA, all computing
- * the same float operations in the same order (so the same bits). */
+/* Q4_K and Q5_K sixteen sub-blocks wide (see q4_Kx16.h): the repacking,
+ * the activation layout, and the product kernels of every ISA, all
+ * computing the same float operations in the same order (so the same bits).
+ * The kernels are one body each, FIVE choosing Q5_K's fifth bits. */
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/matmul_impl.h"
@@ -13,35 +15,63 @@
 /* Super-blocks per group. */
 enum { SB = 2 };
 
+/* One super-block's low 4 bits, scales and mins into half b of group o;
+ * qs, scales, d and dmin are at the same places in Q4_K and Q5_K blocks'
+ * terms (the caller passes them). */
+static void put_super_block(block_q4_Kx16 *o, int b, okv_f16 d, okv_f16 dmin, const uint8_t *scales,
+                            const uint8_t *qs) {
+    o->d[b] = d;
+    o->dmin[b] = dmin;
+    for (int j = 0; j < 8; j++) {
+        const int i = 8 * b + j;
+        okv_q4_K_scale_min(j, scales, &o->sc[i], &o->m[i]);
+        /* sub-block j's value l is nibble j % 2 of qs[32 (j / 2) + l] */
+        const uint8_t *q = qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        for (int u = 0; u < 4; u++)
+            for (int m = 0; m < 4; m++) {
+                const int lo = (q[4 * u + m] >> shift) & 0x0F, hi = (q[16 + 4 * u + m] >> shift) & 0x0F;
+                o->qs[u][4 * i + m] = (uint8_t)(lo | hi << 4);
+            }
+    }
+}
+
 void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
     const int64_t nsb = k / OKV_QK_K, ng = okv_x16_groups(k);
     const block_q4_K *in = src;
     block_q4_Kx16 *out = dst;
     memset(out, 0, (size_t)(rows * ng) * sizeof *out); /* the padding */
     for (int64_t r = 0; r < rows; r++)
+        for (int64_t s = 0; s < nsb; s++, in++)
+            put_super_block(out + r * ng + s / SB, (int)(s % SB), in->d, in->dmin, in->scales, in->qs);
+}
+
+void okv_repack_q5_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nsb = k / OKV_QK_K, ng = okv_x16_groups(k);
+    const block_q5_K *in = src;
+    block_q5_Kx16 *out = dst;
+    memset(out, 0, (size_t)(rows * ng) * sizeof *out);
+    for (int64_t r = 0; r < rows; r++)
         for (int64_t s = 0; s < nsb; s++, in++) {
-            block_q4_Kx16 *o = out + r * ng + s / SB;
+            block_q5_Kx16 *o = out + r * ng + s / SB;
             const int b = (int)(s % SB);
-            o->d[b] = in->d;
-            o->dmin[b] = in->dmin;
-            for (int j = 0; j < 8; j++) {
-                const int i = 8 * b + j;
-                okv_q4_K_scale_min(j, in->scales, &o->sc[i], &o->m[i]);
-                /* sub-block j's value l is nibble j % 2 of qs[32 (j / 2) + l] */
-                const uint8_t *q = in->qs + 32 * (j / 2);
-                const int shift = 4 * (j % 2);
+            put_super_block(&o->low, b, in->d, in->dmin, in->scales, in->qs);
+            /* sub-block j's value l has its fifth bit at bit j of qh[l] */
+            for (int j = 0; j < 8; j++)
                 for (int u = 0; u < 4; u++)
                     for (int m = 0; m < 4; m++) {
-                        const int lo = (q[4 * u + m] >> shift) & 0x0F, hi = (q[16 + 4 * u + m] >> shift) & 0x0F;
-                        o->qs[u][4 * i + m] = (uint8_t)(lo | hi << 4);
+                        const int lo = (in->qh[4 * u + m] >> j) & 1, hi = (in->qh[16 + 4 * u + m] >> j) & 1;
+                        o->qh[4 * (8 * b + j) + m] |= (uint8_t)(lo << u | hi << (4 + u));
                     }
-            }
         }
 }
 
-void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
-    const block_q4_Kx16 *g = src;
-    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+/* Groups of gs bytes, each a block_q4_Kx16 followed (qh_off > 0) by a
+ * vector of fifth bits at byte qh_off. */
+static void dequantize_row(const uint8_t *src, size_t gs, size_t qh_off, float *dst, int64_t k) {
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, src += gs) {
+        const block_q4_Kx16 *g = (const block_q4_Kx16 *)src;
+        const uint8_t *qh = qh_off ? src + qh_off : NULL;
         for (int i = 0; i < 16 && (gi * 16 + i) * 32 < k; i++) {
             /* ggml's float operations: d * sc, min * m, then d1 * q - m1 */
             const float d1 = okv_f16_to_f32(g->d[i / 8]) * (float)g->sc[i];
@@ -49,11 +79,20 @@ void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
             float *y = dst + (gi * 16 + i) * 32;
             for (int u = 0; u < 4; u++)
                 for (int m = 0; m < 4; m++) {
-                    const uint8_t q = g->qs[u][4 * i + m];
-                    y[4 * u + m] = d1 * (float)(q & 0x0F) - m1;
-                    y[16 + 4 * u + m] = d1 * (float)(q >> 4) - m1;
+                    const uint8_t q = g->qs[u][4 * i + m], h = qh ? qh[4 * i + m] : 0;
+                    y[4 * u + m] = d1 * (float)((q & 0x0F) | ((h >> u) & 1) << 4) - m1;
+                    y[16 + 4 * u + m] = d1 * (float)((q >> 4) | ((h >> (4 + u)) & 1) << 4) - m1;
                 }
         }
+    }
+}
+
+void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
+    dequantize_row(src, sizeof(block_q4_Kx16), 0, dst, k);
+}
+
+void okv_dequantize_row_q5_Kx16(const void *src, float *dst, int64_t k) {
+    dequantize_row(src, sizeof(block_q5_Kx16), offsetof(block_q5_Kx16, qh), dst, k);
 }
 
 void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16 *y) {
@@ -75,29 +114,36 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act
     }
 }
 
-/* Hoisted tile pointers: row r's groups, column j's groups. */
-#define TILE_SETUP()                                                                         \
+/* Hoisted tile pointers: row r's groups (gs bytes each: block_q4_Kx16 or
+ * block_q5_Kx16) and column j's groups. */
+#define TILE_SETUP(FIVE)                                                                     \
     const int64_t ng = okv_x16_groups(c->k);                                                 \
-    const block_q4_Kx16 *wr[MM_TR];                                                          \
-    const block_act_q8_Kx16 *xs[OKV_X16_MAX_COLS];                                               \
-    for (int r = 0; r < NR; r++) wr[r] = (const block_q4_Kx16 *)(c->w + (r0 + r) * c->wrow); \
+    const size_t gs = (FIVE) ? sizeof(block_q5_Kx16) : sizeof(block_q4_Kx16);               \
+    const uint8_t *wr[MM_TR];                                                                \
+    const block_act_q8_Kx16 *xs[OKV_X16_MAX_COLS];                                           \
+    for (int r = 0; r < NR; r++) wr[r] = c->w + (r0 + r) * c->wrow;                          \
     for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_Kx16 *)(c->xa + (c0 + j) * c->xa_col)
+
+/* Group g of row r: its Q4_K part and (FIVE) its fifth bits. */
+#define GROUP(FIVE)                                                                          \
+    const block_q4_Kx16 *w = (const block_q4_Kx16 *)(wr[r] + g * gs);                        \
+    const uint8_t *qh = (FIVE) ? ((const block_q5_Kx16 *)w)->qh : NULL
 
 /* Per lane and group: acc = fma(dot, (d sc) dx, acc), then
  * acc = fnmadd(dmin m, xm, acc).  d sc and dmin m are exact in f32
  * (11-bit mantissas times 6-bit integers). */
-static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
-    TILE_SETUP();
+static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC, int FIVE) {
+    TILE_SETUP(FIVE);
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NC; j++) {
             float acc[16] = {0};
             for (int64_t g = 0; g < ng; g++) {
-                const block_q4_Kx16 *w = wr[r] + g;
+                GROUP(FIVE);
                 const block_act_q8_Kx16 *x = xs[j] + g;
                 for (int i = 0; i < 16; i++) {
                     const float dsc = okv_f16_to_f32(w->d[i / 8]) * (float)w->sc[i];
                     const float dm = okv_f16_to_f32(w->dmin[i / 8]) * (float)w->m[i];
-                    acc[i] = fmaf((float)okv_x16_dot_scalar(w->qs, x->qs, i), dsc * x->d[i], acc[i]);
+                    acc[i] = fmaf((float)okv_x16_dot_scalar(w->qs, qh, x->qs, i), dsc * x->d[i], acc[i]);
                     acc[i] = fmaf(-dm, x->xm[i], acc[i]);
                 }
             }
@@ -106,7 +152,11 @@ static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int
 }
 
 void okv_mm_tile_q4_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
-    tile_scalar(c, r0, nr, c0, nc);
+    tile_scalar(c, r0, nr, c0, nc, 0);
+}
+
+void okv_mm_tile_q5_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
+    tile_scalar(c, r0, nr, c0, nc, 1);
 }
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
@@ -118,20 +168,20 @@ AVX2 void scales_avx2(const block_q4_Kx16 *w, int half, __m256 *dsc, __m256 *dm)
     *dm = _mm256_mul_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w->m + 8 * half)))));
 }
 
-AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    TILE_SETUP();
+AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC, const int FIVE) {
+    TILE_SETUP(FIVE);
     const int8_t (*xq[OKV_X16_MAX_COLS])[64];
     for (int r = 0; r < NR; r++) {
         __m256 acc[OKV_X16_MAX_COLS][2];
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
         for (int64_t g = 0; g < ng; g++) {
-            const block_q4_Kx16 *w = wr[r] + g;
-            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            GROUP(FIVE);
+            for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
             UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
             UNROLL for (int half = 0; half < 2; half++) {
                 __m256i p[OKV_X16_MAX_COLS];
                 UNROLL for (int j = 0; j < NC; j++) p[j] = _mm256_setzero_si256();
-                OKV_X16_NIBBLE_DOTS_256(p, w->qs, xq, NC, half);
+                OKV_X16_DOTS_256(p, w->qs, qh, xq, NC, half, FIVE);
                 __m256 dsc, dm;
                 scales_avx2(w, half, &dsc, &dm);
                 UNROLL for (int j = 0; j < NC; j++) {
@@ -145,7 +195,14 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
     }
 }
 
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_Kx16_avx2)
+AVX2 void tile4_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    tile_avx2(c, r0, NR, c0, NC, 0);
+}
+AVX2 void tile5_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    tile_avx2(c, r0, NR, c0, NC, 1);
+}
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile4_avx2, okv_mm_tile_q4_Kx16_avx2)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile5_avx2, okv_mm_tile_q5_Kx16_avx2)
 
 /* d (lanes 0-7 from super-block 0, 8-15 from 1) times 16 unsigned bytes. */
 static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_bytes(const okv_f16 d[2],
@@ -154,24 +211,25 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
     return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b))));
 }
 
-/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes). */
-#define TILE_AVX512(name, TARGET, VNNI)                                                                    \
+/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes), and
+ * Q5_K's fifth bits when FIVE. */
+#define TILE_AVX512(name, TARGET, VNNI, FIVE)                                                             \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
-        TILE_SETUP();                                                                                     \
+        TILE_SETUP(FIVE);                                                                                 \
         const int8_t (*xq[OKV_X16_MAX_COLS])[64];                                                         \
         for (int r = 0; r < NR; r++) {                                                                    \
             __m512 acc[OKV_X16_MAX_COLS];                                                                 \
             UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
             for (int64_t g = 0; g < ng; g++) {                                                            \
-                const block_q4_Kx16 *w = wr[r] + g;                                                       \
-                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                GROUP(FIVE);                                                                              \
+                for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
                 __m512i p[OKV_X16_MAX_COLS];                                                              \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
                     p[j] = _mm512_setzero_si512();                                                        \
                     xq[j] = xs[j][g].qs;                                                                  \
                 }                                                                                         \
-                OKV_X16_NIBBLE_DOTS_512(p, w->qs, xq, NC, VNNI);                                           \
+                OKV_X16_DOTS_512(p, w->qs, qh, xq, NC, VNNI, FIVE);                                       \
                 const __m512 dsc = scaled_bytes(w->d, w->sc), dm = scaled_bytes(w->dmin, w->m);           \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
                     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(dsc, _mm512_loadu_ps(xs[j][g].d)), \
@@ -183,9 +241,15 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q4_Kx16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q4_Kx16_avx512vnni)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q4_Kx16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q4_Kx16_avx512vnni)
+TILE_AVX512(tile4_avx512, OKV_TARGET_AVX512, 0, 0)
+TILE_AVX512(tile4_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 0)
+TILE_AVX512(tile5_avx512, OKV_TARGET_AVX512, 0, 1)
+TILE_AVX512(tile5_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 1)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile4_avx512, okv_mm_tile_q4_Kx16_avx512)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile4_avx512vnni, okv_mm_tile_q4_Kx16_avx512vnni)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile4_avx512, okv_mm_block_q4_Kx16_avx512)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile4_avx512vnni, okv_mm_block_q4_Kx16_avx512vnni)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile5_avx512, okv_mm_tile_q5_Kx16_avx512)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, okv_mm_tile_q5_Kx16_avx512vnni)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile5_avx512, okv_mm_block_q5_Kx16_avx512)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, okv_mm_block_q5_Kx16_avx512vnni)

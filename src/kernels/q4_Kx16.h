@@ -1,19 +1,21 @@
-/* Internal: Q4_K repacked sixteen sub-blocks wide ("q4_Kx16"), the layout
- * the model keeps Q4_K matrices in: groups of two super-blocks (512
- * values), a row's last one perhaps half padding (x16.h).  As q4_0x16.h does for Q4_0, and for the same reason:
- * one 32-bit lane per 32-value sub-block, so eight integer dot products
- * finish sixteen sub-block sums, and the scales (integer sub-scales and
- * mins in ggml's kernels, applied by 16-bit multiplies on every 64 values)
- * cost four float operations per 512 multiply-adds.
+/* Internal: Q4_K and Q5_K repacked sixteen sub-blocks wide ("q4_Kx16",
+ * "q5_Kx16"), the layouts the model keeps those matrices in: groups of two
+ * super-blocks (512 values), a row's last one perhaps half padding
+ * (x16.h).  As q4_0x16.h does for Q4_0, and for the same reason: one 32-bit
+ * lane per 32-value sub-block, so eight integer dot products finish sixteen
+ * sub-block sums, and the scales (integer sub-scales and mins in ggml's
+ * kernels, applied by 16-bit multiplies on every 64 values) cost four float
+ * operations per 512 multiply-adds.
  *
- * Each sub-block's nibbles are regrouped (its value l and value l + 16 share
- * a byte), its 6-bit scale and min are unpacked into a byte each, and the
- * two super-blocks' d and dmin kept as they are: 296 bytes per 512 values
- * against Q4_K's 288.  Every value is Q4_K's (to_float gives ggml's floats).
+ * Each sub-block's low 4 bits are regrouped (its value l and value l + 16
+ * share a byte), Q5_K's fifth bits gathered into a vector of their own, the
+ * 6-bit scales and mins unpacked into a byte each, and the two super-blocks'
+ * d and dmin kept as they are.  Every value is the format's own (to_float
+ * gives ggml's floats).
  *
  * Results: lane i accumulates, per group, fma of its exact integer dot
  * product with (d * sc_i) * d_x, minus (dmin * m_i) * (d_x * the sum of the
- * sub-block's activations); the lanes are summed in q4_0x16's fixed order.
+ * sub-block's activations); the lanes are summed in x16.h's fixed order.
  * Every ISA does exactly that, so all give the same bits, for any n. */
 #ifndef OKV_KERNELS_Q4_KX16_H
 #define OKV_KERNELS_Q4_KX16_H
@@ -23,14 +25,23 @@
 #include "kernels/cpu.h"
 #include "kernels/f16.h"
 
-/* Two Q4_K super-blocks: sub-block i (0..15; 8b + j is super-block b's
- * j-th) is lane i.  qs[u][4i + m]: low nibble its value 4u + m, high
- * nibble its value 16 + 4u + m. */
+/* Two Q4_K super-blocks (296 bytes per 512 values against 288): sub-block
+ * i (0..15; 8b + j is super-block b's j-th) is lane i.  qs[u][4i + m]: low
+ * nibble its value 4u + m, high nibble its value 16 + 4u + m. */
 typedef struct block_q4_Kx16 {
     uint8_t qs[4][64];
     uint8_t sc[16], m[16];  /* 6-bit scales and mins */
     okv_f16 d[2], dmin[2];  /* per super-block */
 } block_q4_Kx16;
+
+/* Two Q5_K super-blocks: Q4_K's layout of their low 4 bits, scales and
+ * mins, and their fifth bits: qh[4i + m] bit u is that of the value in the
+ * low nibble of qs[u][4i + m], bit 4 + u that of the high one (360 bytes
+ * per 512 values against Q5_K's 352). */
+typedef struct block_q5_Kx16 {
+    block_q4_Kx16 low;
+    uint8_t qh[64];
+} block_q5_Kx16;
 
 /* The activations of 512 values in the same order, quantized as ggml's Q8_K
  * (one scale per 256): vector 2u + h, lane i = sub-block i's values
@@ -49,6 +60,10 @@ void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k);
 
 /* One row to f32, the same floats as okv_dequantize_row_q4_K of the source. */
 void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k);
+
+/* The same two for Q5_K (okv_dequantize_row_q5_K's floats). */
+void okv_repack_q5_Kx16(void *dst, const void *src, int64_t rows, int64_t k);
+void okv_dequantize_row_q5_Kx16(const void *src, float *dst, int64_t k);
 
 /* Quantizes k activations (a multiple of 256) into ceil(k / 512) groups (a
  * missing second super-block all zeros) with the Q8_K quantizer of kern

@@ -44,13 +44,15 @@ static inline void okv_x16_permute_act(const int8_t *q, int8_t out[8][64]) {
 }
 
 /* The integer dot of lane i of a group, scalar: sum over its 32 values of
- * the nibble times the activation. */
-static inline int32_t okv_x16_dot_scalar(const uint8_t qs[4][64], const int8_t x[8][64], int i) {
+ * the weight (the nibble, plus qh's fifth bit unless qh is NULL: see
+ * OKV_X16_DOTS_512) times the activation. */
+static inline int32_t okv_x16_dot_scalar(const uint8_t qs[4][64], const uint8_t *qh, const int8_t x[8][64], int i) {
     int32_t p = 0;
     for (int u = 0; u < 4; u++)
         for (int m = 0; m < 4; m++) {
-            const int q = qs[u][4 * i + m];
-            p += (q & 0x0F) * x[2 * u][4 * i + m] + (q >> 4) * x[2 * u + 1][4 * i + m];
+            const int q = qs[u][4 * i + m], h = qh ? qh[4 * i + m] : 0;
+            p += ((q & 0x0F) | ((h >> u) & 1) << 4) * x[2 * u][4 * i + m] +
+                 ((q >> 4) | ((h >> (4 + u)) & 1) << 4) * x[2 * u + 1][4 * i + m];
         }
     return p;
 }
@@ -67,23 +69,32 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 float okv_x16_sum
 }
 
 /* The integer dots of one group, p[j] (j < NC) += lane i's sum over its 32
- * values of nibble times activation, for column j's activation vectors
- * xq[j] (int8_t [8][64]).
+ * values of weight times activation, for column j's activation vectors
+ * xq[j] (int8_t [8][64]).  The weights are the nibbles of qs, and with FIVE
+ * a fifth bit from qh (byte 4i + m of lane i: bit u for the value in the
+ * low nibble of qs[u], bit 4 + u for the high one: Q5_K).
  *
  * With VNNI one vpdpbusd per 64 products.  Without it (AVX-512BW, AVX2),
- * maddubs makes int16 pair sums, which are added as int16 across all eight
- * vectors before one madd widens them: 16 products of |nibble| <= 15 and
- * |x| <= 127 stay within int16 (30480), so the sums are exact, the same
+ * maddubs makes int16 pair sums, which are added as int16 before one madd
+ * widens them: 16 products of 4-bit weights (at most 15 * 127 each) or 8 of
+ * 5-bit ones (31 * 127) stay within int16, so the sums are exact, the same
  * lanes as VNNI's, in 17 operations per 256 products instead of 24. */
-#define OKV_X16_NIBBLE_DOTS_512(p, qs, xq, NC, VNNI)                                         \
+#define OKV_X16_DOTS_512(p, qs, qh, xq, NC, VNNI, FIVE)                                      \
     do {                                                                                     \
-        const __m512i low4_ = _mm512_set1_epi8(0x0F);                                        \
+        const __m512i low4_ = _mm512_set1_epi8(0x0F), bit4_ = _mm512_set1_epi8(0x10);         \
+        const __m512i hb_ = (FIVE) ? _mm512_loadu_si512(qh) : _mm512_setzero_si512();        \
         __m512i s16_[OKV_X16_MAX_COLS];                                                      \
         if (!(VNNI)) UNROLL for (int j_ = 0; j_ < (NC); j_++) s16_[j_] = _mm512_setzero_si512(); \
         UNROLL for (int u_ = 0; u_ < 4; u_++) {                                              \
             const __m512i wv_ = _mm512_loadu_si512((qs)[u_]);                                \
-            const __m512i lo_ = _mm512_and_si512(wv_, low4_);                                \
-            const __m512i hi_ = _mm512_and_si512(_mm512_srli_epi16(wv_, 4), low4_);          \
+            __m512i lo_ = _mm512_and_si512(wv_, low4_);                                      \
+            __m512i hi_ = _mm512_and_si512(_mm512_srli_epi16(wv_, 4), low4_);                \
+            if (FIVE) {                                                                      \
+                /* bit u to bit 4, bit 4 + u to bit 4 (16-bit shifts: what crosses \
+                 * bytes is masked off) */                                                   \
+                lo_ = _mm512_or_si512(lo_, _mm512_and_si512(_mm512_sll_epi16(hb_, _mm_cvtsi32_si128(4 - u_)), bit4_)); \
+                hi_ = _mm512_or_si512(hi_, _mm512_and_si512(_mm512_srl_epi16(hb_, _mm_cvtsi32_si128(u_)), bit4_)); \
+            }                                                                                \
             UNROLL for (int j_ = 0; j_ < (NC); j_++) {                                       \
                 const __m512i xl_ = _mm512_loadu_si512((xq)[j_][2 * u_]);                    \
                 const __m512i xh_ = _mm512_loadu_si512((xq)[j_][2 * u_ + 1]);                \
@@ -93,34 +104,41 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 float okv_x16_sum
                 } else {                                                                     \
                     s16_[j_] = _mm512_add_epi16(s16_[j_], _mm512_maddubs_epi16(lo_, xl_));   \
                     s16_[j_] = _mm512_add_epi16(s16_[j_], _mm512_maddubs_epi16(hi_, xh_));   \
+                    if (u_ == 3 || ((FIVE) && u_ == 1)) {                                    \
+                        (p)[j_] = _mm512_add_epi32((p)[j_], _mm512_madd_epi16(s16_[j_], _mm512_set1_epi16(1))); \
+                        s16_[j_] = _mm512_setzero_si512();                                   \
+                    }                                                                        \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
-        if (!(VNNI))                                                                         \
-            UNROLL for (int j_ = 0; j_ < (NC); j_++)                                         \
-                (p)[j_] = _mm512_add_epi32((p)[j_], _mm512_madd_epi16(s16_[j_], _mm512_set1_epi16(1))); \
     } while (0)
 
-/* The same for the 8 lanes from byte half*32 of each vector, AVX2 (int16
- * sums as above). */
-#define OKV_X16_NIBBLE_DOTS_256(p, qs, xq, NC, half)                                         \
+/* The same for the 8 lanes from byte half*32 of each vector, AVX2. */
+#define OKV_X16_DOTS_256(p, qs, qh, xq, NC, half, FIVE)                                      \
     do {                                                                                     \
-        const __m256i low4_ = _mm256_set1_epi8(0x0F);                                        \
+        const __m256i low4_ = _mm256_set1_epi8(0x0F), bit4_ = _mm256_set1_epi8(0x10);         \
+        const __m256i hb_ = (FIVE) ? _mm256_loadu_si256((const __m256i *)((qh) + 32 * (half))) : _mm256_setzero_si256(); \
         __m256i s16_[OKV_X16_MAX_COLS];                                                      \
         UNROLL for (int j_ = 0; j_ < (NC); j_++) s16_[j_] = _mm256_setzero_si256();          \
         UNROLL for (int u_ = 0; u_ < 4; u_++) {                                              \
             const __m256i wv_ = _mm256_loadu_si256((const __m256i *)((qs)[u_] + 32 * (half))); \
-            const __m256i lo_ = _mm256_and_si256(wv_, low4_);                                \
-            const __m256i hi_ = _mm256_and_si256(_mm256_srli_epi16(wv_, 4), low4_);          \
+            __m256i lo_ = _mm256_and_si256(wv_, low4_);                                      \
+            __m256i hi_ = _mm256_and_si256(_mm256_srli_epi16(wv_, 4), low4_);                \
+            if (FIVE) {                                                                      \
+                lo_ = _mm256_or_si256(lo_, _mm256_and_si256(_mm256_sll_epi16(hb_, _mm_cvtsi32_si128(4 - u_)), bit4_)); \
+                hi_ = _mm256_or_si256(hi_, _mm256_and_si256(_mm256_srl_epi16(hb_, _mm_cvtsi32_si128(u_)), bit4_)); \
+            }                                                                                \
             UNROLL for (int j_ = 0; j_ < (NC); j_++) {                                       \
                 const __m256i xl_ = _mm256_loadu_si256((const __m256i *)((xq)[j_][2 * u_] + 32 * (half))); \
                 const __m256i xh_ = _mm256_loadu_si256((const __m256i *)((xq)[j_][2 * u_ + 1] + 32 * (half))); \
                 s16_[j_] = _mm256_add_epi16(s16_[j_], _mm256_maddubs_epi16(lo_, xl_));       \
                 s16_[j_] = _mm256_add_epi16(s16_[j_], _mm256_maddubs_epi16(hi_, xh_));       \
+                if (u_ == 3 || ((FIVE) && u_ == 1)) {                                        \
+                    (p)[j_] = _mm256_add_epi32((p)[j_], _mm256_madd_epi16(s16_[j_], _mm256_set1_epi16(1))); \
+                    s16_[j_] = _mm256_setzero_si256();                                       \
+                }                                                                            \
             }                                                                                \
         }                                                                                    \
-        UNROLL for (int j_ = 0; j_ < (NC); j_++)                                             \
-            (p)[j_] = _mm256_add_epi32((p)[j_], _mm256_madd_epi16(s16_[j_], _mm256_set1_epi16(1))); \
     } while (0)
 
 /* A tile function (rows r0.., columns c0.., nc <= 4) from a kernel body

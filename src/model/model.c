@@ -351,10 +351,10 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 }
 
 /* The sixteen-wide layout w is kept in (kernels/q4_0x16.h, q8_0x16.h,
- * q4_Kx16.h, q6_Kx16.h), or -1.  Q4_0, Q8_0 and Q4_K rows end in a group
- * that may be partly padding: they are repacked while that adds at most a
- * sixteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and 4 %), as
- * single-token decode reads every byte (1152 values would add a third). */
+ * q4_Kx16.h, q6_Kx16.h), or -1.  Q4_0, Q8_0, Q4_K and Q5_K rows end in a
+ * group that may be partly padding: they are repacked while that adds at
+ * most a sixteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and
+ * 4 %), as single-token decode reads every byte (1152 would add a third). */
 static int32_t repacked_type(const okv_weight *w) {
     if (!w->data) return -1;
     int32_t t = -1;
@@ -363,6 +363,7 @@ static int32_t repacked_type(const okv_weight *w) {
     case OKV_GGML_Q4_0: t = OKV_WT_Q4_0X16; break;
     case OKV_GGML_Q8_0: t = OKV_WT_Q8_0X16; break;
     case OKV_GGML_Q4_K: t = OKV_WT_Q4_KX16; break;
+    case OKV_GGML_Q5_K: t = OKV_WT_Q5_KX16; break;
     default: return -1;
     }
     const size_t mine = okv_wtype_row_size(t, w->ne0), ggml = okv_wtype_row_size(w->type, w->ne0);
@@ -394,6 +395,7 @@ static void repack_weights(okv_model *m) {
         if (t == OKV_WT_Q4_0X16) okv_repack_q4_0x16(dst, w->data, w->ne1, w->ne0);
         else if (t == OKV_WT_Q8_0X16) okv_repack_q8_0x16(dst, w->data, w->ne1, w->ne0);
         else if (t == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(dst, w->data, w->ne1, w->ne0);
+        else if (t == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(dst, w->data, w->ne1, w->ne0);
         else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
         const size_t bytes = okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
         const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page, hi = ((uintptr_t)w->data + bytes) / page * page;
