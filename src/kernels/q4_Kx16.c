@@ -22,17 +22,21 @@ static void put_super_block(block_q4_Kx16 *o, int b, okv_f16 d, okv_f16 dmin, co
                             const uint8_t *qs) {
     o->d[b] = d;
     o->dmin[b] = dmin;
-    for (int j = 0; j < 8; j++) {
-        const int i = 8 * b + j;
-        okv_q4_K_scale_min(j, scales, &o->sc[i], &o->m[i]);
-        /* sub-block j's value l is nibble j % 2 of qs[32 (j / 2) + l] */
-        const uint8_t *q = qs + 32 * (j / 2);
-        const int shift = 4 * (j % 2);
-        for (int u = 0; u < 4; u++)
-            for (int m = 0; m < 4; m++) {
-                const int lo = (q[4 * u + m] >> shift) & 0x0F, hi = (q[16 + 4 * u + m] >> shift) & 0x0F;
-                o->qs[u][4 * i + m] = (uint8_t)(lo | hi << 4);
-            }
+    for (int j = 0; j < 8; j++) okv_q4_K_scale_min(j, scales, &o->sc[8 * b + j], &o->m[8 * b + j]);
+    /* sub-blocks 2c and 2c + 1 are the low and high nibbles of qs[32c ..]:
+     * their bytes for value pairs (4u + m, 16 + 4u + m), 16 at a time */
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *a = qs + 32 * c, *h = a + 16;
+        uint8_t even[16], odd[16];
+        for (int t = 0; t < 16; t++) {
+            even[t] = (uint8_t)((a[t] & 0x0F) | (h[t] & 0x0F) << 4);
+            odd[t] = (uint8_t)((a[t] >> 4) | (h[t] & 0xF0));
+        }
+        const int i = 8 * b + 2 * c;
+        for (int u = 0; u < 4; u++) {
+            memcpy(&o->qs[u][4 * i], even + 4 * u, 4);
+            memcpy(&o->qs[u][4 * (i + 1)], odd + 4 * u, 4);
+        }
     }
 }
 

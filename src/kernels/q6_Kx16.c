@@ -10,30 +10,35 @@
 #include "kernels/quant.h"
 #include "kernels/x16.h"
 
-/* Value idx (0..255) of a Q6_K block as stored, 0..63 (ggml's order: per
- * half of 128, four quarters of 32 from ql's low nibbles (l, l + 32) and
- * high nibbles, with qh's bit pairs 0, 2, 4, 6). */
-static int q6_K_value(const block_q6_K *b, int idx) {
-    const int half = idx / 128, quarter = idx % 128 / 32, l = idx % 32;
-    const uint8_t ql = b->ql[64 * half + 32 * (quarter % 2) + l];
-    const int low = quarter < 2 ? ql & 0x0F : ql >> 4;
-    return low | ((b->qh[32 * half + l] >> (2 * quarter)) & 3) << 4;
+/* The 256 values of a Q6_K block as stored, 0..63, in ggml's order: per
+ * half of 128, four quarters of 32 from ql's low nibbles (l, l + 32), then
+ * its high nibbles, with qh's bit pairs 0, 2, 4, 6. */
+static void q6_K_values(const block_q6_K *b, uint8_t v[256]) {
+    for (int half = 0; half < 2; half++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t l0 = b->ql[64 * half + l], l1 = b->ql[64 * half + 32 + l], h = b->qh[32 * half + l];
+            uint8_t *o = v + 128 * half + l;
+            o[0] = (uint8_t)((l0 & 0x0F) | (h & 3) << 4);
+            o[32] = (uint8_t)((l1 & 0x0F) | ((h >> 2) & 3) << 4);
+            o[64] = (uint8_t)((l0 >> 4) | ((h >> 4) & 3) << 4);
+            o[96] = (uint8_t)((l1 >> 4) | ((h >> 6) & 3) << 4);
+        }
 }
 
 void okv_repack_q6_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
     const block_q6_K *in = src;
     block_q6_Kx16 *out = dst;
+    uint8_t v[OKV_QK_K];
     for (int64_t g = 0; g < rows * (k / OKV_QK_K); g++, in++, out++) {
+        q6_K_values(in, v);
         out->d = in->d;
         memcpy(out->sc, in->scales, 16);
         for (int i = 0; i < 16; i++)
             for (int m = 0; m < 4; m++) {
-                int hbits = 0;
-                for (int v = 0; v < 4; v++) hbits |= (q6_K_value(in, 16 * i + 4 * v + m) >> 4) << (2 * v);
-                out->qh[4 * i + m] = (uint8_t)hbits;
-                for (int u = 0; u < 2; u++)
-                    out->ql[u][4 * i + m] = (uint8_t)((q6_K_value(in, 16 * i + 4 * u + m) & 0x0F) |
-                                                      (q6_K_value(in, 16 * i + 8 + 4 * u + m) & 0x0F) << 4);
+                const uint8_t *s = v + 16 * i + m; /* s[4v'] is value 4v' + m of sub-block i */
+                out->qh[4 * i + m] = (uint8_t)(s[0] >> 4 | (s[4] >> 4) << 2 | (s[8] >> 4) << 4 | (s[12] >> 4) << 6);
+                out->ql[0][4 * i + m] = (uint8_t)((s[0] & 0x0F) | (s[8] & 0x0F) << 4);
+                out->ql[1][4 * i + m] = (uint8_t)((s[4] & 0x0F) | (s[12] & 0x0F) << 4);
             }
     }
 }
