@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "gguf_copy.h"
 #include "kernels/matmul.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
@@ -27,6 +28,7 @@
 #include "kernels/quant.h"
 #include "kernels/quantize.h"
 #include "kernels/wtype.h"
+#include "model/model_impl.h"
 #include "offkv/batch.h"
 #include "offkv/offkv.h"
 
@@ -264,8 +266,34 @@ static const char *synth_model(const char *type) {
     return system(cmd) == 0 ? path : NULL;
 }
 
-static void check_model(const char *type) {
+/* A copy of the model at src without output.weight: the logits then come
+ * from the embedding table (tied), which the model repacks for the product
+ * and keeps in the file for the lookups. */
+static const char *untie(const char *src) {
+    static char path[96];
+    snprintf(path, sizeof path, "%s.tied.tmp.gguf", src);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(src, &err);
+    okv_gguf_writer *w = g ? okv_gguf_writer_create(&err) : NULL;
+    int ok = w && copy_metadata(g, w);
+    for (int64_t i = 0; ok && i < okv_gguf_n_tensors(g); i++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
+        if (strcmp(t->name, "output.weight") != 0)
+            ok = okv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, &err) == OKV_OK;
+    }
+    ok = ok && okv_gguf_writer_write(w, path, &err) == OKV_OK;
+    okv_gguf_writer_free(w);
+    okv_gguf_close(g);
+    return ok ? path : NULL;
+}
+
+static void check_model(const char *type, int tied) {
     const char *path = synth_model(type);
+    if (path && tied) {
+        const char *t = untie(path);
+        remove(path);
+        path = t;
+    }
     CHECK(path != NULL, "offkv synth failed (OKV_BIN=%s)", getenv("OKV_BIN") ? getenv("OKV_BIN") : "unset");
     if (!path) return;
     okv_error err;
@@ -273,6 +301,10 @@ static void check_model(const char *type) {
     okv_model *mp = okv_model_load(path, NULL, &err), *mn = okv_model_load(path, off, &err);
     CHECK(mp && mn, "load: %s", err.message);
     if (!mp || !mn) { okv_model_free(mp); okv_model_free(mn); return; }
+    /* repacked (the output matrix too, tied or not: its rows are 512 long), or not */
+    CHECK(mp->packed && !mn->packed && mp->output.type >= OKV_GGML_TYPE_END && mn->output.type < OKV_GGML_TYPE_END &&
+              mp->output.data != mp->tok_embd.data && mp->tok_embd.type < OKV_GGML_TYPE_END,
+          "%s: repacked %p (output type %d), repack=off %p", type, mp->packed, (int)mp->output.type, mn->packed);
     static const char *const bad[] = {"repack", "maybe", NULL};
     CHECK(okv_model_load(path, bad, &err) == NULL && strstr(err.message, "maybe"), "bad repack value: %s", err.message);
     const int32_t nl = okv_model_n_layers(mp), nv = okv_model_n_vocab(mp);
@@ -331,8 +363,8 @@ static void check_model(const char *type) {
           "repacked vs ggml layout: %d of %d rows beyond float rounding, max |diff| %.3g (max |logit| %.3g)", moved,
           S * T, worst, amax);
     CHECK(memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0, "repacked: a batch of %d changes the logits", S);
-    printf("model %s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
-           "batch bit-identical\n", type, moved, S * T, worst, amax);
+    printf("model %s%s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
+           "batch bit-identical\n", type, tied ? " (tied output)" : "", moved, S * T, worst, amax);
     free(lp); free(ln); free(lb);
     okv_model_free(mp);
     okv_model_free(mn);
@@ -359,10 +391,11 @@ int main(void) {
               okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL &&
               okv_ggml_type_name(OKV_WT_Q6_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q5_KX16) == NULL,
           "offkv's own layout is not a ggml type");
-    check_model("q4_0");
-    check_model("q4_k_m");
-    check_model("q8_0");
-    check_model("q6_k");
-    check_model("q5_k_m");
+    check_model("q4_0", 0);
+    check_model("q4_k_m", 0);
+    check_model("q8_0", 0);
+    check_model("q6_k", 0);
+    check_model("q5_k_m", 0);
+    check_model("q4_0", 1);
     return check_done();
 }

@@ -104,7 +104,7 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
             UNROLL for (int half = 0; half < 2; half++) {
                 __m256i p[OKV_X16_MAX_COLS];
                 UNROLL for (int j = 0; j < NC; j++) p[j] = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));
-                OKV_X16_DOTS_256(p, w->qs, (const uint8_t *)NULL, xq, NC, half, 0);
+                OKV_X16_DOTS_256(p, w->qs, w->qs[0], xq, NC, half, 0); /* qh unused */
                 const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
                 UNROLL for (int j = 0; j < NC; j++)
                     acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]),
@@ -135,7 +135,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
                     p[j] = _mm512_loadu_si512(xs[j][g].c8);                                               \
                     xq[j] = xs[j][g].qs;                                                                  \
                 }                                                                                         \
-                OKV_X16_DOTS_512(p, w->qs, NULL, xq, NC, VNNI, 0);                                           \
+                OKV_X16_DOTS_512(p, w->qs, w->qs[0], xq, NC, VNNI, 0); /* qh unused */                     \
                 const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w->d));             \
                 UNROLL for (int j = 0; j < NC; j++)                                                       \
                     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), \

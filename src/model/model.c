@@ -375,7 +375,8 @@ static int32_t repacked_type(const okv_weight *w) {
  * times as fast (a server's batched decode, prefill) and one token no
  * slower.  The embedding table stays in the file (rows are read one at a
  * time); a tied output matrix is copied, the table not.  The file's pages of
- * what was copied are handed back, so resident memory does not double.
+ * what was copied are handed back (a tied table's too: lookups fault in the
+ * rows they read), so resident memory does not double.
  * Without the memory the model keeps ggml's layouts: slower, never wrong. */
 static void repack_weights(okv_model *m) {
     const size_t n = (size_t)m->n_layer * (sizeof(okv_layer_weights) / sizeof(okv_weight));
@@ -399,7 +400,8 @@ static void repack_weights(okv_model *m) {
         else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
         const size_t bytes = okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
         const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page, hi = ((uintptr_t)w->data + bytes) / page * page;
-        if (hi > lo && w->data != m->tok_embd.data) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        /* also a tied table's: the embedding reads back one row a token */
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
         w->data = dst;
         w->type = t;
         dst += (okv_wtype_row_size(t, w->ne0) * (size_t)w->ne1 + 63) / 64 * 64;
