@@ -58,35 +58,14 @@ void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act
     }
 }
 
-/* Hoisted tile pointers: row r's groups, column j's groups and their
- * activation vectors. */
-#define TILE_SETUP()                                                                         \
-    const int64_t ng = okv_x16_groups(c->k);                                                 \
-    const block_q4_0x16 *wr[MM_TR];                                                          \
-    const block_act_q8_0x16 *xs[OKV_X16_MAX_COLS];                                               \
-    for (int r = 0; r < NR; r++) wr[r] = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow); \
-    for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_0x16 *)(c->xa + (c0 + j) * c->xa_col)
+#define TILE_SETUP() OKV_X16_TILE_SETUP(block_q4_0x16, block_act_q8_0x16, okv_x16_groups(c->k))
 
-static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
-    TILE_SETUP();
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) {
-            float acc[16] = {0};
-            for (int64_t g = 0; g < ng; g++) {
-                const block_q4_0x16 *w = wr[r] + g;
-                const block_act_q8_0x16 *x = xs[j] + g;
-                for (int i = 0; i < 16; i++) {
-                    const int32_t p = x->c8[i] + okv_x16_dot_scalar(w->qs, NULL, x->qs, i);
-                    acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
-                }
-            }
-            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
-        }
-}
-
-void okv_mm_tile_q4_0x16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
-    tile_scalar(c, r0, nr, c0, nc);
-}
+OKV_X16_SCALAR_TILE(okv_mm_tile_q4_0x16_scalar, block_q4_0x16, block_act_q8_0x16, okv_x16_groups(c->k), {
+    for (int i = 0; i < 16; i++) {
+        const int32_t p = x->c8[i] + okv_x16_dot_scalar(w->qs, NULL, x->qs, i);
+        acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
+    }
+})
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 

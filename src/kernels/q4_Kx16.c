@@ -121,12 +121,8 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act
 /* Hoisted tile pointers: row r's groups (gs bytes each: block_q4_Kx16 or
  * block_q5_Kx16) and column j's groups. */
 #define TILE_SETUP(FIVE)                                                                     \
-    const int64_t ng = okv_x16_groups(c->k);                                                 \
     const size_t gs = (FIVE) ? sizeof(block_q5_Kx16) : sizeof(block_q4_Kx16);               \
-    const uint8_t *wr[MM_TR];                                                                \
-    const block_act_q8_Kx16 *xs[OKV_X16_MAX_COLS];                                           \
-    for (int r = 0; r < NR; r++) wr[r] = c->w + (r0 + r) * c->wrow;                          \
-    for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_Kx16 *)(c->xa + (c0 + j) * c->xa_col)
+    OKV_X16_TILE_SETUP(uint8_t, block_act_q8_Kx16, okv_x16_groups(c->k))
 
 /* Group g of row r: its Q4_K part and (FIVE) its fifth bits. */
 #define GROUP(FIVE)                                                                          \

@@ -73,36 +73,17 @@ void okv_quantize_act_q8_Kx16s(okv_isa kern, const float *x, int64_t k, block_ac
     }
 }
 
-#define TILE_SETUP()                                                                         \
-    const int64_t ng = c->k / OKV_QK_K;                                                      \
-    const block_q6_Kx16 *wr[MM_TR];                                                          \
-    const block_act_q8_Kx16s *xs[OKV_X16_MAX_COLS];                                          \
-    for (int r = 0; r < NR; r++) wr[r] = (const block_q6_Kx16 *)(c->w + (r0 + r) * c->wrow); \
-    for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_Kx16s *)(c->xa + (c0 + j) * c->xa_col)
+#define TILE_SETUP() OKV_X16_TILE_SETUP(block_q6_Kx16, block_act_q8_Kx16s, c->k / OKV_QK_K)
 
-static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
-    TILE_SETUP();
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) {
-            float acc[16] = {0};
-            for (int64_t g = 0; g < ng; g++) {
-                const block_q6_Kx16 *w = wr[r] + g;
-                const block_act_q8_Kx16s *x = xs[j] + g;
-                const float d = okv_f16_to_f32(w->d);
-                for (int i = 0; i < 16; i++) {
-                    int32_t p = x->c32[i];
-                    for (int v = 0; v < 4; v++)
-                        for (int m = 0; m < 4; m++) p += x16_value(w, i, v, m) * x->qs[v][4 * i + m];
-                    acc[i] = fmaf((float)p, d * (float)w->sc[i] * x->d[i], acc[i]);
-                }
-            }
-            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
-        }
-}
-
-void okv_mm_tile_q6_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
-    tile_scalar(c, r0, nr, c0, nc);
-}
+OKV_X16_SCALAR_TILE(okv_mm_tile_q6_Kx16_scalar, block_q6_Kx16, block_act_q8_Kx16s, c->k / OKV_QK_K, {
+    const float d = okv_f16_to_f32(w->d);
+    for (int i = 0; i < 16; i++) {
+        int32_t p = x->c32[i];
+        for (int v = 0; v < 4; v++)
+            for (int m = 0; m < 4; m++) p += x16_value(w, i, v, m) * x->qs[v][4 * i + m];
+        acc[i] = fmaf((float)p, d * (float)w->sc[i] * x->d[i], acc[i]);
+    }
+})
 
 /* The four value vectors of a super-block from its nibbles and high bits:
  * value vector v = (nibble) | (bits 2v, 2v + 1 of qh) << 4.  A 16-bit shift

@@ -39,35 +39,16 @@ void okv_dequantize_row_q8_0x16(const void *src, float *dst, int64_t k) {
         }
 }
 
-#define TILE_SETUP()                                                                         \
-    const int64_t ng = okv_x16_groups(c->k);                                                 \
-    const block_q8_0x16 *wr[MM_TR];                                                          \
-    const block_act_q8_0x16 *xs[OKV_X16_MAX_COLS];                                           \
-    for (int r = 0; r < NR; r++) wr[r] = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow); \
-    for (int j = 0; j < NC; j++) xs[j] = (const block_act_q8_0x16 *)(c->xa + (c0 + j) * c->xa_col)
+#define TILE_SETUP() OKV_X16_TILE_SETUP(block_q8_0x16, block_act_q8_0x16, okv_x16_groups(c->k))
 
-static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
-    TILE_SETUP();
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) {
-            float acc[16] = {0};
-            for (int64_t g = 0; g < ng; g++) {
-                const block_q8_0x16 *w = wr[r] + g;
-                const block_act_q8_0x16 *x = xs[j] + g;
-                for (int i = 0; i < 16; i++) {
-                    int32_t p = 0;
-                    for (int v = 0; v < 8; v++)
-                        for (int m = 0; m < 4; m++) p += w->qs[v][4 * i + m] * x->qs[v][4 * i + m];
-                    acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
-                }
-            }
-            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
-        }
-}
-
-void okv_mm_tile_q8_0x16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
-    tile_scalar(c, r0, nr, c0, nc);
-}
+OKV_X16_SCALAR_TILE(okv_mm_tile_q8_0x16_scalar, block_q8_0x16, block_act_q8_0x16, okv_x16_groups(c->k), {
+    for (int i = 0; i < 16; i++) {
+        int32_t p = 0;
+        for (int v = 0; v < 8; v++)
+            for (int m = 0; m < 4; m++) p += w->qs[v][4 * i + m] * x->qs[v][4 * i + m];
+        acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
+    }
+})
 
 /* AVX2: |w| times x with w's sign, int16 pairs of at most 2 * 128 * 127,
  * each vector's widened before the next (two would overflow): the exact

@@ -141,6 +141,34 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 float okv_x16_sum
         }                                                                                    \
     } while (0)
 
+/* A kernel body's hoisted pointers: wr[r], row r0 + r's first group (of
+ * type WT), xs[j], column c0 + j's first activation group (AT), and ng, the
+ * groups in a row. */
+#define OKV_X16_TILE_SETUP(WT, AT, NG)                                                       \
+    const int64_t ng = (NG);                                                                 \
+    const WT *wr[MM_TR];                                                                     \
+    const AT *xs[OKV_X16_MAX_COLS];                                                          \
+    for (int r = 0; r < NR; r++) wr[r] = (const WT *)(c->w + (r0 + r) * c->wrow);           \
+    for (int j = 0; j < NC; j++) xs[j] = (const AT *)(c->xa + (c0 + j) * c->xa_col)
+
+/* The scalar kernel of a layout whose groups are WT and activation groups
+ * AT: for each row and column, LANES updates acc[0..16) from one group (w,
+ * x) per step; then x16's lane sum.  The reference every ISA matches. */
+#define OKV_X16_SCALAR_TILE(name, WT, AT, NG, LANES)                                         \
+    void name(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {                 \
+        OKV_X16_TILE_SETUP(WT, AT, NG);                                                      \
+        for (int r = 0; r < NR; r++)                                                         \
+            for (int j = 0; j < NC; j++) {                                                   \
+                float acc[16] = {0};                                                         \
+                for (int64_t g = 0; g < ng; g++) {                                           \
+                    const WT *w = wr[r] + g;                                                 \
+                    const AT *x = xs[j] + g;                                                 \
+                    LANES                                                                    \
+                }                                                                            \
+                c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);                      \
+            }                                                                                \
+    }
+
 /* A tile function (rows r0.., columns c0.., nc <= 4) from a kernel body
  * NAME(c, r0, nr, c0, NC) specialised for NC. */
 #define OKV_X16_TILE_ENTRY(TARGET, NAME, tile_fn)                                             \
