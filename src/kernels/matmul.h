@@ -4,7 +4,11 @@
  *
  * W is row-major in one of the ggml types of quant.h, each row
  * okv_ggml_row_size(type, k) bytes, exactly as a GGUF tensor stores it
- * (ne0 = k, ne1 = rows).  x and y are f32, one activation column per token.
+ * (ne0 = k, ne1 = rows), or in one of offkv's sixteen-wide layouts that the
+ * model repacks Q4_0, Q8_0, Q4_K, Q5_K and Q6_K into (OKV_WT_* in
+ * kernels/wtype.h; rows of okv_wtype_row_size(type, k) bytes; their
+ * activations are the same 8-bit values, regrouped: kernels/x16.h).  x and
+ * y are f32, one activation column per token.
  *
  * Like ggml, quantized weights are multiplied by activations quantized once
  * per call to 8 bits, in the format the weight type names (kernels/wtype.h):
