@@ -29,7 +29,7 @@ typedef struct okv_model okv_model;
  *                     to three times as fast on several tokens at once
  *                     (batched decode, prefill); the file's pages of those
  *                     matrices are then released, so they take anonymous
- *                     memory (Q4_K 3% more) instead of page cache.  The
+ *                     memory (Q4_K, Q5_K 2-3% more) instead of page cache.  The
  *                     logits move only by float summation order.
  * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing or
  * mis-shaped tensor, a missing required key), OKV_ERR_UNSUPPORTED (an unknown
