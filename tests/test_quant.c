@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
 #include "kernels/wtype.h"
 
@@ -355,7 +356,31 @@ static void test_generic_dispatch(void) {
     CHECK(!okv_dequantize_row(OKV_GGML_Q4_K, raw, out, 128), "k not whole blocks");
 }
 
+/* A block whose largest magnitude is subnormal: 127 / amax overflows to
+ * infinity.  The activation quantizers must still give values in -127..127
+ * (the largest one at +-127) and no undefined float-to-int cast (the model
+ * fuzzer found one through a damaged Q4_1 model; UBSan catches it here). */
+static void test_quantize_subnormal_block(void) {
+    float x[OKV_QK] = {0};
+    x[3] = 1e-45f;
+    x[7] = -1e-45f;
+    x[9] = 3e-45f;
+    block_q8_1 y1;
+    okv_quantize_row_q8_1(x, &y1, OKV_QK);
+    int8_t q[OKV_QK];
+    float d;
+    okv_mm_quantize_act_scalar(x, OKV_QK, q, &d);
+    int bad = 0;
+    for (int j = 0; j < OKV_QK; j++) {
+        const int want = j == 3 ? 127 : j == 7 ? -127 : j == 9 ? 127 : 0;
+        bad += y1.qs[j] != want || q[j] != want;
+    }
+    CHECK(bad == 0, "subnormal block: %d values off (q8_1 qs[3] %d, qs[7] %d; q8_0 q[3] %d)", bad, y1.qs[3],
+          y1.qs[7], q[3]);
+}
+
 int main(void) {
+    test_quantize_subnormal_block();
     test_sizes();
     test_dequant_q8_0();
     test_dequant_q4_0();

@@ -122,12 +122,15 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K must match ggml's layout")
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 must match ggml's 34-byte layout");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 must match ggml's 18-byte layout");
 
-/* nearbyintf(v) as int8 for |v| <= 127, and 0 for a NaN, which a NaN or
- * infinite activation makes (the cast would be undefined behaviour; the
- * fuzzers found it through a damaged model). */
+/* nearbyintf(v) as int8 for |v| <= 127; 0 for a NaN, which a NaN or
+ * infinite activation makes; +-127 beyond, which a block whose largest
+ * magnitude is subnormal makes (127 / amax overflows to infinity).  A cast
+ * of either would be undefined behaviour; the model fuzzer found both
+ * through damaged models. */
 static inline int8_t okv_i8_nearest(float v) {
     const float r = nearbyintf(v);
-    return r == r ? (int8_t)r : 0;
+    if (r != r) return 0;
+    return (int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
 }
 
 /* bfloat16: the top 16 bits of an IEEE f32. */
