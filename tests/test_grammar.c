@@ -254,6 +254,48 @@ static void test_utf8(void) {
     CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc3\x28", 2), "invalid UTF-8 refused");
     okv_grammar_matcher_free(m);
     okv_grammar_free(g);
+    /* Overlong forms, surrogates and code points past U+10FFFF are not
+     * characters, not even to '.': refused at the byte that decides it
+     * (byte-fallback tokens could spell '{' as F0 80 81 BB). */
+    g = parse("root ::= \"{\" | . .");
+    m = okv_grammar_matcher_create(g, &err);
+    const struct {
+        const char *b;
+        size_t keep; /* bytes accepted before the refusal */
+    } bad[] = {{"\xf0\x80\x81\xbb", 1}, {"\xc1\xbb", 0}, {"\xe0\x81\xbb", 1}, {"\xed\xa0\x80", 1}, {"\xf4\x90\x80\x80", 1}, {"\xf5", 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        okv_grammar_matcher_reset(m);
+        size_t j = 0;
+        while (bad[i].b[j] && okv_grammar_matcher_accept_bytes(m, bad[i].b + j, 1)) j++;
+        CHECK(j == bad[i].keep, "case %zu: %zu bytes accepted, want %zu", i, j, bad[i].keep);
+    }
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    /* And a lead byte is kept only if a real character it begins fits. */
+    g = parse("root ::= \"{\" | [\\u0800-\\u0FFF] | [\\U00010000-\\U00010001]");
+    m = okv_grammar_matcher_create(g, &err);
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xe0", 1), "E0 can begin U+0800");
+    okv_grammar_matcher_reset(m);
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xf0", 1), "F0 can begin U+10000");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\x8f", 1), "F0 8F would be overlong");
+    okv_grammar_matcher_reset(m);
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc2", 1), "C2 begins U+0080..U+00BF: none fits");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xe1", 1), "E1 begins U+1000..: none fits");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    g = parse("root ::= \"{\"");
+    m = okv_grammar_matcher_create(g, &err);
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xf0", 1), "F0 cannot begin '{'");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xe0", 1), "E0 cannot begin '{'");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc2", 1), "C2 cannot begin '{'");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    g = parse("root ::= \"{\" | . .");
+    m = okv_grammar_matcher_create(g, &err);
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xed\x9f\xbf\xf4\x8f\xbf\xbf", 7) && okv_grammar_matcher_can_end(m),
+          "U+D7FF and U+10FFFF are characters");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
 }
 
 /* The vocabulary mask against per-token answers, at positions along a JSON

@@ -238,21 +238,34 @@ static bool accept_cp(const okv_grammar *g, arena *a, const sset *in, uint32_t c
 }
 
 /* One byte: decodes UTF-8 incrementally; a finished character advances the
- * stacks.  False when the grammar (or UTF-8) refuses the byte. */
+ * stacks.  False when the grammar (or UTF-8) refuses the byte.  prem is the
+ * number of continuation bytes still due, plus PREM_FIRST while the next
+ * one is the first: that byte decides overlong forms and surrogates (byte
+ * tokens could otherwise spell '{' as F0 80 81 BB). */
+#define PREM_FIRST 0x10
 static bool step(const okv_grammar *g, arena *a, const sset *in, uint32_t pval, int prem, unsigned char b, sset *out,
                  uint32_t *pval_out, int *prem_out) {
     uint32_t cp;
     int left;
+    bool lead = false;
     if (prem == 0) {
         if (b < 0x80) cp = b, left = 0;
         else if ((b & 0xE0) == 0xC0 && b >= 0xC2) cp = b & 0x1F, left = 1;
         else if ((b & 0xF0) == 0xE0) cp = b & 0x0F, left = 2;
         else if ((b & 0xF8) == 0xF0 && b <= 0xF4) cp = b & 0x07, left = 3;
         else return false;
+        lead = true;
     } else {
+        const int rem = prem & 0xF;
         if ((b & 0xC0) != 0x80) return false;
+        if (prem & PREM_FIRST) {
+            if (rem == 2 && pval == 0x0 && b < 0xA0) return false; /* overlong 3-byte form */
+            if (rem == 2 && pval == 0xD && b > 0x9F) return false; /* a surrogate */
+            if (rem == 3 && pval == 0x0 && b < 0x90) return false; /* overlong 4-byte form */
+            if (rem == 3 && pval == 0x4 && b > 0x8F) return false; /* beyond U+10FFFF */
+        }
         cp = (pval << 6) | (b & 0x3F);
-        left = prem - 1;
+        left = rem - 1;
     }
     if (left == 0) {
         if (!accept_cp(g, a, in, cp, out)) return false;
@@ -260,14 +273,20 @@ static bool step(const okv_grammar *g, arena *a, const sset *in, uint32_t pval, 
         *prem_out = 0;
         return out->n > 0;
     }
-    const uint32_t lo = cp << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
+    uint32_t lo = cp << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
+    if (lead) {
+        /* The shortest form rule: a 3-byte lead E0 starts U+0800 at least. */
+        static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+        if (lo < least[left]) lo = least[left];
+        if (hi > 0x10FFFF) hi = 0x10FFFF;
+    }
     bool any = false;
     for (int32_t i = 0; i < in->n && !any; i++)
         if (in->s[i]) any = match_range(in->s[i]->pos, lo, hi);
     if (!any) return false;
     *out = *in;
     *pval_out = cp;
-    *prem_out = left;
+    *prem_out = left | (lead ? PREM_FIRST : 0);
     return true;
 }
 
