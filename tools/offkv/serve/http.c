@@ -135,6 +135,8 @@ typedef struct call {
     char *out;
     size_t n_out, off, cap;
     bool role_sent[SRV_MAX_PROMPTS], done;
+    int32_t top_logprobs;           /* -1: no logprobs */
+    size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
 } call;
 
 static void call_free(call *k) {
@@ -204,6 +206,16 @@ static bool append_text(char **buf, size_t *n, size_t *cap, const char *s, size_
     return true;
 }
 
+/* Choice i's logprobs made since the last call (JSON null when not asked). */
+static cJSON *choice_logprobs(call *k, int i) {
+    if (k->top_logprobs < 0) return cJSON_CreateNull();
+    srv_logprob *lp = NULL;
+    const size_t n = srv_job_logprobs(k->srv->sched, k->jobs[i], &k->lp_consumed[i], &lp);
+    cJSON *j = srv_logprobs_json(okv_model_tokenizer(k->srv->model), k->kind, lp, n, &k->lp_offset[i]);
+    free(lp);
+    return j ? j : cJSON_CreateNull();
+}
+
 /* Waits for every job to end, then answers with the whole text. */
 static enum MHD_Result answer_plain(call *k) {
     server *srv = k->srv;
@@ -247,7 +259,7 @@ static enum MHD_Result answer_plain(call *k) {
         } else {
             cJSON_AddStringToObject(ch, "text", k->text[i] ? k->text[i] : "");
         }
-        cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
         cJSON_AddStringToObject(ch, "finish_reason", finish_name(k->fin[i]));
         cJSON_AddItemToArray(choices, ch);
     }
@@ -283,7 +295,7 @@ static bool chunk(call *k, int i, const char *text, srv_finish fin) {
     } else {
         cJSON_AddStringToObject(ch, "text", text ? text : "");
     }
-    cJSON_AddNullToObject(ch, "logprobs");
+    cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
     if (fin == SRV_RUNNING) cJSON_AddNullToObject(ch, "finish_reason");
     else cJSON_AddStringToObject(ch, "finish_reason", finish_name(fin));
     cJSON_AddItemToArray(choices, ch);
@@ -421,6 +433,13 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     const int n_texts = kind == SRV_CHAT ? 1 : req.n_prompts;
     const char *param = kind == SRV_CHAT ? "messages" : "prompt";
     int status = 0;
+    k->top_logprobs = req.top_logprobs;
+    const int32_t n_vocab = okv_model_n_vocab(srv->model);
+    for (int32_t b = 0; b < req.n_bias && !status; b++)
+        if (req.bias_ids[b] >= n_vocab)
+            status = fail(srv, c, 400, "invalid_request_error", "logit_bias",
+                          "'logit_bias' names token %d; the vocabulary has %d tokens", (int)req.bias_ids[b],
+                          (int)n_vocab) == MHD_YES ? 1 : -1;
     for (int i = 0; i < n_texts && !status; i++) {
         char *rendered = NULL;
         const char *text;
@@ -450,22 +469,29 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             break;
         }
         static atomic_uint_fast64_t seed_counter;
+        const int nf = req.n;
         srv_job_params p = {
             .prompt = ids,
             .n_prompt = (int32_t)n,
             .max_tokens = req.max_tokens,
             .sampling = {.temperature = req.temperature, .top_k = req.top_k, .top_p = req.top_p,
-                         .seed = req.has_seed ? req.seed + (uint64_t)i
+                         .seed = req.has_seed ? req.seed + (uint64_t)i * (uint64_t)nf
                                               : (uint64_t)time(NULL) * 6364136223846793005ull +
-                                                    atomic_fetch_add(&seed_counter, 1)},
+                                                    atomic_fetch_add(&seed_counter, (uint64_t)nf)},
             .stops = req.stops,
             .n_stops = req.n_stops,
             .ignore_eos = req.ignore_eos,
+            .controls = req.controls,
+            .bias_ids = req.bias_ids,
+            .bias = req.bias,
+            .n_bias = req.n_bias,
+            .grammar = req.grammar,
+            .top_logprobs = req.top_logprobs,
         };
         bool busy = false;
-        k->jobs[i] = srv_submit(srv->sched, &p, &busy);
+        const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy);
         free(ids);
-        if (!k->jobs[i]) {
+        if (!ok) {
             status = (busy ? fail(srv, c, 503, "server_busy", NULL,
                                   "every sequence is busy and the queue is full: try again later")
                            : fail(srv, c, 500, "server_error", NULL, "out of memory for the request")) == MHD_YES
@@ -473,7 +499,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                          : -1;
             break;
         }
-        k->n = i + 1;
+        k->n = (i + 1) * nf;
     }
     const bool stream = req.stream;
     srv_request_clear(&req);
@@ -552,6 +578,24 @@ nomem:
     return fail(srv, c, 500, "server_error", NULL, "out of memory for the metrics");
 }
 
+/* /tokenize, /detokenize (r 6, 7) and /props (r 8), shaped in tokens.c. */
+static enum MHD_Result token_route(server *srv, struct MHD_Connection *c, int r, const conn_ctx *cc) {
+    const okv_tokenizer *tok = okv_model_tokenizer(srv->model);
+    srv_fail f = {0};
+    char *answer;
+    if (r == 8) {
+        const srv_props p = {.tok = tok, .model_path = srv->cfg->model_path, .model_name = srv->model_name,
+                             .chat_template = srv_template_name(srv->tmpl), .build_info = "offkv",
+                             .n_ctx = srv_sched_capacity(srv->sched), .total_slots = srv->cfg->sched.n_parallel};
+        if (!(answer = srv_props_answer(&p))) return fail(srv, c, 500, "server_error", NULL, "out of memory");
+    } else {
+        const char *body = cc->body ? cc->body : "";
+        answer = r == 6 ? srv_tokenize_answer(tok, body, cc->n, &f) : srv_detokenize_answer(tok, body, cc->n, &f);
+        if (!answer) return send_error(srv, c, &f);
+    }
+    return send_owned(srv, c, 200, "application/json", answer, strlen(answer));
+}
+
 /* Compares without stopping at the first difference, so the time an answer
  * takes says nothing about how much of the key was right. */
 static bool key_ok(const char *got, const char *want) {
@@ -568,9 +612,10 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
         const char *path;
         bool post;
     } routes[] = {{"/", false},        {"/health", false},          {"/metrics", false},
-                  {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true}};
+                  {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true},
+                  {"/tokenize", true},   {"/detokenize", true},        {"/props", false}};
     int r = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
         if (strcmp(url, routes[i].path) == 0) r = i;
     if (r < 0) return fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
     if (routes[r].post ? !post : !get)
@@ -599,6 +644,7 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
     if (cc->too_big)
         return fail(srv, c, 413, "invalid_request_error", NULL, "the body is larger than the server's %zu bytes (--max-body)",
                     srv->cfg->max_body);
+    if (r >= 6) return token_route(srv, c, r, cc);
     return completions(srv, c, r == 4 ? SRV_CHAT : SRV_COMPLETION, cc);
 }
 
