@@ -374,7 +374,29 @@ static void test_mask_qwen(void) {
     okv_tokenizer_free(tok);
 }
 
+/* A hostile grammar: 30 nested nullable rules, each two copies of the next,
+ * is ambiguous past counting; a step must still end quickly (refusing the
+ * byte when its expansion budget runs out), never hang. */
+static void test_ambiguous(void) {
+    char text[4096];
+    size_t n = 0;
+    n += (size_t)snprintf(text + n, sizeof text - n, "root ::= r1 r1\n");
+    for (int i = 1; i < 30; i++) n += (size_t)snprintf(text + n, sizeof text - n, "r%d ::= | r%d r%d\n", i, i + 1, i + 1);
+    n += (size_t)snprintf(text + n, sizeof text - n, "r30 ::= | \"x\"\n");
+    okv_error err;
+    okv_grammar *g = okv_grammar_parse(text, n, NULL, &err);
+    CHECK(g != NULL, "ambiguous grammar parses: %s", err.message);
+    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+    if (m) {
+        bool a = okv_grammar_matcher_accept_bytes(m, "x", 1);
+        printf("ambiguous grammar: 'x' %s within the expansion budget\n", a ? "accepted" : "refused");
+    }
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+}
+
 int main(void) {
+    test_ambiguous();
     test_good();
     test_bad();
     test_against_references();

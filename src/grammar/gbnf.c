@@ -16,7 +16,7 @@
 /* Bounds that keep a hostile grammar from exhausting memory: a repetition
  * count and the total number of elements. */
 #define GBNF_MAX_REPEAT 10000
-#define GBNF_MAX_ELEMS (1 << 22)
+#define GBNF_MAX_ELEMS (1 << 20)
 
 typedef struct evec {
     gelem *e;

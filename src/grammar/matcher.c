@@ -18,6 +18,10 @@
 /* More stacks than this means a grammar too ambiguous to follow: the step
  * is refused rather than let memory grow without bound. */
 #define MAX_STACKS 4096
+/* Rule expansions one byte may cost: an ambiguous grammar (nested nullable
+ * rules) could otherwise take exponential time in one step; past this the
+ * byte is refused. */
+#define MAX_EXPANSIONS 200000
 #define N_CACHE 8
 
 typedef struct snode {
@@ -39,6 +43,7 @@ typedef struct arena {
     chunk *c;
     int32_t n, cur;
     bool oom;
+    long work; /* rule expansions in the current step */
 } arena;
 
 typedef struct amark {
@@ -166,6 +171,7 @@ static bool sset_add(arena *a, sset *set, const snode *st) {
  * rule's alternatives.  Left recursion was refused at parse time, so this
  * terminates. */
 static bool advance_stack(const okv_grammar *g, arena *a, const snode *st, sset *out) {
+    if (++a->work > MAX_EXPANSIONS) return false;
     if (!st) return sset_add(a, out, NULL);
     const gelem *pos = st->pos;
     if (pos->type != GE_REF) return sset_add(a, out, st);
@@ -225,6 +231,7 @@ static bool match_range(const gelem *pos, uint32_t lo, uint32_t hi) {
 
 static bool accept_cp(const okv_grammar *g, arena *a, const sset *in, uint32_t cp, sset *out) {
     *out = (sset){0};
+    a->work = 0;
     for (int32_t i = 0; i < in->n; i++) {
         const snode *st = in->s[i];
         if (!st) continue;
@@ -335,6 +342,7 @@ void okv_grammar_matcher_reset(okv_grammar_matcher *m) {
     const okv_grammar *g = m->g;
     const gelem *root = g->rules[g->root];
     sset set = {0};
+    m->scratch.work = 0;
     /* The start state: each alternative of the root rule, expanded. */
     for (const gelem *alt = root;;) {
         const snode *s = gelem_is_end_of_seq(alt) ? NULL : spush(&m->scratch, alt, NULL);
