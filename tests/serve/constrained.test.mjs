@@ -6,7 +6,7 @@
 // against greedy decoding), seed reproducibility and n forks equal to single
 // runs, logit_bias, stop strings with n, /tokenize /detokenize /props, and
 // wrong types as 400s naming the field.
-import { need, requireNpm, startServer, stopServer, post, check, eq, done } from './lib.mjs';
+import { need, requireNpm, startServer, stopServer, post, metrics, check, eq, done } from './lib.mjs';
 
 need('shared');
 const STEP = s => { if (process.env.OKV_TRACE) console.log('step:', s); };
@@ -76,6 +76,14 @@ try {
   const parts = ['', ''];
   for await (const ch of n2s) for (const c of ch.choices) parts[c.index] += c.delta?.content ?? '';
   const n2 = await client.chat.completions.create({ model: 'x', messages, seed: 5, n: 2, max_tokens: 12 });
+  // A prompt no sequence holds: the second choice's prompt comes from the
+  // first one's cache (a fork), not from a second prefill.
+  const m0 = await metrics(srv);
+  const fresh = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'A prompt seen once, for forks.' }],
+    seed: 5, n: 2, max_tokens: 4 });
+  const m1 = await metrics(srv);
+  const reused = m1.offkv_prompt_tokens_cached_total - m0.offkv_prompt_tokens_cached_total;
+  check(reused >= fresh.usage.prompt_tokens / 2, `n 2 on a new prompt: the fork reused the whole prompt (${reused} cached, prompt ${fresh.usage.prompt_tokens / 2})`);
   eq(parts, n2.choices.map(c => c.message.content), 'n 2 streamed = n 2 plain');
 
   // seed: same seed, same text; another seed, another text
