@@ -482,18 +482,19 @@ typedef struct walk {
 
 static void dfs(walk *w, int32_t node, const sset *in, uint32_t pval, int prem) {
     const okv_grammar_vocab *v = w->v;
-    for (int32_t c = node + 1; c < v->end[node]; c = v->end[c]) {
+    const okv_trie_node *nd = v->node;
+    for (int32_t c = node + 1; c < nd[node].end; c = nd[c].end) {
         amark mk = arena_mark(&w->m->scratch);
         sset out;
         uint32_t pv;
         int pr;
-        if (step(w->m->g, &w->m->scratch, in, pval, prem, v->byte[c], &out, &pv, &pr)) {
-            for (int32_t t = 0; t < v->tok_n[c]; t++) {
-                int32_t id = v->sorted[v->tok_first[c] + t];
+        if (step(w->m->g, &w->m->scratch, in, pval, prem, nd[c].byte, &out, &pv, &pr)) {
+            for (int32_t t = 0; t < nd[c].tok_n; t++) {
+                int32_t id = v->sorted[nd[c].tok_first + t];
                 w->bits[id >> 6] |= 1ull << (id & 63);
                 w->count++;
             }
-            if (v->end[c] > c + 1) dfs(w, c, &out, pv, pr);
+            if (nd[c].end > c + 1) dfs(w, c, &out, pv, pr);
         }
         arena_rewind(&w->m->scratch, mk);
     }

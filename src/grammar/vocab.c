@@ -30,10 +30,7 @@ void okv_grammar_vocab_free(okv_grammar_vocab *v) {
     free(v->len);
     free(v->is_end);
     free(v->end_ids);
-    free(v->byte);
-    free(v->end);
-    free(v->tok_first);
-    free(v->tok_n);
+    free(v->node);
     free(v->sorted);
     free(v);
 }
@@ -118,19 +115,15 @@ okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int3
         max_nodes += pc[i].len;
         if (pc[i].len > max_len) max_len = pc[i].len;
     }
-    v->byte = malloc(max_nodes);
-    v->end = malloc(max_nodes * sizeof *v->end);
-    v->tok_first = malloc(max_nodes * sizeof *v->tok_first);
-    v->tok_n = calloc(max_nodes, sizeof *v->tok_n);
+    v->node = calloc(max_nodes, sizeof *v->node);
     v->sorted = malloc((size_t)(n_p ? n_p : 1) * sizeof *v->sorted);
     int32_t *path = malloc(((size_t)max_len + 1) * sizeof *path);
-    if (!v->byte || !v->end || !v->tok_first || !v->tok_n || !v->sorted || !path) {
+    if (!v->node || !v->sorted || !path) {
         free(path);
         goto nomem;
     }
+    okv_trie_node *nd = v->node;
     int32_t nodes = 1;
-    v->byte[0] = 0;
-    v->tok_first[0] = 0;
     path[0] = 0;
     uint32_t depth = 0; /* depth of the path's deepest node */
     for (int32_t i = 0; i < n_p; i++) {
@@ -140,17 +133,16 @@ okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int3
             uint32_t m = pc[i].len < pc[i - 1].len ? pc[i].len : pc[i - 1].len;
             while (lcp < m && pc[i].p[lcp] == pc[i - 1].p[lcp]) lcp++;
         }
-        while (depth > lcp) v->end[path[depth--]] = nodes;
+        while (depth > lcp) nd[path[depth--]].end = nodes;
         for (uint32_t d = lcp; d < pc[i].len; d++) {
-            v->byte[nodes] = (uint8_t)pc[i].p[d];
-            v->tok_first[nodes] = 0;
+            nd[nodes].byte = (uint8_t)pc[i].p[d];
             path[++depth] = nodes++;
         }
         int32_t at = path[depth];
-        if (v->tok_n[at]++ == 0) v->tok_first[at] = i;
+        if (nd[at].tok_n++ == 0) nd[at].tok_first = i;
     }
-    while (depth > 0) v->end[path[depth--]] = nodes;
-    v->end[0] = nodes;
+    while (depth > 0) nd[path[depth--]].end = nodes;
+    nd[0].end = nodes;
     v->n_nodes = nodes;
     free(path);
     free(pc);

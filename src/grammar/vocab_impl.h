@@ -11,6 +11,14 @@
 
 #include "offkv/grammar.h"
 
+/* One node: what a walk reads at a node, in one cache line's quarter. */
+typedef struct okv_trie_node {
+    int32_t end;       /* one past the node's subtree */
+    int32_t tok_first; /* first index into sorted of the tokens ending here */
+    int32_t tok_n;     /* how many */
+    uint8_t byte;      /* the byte on the edge into the node */
+} okv_trie_node;
+
 struct okv_grammar_vocab {
     int32_t n_tokens;
     char *bytes;       /* every piece, back to back */
@@ -20,10 +28,7 @@ struct okv_grammar_vocab {
     int32_t n_end;
     int32_t *end_ids;
     int32_t n_nodes;
-    uint8_t *byte;     /* n_nodes: the byte on the edge into the node */
-    int32_t *end;      /* n_nodes: one past the node's subtree */
-    int32_t *tok_first; /* n_nodes: first index into sorted of the tokens ending here */
-    int32_t *tok_n;    /* n_nodes: how many */
+    okv_trie_node *node; /* n_nodes, in preorder */
     int32_t *sorted;   /* token ids with a piece, ordered by piece */
 };
 
