@@ -478,25 +478,72 @@ typedef struct walk {
     const okv_grammar_vocab *v;
     uint64_t *bits;
     int32_t count;
+    uint64_t loop[2]; /* ASCII bytes that leave the walk's start state as it is */
 } walk;
 
-static void dfs(walk *w, int32_t node, const sset *in, uint32_t pval, int prem) {
+static bool set_has(const sset *s, const snode *st) {
+    for (int32_t i = 0; i < s->n; i++)
+        if (stack_eq(s->s[i], st)) return true;
+    return false;
+}
+
+static bool set_equal(const sset *a, const sset *b) {
+    if (a->n != b->n) return false;
+    for (int32_t i = 0; i < a->n; i++)
+        if (!set_has(b, a->s[i])) return false;
+    return true;
+}
+
+static void mark_range(walk *w, int32_t lo, int32_t hi) {
+    for (int32_t t = lo; t < hi; t++) {
+        const int32_t id = w->v->sorted[t];
+        w->bits[id >> 6] |= 1ull << (id & 63);
+    }
+    w->count += hi - lo;
+}
+
+/* same: the state here is the walk's start state.  Inside a string, most
+ * bytes loop back to it (w->loop): those steps cost nothing, and a subtree
+ * whose bytes all loop is allowed whole without a step. */
+static void dfs(walk *w, int32_t node, const sset *in, uint32_t pval, int prem, bool same) {
     const okv_grammar_vocab *v = w->v;
     const okv_trie_node *nd = v->node;
     for (int32_t c = node + 1; c < nd[node].end; c = nd[c].end) {
+        const uint8_t b = nd[c].byte;
+        if (same && b < 0x80 && ((w->loop[b >> 6] >> (b & 63)) & 1)) {
+            if (!nd[c].high_below && !(nd[c].below[0] & ~w->loop[0]) && !(nd[c].below[1] & ~w->loop[1])) {
+                mark_range(w, nd[c].sub_first, nd[nd[c].end].sub_first);
+                continue;
+            }
+            mark_range(w, nd[c].tok_first, nd[c].tok_first + nd[c].tok_n);
+            if (nd[c].end > c + 1) dfs(w, c, in, pval, prem, true);
+            continue;
+        }
         amark mk = arena_mark(&w->m->scratch);
         sset out;
         uint32_t pv;
         int pr;
-        if (step(w->m->g, &w->m->scratch, in, pval, prem, nd[c].byte, &out, &pv, &pr)) {
-            for (int32_t t = 0; t < nd[c].tok_n; t++) {
-                int32_t id = v->sorted[nd[c].tok_first + t];
-                w->bits[id >> 6] |= 1ull << (id & 63);
-                w->count++;
-            }
-            if (nd[c].end > c + 1) dfs(w, c, &out, pv, pr);
+        if (step(w->m->g, &w->m->scratch, in, pval, prem, b, &out, &pv, &pr)) {
+            mark_range(w, nd[c].tok_first, nd[c].tok_first + nd[c].tok_n);
+            if (nd[c].end > c + 1) dfs(w, c, &out, pv, pr, false);
         }
         arena_rewind(&w->m->scratch, mk);
+    }
+}
+
+/* The ASCII bytes after which the state is the same set of stacks again. */
+static void loop_bytes(walk *w) {
+    okv_grammar_matcher *m = w->m;
+    w->loop[0] = w->loop[1] = 0;
+    if (m->prem) return;
+    for (int b = 0; b < 0x80; b++) {
+        amark mk = arena_mark(&m->scratch);
+        sset out;
+        uint32_t pv;
+        int pr;
+        if (step(m->g, &m->scratch, &m->stacks, 0, 0, (unsigned char)b, &out, &pv, &pr) && set_equal(&out, &m->stacks))
+            w->loop[b >> 6] |= 1ull << (b & 63);
+        arena_rewind(&m->scratch, mk);
     }
 }
 
@@ -575,8 +622,9 @@ int32_t okv_grammar_matcher_mask(okv_grammar_matcher *m, const okv_grammar_vocab
     }
     memset(slot->bits, 0, words * sizeof *slot->bits);
     arena_reset(&m->scratch);
-    walk w = {m, v, slot->bits, 0};
-    dfs(&w, 0, &m->stacks, m->pval, m->prem);
+    walk w = {m, v, slot->bits, 0, {0, 0}};
+    loop_bytes(&w);
+    dfs(&w, 0, &m->stacks, m->pval, m->prem, true);
     if (okv_grammar_matcher_can_end(m)) {
         for (int32_t i = 0; i < v->n_end; i++) {
             int32_t id = v->end_ids[i];

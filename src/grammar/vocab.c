@@ -115,7 +115,7 @@ okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int3
         max_nodes += pc[i].len;
         if (pc[i].len > max_len) max_len = pc[i].len;
     }
-    v->node = calloc(max_nodes, sizeof *v->node);
+    v->node = calloc(max_nodes + 1, sizeof *v->node);
     v->sorted = malloc((size_t)(n_p ? n_p : 1) * sizeof *v->sorted);
     int32_t *path = malloc(((size_t)max_len + 1) * sizeof *path);
     if (!v->node || !v->sorted || !path) {
@@ -144,6 +144,25 @@ okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int3
     while (depth > 0) nd[path[depth--]].end = nodes;
     nd[0].end = nodes;
     v->n_nodes = nodes;
+    /* Tokens before each node in preorder (a subtree's tokens are then
+     * sorted[sub_first .. node[end].sub_first)), and the bytes below each
+     * node, children first: what lets a walk take a whole subtree at once. */
+    int32_t before = 0;
+    for (int32_t c = 0; c < nodes; c++) {
+        nd[c].sub_first = before;
+        before += nd[c].tok_n;
+    }
+    nd[nodes].sub_first = before;
+    nd[nodes].end = nodes + 1;
+    for (int32_t c = nodes - 1; c >= 0; c--) {
+        for (int32_t ch = c + 1; ch < nd[c].end; ch = nd[ch].end) {
+            const uint8_t b = nd[ch].byte;
+            nd[c].below[0] |= nd[ch].below[0];
+            nd[c].below[1] |= nd[ch].below[1];
+            nd[c].high_below |= nd[ch].high_below || b >= 0x80;
+            if (b < 0x80) nd[c].below[b >> 6] |= 1ull << (b & 63);
+        }
+    }
     free(path);
     free(pc);
     return v;
