@@ -208,6 +208,25 @@ static void test_json_object(void) {
     okv_grammar_free(gr);
 }
 
+/* Large schemas are followed, not refused past a count: an enum of 30 000
+ * strings (30 000 parse stacks at its start) and 5 000 optional properties
+ * (the optional chain grows linearly, as rules). */
+static void test_large(void) {
+    const int n_enum = 30000, n_props = 5000;
+    size_t cap = (size_t)n_enum * 16 + 256;
+    char *schema = malloc(cap);
+    size_t k = (size_t)snprintf(schema, cap, "{\"enum\":[");
+    for (int i = 0; i < n_enum; i++) k += (size_t)snprintf(schema + k, cap - k, "%s\"v%d\"", i ? "," : "", i);
+    snprintf(schema + k, cap - k, "]}");
+    check_schema(schema, L("\"v0\"", "\"v29999\"", "\"v15000\""), L("\"v30000\"", "\"v\"", "\"v29999 \""));
+    k = (size_t)snprintf(schema, cap, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < n_props; i++) k += (size_t)snprintf(schema + k, cap - k, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    snprintf(schema + k, cap - k, "},\"required\":[\"p7\"]}");
+    check_schema(schema, L("{\"p7\":1}", "{\"p7\":1,\"p0\":2,\"p4999\":3}", "{\"p7\":1,\"p4998\":2}"),
+                 L("{\"p7\":1,\"p4999\":3,\"p0\":2}", "{\"p0\":2}", "{\"p7\":1,\"p5000\":1}"));
+    free(schema);
+}
+
 int main(void) {
     test_objects();
     test_arrays_and_values();
@@ -216,5 +235,6 @@ int main(void) {
     test_ranges();
     test_errors();
     test_json_object();
+    test_large();
     return check_done();
 }

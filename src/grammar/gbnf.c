@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "grammar/grammar_impl.h"
+#include "grammar/strmap.h"
 
 /* Bounds that keep a hostile grammar from exhausting memory: a repetition
  * count and the total number of elements. */
@@ -32,6 +33,7 @@ typedef struct parser {
     bool *defined;
     size_t *first_use; /* offset of the first reference, for "undefined rule" */
     size_t total;      /* elements so far */
+    okv_strmap index;  /* name -> rule id */
     const char *rule;  /* the rule being parsed, for messages */
     okv_error *err;
     bool failed;
@@ -95,8 +97,8 @@ static bool append(parser *p, evec *v, const gelem *e, size_t n) {
 
 /* Looks a rule name up, adding it (undefined) when new. */
 static int32_t symbol(parser *p, const char *name, size_t n, size_t use_at) {
-    for (int32_t i = 0; i < p->n_rules; i++)
-        if (strlen(p->names[i]) == n && memcmp(p->names[i], name, n) == 0) return i;
+    const int32_t known = okv_strmap_get(&p->index, name, n);
+    if (known >= 0) return known;
     if (p->n_rules == p->cap_rules) {
         int32_t cap = p->cap_rules ? p->cap_rules * 2 : 32;
         evec *r = realloc(p->rules, (size_t)cap * sizeof *r);
@@ -124,16 +126,21 @@ static int32_t symbol(parser *p, const char *name, size_t n, size_t use_at) {
     copy[n] = 0;
     int32_t id = p->n_rules++;
     p->names[id] = copy;
+    if (!okv_strmap_put(&p->index, copy, n, id)) {
+        p->failed = true;
+        okv_fail(p->err, OKV_ERR_NOMEM, "grammar rule index");
+    }
     p->rules[id] = (evec){0};
     p->defined[id] = false;
     p->first_use[id] = use_at;
     return id;
 }
 
-/* A fresh rule named after the one being parsed: "name_N". */
+/* A fresh rule named after the one being parsed: "name~N" ('~' cannot be
+ * in a name the text defines, so it never collides with one). */
 static int32_t generated(parser *p, const char *base) {
     char name[160];
-    snprintf(name, sizeof name, "%.120s_%d", base, (int)p->n_rules);
+    snprintf(name, sizeof name, "%.120s~%d", base, (int)p->n_rules);
     int32_t id = symbol(p, name, strlen(name), p->pos);
     if (id >= 0) p->defined[id] = true;
     return id;
@@ -549,9 +556,8 @@ okv_grammar *okv_grammar_parse(const char *text, size_t len, const char *root, o
             perr(&p, p.first_use[i], "undefined rule '%s'", p.names[i]);
         }
     }
-    int32_t root_id = -1;
-    for (int32_t i = 0; i < p.n_rules; i++)
-        if (strcmp(p.names[i], root) == 0) root_id = i;
+    const int32_t root_id = okv_strmap_get(&p.index, root, strlen(root));
+    okv_strmap_free(&p.index);
     if (!p.failed && root_id < 0) {
         p.failed = true;
         okv_fail(err, OKV_ERR_INVALID, "grammar has no start rule '%s'", root);
@@ -591,7 +597,7 @@ okv_grammar *okv_grammar_parse(const char *text, size_t len, const char *root, o
             okv_grammar_free(g);
             g = NULL;
         } else if (cyc >= 0) {
-            /* A generated rule's name ("x_12") starts with the user's. */
+            /* A generated rule's name ("x~12") starts with the user's. */
             okv_fail(err, OKV_ERR_INVALID, "grammar rule '%s' is left-recursive (it can reach itself before reading a character)",
                      g->names[cyc]);
             okv_grammar_free(g);

@@ -33,7 +33,7 @@ struct okv_grammar {
     int32_t n_rules;
     int32_t root;
     gelem **rules;  /* n_rules arrays, each ending in GE_END */
-    char **names;   /* n_rules names (generated ones are "name_N") */
+    char **names;   /* n_rules names (generated ones are "name~N") */
 };
 
 static inline int gelem_is_end_of_seq(const gelem *e) { return e->type == GE_END || e->type == GE_ALT; }

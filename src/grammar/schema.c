@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "grammar/json.h"
+#include "grammar/strmap.h"
 #include "offkv/grammar.h"
 
 #define SPACE_RULE "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}"
@@ -26,6 +27,7 @@ typedef struct rule {
 typedef struct conv {
     rule *r;
     size_t n, cap;
+    okv_strmap index; /* rule name -> index into r */
     const jv *root;
     char **ref_keys, **ref_names; /* $ref -> rule name, set before visiting (recursion) */
     size_t n_refs;
@@ -78,10 +80,8 @@ static const char *add_rule(conv *c, const char *name, const char *body) {
     snprintf(cand, sizeof cand, "%s", base);
     for (int i = 0;; i++) {
         if (i) snprintf(cand, sizeof cand, "%s%d", base, i);
-        size_t j = 0;
-        for (; j < c->n; j++)
-            if (strcmp(c->r[j].name, cand) == 0) break;
-        if (j == c->n) break;
+        const int32_t j = okv_strmap_get(&c->index, cand, strlen(cand));
+        if (j < 0) break;
         if (strcmp(c->r[j].body, body) == 0) return c->r[j].name;
     }
     if (c->n == c->cap) {
@@ -101,21 +101,25 @@ static const char *add_rule(conv *c, const char *name, const char *body) {
         free(bd);
         return NULL;
     }
+    if (!okv_strmap_put(&c->index, nm, strlen(nm), (int32_t)c->n)) {
+        free(nm);
+        free(bd);
+        c->failed = true;
+        okv_fail(c->err, OKV_ERR_NOMEM, "JSON schema conversion");
+        return NULL;
+    }
     c->r[c->n++] = (rule){nm, bd};
     return nm;
 }
 
 /* Replaces the body of an existing rule (a $ref placeholder). */
 static void set_rule(conv *c, const char *name, const char *body) {
-    for (size_t j = 0; j < c->n; j++) {
-        if (strcmp(c->r[j].name, name) == 0) {
-            char *bd = xstrdup(c, body);
-            if (!bd) return;
-            free(c->r[j].body);
-            c->r[j].body = bd;
-            return;
-        }
-    }
+    const int32_t j = okv_strmap_get(&c->index, name, strlen(name));
+    if (j < 0) return;
+    char *bd = xstrdup(c, body);
+    if (!bd) return;
+    free(c->r[j].body);
+    c->r[j].body = bd;
 }
 
 static const char *prim(conv *c, const char *name) {
@@ -154,8 +158,8 @@ static const char *prim(conv *c, const char *name) {
     };
     for (size_t i = 0; i < sizeof P / sizeof *P; i++) {
         if (strcmp(P[i].name, name) != 0) continue;
-        for (size_t j = 0; j < c->n; j++)
-            if (strcmp(c->r[j].name, name) == 0) return c->r[j].name;
+        const int32_t known = okv_strmap_get(&c->index, name, strlen(name));
+        if (known >= 0) return c->r[known].name;
         const char *got = add_rule(c, name, P[i].body);
         for (size_t d = 0; d < sizeof deps / sizeof *deps; d++)
             if (strcmp(deps[d][0], name) == 0)
@@ -803,10 +807,26 @@ static const char *object_rule(conv *c, const jv *s, const char *name, const cha
         /* llama.cpp's layout: required in order, then the optional ones
          * (each may be absent, order kept), then any additional ones. */
         size_t n_opt = 0;
-        const char *opt[1024];
-        for (size_t i = 0; i < np && n_opt < 1023; i++)
+        const char **opt = malloc((np + 1) * sizeof *opt);
+        /* rest[j]: any of the optional ones from j on, each after a comma
+         * (rules, so the grammar grows linearly with the properties). */
+        const char **rest = calloc(np + 2, sizeof *rest);
+        if (!opt || !rest) {
+            c->failed = true;
+            okv_fail(c->err, OKV_ERR_NOMEM, "JSON schema conversion");
+        }
+        for (size_t i = 0; opt && i < np; i++)
             if (!required[i]) opt[n_opt++] = kv[i];
-        if (addl_kv) opt[n_opt++] = addl_kv;
+        if (opt && addl_kv) opt[n_opt++] = addl_kv;
+        for (size_t j = n_opt; rest && j-- > 1 && !c->failed;) {
+            okv_sbuf rb = {0};
+            okv_sbuf_printf(&rb, "( \",\" space %s )%s", opt[j], opt[j] == addl_kv ? "*" : "?");
+            if (rest[j + 1]) okv_sbuf_printf(&rb, " %s", rest[j + 1]);
+            char *body = sbuf_take(c, &rb);
+            snprintf(rn, sizeof rn, "%s-rest%zu", name, j);
+            rest[j] = add_rule(c, rn, body);
+            free(body);
+        }
         okv_sbuf b = {0};
         okv_sbuf_puts(&b, "\"{\" space ");
         bool any_req = false;
@@ -816,7 +836,7 @@ static const char *object_rule(conv *c, const jv *s, const char *name, const cha
             okv_sbuf_puts(&b, kv[i]);
             any_req = true;
         }
-        if (n_opt) {
+        if (n_opt && !c->failed) {
             okv_sbuf_puts(&b, " (");
             if (any_req) okv_sbuf_puts(&b, " \",\" space ( ");
             for (size_t i = 0; i < n_opt; i++) {
@@ -824,14 +844,13 @@ static const char *object_rule(conv *c, const jv *s, const char *name, const cha
                 /* Starting with optional i, then any of the later ones. */
                 okv_sbuf_puts(&b, opt[i]);
                 if (opt[i] == addl_kv) okv_sbuf_printf(&b, " ( \",\" space %s )*", addl_kv);
-                for (size_t j = i + 1; j < n_opt; j++) {
-                    if (opt[j] == addl_kv) okv_sbuf_printf(&b, " ( \",\" space %s )*", addl_kv);
-                    else okv_sbuf_printf(&b, " ( \",\" space %s )?", opt[j]);
-                }
+                if (rest[i + 1]) okv_sbuf_printf(&b, " %s", rest[i + 1]);
             }
             if (any_req) okv_sbuf_puts(&b, " )");
             okv_sbuf_puts(&b, " )?");
         }
+        free(opt);
+        free(rest);
         okv_sbuf_puts(&b, " \"}\" space");
         char *body = sbuf_take(c, &b);
         out = add_rule(c, name, body);
@@ -1206,6 +1225,7 @@ char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err) {
         free(c.ref_names[i]);
     }
     free(c.r);
+    okv_strmap_free(&c.index);
     free(c.ref_keys);
     free(c.ref_names);
     okv_json_free(root);
