@@ -16,8 +16,9 @@
 #include "grammar/vocab_impl.h"
 
 /* More stacks than this means a grammar too ambiguous to follow: the step
- * is refused rather than let memory grow without bound. */
-#define MAX_STACKS 4096
+ * is refused rather than let memory grow without bound.  (An enum of 50 000
+ * strings starts with 50 000 stacks.) */
+#define MAX_STACKS (1 << 17)
 /* Rule expansions one byte may cost: an ambiguous grammar (nested nullable
  * rules) could otherwise take exponential time in one step; past this the
  * byte is refused. */
@@ -32,6 +33,8 @@ typedef struct snode {
 typedef struct sset {
     const snode **s; /* NULL entries are complete parses */
     int32_t n, cap;
+    int32_t *tab;    /* large sets: a hash index of s (index + 1; 0 empty) */
+    int32_t tcap;
 } sset;
 
 typedef struct chunk {
@@ -150,9 +153,40 @@ static bool stack_eq(const snode *x, const snode *y) {
     return true;
 }
 
+/* Equal stacks hash alike: the top four elements. */
+static uint32_t stack_hash(const snode *st) {
+    uint64_t h = 1469598103934665603ull;
+    for (int k = 0; k < 4 && st; k++, st = st->next) h = (h ^ (uint64_t)(uintptr_t)st->pos) * 1099511628211ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static bool sset_index(arena *a, sset *set) {
+    int32_t cap = 64;
+    while (cap < 4 * set->n) cap *= 2;
+    int32_t *tab = arena_alloc(a, (size_t)cap * sizeof *tab);
+    if (!tab) return false;
+    memset(tab, 0, (size_t)cap * sizeof *tab);
+    for (int32_t i = 0; i < set->n; i++) {
+        uint32_t h = stack_hash(set->s[i]) & (uint32_t)(cap - 1);
+        while (tab[h]) h = (h + 1) & (uint32_t)(cap - 1);
+        tab[h] = i + 1;
+    }
+    set->tab = tab;
+    set->tcap = cap;
+    return true;
+}
+
 static bool sset_add(arena *a, sset *set, const snode *st) {
-    for (int32_t i = 0; i < set->n; i++)
-        if (stack_eq(set->s[i], st)) return true;
+    if (set->n < 32) {
+        for (int32_t i = 0; i < set->n; i++)
+            if (stack_eq(set->s[i], st)) return true;
+    } else {
+        /* Past a few stacks, a hash index keeps adding O(1), not O(n). */
+        if ((!set->tab || 2 * set->n >= set->tcap) && !sset_index(a, set)) return false;
+        uint32_t h = stack_hash(st) & (uint32_t)(set->tcap - 1);
+        for (; set->tab[h]; h = (h + 1) & (uint32_t)(set->tcap - 1))
+            if (stack_eq(set->s[set->tab[h] - 1], st)) return true;
+    }
     if (set->n == set->cap) {
         if (set->n >= MAX_STACKS) return false;
         int32_t cap = set->cap ? set->cap * 2 : 8;
@@ -163,6 +197,11 @@ static bool sset_add(arena *a, sset *set, const snode *st) {
         set->cap = cap;
     }
     set->s[set->n++] = st;
+    if (set->tab) {
+        uint32_t h = stack_hash(st) & (uint32_t)(set->tcap - 1);
+        while (set->tab[h]) h = (h + 1) & (uint32_t)(set->tcap - 1);
+        set->tab[h] = set->n;
+    }
     return true;
 }
 
