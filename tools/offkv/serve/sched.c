@@ -90,7 +90,8 @@ struct srv_sched {
     okv_batch_seq *seqs;
     int32_t eog[8];                 /* tokens that end a turn */
     int n_eog;
-    okv_grammar_vocab *gv;          /* the vocabulary's trie, for grammars; ends at eog */
+    pthread_mutex_t gv_mu;          /* guards gv's creation */
+    okv_grammar_vocab *gv;          /* the vocabulary's trie, made for the first grammar; ends at eog */
 
     pthread_mutex_t mu;
     pthread_cond_t work;
@@ -185,10 +186,10 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
     s->cfg = *cfg;
     s->n_vocab = okv_model_n_vocab(model);
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->gv_mu, NULL);
     pthread_cond_init(&s->work, NULL);
     s->stats.n_parallel = cfg->n_parallel;
     find_eog(s);
-    if (!(s->gv = okv_grammar_vocab_create(s->tok, s->eog, s->n_eog, err))) goto fail;
     s->slots = calloc((size_t)cfg->n_parallel, sizeof *s->slots);
     s->seqs = calloc((size_t)cfg->n_parallel, sizeof *s->seqs);
     if (!s->slots || !s->seqs) goto nomem;
@@ -283,9 +284,21 @@ void srv_sched_free(srv_sched *s) {
     okv_batch_free(s->batch);
     okv_threadpool_free(s->pool);
     okv_grammar_vocab_free(s->gv);
+    pthread_mutex_destroy(&s->gv_mu);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+/* The vocabulary's trie for grammars, made by the first request with one
+ * (a 150 k-token vocabulary's takes tens of MB and 0.2 s: servers that
+ * never see a grammar never pay); NULL with err filled when it cannot be. */
+static const okv_grammar_vocab *grammar_vocab(srv_sched *s, okv_error *err) {
+    pthread_mutex_lock(&s->gv_mu);
+    if (!s->gv) s->gv = okv_grammar_vocab_create(s->tok, s->eog, s->n_eog, err);
+    const okv_grammar_vocab *v = s->gv;
+    pthread_mutex_unlock(&s->gv_mu);
+    return v;
 }
 
 /* A job as asked, not yet queued; NULL when out of memory or a setting
@@ -309,7 +322,7 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
     if (ok && p->grammar) {
         ok = (j->grammar = okv_grammar_parse(p->grammar, strlen(p->grammar), NULL, err)) != NULL &&
              (j->gm = okv_grammar_matcher_create(j->grammar, err)) != NULL &&
-             okv_sampler_set_grammar(j->sampler, j->gm, s->gv, err) == OKV_OK;
+             okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, err), err) == OKV_OK;
     }
     for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;
     if (!ok) {
