@@ -3,7 +3,8 @@
  * in the sampler, every sampled text, for many seeds and temperatures,
  * parses as JSON and validates against the schema.  Both are checked by a
  * small JSON reader and validator written here, not by the library.  The
- * same seed gives the same text. */
+ * same seed gives the same text, and `offkv run --json-schema` (when OKV_BIN
+ * names the build) prints text that validates too. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -295,6 +296,23 @@ int main(void) {
         CHECK(strcmp(text, again) == 0, "seed 3 twice gave different texts");
     }
     printf("%d of %d constrained texts valid\n", valid, runs);
+
+    /* The CLI: offkv run --json-schema, the same schema, several seeds. */
+    const char *bin = getenv("OKV_BIN");
+    for (int seed = 1; bin && seed <= 3; seed++) {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "'%s/offkv' run -m '%s' -n 1500 --temp 1 --seed %d --no-display-prompt --json-schema '%s' 2>/dev/null",
+                 bin, path, seed, SCHEMA);
+        FILE *pf = popen(cmd, "r");
+        size_t n = pf ? fread(text, 1, sizeof text - 1, pf) : 0;
+        int st = pf ? pclose(pf) : -1;
+        text[n] = 0;
+        if (n && text[n - 1] == '\n') text[n - 1] = 0; /* the run's closing newline */
+        CHECK(st == 0, "offkv run --json-schema seed %d exited %d", seed, st);
+        const char *why = validate(text);
+        CHECK(why == NULL, "offkv run --json-schema seed %d: %s in %s", seed, why, text);
+    }
+    if (!bin) printf("skipped offkv run --json-schema: OKV_BIN not set\n");
     okv_grammar_vocab_free(gv);
     okv_grammar_free(g);
     free(gbnf);
