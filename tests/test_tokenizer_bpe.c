@@ -1,8 +1,9 @@
 /* Byte-level BPE ("gpt2") tokenizer: merge order and byte handling on
  * hand-built vocabularies, the pre-tokenizer splits of every known name on
- * hand-written cases (llama-bpe and qwen2 have no vocab file here), and
- * llama.cpp's expected ids for the real gpt-2, starcoder and
- * deepseek-coder vocabularies. */
+ * hand-written cases, llama.cpp's expected ids for the real gpt-2,
+ * starcoder and deepseek-coder vocabularies, Hugging Face's for qwen3
+ * (pre-tokenizer qwen2) and gpt-oss (gpt-4o), and gpt-4o's time on long
+ * runs of combining marks. */
 #include <time.h>
 
 #include "tokenizer/internal.h"
