@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "gguf_copy.h"
 #include "golden.h"
 #include "golden_run.h"
 #include "kernels/cpu.h"
@@ -69,6 +70,32 @@ static void dense_case(const char *model, int chunk, const char *kv) {
     free(ref);
 }
 
+/* A copy of model without tensor drop: loading it is refused naming it. */
+static void refused_without(const char *model, const char *drop) {
+    char path[1024];
+    const char *out = "test_dense_golden.tmp.gguf";
+    snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model);
+    okv_error err = {0};
+    okv_gguf *g = okv_gguf_open(path, &err);
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    int ok = g && w && copy_metadata(g, w);
+    for (int64_t i = 0; ok && i < okv_gguf_n_tensors(g); i++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
+        if (strcmp(t->name, drop) == 0) continue;
+        ok = !okv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, &err);
+    }
+    ok = ok && !okv_gguf_writer_write(w, out, &err);
+    CHECK(ok, "writing %s without %s: %s", model, drop, err.message);
+    okv_gguf_writer_free(w);
+    okv_gguf_close(g);
+    okv_model *m = okv_model_load(out, NULL, &err);
+    CHECK(m == NULL && err.status == OKV_ERR_FORMAT && strstr(err.message, drop), "%s without %s: %s", model, drop,
+          m ? "loaded" : err.message);
+    if (!m) printf("%s without %s: refused: %s\n", model, drop, err.message);
+    okv_model_free(m);
+    remove(out);
+}
+
 static int run_cases(void) {
     static const char *const models[] = {"tiny-qwen2", "tiny-qwen3", "tiny-smollm3", "tiny-gemma2", "tiny-phi3"};
     const char *only = getenv("OKV_DENSE_MODEL"); /* one model, when debugging */
@@ -78,6 +105,12 @@ static int run_cases(void) {
         dense_case(models[i], 121, "f32");
         dense_case(models[i], 16, "f16");
         dense_case(models[i], 121, "f16");
+    }
+    if (!only) {
+        refused_without("tiny-qwen2", "blk.1.attn_k.bias");
+        refused_without("tiny-qwen3", "blk.2.attn_q_norm.weight");
+        refused_without("tiny-gemma2", "blk.0.post_ffw_norm.weight");
+        refused_without("tiny-phi3", "blk.3.ffn_up.weight");
     }
     return check_done();
 }
