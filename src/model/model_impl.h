@@ -66,7 +66,8 @@ struct okv_model {
     okv_layer_params *layer;     /* n_layer */
     okv_layer_weights *w;        /* n_layer */
     okv_weight tok_embd, output_norm, output;
-    const float *rope_freqs;     /* llama 3: per-frequency divisors, head_dim/2, or NULL */
+    const float *rope_freqs;     /* per-frequency divisors, n_rot/2 (llama 3's rope_freqs, phi3's short
+                                    LongRoPE factors), or NULL */
     const float *rope_long;      /* phi3 LongRoPE: the divisors for contexts beyond n_ctx_orig, or NULL */
     int32_t n_ctx_orig;          /* phi3: the context rope_freqs (short) were trained for */
     float rope_attn_factor;      /* phi3 LongRoPE: rotated q/k dimensions are multiplied by it; else 1 */
