@@ -4,6 +4,7 @@
  * starcoder and deepseek-coder vocabularies, Hugging Face's for qwen3
  * (pre-tokenizer qwen2) and gpt-oss (gpt-4o), and gpt-4o's time on long
  * runs of combining marks. */
+#include <math.h>
 #include <time.h>
 
 #include "tokenizer/internal.h"
@@ -325,9 +326,11 @@ static double time_run(const okv_tokenizer *t, const char *lead, const char *uni
 /* gpt-4o's regex keeps \p{M} in two alternatives whose classes overlap
  * ([A]*[B]+ and [A]+[B]*): a backtracking matcher could turn a long run of
  * combining marks (or of capitals, or of marks after a letter) quadratic.
- * Each run must cost time linear in its length: four times the marks may
- * cost at most ~8 times as long (quadratic would be 16 times), and 200k of
- * them under a second (100k take ~0.03 s). */
+ * Each run must cost time near linear in its length: four times the marks
+ * may cost at most 12 times as long (measured 4-8.5: the merge heap's log
+ * and a word outgrowing the caches add to 4; quadratic would be 16), and
+ * 200k of them under a second (~0.1 s here; a quadratic matcher would take
+ * minutes, or stop at PCRE2's match limit, which is an error here). */
 static void test_long_marks(const char *shared) {
     char path[4096];
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-oss.gguf", shared);
@@ -352,11 +355,14 @@ static void test_long_marks(const char *shared) {
 #endif
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         size_t n_small = 0, n_big = 0;
-        const double small = time_run(t, runs[i].lead, runs[i].unit, 50000, &n_small);
-        const double big = time_run(t, runs[i].lead, runs[i].unit, 200000, &n_big);
+        /* the better of two runs each: the machine may be shared */
+        const double small = fmin(time_run(t, runs[i].lead, runs[i].unit, 50000, &n_small),
+                                  time_run(t, runs[i].lead, runs[i].unit, 50000, &n_small));
+        const double big = fmin(time_run(t, runs[i].lead, runs[i].unit, 200000, &n_big),
+                                time_run(t, runs[i].lead, runs[i].unit, 200000, &n_big));
         printf("gpt-4o, %s: 50k in %.3f s, 200k in %.3f s (%zu ids)\n", runs[i].what, small, big, n_big);
         CHECK(big >= 0 && big < limit, "%s: 200k took %.3f s", runs[i].what, big);
-        CHECK(big >= 0 && big < 8 * small + 0.05, "%s: 4x the text took %.1fx the time (%.3f s vs %.3f s)",
+        CHECK(big >= 0 && big < 12 * small + 0.05, "%s: 4x the text took %.1fx the time (%.3f s vs %.3f s)",
               runs[i].what, small > 0 ? big / small : 0.0, big, small);
     }
     okv_tokenizer_free(t);
