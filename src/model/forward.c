@@ -54,20 +54,6 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
     return OKV_OK;
 }
 
-void okv_fwd_bias(okv_fwd *f, float *y, const okv_weight *bias) {
-    if (!bias->data) return;
-    for (int32_t t = 0; t < f->n; t++) okv_add(y + (size_t)t * bias->ne0, y + (size_t)t * bias->ne0, bias->data, bias->ne0);
-}
-
-void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_layer_weights *w, float eps) {
-    for (int32_t t = 0; t < f->n; t++) {
-        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
-        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
-        okv_rmsnorm_heads(q, q, p->n_head, p->head_dim, w->attn_q_norm.data, eps);
-        okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, w->attn_k_norm.data, eps);
-    }
-}
-
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
     const okv_model *m = f->m;
     float cs[512];
@@ -169,4 +155,19 @@ okv_status okv_fwd_head(okv_fwd *f) {
         for (int32_t j = 0; j < k; j++) memcpy(f->seg[took[j]].logits, f->head_y + (size_t)j * V, V * sizeof(float));
     }
     return OKV_OK;
+}
+
+void okv_fwd_add_bias(float *y, const okv_weight *bias, int32_t n, int64_t width) {
+    if (!bias || !bias->data) return;
+    const float *b = bias->data;
+    for (int32_t t = 0; t < n; t++) okv_add(y + (size_t)t * width, y + (size_t)t * width, b, width);
+}
+
+void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn, const okv_weight *kn, float eps) {
+    for (int32_t t = 0; t < f->n; t++) {
+        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
+        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
+        okv_rmsnorm_heads(q, q, p->n_head, p->head_dim, qn->data, eps);
+        okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, kn->data, eps);
+    }
 }

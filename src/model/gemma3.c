@@ -72,7 +72,7 @@ static okv_status gemma3_forward(okv_fwd *f) {
         /* attention, normed before and after */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
         if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_qk_norm(f, p, w, m->norm_eps);
+        okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
         okv_fwd_rope(f, p, true);
         if ((st = okv_fwd_attend(f, il, p))) return st;
         if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;

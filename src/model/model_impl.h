@@ -168,6 +168,10 @@ okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err);
  * NULL when the file has none). */
 okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t ne0,
                                bool optional, okv_error *err);
+/* Adds a bias vector (F32, width wide) to each of n rows; a NULL bias adds nothing. */
+void okv_fwd_add_bias(float *y, const okv_weight *bias, int32_t n, int64_t width);
+/* Per-head RMSNorm of the step's q and k (qwen3, qwen3moe, gemma3), with gains qn, kn. */
+void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn, const okv_weight *kn, float eps);
 
 /* Metadata helpers: "{arch}.{suffix}". Missing and optional: *out keeps its
  * value.  Wrong type: OKV_ERR_FORMAT naming the key. */
@@ -196,12 +200,6 @@ okv_status okv_fwd_gate_up(okv_fwd *f, const okv_layer_weights *w);
 /* Computes Q, K, V of layer il from f->xb (separate or fused weights), and
  * extra_y = extra x f->xb with them when extra is not NULL. */
 okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y);
-/* Adds the vector bias (ne0 values, or nothing when it is not bound) to
- * each of the batch's n rows of y. */
-void okv_fwd_bias(okv_fwd *f, float *y, const okv_weight *bias);
-/* Per-head RMSNorm of the batch's q and k with the layer's attn_q_norm and
- * attn_k_norm (gemma3, qwen3, muse-glimmer). */
-void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_layer_weights *w, float eps);
 /* Rotates the step's q and k of one layer, token by token: "normal"
  * (adjacent pairs) or NEOX (halves).  A layer with rope_base 0 is left alone. */
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox);

@@ -44,7 +44,7 @@ static okv_status qwen3_forward(okv_fwd *f) {
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
         if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
         /* Qwen 3: each head of Q and of K RMS-normed, before the rotation */
-        okv_fwd_qk_norm(f, p, w, m->norm_eps);
+        okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
         /* Qwen: NEOX rotation */
         okv_fwd_rope(f, p, true);
         if ((st = okv_fwd_attend(f, il, p))) return st;

@@ -49,17 +49,18 @@ static okv_status smollm3_forward(okv_fwd *f) {
     for (int32_t il = 0; il < m->n_layer; il++) {
         const okv_layer_params *p = &m->layer[il];
         const okv_layer_weights *w = &m->w[il];
+        const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
 
         /* attention */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
         if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_bias(f, f->q, &w->bq); /* none in SmolLM3's own files */
-        okv_fwd_bias(f, f->k, &w->bk);
-        okv_fwd_bias(f, f->v, &w->bv);
+        okv_fwd_add_bias(f->q, &w->bq, n, nq); /* none in SmolLM3's own files */
+        okv_fwd_add_bias(f->k, &w->bk, n, nkv);
+        okv_fwd_add_bias(f->v, &w->bv, n, nkv);
         okv_fwd_rope(f, p, false); /* SmolLM3: a no-op on the NoPE layers */
         if ((st = okv_fwd_attend(f, il, p))) return st;
         if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_fwd_bias(f, f->xb2, &w->bo);
+        okv_fwd_add_bias(f->xb2, &w->bo, n, E);
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
 
         /* SwiGLU feed-forward */
