@@ -192,7 +192,8 @@ class Sampler:
 
 
 class Model:
-    """A GGUF model (llama, mistral, gemma3, muse-glimmer), memory-mapped.
+    """A GGUF model (llama, mistral, gemma3, muse-glimmer, qwen2, qwen3, smollm3,
+    gemma2, phi3), memory-mapped.
     options: the okv_model_load options, e.g. {"sliding_window": 4096}."""
 
     def __init__(self, path, options=None):

@@ -5,6 +5,7 @@ the offkv program from $OKV_BIN; the model is models/stories260K.gguf."""
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +51,22 @@ class TestOffkv(unittest.TestCase):
         text = self.model.generate(PROMPT, n=64, temperature=0, n_threads=1)
         self.assertEqual(text + "\n", offkv_run("-n", "64", "--temp", "0", "-t", "1"))
         self.assertIn("Lily", text)
+
+    def test_new_families_match_cli(self):
+        # the 2026 dense families, written by offkv synth: greedy text equal to offkv run's
+        offkv_bin = os.path.join(BIN, "offkv")
+        with tempfile.TemporaryDirectory() as d:
+            for arch in ("qwen2", "qwen3", "smollm3", "gemma2", "phi3"):
+                path = os.path.join(d, arch + ".gguf")
+                subprocess.run([offkv_bin, "synth", "--arch", arch, "--n-layer", "2", "--seed", "5", "-o", path],
+                               check=True, stderr=subprocess.DEVNULL)
+                with offkv.Model(path) as m:
+                    self.assertTrue(m.describe().startswith(arch + ":"), m.describe())
+                    text = m.generate(PROMPT, n=24, temperature=0, n_threads=1)
+                out = subprocess.run([offkv_bin, "run", "-m", path, "-p", PROMPT, "--no-display-prompt", "-n", "24",
+                                      "--temp", "0", "-t", "1"], check=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
+                self.assertEqual(text + "\n", out, arch)
 
     def test_sampled_matches_cli(self):
         a = self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1)

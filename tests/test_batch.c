@@ -205,6 +205,12 @@ int main(void) {
     invariance(shared, "stories260K");
     invariance(shared, "tiny-gemma3");
     invariance(shared, "tiny-muse-glimmer");
+    /* the 2026 families: biases, Q/K norms, NoPE layers, soft caps, fused weights */
+    invariance(shared, "tiny-qwen2");
+    invariance(shared, "tiny-qwen3");
+    invariance(shared, "tiny-smollm3");
+    invariance(shared, "tiny-gemma2");
+    invariance(shared, "tiny-phi3");
     refusals(shared);
     return check_done();
 }

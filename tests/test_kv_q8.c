@@ -198,7 +198,7 @@ static void steps_through_cache(void) {
 
 static void goldens(void) {
     static const char *const models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa",
-                                         "tiny-muse-glimmer"};
+                                         "tiny-muse-glimmer", "tiny-qwen2", "tiny-qwen3", "tiny-smollm3", "tiny-gemma2", "tiny-phi3"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char path[1024], json_path[1024], f32_path[1024];
         snprintf(path, sizeof path, "%s/models/%s.gguf", shared, models[i]);

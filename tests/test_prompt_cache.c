@@ -377,6 +377,11 @@ int main(void) {
         model_case("tiny-gemma3", NULL);
         model_case("tiny-gemma3-allswa", NULL);
         model_case("tiny-muse-glimmer", NULL);
+        model_case("tiny-qwen2", NULL);
+        model_case("tiny-qwen3", NULL);
+        model_case("tiny-smollm3", NULL);
+        model_case("tiny-gemma2", NULL);
+        model_case("tiny-phi3", NULL);
         refusals();
     }
     if (check_failed_ == 0) {

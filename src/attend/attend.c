@@ -107,6 +107,17 @@ typedef struct attend_ctx {
     float *part;
 } attend_ctx;
 
+/* Gemma 2's attention logit soft-capping of a block of scores: as ggml
+ * computes it (scale by 1/cap, tanh, scale by cap), then into base-2 units. */
+static void soft_cap(float *S, int32_t nq, int32_t nr, float cap) {
+    const float inv = 1.0f / cap;
+    for (int32_t i = 0; i < nq; i++)
+        for (int32_t r = 0; r < nr; r++) {
+            float *s = S + (size_t)i * OKV_ATTEND_BR + r;
+            *s = tanhf(*s * inv) * cap * LOG2E;
+        }
+}
+
 static void run_item(const attend_ctx *c, int64_t it, float *ws) {
     const okv_attend_job *j = c->job;
     const plan *p = &c->p;
@@ -131,7 +142,9 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
     int32_t *qhi = qlo + round16((size_t)p->nq);
     float *wk = (float *)(qhi + round16((size_t)p->nq)), *wv = wk + round16((size_t)BR * hd);
 
-    const float qscale = j->scale * LOG2E;
+    /* Scores come out in base-2 units (the kernels use exp2); a soft cap
+     * needs them in natural units first, as llama.cpp caps them. */
+    const float qscale = j->softcap > 0.0f ? j->scale : j->scale * LOG2E;
     for (int32_t tt = 0; tt < nt; tt++) {
         const int32_t pos = j->start + t0 + tt;
         for (int32_t hh = 0; hh < nh; hh++) {
@@ -188,6 +201,7 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             kb = (const char *)wk;
         }
         c->kern->scores(qs, nq, hdp, kb, f16, hd, nr, S);
+        if (j->softcap > 0.0f) soft_cap(S, nq, nr, j->softcap);
         for (int32_t i = 0; i < nq; i++) {
             int32_t lo = qlo[i] - x, hi = qhi[i] - x;
             if (lo < 0) lo = 0;

@@ -26,6 +26,7 @@ typedef struct okv_attend_job {
     int32_t n_heads, n_tokens;
     int32_t start;    /* position of query 0; query t is at start + t */
     float scale;
+    float softcap;    /* > 0: scores s = scale q.k become softcap tanh(s / softcap) */
 } okv_attend_job;
 
 /* Scratch bytes okv_attend_run needs for this job on nth threads. */

@@ -203,6 +203,8 @@ okv_status okv_batch_eval(okv_batch *b, const okv_batch_seq *seqs, int32_t n_seq
         g->n_rows = s->n_tokens;
         g->logits = s->logits;
         g->all_logits = s->all_logits;
+        okv_cache_config cc;
+        g->n_ctx = okv_cache_get_config(s->cache, &cc) ? cc.capacity : 0;
         memcpy(b->tokens + row, s->tokens, (size_t)s->n_tokens * sizeof *b->tokens);
         memcpy(b->pos + row, s->positions, (size_t)s->n_tokens * sizeof *b->pos);
         row += s->n_tokens;

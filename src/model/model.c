@@ -202,6 +202,33 @@ okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *s
     return okv_model_bind_attention(m, il, err);
 }
 
+okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err) {
+    okv_status st;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    const char *type = "linear";
+    size_t type_len = 6;
+    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &type_len, err))
+        return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
+    float factor = 1.0f;
+    if ((st = okv_model_positive(m, "rope.scaling.factor", &factor, err))) return st;
+    const bool linear = type_len == 6 && memcmp(type, "linear", 6) == 0;
+    const bool none = type_len == 4 && memcmp(type, "none", 4) == 0;
+    if (!linear && !none && factor != 1.0f)
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' is not supported",
+                        (int)type_len, type);
+    if (linear && factor > 0.0f && factor != 1.0f)
+        for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_pos_scale = 1.0f / factor;
+    return OKV_OK;
+}
+
+okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t ne0,
+                               bool optional, okv_error *err) {
+    char full[96];
+    snprintf(full, sizeof full, "blk.%d.%s.bias", (int)il, name);
+    return okv_model_bind(m, w, full, ne0, 0, optional, err);
+}
+
 okv_status okv_model_read_kv_sharing(okv_model *m, okv_error *err) {
     uint32_t n = 0;
     okv_status st = okv_model_u32(m, "attention.shared_kv_layers", &n, false, err);
@@ -421,6 +448,7 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     if (!m) { okv_fail(err, OKV_ERR_NOMEM, "model: out of memory"); return NULL; }
     m->embd_scale = 1.0f;
     m->logit_scale = 1.0f;
+    m->rope_attn_factor = 1.0f;
     m->file = okv_gguf_open(path, err);
     okv_status st = OKV_OK;
     if (!m->file) goto fail;
@@ -433,14 +461,22 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     if (arch_len >= sizeof m->arch_name) arch_len = sizeof m->arch_name - 1;
     memcpy(m->arch_name, arch, arch_len);
     m->arch_name[arch_len] = '\0';
-    if (strcmp(m->arch_name, "llama") == 0) m->arch = OKV_ARCH_LLAMA;
-    else if (strcmp(m->arch_name, "gemma3") == 0) m->arch = OKV_ARCH_GEMMA3;
-    else if (strcmp(m->arch_name, "muse-glimmer") == 0) m->arch = OKV_ARCH_MUSE_GLIMMER;
-    else {
-        okv_fail(err, OKV_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer)",
+    /* The architectures offkv runs: llama.cpp's names, one file each in src/model/. */
+    static const struct { const char *name; okv_arch arch; } archs[] = {
+        {"llama", OKV_ARCH_LLAMA},     {"gemma3", OKV_ARCH_GEMMA3}, {"muse-glimmer", OKV_ARCH_MUSE_GLIMMER},
+        {"qwen2", OKV_ARCH_QWEN2},     {"qwen3", OKV_ARCH_QWEN3},   {"smollm3", OKV_ARCH_SMOLLM3},
+        {"gemma2", OKV_ARCH_GEMMA2},   {"phi3", OKV_ARCH_PHI3},
+    };
+    size_t ai = 0;
+    while (ai < sizeof archs / sizeof archs[0] && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
+    if (ai == sizeof archs / sizeof archs[0]) {
+        okv_fail(err, OKV_ERR_UNSUPPORTED,
+                 "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer, qwen2, qwen3, smollm3, "
+                 "gemma2, phi3)",
                  m->arch_name);
         goto fail;
     }
+    m->arch = archs[ai].arch;
     if (m->arch != OKV_ARCH_LLAMA && okv_option_get(options, "sliding_window")) {
         okv_fail(err, OKV_ERR_INVALID,
                  "model option sliding_window applies to llama models; %s takes its windows from the file",
@@ -456,6 +492,11 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     case OKV_ARCH_LLAMA: st = okv_llama_load(m, options, err); break;
     case OKV_ARCH_GEMMA3: st = okv_gemma3_load(m, err); break;
     case OKV_ARCH_MUSE_GLIMMER: st = okv_muse_glimmer_load(m, err); break;
+    case OKV_ARCH_QWEN2: st = okv_qwen2_load(m, err); break;
+    case OKV_ARCH_QWEN3: st = okv_qwen3_load(m, err); break;
+    case OKV_ARCH_SMOLLM3: st = okv_smollm3_load(m, err); break;
+    case OKV_ARCH_GEMMA2: st = okv_gemma2_load(m, err); break;
+    case OKV_ARCH_PHI3: st = okv_phi3_load(m, err); break;
     }
     if (st) goto fail;
     snprintf(m->desc, sizeof m->desc, "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights",

@@ -29,6 +29,7 @@ typedef struct okv_layer_weights {
     okv_weight attn_q_norm, attn_k_norm;      /* per-head norms (gemma3, muse-glimmer) */
     okv_weight attn_post_norm, attn_gate;     /* gemma3 post_attention_norm; muse-glimmer gate */
     okv_weight ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_post_norm;
+    okv_weight bq, bk, bv, bo;                /* attn_{q,k,v,output}.bias (qwen2), or none */
 } okv_layer_weights;
 
 /* What one layer's attention looks like. */
@@ -40,9 +41,19 @@ typedef struct okv_layer_params {
     float rope_base;      /* 0: no rotation (muse-glimmer global layers) */
     float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
     float attn_scale;     /* softmax scale of q.k */
+    float attn_softcap;   /* > 0: scores are soft-capped before the softmax (gemma2); 0: not */
 } okv_layer_params;
 
-typedef enum okv_arch { OKV_ARCH_LLAMA, OKV_ARCH_GEMMA3, OKV_ARCH_MUSE_GLIMMER } okv_arch;
+typedef enum okv_arch {
+    OKV_ARCH_LLAMA,
+    OKV_ARCH_GEMMA3,
+    OKV_ARCH_MUSE_GLIMMER,
+    OKV_ARCH_QWEN2,
+    OKV_ARCH_QWEN3,
+    OKV_ARCH_SMOLLM3,
+    OKV_ARCH_GEMMA2,
+    OKV_ARCH_PHI3,
+} okv_arch;
 
 typedef struct okv_fwd okv_fwd;
 
@@ -55,7 +66,11 @@ struct okv_model {
     okv_layer_params *layer;     /* n_layer */
     okv_layer_weights *w;        /* n_layer */
     okv_weight tok_embd, output_norm, output;
-    const float *rope_freqs;     /* llama 3: per-frequency divisors, head_dim/2, or NULL */
+    const float *rope_freqs;     /* per-frequency divisors, n_rot/2 (llama 3's rope_freqs, phi3's short
+                                    LongRoPE factors), or NULL */
+    const float *rope_long;      /* phi3 LongRoPE: the divisors for contexts beyond n_ctx_orig, or NULL */
+    int32_t n_ctx_orig;          /* phi3: the context rope_freqs (short) were trained for */
+    float rope_attn_factor;      /* phi3 LongRoPE: rotated q/k dimensions are multiplied by it; else 1 */
     float embd_scale;            /* gemma3: sqrt(n_embd); else 1 */
     float logit_scale;           /* muse-glimmer; else 1 */
     float final_softcap;         /* 0: none */
@@ -76,6 +91,7 @@ typedef struct okv_fwd_seg {
     int32_t row0, n_rows;
     float *logits;             /* NULL: none; else the last row's, or all rows' (all_logits) */
     bool all_logits;
+    int32_t n_ctx;             /* positions the sequence's cache holds (its capacity) */
 } okv_fwd_seg;
 
 /* Per-eval state handed to an architecture's forward pass: a batch of n
@@ -137,6 +153,25 @@ okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err);
 okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *err);
 okv_status okv_gemma3_load(okv_model *m, okv_error *err);
 okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err);
+okv_status okv_qwen2_load(okv_model *m, okv_error *err);
+okv_status okv_qwen3_load(okv_model *m, okv_error *err);
+okv_status okv_smollm3_load(okv_model *m, okv_error *err);
+okv_status okv_gemma2_load(okv_model *m, okv_error *err);
+okv_status okv_phi3_load(okv_model *m, okv_error *err);
+
+/* Reads "{arch}.rope.scaling.type" and factor: linear scaling divides
+ * every layer's positions by the factor; "none" or a factor of 1 changes
+ * nothing; another type is OKV_ERR_UNSUPPORTED naming it. */
+okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err);
+
+/* Binds blk.{il}.{name}.bias, a vector of ne0 (optional: w->data stays
+ * NULL when the file has none). */
+okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t ne0,
+                               bool optional, okv_error *err);
+/* Adds a bias vector (F32, width wide) to each of n rows; a NULL bias adds nothing. */
+void okv_fwd_add_bias(float *y, const okv_weight *bias, int32_t n, int64_t width);
+/* Per-head RMSNorm of the step's q and k (qwen3, qwen3moe, gemma3), with gains qn, kn. */
+void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn, const okv_weight *kn, float eps);
 
 /* Metadata helpers: "{arch}.{suffix}". Missing and optional: *out keeps its
  * value.  Wrong type: OKV_ERR_FORMAT naming the key. */

@@ -46,6 +46,16 @@ static const pretok_def k_defs[] = {
     {{"qwen2"}, false, false,
      {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
                       "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    /* o200k (gpt-oss, GPT-4o), as tiktoken and Hugging Face have it,
+     * combining marks (\p{M}) included: llama.cpp drops them and so splits
+     * Khmer and other scripts differently.  Each start position costs time
+     * linear in the run it scans and a match consumes that run (the two
+     * letter alternatives between them take any run of letters and marks),
+     * so long runs of marks stay linear; test_tokenizer_bpe times 100k. */
+    {{"gpt-4o"}, false, false,
+     {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" RE_CONTRACTIONS "?"
+      "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" RE_CONTRACTIONS "?"
+      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
 };
 
 void pretok_free(struct pretok *p) {
@@ -63,7 +73,7 @@ okv_status pretok_create(const char *name, struct pretok **out, bool *ignore_mer
     if (!def)
         return okv_fail(err, OKV_ERR_UNSUPPORTED,
                         "tokenizer: pre-tokenizer \"%s\" is not supported (known: default, "
-                        "gpt-2, starcoder, deepseek-coder, llama-bpe, qwen2)",
+                        "gpt-2, starcoder, deepseek-coder, llama-bpe, qwen2, gpt-4o)",
                         name);
     struct pretok *p = calloc(1, sizeof *p);
     if (!p) return okv_fail(err, OKV_ERR_NOMEM, "tokenizer: out of memory");

@@ -22,8 +22,75 @@
 #include "kernels/quantize.h"
 #include "threads/pool.h"
 
-enum { ARCH_LLAMA, ARCH_GEMMA3, ARCH_MUSE };
-static const char *const arch_names[] = {"llama", "gemma3", "muse-glimmer", NULL};
+enum {
+    ARCH_LLAMA,
+    ARCH_GEMMA3,
+    ARCH_MUSE,
+    ARCH_QWEN2,
+    ARCH_QWEN3,
+    ARCH_GEMMA2,
+    ARCH_PHI3,
+    ARCH_SMOLLM3,
+};
+static const char *const arch_names[] = {
+    "llama",
+    "gemma3",
+    "muse-glimmer",
+    "qwen2",
+    "qwen3",
+    "gemma2",
+    "phi3",
+    "smollm3",
+    NULL,
+};
+
+/* What each architecture's files hold beyond llama's tensors and keys, one
+ * row each, in the order of arch_names. */
+typedef struct arch_traits {
+    bool qk_norm;     /* attn_q_norm, attn_k_norm */
+    bool post_norms;  /* post_attention_norm, post_ffw_norm */
+    bool qkv_bias;    /* attn_{q,k,v}.bias */
+    bool attn_gate;   /* muse-glimmer's attn_gate */
+    bool fused;       /* attn_qkv and one ffn_up of 2 n_ff rows, gate then up (phi3) */
+    bool tied;        /* never an output.weight */
+    bool windows;     /* sliding windows (--sliding-window defaults to 8) */
+    bool attn_softcap; /* attn_logit_softcapping 50 and final_logit_softcapping 30 unless --softcap */
+    float eps;        /* attention.layer_norm_rms_epsilon */
+} arch_traits;
+static const arch_traits traits[] = {
+    [ARCH_LLAMA] = {.eps = 1e-5f},
+    [ARCH_GEMMA3] = {.qk_norm = true, .post_norms = true, .tied = true, .windows = true, .eps = 1e-6f},
+    [ARCH_MUSE] = {.qk_norm = true, .post_norms = true, .attn_gate = true, .windows = true, .eps = 1e-6f},
+    [ARCH_QWEN2] = {.qkv_bias = true, .eps = 1e-6f},
+    [ARCH_QWEN3] = {.qk_norm = true, .eps = 1e-6f},
+    [ARCH_GEMMA2] = {.post_norms = true, .tied = true, .windows = true, .attn_softcap = true, .eps = 1e-6f},
+    [ARCH_PHI3] = {.fused = true, .eps = 1e-5f},
+    [ARCH_SMOLLM3] = {.eps = 1e-6f},
+};
+
+/* --preset: the real shapes (from each model's config.json), so benchmarks
+ * need no download; every flag given beside it overrides its value.  Zero
+ * fields keep synth's defaults. */
+typedef struct preset {
+    const char *name;
+    int arch;
+    int32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, head_dim, ctx, window;
+    float rope_base;
+    bool tied;
+} preset;
+static const preset presets[] = {
+    {.name = "qwen3-4b", .arch = ARCH_QWEN3, .n_embd = 2560, .n_layer = 36, .n_head = 32, .n_head_kv = 8,
+     .n_ff = 9728, .n_vocab = 151936, .head_dim = 128, .ctx = 40960, .rope_base = 1e6f, .tied = true},
+    {.name = "qwen2.5-7b", .arch = ARCH_QWEN2, .n_embd = 3584, .n_layer = 28, .n_head = 28, .n_head_kv = 4,
+     .n_ff = 18944, .n_vocab = 152064, .head_dim = 128, .ctx = 32768, .rope_base = 1e6f},
+    {.name = "gemma-2-9b", .arch = ARCH_GEMMA2, .n_embd = 3584, .n_layer = 42, .n_head = 16, .n_head_kv = 8,
+     .n_ff = 14336, .n_vocab = 256000, .head_dim = 256, .ctx = 8192, .window = 4096, .rope_base = 1e4f,
+     .tied = true},
+    {.name = "phi-4", .arch = ARCH_PHI3, .n_embd = 5120, .n_layer = 40, .n_head = 40, .n_head_kv = 10,
+     .n_ff = 17920, .n_vocab = 100352, .head_dim = 128, .ctx = 16384, .rope_base = 250000.0f},
+    {.name = "smollm3-3b", .arch = ARCH_SMOLLM3, .n_embd = 2048, .n_layer = 36, .n_head = 16, .n_head_kv = 4,
+     .n_ff = 11008, .n_vocab = 128256, .head_dim = 128, .ctx = 65536, .rope_base = 5e6f, .tied = true},
+};
 /* --type: the first four make every matrix that one type; from q4_1 on
  * each is one of llama-quantize's file types, which mixes types per tensor
  * (see mixed_type).  type_ids is the file type's base tensor type. */
@@ -72,7 +139,7 @@ static uint64_t name_hash(const char *s) {
 /* ------------------------------------------------------------------ */
 /* Tensors                                                             */
 
-typedef enum { FILL_MATRIX, FILL_NORM } fill_kind;
+typedef enum { FILL_MATRIX, FILL_NORM, FILL_BIAS } fill_kind;
 
 typedef struct synth_run synth_run;
 
@@ -153,7 +220,7 @@ static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type,
     t->kind = kind;
     t->ne0 = ne0;
     t->ne1 = ne1;
-    t->n_dims = kind == FILL_NORM ? 1 : 2;
+    t->n_dims = kind == FILL_MATRIX ? 2 : 1;
     t->scale = scale;
     t->run = s;
     /* llama.cpp's quantizer keeps a row that does not split into 32-value
@@ -244,6 +311,7 @@ static bool build_specs(synth_run *s, const shape *sh) {
     char nm[64];
     int32_t l = -1;
 #define MT(role, ne0) matrix_type(s, sh, role, l, ne0)
+    const arch_traits *tr = &traits[sh->arch];
 #define ADD(kind, type, ne0, ne1)                                                   \
     do {                                                                            \
         if (!add_spec(s, nm, kind, type, ne0, ne1, kind == FILL_NORM ? NORM_SPREAD : W_SCALE)) \
@@ -259,6 +327,7 @@ static bool build_specs(synth_run *s, const shape *sh) {
     }
     for (l = 0; l < sh->n_layer; l++) {
 #define BLK(suffix) snprintf(nm, sizeof nm, "blk.%d.%s.weight", (int)l, suffix)
+#define BIAS(suffix) snprintf(nm, sizeof nm, "blk.%d.%s.bias", (int)l, suffix)
         BLK("attn_norm");
         ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         if (sh->fused_qkv) {
@@ -272,20 +341,28 @@ static bool build_specs(synth_run *s, const shape *sh) {
             BLK("attn_v");
             ADD(FILL_MATRIX, MT(ROLE_ATTN_V, E), E, nkv);
         }
-        if (sh->arch == ARCH_GEMMA3 || sh->arch == ARCH_MUSE) {
+        if (tr->qkv_bias) {
+            BIAS("attn_q");
+            ADD(FILL_BIAS, OKV_GGML_F32, nq, 1);
+            BIAS("attn_k");
+            ADD(FILL_BIAS, OKV_GGML_F32, nkv, 1);
+            BIAS("attn_v");
+            ADD(FILL_BIAS, OKV_GGML_F32, nkv, 1);
+        }
+        if (tr->qk_norm) {
             BLK("attn_q_norm");
             ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
             BLK("attn_k_norm");
             ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
         }
-        if (sh->arch == ARCH_MUSE) {
+        if (tr->attn_gate) {
             /* one gate value per query channel, from the attn_norm output */
             BLK("attn_gate");
             ADD(FILL_MATRIX, MT(ROLE_OTHER, E), E, nq);
         }
         BLK("attn_output");
         ADD(FILL_MATRIX, MT(ROLE_ATTN_OUTPUT, nq), nq, E);
-        if (sh->arch != ARCH_LLAMA) {
+        if (tr->post_norms) {
             /* muse-glimmer's attn_post_norm and ffn_post_norm are stored
              * under gemma3's names, as its converter writes them */
             BLK("post_attention_norm");
@@ -293,17 +370,23 @@ static bool build_specs(synth_run *s, const shape *sh) {
         }
         BLK("ffn_norm");
         ADD(FILL_NORM, OKV_GGML_F32, E, 1);
-        BLK("ffn_gate");
-        ADD(FILL_MATRIX, MT(ROLE_FFN_GATE, E), E, sh->n_ff);
-        BLK("ffn_up");
-        ADD(FILL_MATRIX, MT(ROLE_FFN_UP, E), E, sh->n_ff);
+        if (tr->fused) {
+            BLK("ffn_up"); /* gate rows, then up rows */
+            ADD(FILL_MATRIX, MT(ROLE_FFN_UP, E), E, 2 * (int64_t)sh->n_ff);
+        } else {
+            BLK("ffn_gate");
+            ADD(FILL_MATRIX, MT(ROLE_FFN_GATE, E), E, sh->n_ff);
+            BLK("ffn_up");
+            ADD(FILL_MATRIX, MT(ROLE_FFN_UP, E), E, sh->n_ff);
+        }
         BLK("ffn_down");
         ADD(FILL_MATRIX, MT(ROLE_FFN_DOWN, sh->n_ff), sh->n_ff, E);
-        if (sh->arch != ARCH_LLAMA) {
+        if (tr->post_norms) {
             BLK("post_ffw_norm");
             ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         }
 #undef BLK
+#undef BIAS
     }
 #undef ADD
 #undef MT
@@ -460,7 +543,7 @@ static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab 
         TRY(okv_gguf_writer_add_u32(w, K("attention.key_length"), (uint32_t)sh->head_dim, err));
         TRY(okv_gguf_writer_add_u32(w, K("attention.value_length"), (uint32_t)sh->head_dim, err));
     }
-    TRY(okv_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), sh->arch == ARCH_LLAMA ? 1e-5f : 1e-6f, err));
+    TRY(okv_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), traits[sh->arch].eps, err));
     TRY(okv_gguf_writer_add_f32(w, K("rope.freq_base"), sh->rope_base, err));
     if (sh->rope_base_swa > 0.0f) TRY(okv_gguf_writer_add_f32(w, K("rope.freq_base_swa"), sh->rope_base_swa, err));
     if (sh->window > 0) TRY(okv_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)sh->window, err));
@@ -474,6 +557,7 @@ static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab 
     } else if (sh->pattern >= 0) {
         TRY(okv_gguf_writer_add_u32(w, K("attention.sliding_window_pattern"), (uint32_t)sh->pattern, err));
     }
+    if (traits[sh->arch].attn_softcap) TRY(okv_gguf_writer_add_f32(w, K("attn_logit_softcapping"), 50.0f, err));
     if (sh->softcap > 0.0f) TRY(okv_gguf_writer_add_f32(w, K("final_logit_softcapping"), sh->softcap, err));
     if (sh->arch == ARCH_MUSE) TRY(okv_gguf_writer_add_f32(w, K("logit_scale"), sh->logit_scale, err));
 
@@ -500,7 +584,10 @@ static void usage(FILE *f) {
             "Writes a GGUF v3 model with deterministic random weights (same flags and seed: same bytes).\n"
             "Its text is gibberish; it is for tests, benchmarks and demos.\n\n"
             "  -o, --output FILE        file to write (required)\n"
-            "  --arch NAME              llama (default), gemma3 or muse-glimmer\n"
+            "  --arch NAME              llama (default), gemma3, muse-glimmer, qwen2, qwen3, gemma2, phi3 or\n"
+            "                           smollm3\n"
+            "  --preset NAME            a real model's shape, any flag beside it overriding: qwen3-4b,\n"
+            "                           qwen2.5-7b, gemma-2-9b, phi-4 or smollm3-3b\n"
             "  --type T                 matrix type: f32 (default), f16, q8_0 or q4_0 for every matrix, or\n"
             "                           llama-quantize's per-tensor mix of the file type q4_1, q5_0, q5_1,\n"
             "                           q2_k, q3_k_m, q4_k_m, q5_k_m or q6_k (e.g. q4_k_m: output.weight and\n"
@@ -525,10 +612,12 @@ static void usage(FILE *f) {
             "                           a period n (layer i slides iff n == 0 or i mod n < n-1), or a string\n"
             "                           of 0/1, one per layer, written as a bool array (default: no key for\n"
             "                           gemma3, period 4 for muse-glimmer)\n"
-            "  --softcap F              final_logit_softcapping (gemma3, muse-glimmer; default: no key)\n"
+            "  --softcap F              final_logit_softcapping (gemma3, muse-glimmer: default no key;\n"
+            "                           gemma2: default 30)\n"
             "  --logit-scale F          muse-glimmer logit_scale (default 0.5)\n"
-            "  --tied                   no output.weight: the output reuses token_embd (always for gemma3)\n"
-            "  --fused-qkv              one attn_qkv tensor instead of attn_q/attn_k/attn_v\n"
+            "  --tied                   no output.weight: the output reuses token_embd (always for gemma3\n"
+            "                           and gemma2)\n"
+            "  --fused-qkv              one attn_qkv tensor instead of attn_q/attn_k/attn_v (always for phi3)\n"
             "  -t, --threads N          threads generating weights (default 2)\n"
             "  -h, --help               this help\n"
             "\nTinyLlama-1.1B shape: --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 "
@@ -575,6 +664,29 @@ int cmd_synth(int argc, char **argv) {
                 .window = -1, .pattern = -2, .logit_scale = 0.5f, .type_idx = 0, .seed = 1, .threads = 2};
     const char *out = NULL, *v;
     cli_seen seen = {0};
+    /* A preset first, whatever its place: the other flags override it. */
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--preset") != 0) continue;
+        const preset *p = NULL;
+        for (size_t j = 0; j < sizeof presets / sizeof presets[0] && !p; j++)
+            if (strcmp(argv[i + 1], presets[j].name) == 0) p = &presets[j];
+        if (!p) {
+            cli_error(cmd, "unknown --preset '%s' (qwen3-4b, qwen2.5-7b, gemma-2-9b, phi-4 or smollm3-3b)", argv[i + 1]);
+            return CLI_USAGE;
+        }
+        sh.arch = p->arch;
+        sh.n_embd = p->n_embd;
+        sh.n_layer = p->n_layer;
+        sh.n_head = p->n_head;
+        sh.n_head_kv = p->n_head_kv;
+        sh.n_ff = p->n_ff;
+        sh.n_vocab = p->n_vocab;
+        sh.head_dim = p->head_dim;
+        sh.ctx = p->ctx;
+        sh.rope_base = p->rope_base;
+        if (p->window) sh.window = p->window;
+        sh.tied = p->tied;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
@@ -585,10 +697,11 @@ int cmd_synth(int argc, char **argv) {
               cli_is(a, "--n-layer", "--n-head") || cli_is(a, "--n-head-kv", "--n-ff") ||
               cli_is(a, "--n-vocab", "--head-dim") || cli_is(a, "--ctx", "--rope-base") ||
               cli_is(a, "--rope-base-swa", "--sliding-window") || cli_is(a, "--sliding-window-pattern", "--softcap") ||
-              cli_is(a, "--logit-scale", "-t") || cli_is(a, "--threads", NULL)))
+              cli_is(a, "--logit-scale", "-t") || cli_is(a, "--threads", "--preset")))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
+        if (cli_is(a, "--preset", NULL)) continue; /* applied above */
         if (cli_is(a, "-o", "--output")) out = v;
         else if (cli_is(a, "--arch", NULL)) ok = cli_choice(cmd, a, v, arch_names, &sh.arch);
         else if (cli_is(a, "--type", NULL)) ok = cli_choice(cmd, a, v, type_names, &sh.type_idx);
@@ -638,9 +751,10 @@ int cmd_synth(int argc, char **argv) {
                   strlen(sh.pattern_bools), (int)sh.n_layer);
         return CLI_USAGE;
     }
-    if (sh.arch == ARCH_LLAMA) {
+    if (!traits[sh.arch].windows) {
         if (sh.pattern != -2 || sh.pattern_bools || sh.softcap > 0.0f || sh.rope_base_swa > 0.0f) {
-            cli_error(cmd, "--sliding-window-pattern, --softcap and --rope-base-swa are for gemma3 and muse-glimmer");
+            cli_error(cmd, "--sliding-window-pattern, --softcap and --rope-base-swa are for gemma3, gemma2 and "
+                           "muse-glimmer");
             return CLI_USAGE;
         }
         if (sh.window < 0) sh.window = 0;
@@ -653,8 +767,10 @@ int cmd_synth(int argc, char **argv) {
             return CLI_USAGE;
         }
         if (sh.pattern == -2) sh.pattern = sh.arch == ARCH_MUSE && !sh.pattern_bools ? 4 : -1;
-        if (sh.arch == ARCH_GEMMA3) sh.tied = true;
+        if (sh.arch == ARCH_GEMMA2 && sh.softcap == 0.0f) sh.softcap = 30.0f;
     }
+    if (traits[sh.arch].tied) sh.tied = true;
+    if (traits[sh.arch].fused) sh.fused_qkv = true;
 
     synth_run run = {.seed = sh.seed};
     vocab voc = {0};
