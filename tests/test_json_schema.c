@@ -227,6 +227,51 @@ static void test_large(void) {
     free(schema);
 }
 
+/* Two tools' argument schemas in one grammar, embedded in a call format
+ * of the caller's; each keeps its own $defs. */
+static void test_several(void) {
+    const char *schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"$ref\":\"#/$defs/name\"}},\"required\":[\"city\"],"
+        "\"$defs\":{\"name\":{\"type\":\"string\",\"maxLength\":5}}}",
+        "{\"type\":\"object\",\"properties\":{\"n\":{\"$ref\":\"#/$defs/name\"}},\"required\":[\"n\"],"
+        "\"$defs\":{\"name\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":3}}}"};
+    const size_t lens[] = {strlen(schemas[0]), strlen(schemas[1])};
+    const char *names[] = {"weather-args", "count-args"};
+    okv_error err;
+    char *g = okv_json_schemas_to_gbnf(2, schemas, lens, names, &err);
+    CHECK(g != NULL, "two schemas: %s", err.message);
+    if (!g) return;
+    CHECK(strstr(g, "root ::=") == NULL, "no root rule of its own");
+    const char *head = "root ::= \"weather(\" weather-args \")\" | \"count(\" count-args \")\"\n";
+    char *text = malloc(strlen(head) + strlen(g) + 1);
+    strcpy(text, head);
+    strcat(text, g);
+    compiled c = {0};
+    c.g = okv_grammar_parse(text, strlen(text), NULL, &err);
+    CHECK(c.g != NULL, "embedded: %s\n%s", err.message, text);
+    if (c.g) {
+        c.m = okv_grammar_matcher_create(c.g, &err);
+        CHECK(accepts(&c, "weather({\"city\":\"Paris\"})"), "the first tool");
+        CHECK(accepts(&c, "count({\"n\":2})"), "the second tool, its own $defs");
+        CHECK(!accepts(&c, "count({\"n\":\"x\"})") && !accepts(&c, "weather({\"city\":2})"), "each keeps its schema");
+        CHECK(!accepts(&c, "weather({\"city\":\"Parisian\"})"), "maxLength of the first tool's name");
+    }
+    okv_grammar_matcher_free(c.m);
+    okv_grammar_free(c.g);
+    free(text);
+    free(g);
+    const char *bad_names[] = {"space", "count-args"};
+    CHECK(okv_json_schemas_to_gbnf(2, schemas, lens, bad_names, &err) == NULL && strstr(err.message, "'space'"),
+          "a primitive's name is refused: %s", err.message);
+    const char *twice[] = {"a", "a"};
+    CHECK(okv_json_schemas_to_gbnf(2, schemas, lens, twice, &err) == NULL && strstr(err.message, "twice"),
+          "a name twice is refused: %s", err.message);
+    const char *bad_schema[] = {"{\"type\":\"integer\"}", "{\"type\":\"string\",\"format\":\"email\"}"};
+    const size_t bl[] = {strlen(bad_schema[0]), strlen(bad_schema[1])};
+    CHECK(okv_json_schemas_to_gbnf(2, bad_schema, bl, names, &err) == NULL && strstr(err.message, "count-args#"),
+          "errors name the schema: %s", err.message);
+}
+
 int main(void) {
     test_objects();
     test_arrays_and_values();
@@ -236,5 +281,6 @@ int main(void) {
     test_errors();
     test_json_object();
     test_large();
+    test_several();
     return check_done();
 }

@@ -65,6 +65,18 @@ int32_t okv_grammar_n_rules(const okv_grammar *g);
  * Returns a NUL-terminated string the caller frees with free(), or NULL. */
 char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err);
 
+/* Converts n schemas into one GBNF text with n start rules, names[i] for
+ * schemas[i] (lens[i] bytes), and no "root": a caller embeds them in a
+ * grammar of its own, e.g. a tool call whose arguments follow the tool's
+ * schema (root ::= "{\"name\": \"get_weather\", \"arguments\": " get-weather "}").
+ * The primitives (space, string, value, ...) are shared; a name must be
+ * letters, digits and '-', none of the primitives' names nor "ref-...", and
+ * given once, else OKV_ERR_INVALID naming it; each schema's $ref resolves
+ * in that schema; errors as okv_json_schema_to_gbnf, the path beginning with
+ * the name.  Returns a string the caller frees with free(), or NULL. */
+char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size_t *lens, const char *const *names,
+                               okv_error *err);
+
 /* The GBNF of any JSON object (OpenAI's response_format "json_object"),
  * start rule "root"; a static string. */
 const char *okv_gbnf_json_object(void);

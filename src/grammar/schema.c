@@ -29,8 +29,9 @@ typedef struct conv {
     size_t n, cap;
     okv_strmap index; /* rule name -> index into r */
     const jv *root;
+    const char *root_name; /* the start rule of the schema being converted ("#" refers to it) */
     char **ref_keys, **ref_names; /* $ref -> rule name, set before visiting (recursion) */
-    size_t n_refs;
+    size_t n_refs, n_placeholders;
     okv_error *err;
     bool failed;
     int depth;
@@ -1040,7 +1041,7 @@ static const char *resolve_ref(conv *c, const char *ref, const char *path) {
     const char *def = NULL;
     if (strcmp(ref, "#") == 0) {
         target = c->root;
-        def = "root";
+        def = c->root_name;
     } else if (strncmp(ref, "#/$defs/", 8) == 0) {
         def = ref + 8;
         target = okv_json_get(okv_json_get(c->root, "$defs"), def);
@@ -1055,12 +1056,12 @@ static const char *resolve_ref(conv *c, const char *ref, const char *path) {
         cfail(c, OKV_ERR_INVALID, path, "$ref '%s' points at nothing", ref);
         return NULL;
     }
-    if (strcmp(ref, "#") == 0) return "root";
+    if (strcmp(ref, "#") == 0) return c->root_name;
     /* Register the name first, so a recursive reference finds it. */
     char rn[200];
     snprintf(rn, sizeof rn, "ref-%s", def);
     char ph[40];
-    snprintf(ph, sizeof ph, "\"placeholder%zu\"", c->n_refs);
+    snprintf(ph, sizeof ph, "\"placeholder%zu\"", ++c->n_placeholders);
     const char *name = add_rule(c, rn, ph);
     if (!name) return NULL;
     char **k = realloc(c->ref_keys, (c->n_refs + 1) * sizeof *k);
@@ -1201,15 +1202,69 @@ static const char *visit(conv *c, const jv *s, const char *name, const char *pat
     return c->failed ? NULL : out;
 }
 
-char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err) {
+/* The primitives' names: a start rule may not take one. */
+static bool reserved(const char *name) {
+    static const char *const R[] = {"space", "boolean", "null", "char", "string", "integral-part", "decimal-part",
+                                    "number", "integer", "value", "object", "array", "date", "time", "date-time",
+                                    "date-string", "time-string", "date-time-string", "uuid", NULL};
+    for (const char *const *r = R; *r; r++)
+        if (strcmp(*r, name) == 0) return true;
+    return strncmp(name, "ref-", 4) == 0;
+}
+
+char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size_t *lens, const char *const *names,
+                               okv_error *err) {
     okv_error_clear(err);
-    jv *root = okv_json_parse(schema, len, err);
-    if (!root) return NULL;
-    conv c = {.root = root, .err = err};
-    /* The root rule comes first; its body is filled in after. */
-    add_rule(&c, "root", "\"placeholder\"");
-    const char *top = visit(&c, root, "root-value", "#");
-    if (top) set_rule(&c, "root", top);
+    if (n < 1 || !schemas || !lens || !names) {
+        okv_fail(err, OKV_ERR_INVALID, "okv_json_schemas_to_gbnf: no schemas (n %d)", (int)n);
+        return NULL;
+    }
+    conv c = {.err = err};
+    /* Every start rule first, under its exact name (placeholders), so no
+     * generated rule can take one. */
+    for (int32_t i = 0; i < n && !c.failed; i++) {
+        const char *nm = names[i];
+        bool ok = nm && nm[0] && !reserved(nm);
+        for (const char *q = nm; ok && *q; q++)
+            ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '-';
+        if (!ok) {
+            okv_fail(err, OKV_ERR_INVALID, "start rule name '%.60s' must be letters, digits and '-', and none of the "
+                     "primitives' names (space, string, value, ...)", nm ? nm : "(null)");
+            c.failed = true;
+            break;
+        }
+        if (okv_strmap_get(&c.index, nm, strlen(nm)) >= 0) {
+            okv_fail(err, OKV_ERR_INVALID, "start rule name '%.60s' is given twice", nm);
+            c.failed = true;
+            break;
+        }
+        char ph[48];
+        snprintf(ph, sizeof ph, "\"start-placeholder%d\"", (int)i);
+        add_rule(&c, nm, ph);
+    }
+    for (int32_t i = 0; i < n && !c.failed; i++) {
+        jv *root = okv_json_parse(schemas[i], lens[i], err);
+        if (!root) {
+            c.failed = true;
+            break;
+        }
+        /* $ref is per schema: its own #/$defs. */
+        for (size_t k = 0; k < c.n_refs; k++) {
+            free(c.ref_keys[k]);
+            free(c.ref_names[k]);
+        }
+        c.n_refs = 0;
+        c.root = root;
+        c.root_name = names[i];
+        char vn[200];
+        snprintf(vn, sizeof vn, "%s-value", names[i]);
+        char path[200];
+        snprintf(path, sizeof path, "%s#", n > 1 ? names[i] : "");
+        const char *top = visit(&c, root, vn, path);
+        if (top) set_rule(&c, names[i], top);
+        okv_json_free(root);
+        c.root = NULL;
+    }
     char *out = NULL;
     if (!c.failed) {
         okv_sbuf b = {0};
@@ -1228,8 +1283,12 @@ char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err) {
     okv_strmap_free(&c.index);
     free(c.ref_keys);
     free(c.ref_names);
-    okv_json_free(root);
     return out;
+}
+
+char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err) {
+    const char *name = "root";
+    return okv_json_schemas_to_gbnf(1, &schema, &len, &name, err);
 }
 
 const char *okv_gbnf_json_object(void) {
