@@ -183,6 +183,16 @@ okv_status okv_update_and_attend(okv_step *s, int32_t layer,
                                  const void *k, const void *v, okv_dtype kv_type,
                                  float scale, float *out, okv_error *err);
 
+/* okv_update_and_attend with attention sinks (gpt-oss): sinks is NULL (then
+ * the same as okv_update_and_attend) or n_heads logits, one per query head,
+ * each joining every softmax denominator of its head as exp(sinks[h])
+ * (not multiplied by scale) while attending to nothing.  A sink that is not
+ * finite is OKV_ERR_INVALID and marks the step failed, as above. */
+okv_status okv_update_and_attend_sinks(okv_step *s, int32_t layer,
+                                       const float *q, int32_t n_heads,
+                                       const void *k, const void *v, okv_dtype kv_type,
+                                       float scale, const float *sinks, float *out, okv_error *err);
+
 /* Ends a step whose every layer was attended exactly once: the length
  * becomes start + n_tokens and the step is freed.  A step with an error or a
  * layer left unattended is refused (OKV_ERR_INVALID) and stays open; the

@@ -208,6 +208,12 @@ static void write_rows(okv_step_state *s, int32_t layer, const void *src, okv_dt
 okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, int32_t n_heads,
                                  const void *k, const void *v, okv_dtype kv_type, float scale,
                                  float *out, okv_error *err) {
+    return okv_update_and_attend_sinks(step, layer, q, n_heads, k, v, kv_type, scale, NULL, out, err);
+}
+
+okv_status okv_update_and_attend_sinks(okv_step *step, int32_t layer, const float *q, int32_t n_heads,
+                                       const void *k, const void *v, okv_dtype kv_type, float scale,
+                                       const float *sinks, float *out, okv_error *err) {
     okv_step_state *s = live(step, "update_and_attend", err);
     if (!s) return OKV_ERR_INVALID;
     okv_cache *c = s->cache;
@@ -252,13 +258,20 @@ okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, 
                         (int)layer, (double)scale);
     }
 
+    for (int32_t h = 0; sinks && h < n_heads; h++)
+        if (!isfinite(sinks[h])) {
+            s->failed = true;
+            return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: sink %d = %g is not a finite number",
+                            (int)layer, (int)h, (double)sinks[h]);
+        }
+
     okv_storage *st = s->storage[layer];
     okv_attend_job job = {
         .k = st->k, .v = st->v, .dtype = c->cfg.dtype,
         .n_kv_heads = g->n_kv_heads, .rows = st->rows, .head_dim = g->head_dim,
         .window = g->window, .ring = g->window > 0, .lo_pos = s->plans[layer].read_base_pos,
         .q = q, .out = out, .n_heads = n_heads, .n_tokens = s->n_tokens,
-        .start = s->start, .scale = scale,
+        .start = s->start, .scale = scale, .sinks = sinks,
     };
     /* q8_0 storage quantizes f16 input through f32: one row of floats, after the kernel's part. */
     const size_t kern = (okv_attend_scratch_bytes(&job, okv_threadpool_size(s->pool)) + 63) & ~(size_t)63;

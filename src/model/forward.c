@@ -55,8 +55,12 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
 }
 
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
+    const okv_model_yarn *my = &f->m->yarn;
+    okv_yarn yarn = {.ext_factor = my->ext_factor, .attn_factor = my->attn_factor};
+    if (my->ext_factor != 0.0f)
+        okv_yarn_corr_dims(p->n_rot, my->orig_ctx, p->rope_base, my->beta_fast, my->beta_slow, yarn.corr_dims);
     okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
-                     .freq_factors = f->m->rope_freqs};
+                     .freq_factors = f->m->rope_freqs, .yarn = my->ext_factor != 0.0f ? &yarn : NULL};
     float cs[512];
     if (p->rope_base == 0.0f) return;
     for (int32_t t = 0; t < f->n; t++) {
@@ -102,9 +106,10 @@ okv_status okv_fwd_attend(okv_fwd *f, int32_t il, const okv_layer_params *p) {
         const okv_fwd_seg *s = &f->seg[i];
         const size_t r = (size_t)s->row0;
         const bool own = p->kv_from == 0; /* a sharer passes no K/V */
-        okv_status st = okv_update_and_attend(s->step, il, f->q + r * nq, p->n_head, own ? f->k + r * nkv : NULL,
-                                              own ? f->v + r * nkv : NULL, OKV_F32, p->attn_scale, f->att + r * nq,
-                                              f->err);
+        const float *sinks = f->m->w[il].attn_sinks.data; /* gpt-oss; else NULL */
+        okv_status st = okv_update_and_attend_sinks(s->step, il, f->q + r * nq, p->n_head,
+                                                    own ? f->k + r * nkv : NULL, own ? f->v + r * nkv : NULL,
+                                                    OKV_F32, p->attn_scale, sinks, f->att + r * nq, f->err);
         if (st) return st;
     }
     return OKV_OK;
@@ -145,4 +150,19 @@ okv_status okv_fwd_head(okv_fwd *f) {
         for (int32_t j = 0; j < k; j++) memcpy(f->seg[took[j]].logits, f->head_y + (size_t)j * V, V * sizeof(float));
     }
     return OKV_OK;
+}
+
+void okv_fwd_add_bias(float *y, const okv_weight *bias, int32_t n, int64_t width) {
+    if (!bias || !bias->data) return;
+    const float *b = bias->data;
+    for (int32_t t = 0; t < n; t++) okv_add(y + (size_t)t * width, y + (size_t)t * width, b, width);
+}
+
+void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn, const okv_weight *kn, float eps) {
+    for (int32_t t = 0; t < f->n; t++) {
+        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
+        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
+        okv_rmsnorm_heads(q, q, p->n_head, p->head_dim, qn->data, eps);
+        okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, kn->data, eps);
+    }
 }

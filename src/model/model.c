@@ -436,8 +436,11 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     if (strcmp(m->arch_name, "llama") == 0) m->arch = OKV_ARCH_LLAMA;
     else if (strcmp(m->arch_name, "gemma3") == 0) m->arch = OKV_ARCH_GEMMA3;
     else if (strcmp(m->arch_name, "muse-glimmer") == 0) m->arch = OKV_ARCH_MUSE_GLIMMER;
+    else if (strcmp(m->arch_name, "qwen3moe") == 0) m->arch = OKV_ARCH_QWEN3MOE;
+    else if (strcmp(m->arch_name, "gpt-oss") == 0) m->arch = OKV_ARCH_GPT_OSS;
     else {
-        okv_fail(err, OKV_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer)",
+        okv_fail(err, OKV_ERR_UNSUPPORTED,
+                 "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer, qwen3moe, gpt-oss)",
                  m->arch_name);
         goto fail;
     }
@@ -456,6 +459,8 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     case OKV_ARCH_LLAMA: st = okv_llama_load(m, options, err); break;
     case OKV_ARCH_GEMMA3: st = okv_gemma3_load(m, err); break;
     case OKV_ARCH_MUSE_GLIMMER: st = okv_muse_glimmer_load(m, err); break;
+    case OKV_ARCH_QWEN3MOE: st = okv_qwen3moe_load(m, err); break;
+    case OKV_ARCH_GPT_OSS: st = okv_gpt_oss_load(m, err); break;
     }
     if (st) goto fail;
     snprintf(m->desc, sizeof m->desc, "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights",
@@ -477,6 +482,7 @@ void okv_model_free(okv_model *m) {
     free(m->packed);
     free(m->layer);
     free(m->w);
+    free(m->moe);
     free(m);
 }
 
