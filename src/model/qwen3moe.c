@@ -41,7 +41,7 @@ static okv_status qwen3moe_forward(okv_fwd *f) {
         /* attention: qwen3's Q/K norms before NEOX RoPE */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
         if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        /*BROKEN*/
+        okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
         okv_fwd_rope(f, p, true);
         if ((st = okv_fwd_attend(f, il, p))) return st;
         if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
