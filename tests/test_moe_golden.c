@@ -102,7 +102,7 @@ int main(void) {
 #else
     const int all_isas = 1;
 #endif
-    static const char *const models[] = {"tiny-qwen3moe"};
+    static const char *const models[] = {"tiny-qwen3moe", "tiny-gpt-oss"};
     for (int isa = 0; isa < OKV_ISA_COUNT; isa++) {
         okv_error err;
         if (!all_isas && isa != OKV_ISA_SCALAR && isa != (int)okv_cpu_best_isa()) continue;
