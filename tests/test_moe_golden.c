@@ -9,7 +9,8 @@
  * (k+1)-th logits nearly tie picks another expert when numbers move by
  * rounding (llama.cpp's own f16 K/V moves 9 gpt-oss rows by up to 0.96), so
  * a row beyond tolerance is accepted only when a router of that position or
- * an earlier one had a gap below MARGIN_NEAR: the test prints that gap.  Rows
+ * an earlier one (whose K/V it attends) had a gap below MARGIN_NEAR_*: the
+ * test prints that gap; more than 20 such rows fail too.  Rows
  * before any such near-tie must match. */
 #include "check.h"
 #include "golden.h"
@@ -18,8 +19,11 @@
 #include "kernels/matmul.h"
 #include "model/model_impl.h"
 
-/* A logit gap below this is a near-tie: f16 K/V moves router logits by ~1e-3 */
-#define MARGIN_NEAR 0.02f
+/* A router gap below this is a near-tie that rounding can flip: with f32 K/V
+ * offkv and llama.cpp agree to ~1e-5 (so 1e-4); f16 K/V moves router logits
+ * by ~1e-3 (so 0.02). */
+#define MARGIN_NEAR_F32 1e-4f
+#define MARGIN_NEAR_F16 0.02f
 
 typedef struct probe {
     float margin[128]; /* smallest router gap seen at each position, over layers */
@@ -57,6 +61,7 @@ static void moe_case(const char *model, const char *golden_kv, int chunk, const 
     if (!ours) goto out;
     golden_cmp c = golden_compare(ours, ref, n, V);
     const double tol = strcmp(kv, "f32") == 0 ? tol_f32 * (c.max_abs > 1 ? c.max_abs : 1) : 0.1;
+    const float near = strcmp(golden_kv, "kvf32_faoff") == 0 ? MARGIN_NEAR_F32 : MARGIN_NEAR_F16;
     double worst_ok = 0; /* worst row diff among rows not explained by a near-tie */
     int explained = 0, unexplained = 0;
     float near_before = INFINITY; /* smallest gap at or before the current position */
@@ -71,7 +76,7 @@ static void moe_case(const char *model, const char *golden_kv, int chunk, const 
             if (d > worst_ok) worst_ok = d;
             continue;
         }
-        if (near_before < MARGIN_NEAR) {
+        if (near_before < near) {
             explained++;
             printf("  row %3d: |diff| %.3g beyond %.3g; router gap here %.3g, smallest so far %.3g (a near-tie)\n", r,
                    d, tol, (double)pr.margin[r], (double)near_before);
