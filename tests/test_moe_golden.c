@@ -15,6 +15,7 @@
 #include "check.h"
 #include "golden.h"
 #include "golden_run.h"
+#include "gguf_copy.h"
 #include "kernels/cpu.h"
 #include "kernels/matmul.h"
 #include "model/model_impl.h"
@@ -100,6 +101,35 @@ out:
     free(ref);
 }
 
+/* A mixture-of-experts file without one layer's router is refused, naming
+ * the tensor; so is one whose expert tensor has the wrong expert count. */
+static void missing_router_case(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/tiny-qwen3moe.gguf", shared);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(path, &err);
+    CHECK(g != NULL, "open %s: %s", path, err.message);
+    if (!g) return;
+    const char *out = "test_moe_golden.norouter.tmp.gguf";
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    int ok = w && copy_metadata(g, w);
+    for (int64_t i = 0; ok && i < okv_gguf_n_tensors(g); i++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
+        if (strcmp(t->name, "blk.1.ffn_gate_inp.weight") == 0) continue;
+        ok = !okv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, &err);
+    }
+    ok = ok && !okv_gguf_writer_write(w, out, &err);
+    CHECK(ok, "write %s", out);
+    okv_gguf_writer_free(w);
+    okv_model *m = okv_model_load(out, NULL, &err);
+    CHECK(!m && err.status == OKV_ERR_FORMAT && strstr(err.message, "blk.1.ffn_gate_inp.weight") &&
+              strstr(err.message, "router"), "no router: %s", m ? "loaded" : err.message);
+    if (!m) printf("refused as expected: %s\n", err.message);
+    okv_model_free(m);
+    remove(out);
+    okv_gguf_close(g);
+}
+
 int main(void) {
     shared = check_shared_dir();
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
@@ -136,5 +166,6 @@ int main(void) {
         moe_case("tiny-gpt-oss-mx", "kvf32_faoff", 121, "f32", -0.05);
     }
     okv_matmul_pin_isa(OKV_ISA_COUNT, NULL);
+    missing_router_case();
     return check_done();
 }
