@@ -506,9 +506,18 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     case OKV_ARCH_GPT_OSS: st = okv_gpt_oss_load(m, err); break;
     }
     if (st) goto fail;
-    snprintf(m->desc, sizeof m->desc, "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights",
-             m->arch_name, (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
-             (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
+    if (m->moe)
+        snprintf(m->desc, sizeof m->desc,
+                 "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, %d experts (%d used) of ffn %d, vocab %d, "
+                 "%s experts",
+                 m->arch_name, (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
+                 (int)m->layer[0].head_dim, (int)m->n_expert, (int)m->n_expert_used, (int)m->n_ff_exp,
+                 (int)m->n_vocab, okv_ggml_type_name(m->moe[0].down.w.type));
+    else
+        snprintf(m->desc, sizeof m->desc,
+                 "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights", m->arch_name,
+                 (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
+                 (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
     if (!repack || strcmp(repack, "on") == 0) repack_weights(m);
     okv_error_clear(err);
     return m;
