@@ -10,7 +10,7 @@
 
 /* ---- hashing and tables ---- */
 
-uint64_t tok_hash(const void *s, size_t n, uint64_t h) {
+uint64_t okv_tok_hash(const void *s, size_t n, uint64_t h) {
     const unsigned char *p = s;
     for (size_t i = 0; i < n; i++) {
         h ^= p[i];
@@ -29,8 +29,8 @@ static bool table_init(str_table *tb, size_t n) {
     return true;
 }
 
-int32_t tok_find(const okv_tokenizer *t, const char *s, size_t n) {
-    size_t i = (size_t)tok_hash(s, n, TOK_HASH_SEED) & t->by_text.mask;
+int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n) {
+    size_t i = (size_t)okv_tok_hash(s, n, TOK_HASH_SEED) & t->by_text.mask;
     for (;;) {
         int32_t id = t->by_text.slots[i];
         if (id < 0) return -1;
@@ -41,12 +41,12 @@ int32_t tok_find(const okv_tokenizer *t, const char *s, size_t n) {
     }
 }
 
-int32_t tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r,
+int32_t okv_tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r,
                        size_t rn) {
     if (!t->n_merges) return -1;
-    uint64_t h = tok_hash(l, ln, TOK_HASH_SEED);
-    h = tok_hash(" ", 1, h);
-    h = tok_hash(r, rn, h);
+    uint64_t h = okv_tok_hash(l, ln, TOK_HASH_SEED);
+    h = okv_tok_hash(" ", 1, h);
+    h = okv_tok_hash(r, rn, h);
     size_t i = (size_t)h & t->by_merge.mask;
     for (;;) {
         int32_t rank = t->by_merge.slots[i];
@@ -62,7 +62,7 @@ int32_t tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const c
     }
 }
 
-bool ids_push(id_list *l, int32_t id) {
+bool okv_tok_ids_push(id_list *l, int32_t id) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         int32_t *v = realloc(l->v, cap * sizeof *v);
@@ -87,7 +87,7 @@ static bool heap_before(const bigram_heap *h, const tok_bigram *a, const tok_big
     return a->left < b->left;
 }
 
-bool heap_push(bigram_heap *h, tok_bigram b) {
+bool okv_tok_heap_push(bigram_heap *h, tok_bigram b) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? 2 * h->cap : 64;
         tok_bigram *v = realloc(h->v, cap * sizeof *v);
@@ -106,7 +106,7 @@ bool heap_push(bigram_heap *h, tok_bigram b) {
     return true;
 }
 
-tok_bigram heap_pop(bigram_heap *h) {
+tok_bigram okv_tok_heap_pop(bigram_heap *h) {
     tok_bigram top = h->v[0];
     tok_bigram last = h->v[--h->n];
     size_t i = 0;
@@ -135,7 +135,7 @@ void okv_tokenizer_free(okv_tokenizer *t) {
     free(t->merge_text);
     free(t->merges);
     free(t->by_merge.slots);
-    pretok_free(t->pre);
+    okv_pretok_free(t->pre);
     free(t);
 }
 
@@ -193,7 +193,7 @@ static okv_status build_texts(okv_tokenizer *t, const okv_vocab_desc *d, okv_err
     for (int32_t id = 0; id < n; id++) {
         size_t len;
         const char *s = tok_text(t, id, &len);
-        size_t i = (size_t)tok_hash(s, len, TOK_HASH_SEED) & t->by_text.mask;
+        size_t i = (size_t)okv_tok_hash(s, len, TOK_HASH_SEED) & t->by_text.mask;
         while (t->by_text.slots[i] >= 0) {
             int32_t other = t->by_text.slots[i];
             size_t on;
@@ -237,7 +237,7 @@ static okv_status build_merges(okv_tokenizer *t, const okv_vocab_desc *d, okv_er
         t->merges[r] = (tok_merge){off, (uint32_t)len, sp ? (uint32_t)(sp - s) : 0};
         off += (uint32_t)len;
         if (!sp) continue; /* llama.cpp keys it as ("", ""), which never matches */
-        size_t i = (size_t)tok_hash(s, len, TOK_HASH_SEED) & t->by_merge.mask;
+        size_t i = (size_t)okv_tok_hash(s, len, TOK_HASH_SEED) & t->by_merge.mask;
         bool dup = false;
         while (t->by_merge.slots[i] >= 0) {
             const tok_merge *m = &t->merges[t->by_merge.slots[i]];
@@ -322,7 +322,7 @@ okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *d, okv_error *err) {
     bool bos_default = model == TOK_SPM;
     if (model == TOK_BPE) {
         const char *pre = d->pre ? d->pre : "default";
-        if ((st = pretok_create(pre, &t->pre, &t->ignore_merges, &bos_default, err))) goto fail;
+        if ((st = okv_pretok_create(pre, &t->pre, &t->ignore_merges, &bos_default, err))) goto fail;
         if ((st = build_merges(t, d, err))) goto fail;
     }
     t->add_bos = d->add_bos < 0 ? bos_default : d->add_bos != 0;
@@ -469,12 +469,12 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
     frag_list frags = {0};
     okv_status st = OKV_OK;
     if (!partition(t, text, len, flags & OKV_TOKENIZE_PARSE_SPECIAL, &frags)) goto nomem;
-    if (add_special && t->add_bos && !ids_push(&out, t->bos_id)) goto nomem;
+    if (add_special && t->add_bos && !okv_tok_ids_push(&out, t->bos_id)) goto nomem;
     bool prev_special = true;
     for (size_t f = 0; f < frags.n; f++) {
         fragment fr = frags.v[f];
         if (fr.id >= 0) {
-            if (!ids_push(&out, fr.id)) goto nomem;
+            if (!okv_tok_ids_push(&out, fr.id)) goto nomem;
             prev_special = true;
             continue;
         }
@@ -483,7 +483,7 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
             char *esc = spm_escape(text + fr.off, fr.len, t->add_space_prefix && prev_special, &elen);
             if (!esc) goto nomem;
             int no_byte = -1;
-            bool ok = spm_encode(t, esc, elen, &out, &no_byte);
+            bool ok = okv_spm_encode(t, esc, elen, &out, &no_byte);
             free(esc);
             if (!ok && no_byte >= 0) {
                 st = okv_fail(err, OKV_ERR_UNSUPPORTED,
@@ -494,11 +494,11 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
             }
             if (!ok) goto nomem;
         } else {
-            if ((st = bpe_encode(t, text + fr.off, fr.len, &out, err))) goto done;
+            if ((st = okv_bpe_encode(t, text + fr.off, fr.len, &out, err))) goto done;
         }
         prev_special = false;
     }
-    if (add_special && t->add_eos && !ids_push(&out, t->eos_id)) goto nomem;
+    if (add_special && t->add_eos && !okv_tok_ids_push(&out, t->eos_id)) goto nomem;
     *n_out = out.n;
     if (ids && max < out.n) {
         st = okv_fail(err, OKV_ERR_INVALID,
@@ -585,7 +585,7 @@ okv_status okv_tokenizer_token_to_piece(const okv_tokenizer *t, int32_t id, int 
             }
         } else {
             uint32_t cp;
-            size_t used = tok_utf8_next(s + i, n - i, &cp);
+            size_t used = okv_tok_utf8_next(s + i, n - i, &cp);
             if (cp < 324 && t->cp_byte[cp] >= 0) {
                 tmp[0] = (char)t->cp_byte[cp];
                 piece = tmp;
