@@ -454,9 +454,24 @@ static char *spm_escape(const char *s, size_t len, bool prefix, size_t *out_len)
     return buf;
 }
 
-okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t len,
-                                unsigned flags, int32_t *ids, size_t max, size_t *n_out,
-                                okv_error *err) {
+/* The most input bytes one token can stand for: no more than the bytes of
+ * its text (SPM's U+2581 and GPT-2's printable code points are as long as
+ * or longer than the bytes they stand for; a byte token's "<0xXX>" and the
+ * unknown token, which can stand for one character of up to 4 bytes, are
+ * covered by the floor of 4). */
+static size_t longest_token(const okv_tokenizer *t) {
+    size_t most = 4;
+    for (int32_t i = 0; i < t->n_tokens; i++) {
+        const size_t n = t->text_off[i + 1] - t->text_off[i];
+        if (n > most) most = n;
+    }
+    return most;
+}
+
+/* okv_tokenizer_encode and okv_tokenizer_encode_max: bounded says max is
+ * a limit on the text's ids (stop once past it), not only the room in ids. */
+static okv_status encode(const okv_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t *ids,
+                         size_t max, size_t *n_out, bool bounded, okv_error *err) {
     okv_error_clear(err);
     if (!t || (!text && len) || !n_out || (!ids && max))
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: NULL %s",
@@ -465,6 +480,16 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: unknown flags 0x%x", flags);
     *n_out = 0;
     bool add_special = flags & OKV_TOKENIZE_ADD_SPECIAL;
+    if (bounded) {
+        /* Every id stands for at most longest_token bytes: a longer text
+         * needs more ids than max, known before any work. */
+        const size_t at_least = len / longest_token(t) + (len % longest_token(t) != 0);
+        if (at_least > max) {
+            *n_out = at_least;
+            return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: the text needs at least %zu ids, more than %zu",
+                            at_least, max);
+        }
+    }
     id_list out = {0};
     frag_list frags = {0};
     okv_status st = OKV_OK;
@@ -497,10 +522,17 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
             if ((st = okv_bpe_encode(t, text + fr.off, fr.len, &out, err))) goto done;
         }
         prev_special = false;
+        if (bounded && out.n > max) {
+            /* The rest can only add ids. */
+            *n_out = out.n;
+            st = okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: the text needs at least %zu ids, more than %zu",
+                          out.n, max);
+            goto done;
+        }
     }
     if (add_special && t->add_eos && !okv_tok_ids_push(&out, t->eos_id)) goto nomem;
     *n_out = out.n;
-    if (ids && max < out.n) {
+    if ((ids || bounded) && max < out.n) {
         st = okv_fail(err, OKV_ERR_INVALID,
                       "tokenizer_encode: the text needs %zu ids but the output holds %zu",
                       out.n, max);
@@ -514,6 +546,16 @@ done:
     free(out.v);
     free(frags.v);
     return st;
+}
+
+okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t *ids,
+                                size_t max, size_t *n_out, okv_error *err) {
+    return encode(t, text, len, flags, ids, max, n_out, false, err);
+}
+
+okv_status okv_tokenizer_encode_max(const okv_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                    int32_t *ids, size_t max, size_t *n_out, okv_error *err) {
+    return encode(t, text, len, flags, ids, max, n_out, true, err);
 }
 
 /* ---- decoding ---- */
