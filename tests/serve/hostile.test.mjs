@@ -17,37 +17,10 @@
 //    "stop"), then [DONE].
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
-import { need, startServer, stopServer, post, metrics, check, eq, done, sleep } from './lib.mjs';
+import { need, startServer, stopServer, post, metrics, check, eq, done, sleep, raw, rawRequest as req } from './lib.mjs';
 
 need('shared');
 const STEP = what => { if (process.env.OKV_TRACE) console.log('--', what); };
-
-// Sends data on a raw connection (then half-closes when asked) and resolves
-// with everything read until the server closes: {text, status, heads, body, ms}.
-function raw(port, data, { localAddress, halfClose = false, timeoutMs = 20000, keep } = {}) {
-  return new Promise(resolve => {
-    const s = net.connect({ port, host: '127.0.0.1', localAddress });
-    const chunks = [];
-    const t0 = Date.now();
-    let timedOut = false;
-    const timer = setTimeout(() => { timedOut = true; s.destroy(); }, timeoutMs);
-    s.on('connect', () => {
-      s.write(data);
-      if (halfClose) s.end();
-    });
-    s.on('data', d => chunks.push(d));
-    s.on('error', () => {});
-    s.on('close', () => {
-      clearTimeout(timer);
-      const text = Buffer.concat(chunks).toString('latin1');
-      const m = text.match(/^HTTP\/1\.[01] (\d+)/);
-      const at = text.indexOf('\r\n\r\n');
-      resolve({ text, status: m ? Number(m[1]) : 0, heads: (text.match(/(^|\r\n)HTTP\/1\.[01] \d+/g) || []).length,
-        head: at >= 0 ? text.slice(0, at) : text, body: at >= 0 ? text.slice(at + 4) : '', ms: Date.now() - t0, timedOut });
-    });
-    if (keep) keep.push(s);
-  });
-}
 
 const isError = (body, what) => {
   let j = null;
@@ -73,10 +46,6 @@ const dechunk = b => {
   }
   return out;
 };
-
-const req = (method, path, body = '', extra = '') =>
-  `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${extra}` +
-  `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 
 const srv = await startServer(['--parallel', '2', '-c', '128', '--timeout', '2', '--max-per-client', '16',
   '--api-key', 'sesame']);
