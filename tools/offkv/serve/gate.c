@@ -317,7 +317,8 @@ static void *gate_main(void *arg) {
             if (g->w[k].deadline < next) next = g->w[k].deadline;
             k++;
         }
-        const int ms = next > 1e299 ? -1 : (int)((next - now) * 1000.0) + 1;
+        int ms = -1; /* nothing waiting: until a connection comes */
+        if (next < 1e299) ms = next <= now ? 0 : (int)((next - now) * 1000.0) + 1;
         const int n = epoll_wait(g->ep, evs, 64, ms);
         for (int e = 0; e < n; e++) {
             const int fd = evs[e].data.fd;

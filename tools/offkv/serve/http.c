@@ -123,6 +123,14 @@ static void count_status(server *srv, int status) {
     pthread_mutex_unlock(&srv->mu);
 }
 
+/* Restarts the connection's idle clock (libmicrohttpd's timeout counts
+ * from the last byte moved, and a long generation moves none): the
+ * timeout then measures only the client's own stalls. */
+static void touch(server *srv, struct MHD_Connection *c) {
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(srv->cfg->timeout + 0.999));
+}
+
 static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
                                   size_t n) {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
@@ -130,6 +138,7 @@ static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int sta
         free(body);
         return MHD_NO;
     }
+    touch(srv, c);
     MHD_add_response_header(r, "Content-Type", type);
     /* One request per connection: every request's head passes the gate
      * (gate.c), which libmicrohttpd's keep-alive would let a second one skip. */
@@ -183,14 +192,6 @@ static bool client_gone(struct MHD_Connection *c) {
     if (!ci) return false;
     struct pollfd p = {.fd = ci->connect_fd, .events = 0};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
-}
-
-/* Restarts the connection's idle clock (libmicrohttpd's timeout counts
- * from the last byte moved, and a long generation moves none): the
- * timeout then measures only the client's own stalls. */
-static void touch(server *srv, struct MHD_Connection *c) {
-    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(srv->cfg->timeout + 0.999));
 }
 
 /* ---- completions ---- */
@@ -342,7 +343,6 @@ static enum MHD_Result answer_plain(call *k) {
                              : "the server is shutting down: the request was not started; try again",
                     (int)made);
     }
-    touch(srv, conn);
     cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     for (int i = 0; i < k->n; i++) {
