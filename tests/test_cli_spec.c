@@ -8,11 +8,17 @@
  *  - --prompt-cache: the first run writes the file, a second run with a
  *    longer prompt reuses the common prefix and says how many tokens, and
  *    its text is the text without a cache; a damaged file is refused (exit
- *    1, the file left as it was); flag misuse exits 2. */
+ *    1, the file left as it was); flag misuse exits 2; a path that cannot
+ *    work (a FIFO, a missing folder, "") is refused before anything is
+ *    generated, without blocking. */
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -52,10 +58,23 @@ static int offkv(const char *first, ...) {
         out_text[0] = err_text[0] = '\0';
         return -1;
     }
+    /* At most two minutes: a run that blocks (a FIFO as the prompt cache)
+     * is killed and reported, not left to hang the suite. */
     int status = 0;
-    waitpid(pid, &status, 0);
+    bool timed_out = false;
+    for (int waited_ms = 0; waitpid(pid, &status, WNOHANG) != pid; waited_ms += 5) {
+        if (waited_ms > 120 * 1000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = true;
+            break;
+        }
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
     slurp(o, out_text, sizeof out_text);
     slurp(e, err_text, sizeof err_text);
+    if (timed_out) return -2;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -189,6 +208,23 @@ static void prompt_cache(void) {
         CHECK(offkv(PC_ARGS(path, second, "4"), "--prompt-cache", file, NULL) == 1, "truncated cache: %s", err_text);
         CHECK_ERR_HAS("truncated");
     }
+    /* Paths that cannot work are refused at once: no text, no hang (a FIFO
+     * blocked the open for reading until a writer came), no file made. */
+    char fifo[4200], nodir[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.cache", dir);
+    snprintf(nodir, sizeof nodir, "%s/no-such-folder/p.cache", dir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    int rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", fifo, NULL);
+    CHECK(rc == 1 && strstr(err_text, "not a regular file") && !out_text[0], "a FIFO (rc %d): %s", rc, err_text);
+    remove(fifo);
+    rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", nodir, NULL);
+    CHECK(rc == 1 && strstr(err_text, "no-such-folder' does not exist") && !out_text[0], "a missing folder (rc %d): %s",
+          rc, err_text);
+    rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", "", NULL);
+    CHECK(rc == 2 && strstr(err_text, "--prompt-cache: the path is empty") && !out_text[0], "an empty path (rc %d): %s",
+          rc, err_text);
+    rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", dir, NULL);
+    CHECK(rc == 1 && strstr(err_text, "not a regular file") && !out_text[0], "a folder (rc %d): %s", rc, err_text);
     /* Ring layers: a prompt-only save (-n 0) extended by the next prompt is
      * reused whole; after 30 generated tokens the window layers no longer
      * hold the common prefix, which is said, and nothing is reused. */

@@ -188,7 +188,7 @@ static const char *split(const char *pre, const char *text, char *out, size_t ca
     }
     char *words;
     size_t *ends, n;
-    okv_status st = pretok_split(t, text, strlen(text), &words, &ends, &n, &err);
+    okv_status st = okv_pretok_split(t, text, strlen(text), &words, &ends, &n, &err);
     CHECK(st == OKV_OK, "split: %s", err.message);
     size_t o = 0;
     for (size_t i = 0, start = 0; st == OKV_OK && i < n; start = ends[i++]) {
@@ -198,7 +198,7 @@ static const char *split(const char *pre, const char *text, char *out, size_t ca
         size_t k = 0;
         for (size_t p = start; p < ends[i] && k < 256;) {
             size_t cl = tok_utf8_len((unsigned char)words[p]);
-            ids[k++] = tok_find(t, words + p, cl);
+            ids[k++] = okv_tok_find(t, words + p, cl);
             p += cl;
         }
         o += tu_decode(t, ids, k, 0, out + o, cap - o);

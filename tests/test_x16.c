@@ -11,6 +11,7 @@
  *   - every ISA gives the same bits as the scalar kernel, and a column's
  *     result does not depend on n or on the columns beside it (the batch
  *     invariance a server promises);
+ *   - (also a qwen3moe model, whose expert matrices are repacked too)
  *   - a model loaded with its Q4_0 matrices repacked gives the logits of the
  *     same model loaded without repacking (option "repack" = "off") to
  *     float rounding, and bit for bit alone and in a batch. */
@@ -253,16 +254,19 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
  * in a part-padded group: repacked for Q4_0, Q8_0 and Q6_K, left in ggml's
  * layout for Q4_K, where padding would add 9 %), written by `offkv synth`
  * into the build folder. */
-static const char *synth_model(const char *type) {
+static const char *synth_model(const char *type, int moe) {
     static char path[64];
-    snprintf(path, sizeof path, "test_x16.%s.tmp.gguf", type);
+    snprintf(path, sizeof path, "test_x16.%s%s.tmp.gguf", type, moe ? ".moe" : "");
     const char *bin = getenv("OKV_BIN");
     if (!bin) return NULL;
+    /* moe: a qwen3moe whose experts (4, 2 a token, 1024 wide) are matrices
+     * repacked like any other */
+    const char *shape = moe ? "--arch qwen3moe --n-expert 4 --n-expert-used 2 --n-ff-exp 1024" : "--arch llama --n-ff 4352";
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "'%s/offkv' synth --arch llama --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 --n-ff 4352 "
+             "'%s/offkv' synth %s --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 "
              "--n-vocab 512 --type %s --seed 5 -o %s 2> /dev/null",
-             bin, type, path);
+             bin, shape, type, path);
     return system(cmd) == 0 ? path : NULL;
 }
 
@@ -287,8 +291,8 @@ static const char *untie(const char *src) {
     return ok ? path : NULL;
 }
 
-static void check_model(const char *type, int tied) {
-    const char *path = synth_model(type);
+static void check_model(const char *type, int tied, int moe) {
+    const char *path = synth_model(type, moe);
     if (path && tied) {
         const char *t = untie(path);
         remove(path);
@@ -305,6 +309,10 @@ static void check_model(const char *type, int tied) {
     CHECK(mp->packed && !mn->packed && mp->output.type >= OKV_GGML_TYPE_END && mn->output.type < OKV_GGML_TYPE_END &&
               mp->output.data != mp->tok_embd.data && mp->tok_embd.type < OKV_GGML_TYPE_END,
           "%s: repacked %p (output type %d), repack=off %p", type, mp->packed, (int)mp->output.type, mn->packed);
+    CHECK(!moe || (mp->moe[1].down.w.type >= OKV_GGML_TYPE_END && mn->moe[1].down.w.type < OKV_GGML_TYPE_END &&
+                   mp->moe[0].gate.w.type >= OKV_GGML_TYPE_END && mp->moe[1].up.w.type >= OKV_GGML_TYPE_END),
+          "%s: experts repacked (type %d) or not (%d)", type, moe ? (int)mp->moe[1].down.w.type : 0,
+          moe ? (int)mn->moe[1].down.w.type : 0);
     static const char *const bad[] = {"repack", "maybe", NULL};
     CHECK(okv_model_load(path, bad, &err) == NULL && strstr(err.message, "maybe"), "bad repack value: %s", err.message);
     const int32_t nl = okv_model_n_layers(mp), nv = okv_model_n_vocab(mp);
@@ -363,8 +371,9 @@ static void check_model(const char *type, int tied) {
           "repacked vs ggml layout: %d of %d rows beyond float rounding, max |diff| %.3g (max |logit| %.3g)", moved,
           S * T, worst, amax);
     CHECK(memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0, "repacked: a batch of %d changes the logits", S);
-    printf("model %s%s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
-           "batch bit-identical\n", type, tied ? " (tied output)" : "", moved, S * T, worst, amax);
+    printf("model %s%s%s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
+           "batch bit-identical\n", type, tied ? " (tied output)" : "", moe ? " (qwen3moe)" : "", moved, S * T, worst,
+           amax);
     free(lp); free(ln); free(lb);
     okv_model_free(mp);
     okv_model_free(mn);
@@ -391,11 +400,14 @@ int main(void) {
               okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL &&
               okv_ggml_type_name(OKV_WT_Q6_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q5_KX16) == NULL,
           "offkv's own layout is not a ggml type");
-    check_model("q4_0", 0);
-    check_model("q4_k_m", 0);
-    check_model("q8_0", 0);
-    check_model("q6_k", 0);
-    check_model("q5_k_m", 0);
-    check_model("q4_0", 1);
+    check_model("q4_0", 0, 0);
+    check_model("q4_k_m", 0, 0);
+    check_model("q8_0", 0, 0);
+    check_model("q6_k", 0, 0);
+    check_model("q5_k_m", 0, 0);
+    check_model("q4_0", 1, 0);
+    check_model("q4_0", 0, 1);
+    check_model("q4_k_m", 0, 1);
+    check_model("q8_0", 0, 1);
     return check_done();
 }

@@ -118,6 +118,19 @@ static void soft_cap(float *S, int32_t nq, int32_t nr, float cap) {
         }
 }
 
+/* A sink logit (natural units, not scaled) joins a query's denominator: with
+ * the running max m and sum l (log2 units), the new max is max(m, sink),
+ * the sum l 2^(m - max) + 2^(sink - max), and the accumulator is scaled by
+ * 2^(m - max).  Done once per query, after every row, in scalar code that
+ * every ISA shares, so the kernels need not know. */
+static void add_sink(float sink, float m, float *l, float *acc_scale) {
+    const float s2 = sink * LOG2E;
+    const float mx = m > s2 ? m : s2;
+    const float c = *l > 0.0f ? okv_attend_exp2_scalar(m - mx) : 0.0f;
+    *l = *l * c + okv_attend_exp2_scalar(s2 - mx);
+    *acc_scale = c;
+}
+
 static void run_item(const attend_ctx *c, int64_t it, float *ws) {
     const okv_attend_job *j = c->job;
     const plan *p = &c->p;
@@ -238,7 +251,9 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             float *o = j->out + ((int64_t)(t0 + tt) * j->n_heads + h0 + hh) * hd;
             /* l > 0 whenever the query sees itself; a job with lo_pos above a
              * query's position would leave it empty, and it then reads zeros. */
-            const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+            float scale_acc = 1.0f, L = l[i];
+            if (j->sinks) add_sink(j->sinks[h0 + hh], m[i], &L, &scale_acc);
+            const float inv = L > 0.0f ? scale_acc / L : 0.0f;
             const float *ac = acc + (size_t)i * hdp;
             for (int32_t d = 0; d < hd; d++) o[d] = ac[d] * inv;
         }
@@ -281,7 +296,9 @@ static void merge_chunks(const attend_ctx *c) {
                     L += w * e[1];
                     for (int32_t d = 0; d < hd; d++) o[d] += w * e[16 + d];
                 }
-                const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+                float scale_acc = 1.0f;
+                if (j->sinks) add_sink(j->sinks[h0 + hh], M, &L, &scale_acc);
+                const float inv = L > 0.0f ? scale_acc / L : 0.0f;
                 for (int32_t d = 0; d < hd; d++) o[d] *= inv;
             }
     }

@@ -227,6 +227,7 @@ okv_status okv_update_and_attend_opts(okv_step *step, int32_t layer, const float
     const int32_t donor = g->kv_from - 1;
     if (!q || !out || !opts) return step_error(s, err, OKV_ERR_INVALID, "NULL q, out or opts", layer);
     const float scale = opts->scale, softcap = opts->softcap;
+    const float *sinks = opts->sinks;
     if (g->kv_from == 0 && (!k || !v)) return step_error(s, err, OKV_ERR_INVALID, "NULL k or v", layer);
     if (g->kv_from && (k || v)) {
         s->failed = true;
@@ -265,13 +266,20 @@ okv_status okv_update_and_attend_opts(okv_step *step, int32_t layer, const float
                         (int)layer, (double)softcap);
     }
 
+    for (int32_t h = 0; sinks && h < n_heads; h++)
+        if (!isfinite(sinks[h])) {
+            s->failed = true;
+            return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: sink %d = %g is not a finite number",
+                            (int)layer, (int)h, (double)sinks[h]);
+        }
+
     okv_storage *st = s->storage[layer];
     okv_attend_job job = {
         .k = st->k, .v = st->v, .dtype = c->cfg.dtype,
         .n_kv_heads = g->n_kv_heads, .rows = st->rows, .head_dim = g->head_dim,
         .window = g->window, .ring = g->window > 0, .lo_pos = s->plans[layer].read_base_pos,
         .q = q, .out = out, .n_heads = n_heads, .n_tokens = s->n_tokens,
-        .start = s->start, .scale = scale, .softcap = softcap,
+        .start = s->start, .scale = scale, .softcap = softcap, .sinks = sinks,
     };
     /* q8_0 storage quantizes f16 input through f32: one row of floats, after the kernel's part. */
     const size_t kern = (okv_attend_scratch_bytes(&job, okv_threadpool_size(s->pool)) + 63) & ~(size_t)63;

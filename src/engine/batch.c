@@ -66,7 +66,15 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
                                    &w->ffn_gate, &w->ffn_up, &w->ffn_down};
         for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
             scratch = max_size(scratch, scratch_for(all[j], b->max_rows));
+        if (m->moe) {
+            const okv_moe_weights *x = &m->moe[i];
+            const okv_weight *moe[] = {&x->gate_inp, &x->gate.w, &x->up.w, &x->down.w};
+            for (size_t j = 0; j < sizeof moe / sizeof moe[0]; j++)
+                scratch = max_size(scratch, scratch_for(moe[j], b->max_rows));
+        }
     }
+    const size_t ff = max_size((size_t)m->n_ff, (size_t)m->n_ff_exp);
+    const size_t NE = (size_t)m->n_expert, K = (size_t)m->n_expert_used;
     const size_t floats[] = {
         T * m->n_embd,                      /* x */
         T * wide,                           /* xb */
@@ -77,10 +85,17 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
         T * q_w,                            /* att */
         T * q_w,                            /* gate */
         T * (q_w + 2 * kv_w),               /* qkv */
-        T * m->n_ff,                        /* hb */
-        T * m->n_ff,                        /* hb2 */
+        T * ff,                             /* hb */
+        T * ff,                             /* hb2 */
         (size_t)head_rows * m->n_embd,      /* head_x */
         (size_t)head_rows * m->n_vocab,     /* head_y */
+        T * NE,                             /* moe_logits */
+        T * K,                              /* moe_ids (int32) */
+        T * K,                              /* moe_w */
+        T * K,                              /* moe_rows (int32) */
+        NE ? T * m->n_embd : 0,             /* moe_x */
+        NE ? T * m->n_embd : 0,             /* moe_y */
+        T * K * m->n_embd,                  /* moe_out */
     };
     const size_t n_buf = sizeof floats / sizeof floats[0];
     size_t total = (scratch + 63) & ~(size_t)63;
@@ -94,12 +109,15 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
                         (int)b->max_rows);
     okv_fwd *f = &b->fwd;
     char *p = b->block;
+    float *ids, *rows; /* int32 buffers, carved as the float ones */
     float **dst[] = {&f->x, &f->xb, &f->xb2, &f->q, &f->k, &f->v, &f->att, &f->gate, &f->qkv, &f->hb, &f->hb2,
-                     &f->head_x, &f->head_y};
+                     &f->head_x, &f->head_y, &f->moe_logits, &ids, &f->moe_w, &rows, &f->moe_x, &f->moe_y, &f->moe_out};
     for (size_t i = 0; i < n_buf; i++) {
         *dst[i] = (float *)p;
         p += (floats[i] * sizeof(float) + 63) & ~(size_t)63;
     }
+    f->moe_ids = (int32_t *)(void *)ids;
+    f->moe_rows = (int32_t *)(void *)rows;
     f->mm_scratch = p;
     f->head_rows = head_rows;
     return OKV_OK;

@@ -56,6 +56,10 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
 
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
     const okv_model *m = f->m;
+    const okv_model_yarn *my = &m->yarn;
+    okv_yarn yarn = {.ext_factor = my->ext_factor, .attn_factor = my->attn_factor};
+    if (my->ext_factor != 0.0f)
+        okv_yarn_corr_dims(p->n_rot, my->orig_ctx, p->rope_base, my->beta_fast, my->beta_slow, yarn.corr_dims);
     float cs[512];
     if (p->rope_base == 0.0f) return;
     for (int32_t i = 0; i < f->n_seg; i++) {
@@ -65,7 +69,8 @@ void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
          * the short ones were trained for. */
         const bool long_ctx = m->rope_long && s->n_ctx > m->n_ctx_orig;
         okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
-                         .freq_factors = long_ctx ? m->rope_long : m->rope_freqs};
+                         .freq_factors = long_ctx ? m->rope_long : m->rope_freqs,
+                         .yarn = my->ext_factor != 0.0f ? &yarn : NULL};
         for (int32_t t = s->row0; t < s->row0 + s->n_rows; t++) {
             okv_rope_cache(&rope, f->pos[t], cs);
             /* ggml scales cos and sin by the attention factor (LongRoPE's) */
@@ -111,7 +116,9 @@ okv_status okv_fwd_attend(okv_fwd *f, int32_t il, const okv_layer_params *p) {
         const okv_fwd_seg *s = &f->seg[i];
         const size_t r = (size_t)s->row0;
         const bool own = p->kv_from == 0; /* a sharer passes no K/V */
-        const okv_attend_opts opts = {.scale = p->attn_scale, .softcap = p->attn_softcap};
+        /* gpt-oss's sinks; else NULL */
+        const okv_attend_opts opts = {.scale = p->attn_scale, .softcap = p->attn_softcap,
+                                      .sinks = f->m->w[il].attn_sinks.data};
         okv_status st = okv_update_and_attend_opts(s->step, il, f->q + r * nq, p->n_head, own ? f->k + r * nkv : NULL,
                                                    own ? f->v + r * nkv : NULL, OKV_F32, &opts, f->att + r * nq,
                                                    f->err);
