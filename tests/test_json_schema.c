@@ -109,6 +109,11 @@ static void test_strings(void) {
                  L("\"cats\"", "\"cow.\""));
     check_schema("{\"type\":\"string\",\"pattern\":\"ab\"}", L("\"ab\"", "\"xxabyy\""), L("\"a b\""));
     check_schema("{\"type\":\"string\",\"pattern\":\"^[^a]\\\"$\"}", L("\"b\\\"\""), L("\"a\\\"\"", "\"b\""));
+    /* A positive range through '"' and '\\' is cut around them: what it
+     * writes needs no escapes (and still matches). */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^[ -~]{2}$\"}", L("\"ab\"", "\"~ \"", "\"[]\""),
+                 L("\"a\"", "\"abc\"", "\"a\\\"\"", "\"\\\\a\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^[^\\\"-z]$\"}", L("\"{\"", "\"!\""), L("\"#\"", "\"m\""));
 }
 
 static void test_refs(void) {
@@ -186,6 +191,8 @@ static void test_errors(void) {
     check_error("{\"type\":\"integer\",\"minimum\":0.5}", OKV_ERR_UNSUPPORTED, "'minimum' is not an integer");
     check_error("{\"type\":\"strin\"}", OKV_ERR_UNSUPPORTED, "'strin'");
     check_error("{\"type\":\"string\",\"pattern\":\"^(?=a)b$\"}", OKV_ERR_UNSUPPORTED, "lookaround");
+    check_error("{\"type\":\"string\",\"pattern\":\"^[z-a]$\"}", OKV_ERR_UNSUPPORTED, "end is below its start");
+    check_error("{\"type\":\"string\",\"pattern\":\"^[\\\"]$\"}", OKV_ERR_UNSUPPORTED, "only quotes");
     check_error("{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}", OKV_ERR_UNSUPPORTED, "backreferences");
     check_error("{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", OKV_ERR_INVALID, "'b'");
     check_error("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":3,\"maxItems\":2}", OKV_ERR_INVALID,

@@ -411,6 +411,15 @@ static uint32_t rx_escaped_char(char e) {
     }
 }
 
+static void emit_range(okv_sbuf *cls, uint32_t lo, uint32_t hi, bool *kept) {
+    put_cp(cls, lo);
+    if (hi != lo) {
+        okv_sbuf_puts(cls, "-");
+        put_cp(cls, hi);
+    }
+    *kept = true;
+}
+
 static void rx_atom(rx *r, okv_sbuf *b, int depth) {
     char ch = r->s[r->i];
     if (ch == '(') {
@@ -435,13 +444,14 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
         bool neg = false;
         if (r->i < r->n && r->s[r->i] == '^') neg = true, r->i++;
         okv_sbuf cls = {0};
-        bool first = true;
+        bool first = true, kept = false;
         while (r->i < r->n && (r->s[r->i] != ']' || first)) {
             first = false;
             uint32_t cp;
             if (r->s[r->i] == '\\' && r->i + 1 < r->n) {
                 bool ne;
                 if (rx_class_escape(r->s[r->i + 1], &cls, &ne)) {
+                    kept = true;
                     if (ne) {
                         free(cls.s);
                         rx_fail(r, "negated class escapes (\\D \\W \\S) inside [...] are not supported");
@@ -455,23 +465,38 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
             } else {
                 r->i = utf8_next(r->s, r->n, r->i, &cp);
             }
-            if (cp == '"' || cp == '\\' || cp < 0x20 || cp == 0x7F) {
-                if (!neg) {
-                    free(cls.s);
-                    rx_fail(r, "a class with quotes, backslashes or control characters is not supported");
-                    return;
-                }
-                continue; /* excluded below anyway */
-            }
-            put_cp(&cls, cp);
+            uint32_t hi = cp;
             if (r->i + 1 < r->n && r->s[r->i] == '-' && r->s[r->i + 1] != ']') {
                 r->i++;
-                uint32_t hi;
                 if (r->s[r->i] == '\\' && r->i + 1 < r->n) hi = rx_escaped_char(r->s[r->i + 1]), r->i += 2;
                 else r->i = utf8_next(r->s, r->n, r->i, &hi);
-                okv_sbuf_puts(&cls, "-");
-                put_cp(&cls, hi);
+                if (hi < cp) {
+                    free(cls.s);
+                    rx_fail(r, "a class range whose end is below its start");
+                    return;
+                }
             }
+            if (neg) {
+                /* Excluding more is safe: the JSON-unsafe bytes are excluded anyway. */
+                put_cp(&cls, cp);
+                if (hi != cp) {
+                    okv_sbuf_puts(&cls, "-");
+                    put_cp(&cls, hi);
+                }
+                continue;
+            }
+            /* A positive class keeps the characters a JSON string may hold
+             * unescaped: the range is split around '"', '\\' and the
+             * controls (the output is then a subset of the pattern's). */
+            static const uint32_t cuts[4][2] = {{0x00, 0x1F}, {0x22, 0x22}, {0x5C, 0x5C}, {0x7F, 0x7F}};
+            uint32_t from = cp;
+            for (int k = 0; k < 4 && from <= hi; k++) {
+                if (cuts[k][1] < from) continue;
+                if (cuts[k][0] > hi) break;
+                if (cuts[k][0] > from) emit_range(&cls, from, cuts[k][0] - 1, &kept);
+                from = cuts[k][1] + 1;
+            }
+            if (from <= hi) emit_range(&cls, from, hi, &kept);
         }
         if (r->i >= r->n) {
             free(cls.s);
@@ -479,6 +504,11 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
             return;
         }
         r->i++;
+        if (!neg && !kept) {
+            free(cls.s);
+            rx_fail(r, "a class of only quotes, backslashes or control characters is not supported");
+            return;
+        }
         char *cs = sbuf_take(r->c, &cls);
         if (!cs) return;
         if (neg) okv_sbuf_printf(b, "[^%s" JSON_UNSAFE "]", cs);
