@@ -132,6 +132,26 @@ static char *string(jp *p, size_t *len) {
             jfail(p, "control character in a string");
             break;
         }
+        if (c >= 0x80) {
+            /* JSON text is UTF-8: a string's bytes must be whole characters. */
+            const size_t at = p->i;
+            int k = (c >= 0xC2 && c <= 0xDF) ? 1 : (c >= 0xE0 && c <= 0xEF) ? 2 : (c >= 0xF0 && c <= 0xF4) ? 3 : -1;
+            bool ok = k > 0 && at + (size_t)k < p->n;
+            uint32_t v = ok ? (c & (0x3Fu >> k)) : 0;
+            for (int j = 1; ok && j <= k; j++) {
+                const unsigned char d = (unsigned char)p->s[at + (size_t)j];
+                ok = (d & 0xC0) == 0x80;
+                v = (v << 6) | (d & 0x3Fu);
+            }
+            static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+            if (!ok || v < least[k] || v > 0x10FFFF || (v >= 0xD800 && v < 0xE000)) {
+                jfail(p, "invalid UTF-8 in a string");
+                break;
+            }
+            okv_sbuf_put(&b, p->s + at, (size_t)k + 1);
+            p->i += (size_t)k + 1;
+            continue;
+        }
         if (c != '\\') {
             okv_sbuf_put(&b, (const char *)&c, 1);
             p->i++;

@@ -188,7 +188,20 @@ static size_t utf8_next(const char *s, size_t n, size_t i, uint32_t *cp) {
         return i + 1;
     }
     uint32_t v = k == 0 ? c : k == 1 ? (c & 0x1Fu) : k == 2 ? (c & 0x0Fu) : (c & 0x07u);
-    for (int j = 1; j <= k; j++) v = (v << 6) | ((unsigned char)s[i + (size_t)j] & 0x3Fu);
+    for (int j = 1; j <= k; j++) {
+        const unsigned char d = (unsigned char)s[i + (size_t)j];
+        if ((d & 0xC0) != 0x80) {
+            *cp = 0xFFFD;
+            return i + 1;
+        }
+        v = (v << 6) | (d & 0x3Fu);
+    }
+    /* Overlong forms, surrogates and values past Unicode are not characters. */
+    static const uint32_t least[4] = {0, 0x80, 0x800, 0x10000};
+    if (v < least[k] || v > 0x10FFFF || (v >= 0xD800 && v < 0xE000)) {
+        *cp = 0xFFFD;
+        return i + 1;
+    }
     *cp = v;
     return i + (size_t)k + 1;
 }
