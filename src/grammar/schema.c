@@ -593,12 +593,20 @@ static void rx_seq(rx *r, okv_sbuf *b, int depth) {
                 size_t st = r->i++;
                 long m = 0, x = -1;
                 bool digits = false;
-                while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') m = m * 10 + (r->s[r->i++] - '0'), digits = true;
+                /* Counts saturate past 10^6 (refused below), never overflow. */
+                while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') {
+                    m = m > 1000000 ? m : m * 10 + (r->s[r->i] - '0');
+                    r->i++;
+                    digits = true;
+                }
                 if (r->i < r->n && r->s[r->i] == ',') {
                     r->i++;
                     if (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') {
                         x = 0;
-                        while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') x = x * 10 + (r->s[r->i++] - '0');
+                        while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') {
+                            x = x > 1000000 ? x : x * 10 + (r->s[r->i] - '0');
+                            r->i++;
+                        }
                     }
                 } else {
                     x = m;
