@@ -1,0 +1,96 @@
+/* offkv — chat templates: the prompt text a model's own Jinja template
+ * makes of a conversation, as Hugging Face's apply_chat_template does.
+ *
+ * A template is parsed once (okv_chat_template_parse, or from a GGUF
+ * file's tokenizer.chat_template with okv_chat_template_from_gguf) and
+ * rendered any number of times, from any number of threads at once: a
+ * parsed template is immutable, and each render allocates its own memory.
+ *
+ * The language is jinja2's, in the environment transformers uses:
+ * trim_blocks, lstrip_blocks, loop controls (break / continue), `tojson`
+ * without ASCII escaping (json.dumps' indent / separators / sort_keys), the
+ * globals raise_exception(msg) and strftime_now(fmt), and a sandbox: a
+ * template sees only the data given to it (messages, tools, bos_token,
+ * eos_token, add_generation_prompt and any extra variables), and a render
+ * that would loop, recurse, allocate or write beyond the limits fails with
+ * an error instead of hanging or exhausting memory.
+ *
+ * Conversations and tools are given as JSON text, as in an OpenAI request:
+ * messages carry role, content (a string, or a list of parts), and where
+ * they apply tool_calls, tool_call_id, name and reasoning_content; the
+ * template decides what it prints of them. */
+#ifndef OFFKV_CHAT_H
+#define OFFKV_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "offkv/gguf.h"
+#include "offkv/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_chat_template okv_chat_template;
+
+/* Parses template text (len bytes, not necessarily NUL-terminated).  A
+ * syntax error is OKV_ERR_FORMAT with a message naming the line and column
+ * ("line 3, column 14: expected ...").  bos_token and eos_token render as
+ * empty strings until okv_chat_template_set_tokens sets them. */
+okv_chat_template *okv_chat_template_parse(const char *text, size_t len, okv_error *err);
+
+/* Parses a GGUF file's tokenizer.chat_template, with bos_token and
+ * eos_token set to the texts of the tokens tokenizer.ggml.bos_token_id and
+ * eos_token_id name in tokenizer.ggml.tokens (left empty when the file has
+ * no such ids).  A file without a template is OKV_ERR_NOT_FOUND; errors
+ * otherwise as okv_chat_template_parse. */
+okv_chat_template *okv_chat_template_from_gguf(const okv_gguf *g, okv_error *err);
+
+/* Frees t (NULL is allowed). */
+void okv_chat_template_free(okv_chat_template *t);
+
+/* Sets the strings the template sees as bos_token and eos_token (NULL:
+ * empty); they are copied.  Not to be called while a render runs. */
+okv_status okv_chat_template_set_tokens(okv_chat_template *t, const char *bos_token, const char *eos_token,
+                                        okv_error *err);
+
+/* The template's source text (NUL-terminated), bos_token and eos_token. */
+const char *okv_chat_template_source(const okv_chat_template *t);
+const char *okv_chat_template_bos(const okv_chat_template *t);
+const char *okv_chat_template_eos(const okv_chat_template *t);
+
+/* Bounds on one render; 0 in a field takes its default.  Defaults: 16 MiB
+ * of output, 1 000 000 loop iterations, macro calls 100 deep, 256 MiB of
+ * working memory. */
+typedef struct okv_chat_limits {
+    size_t max_output;
+    size_t max_iterations;
+    int max_depth;
+    size_t max_memory;
+} okv_chat_limits;
+
+/* What one render sees. */
+typedef struct okv_chat_input {
+    const char *messages_json; /* a JSON array of message objects (required) */
+    const char *tools_json;    /* a JSON array of tools, or NULL: `tools` undefined */
+    const char *extra_json;    /* a JSON object of further variables (enable_thinking,
+                                  reasoning_effort, ...), or NULL */
+    bool add_generation_prompt;
+    const char *now;           /* strftime_now's time, "YYYY-MM-DDTHH:MM:SS"; NULL: now, local */
+    const okv_chat_limits *limits; /* NULL: the defaults */
+} okv_chat_input;
+
+/* Renders the conversation.  On success *out is the prompt text (malloc'd,
+ * NUL-terminated, free() it) and *out_len its length in bytes.  Failures:
+ * OKV_ERR_INVALID for input that is not valid JSON of the right shape (the
+ * message says where), OKV_ERR_FORMAT when the template itself fails:
+ * raise_exception (the message is the template's own, after "line N: "),
+ * an undefined name used as a value, a type error, or a limit reached.
+ * *out is left NULL on failure. */
+okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_input *in, char **out,
+                                    size_t *out_len, okv_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
