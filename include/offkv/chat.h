@@ -61,12 +61,13 @@ const char *okv_chat_template_eos(const okv_chat_template *t);
 
 /* Bounds on one render; 0 in a field takes its default.  Defaults: 16 MiB
  * of output, 1 000 000 loop iterations, macro calls 100 deep, 256 MiB of
- * working memory. */
+ * working memory, 10 seconds. */
 typedef struct okv_chat_limits {
     size_t max_output;
     size_t max_iterations;
     int max_depth;
     size_t max_memory;
+    double max_seconds;
 } okv_chat_limits;
 
 /* What one render sees. */

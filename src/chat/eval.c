@@ -5,6 +5,7 @@
  * and if blocks share their surroundings'.  Every loop iteration, macro
  * call and output byte counts against the limits in jctx. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -69,7 +70,16 @@ static void emit_value(jctx *c, int line, jv v) {
     emit(c, line, b.p, b.n);
 }
 
+void jinja_tick(jctx *c, int line) {
+    if (++c->ticks % 256) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((double)ts.tv_sec + ts.tv_nsec * 1e-9 > c->deadline)
+        jinja_fail(c->f, line, "the template ran longer than %g seconds", c->max_seconds);
+}
+
 static void count_iteration(jctx *c, int line) {
+    jinja_tick(c, line);
     if (++c->iterations > c->lim.max_iterations)
         jinja_fail(c->f, line, "the template runs more than %zu loop iterations", c->lim.max_iterations);
 }
@@ -190,6 +200,7 @@ static jv call_builtin(jctx *c, int id, int line, jv *args, int n_args, const ch
 }
 
 jv jinja_call_value(jctx *c, jv fn, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw) {
+    jinja_tick(c, line);
     if (fn.kind != JV_FUNC) {
         if (fn.kind == JV_UNDEF) jinja_fail(c->f, line, "an undefined value is not callable");
         jinja_fail(c->f, line, "'%s' object is not callable", jv_type_name(fn));
@@ -319,8 +330,10 @@ static bool contains(jctx *c, int line, jv hay, jv needle) {
         if (needle.u.s.n > hay.u.s.n) return false;
         return memmem(hay.u.s.p, hay.u.s.n, needle.u.s.p, needle.u.s.n) != NULL;
     case JV_LIST:
-        for (size_t i = 0; i < hay.u.l->n; i++)
+        for (size_t i = 0; i < hay.u.l->n; i++) {
+            jinja_tick(c, line);
             if (jv_equal(hay.u.l->v[i], needle)) return true;
+        }
         return false;
     case JV_DICT: return jv_dict_find(hay, needle) != NULL;
     case JV_UNDEF: return false;
@@ -356,8 +369,19 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
     }
     if (op == JOP_MUL && (a.kind == JV_STR || a.kind == JV_LIST) && (b.kind == JV_INT || b.kind == JV_BOOL)) {
         int64_t times = as_index(b);
-        jv out = a.kind == JV_STR ? jv_cstr("") : jv_list_new(c->a, c->f, 0);
-        for (int64_t i = 0; i < times; i++) out = arith(c, line, JOP_ADD, out, a);
+        size_t unit = a.kind == JV_STR ? a.u.s.n : a.u.l->n;
+        if (times <= 0 || unit == 0) return a.kind == JV_STR ? jv_cstr("") : jv_list_new(c->a, c->f, 0);
+        if ((uint64_t)times > (SIZE_MAX / 16) / unit)
+            jinja_fail(c->f, line, "a %s repeated %lld times is too large", jv_type_name(a), (long long)times);
+        size_t total = unit * (size_t)times;
+        if (a.kind == JV_STR) {
+            char *p = jalloc(c->a, c->f, total + 1);
+            for (int64_t i = 0; i < times; i++) memcpy(p + (size_t)i * unit, a.u.s.p, unit);
+            return jv_str(p, total);
+        }
+        jv out = jv_list_new(c->a, c->f, total);
+        for (int64_t i = 0; i < times; i++)
+            for (size_t k = 0; k < unit; k++) jv_list_push(c->a, c->f, out, a.u.l->v[k]);
         return out;
     }
     if (op == JOP_MUL && (b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL))
@@ -466,6 +490,7 @@ static jv eval_node(jctx *c, jscope *s, jnode *e) {
     case JN_FILTER: {
         jv v = jinja_eval(c, s, e->a), *args, *kwv;
         eval_args(c, s, e, &args, &kwv);
+        jinja_tick(c, e->line);
         return jinja_filter(c, s, e->lit.u.s.p, e->line, v, args, e->n_args, e->kwnames, kwv, e->n_kw);
     }
     case JN_TEST: {
@@ -476,6 +501,7 @@ static jv eval_node(jctx *c, jscope *s, jnode *e) {
     }
     case JN_BINOP: {
         jv a = jinja_eval(c, s, e->a), b = jinja_eval(c, s, e->b);
+        jinja_tick(c, e->line);
         switch (e->op) {
         case JOP_EQ: return jv_bool(jv_equal(a, b));
         case JOP_NE: return jv_bool(!jv_equal(a, b));

@@ -295,7 +295,8 @@ jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, 
         if (!jv_is_number(v)) jinja_fail(c->f, line, "round: not a number");
         double m = pow(10, (double)(prec.kind == JV_INT ? prec.u.i : 0)), x = jv_num(v) * m;
         const char *how = method.kind == JV_STR ? method.u.s.p : "common";
-        x = !strcmp(how, "floor") ? floor(x) : !strcmp(how, "ceil") ? ceil(x) : round(x);
+        /* Python's round() breaks ties to even, as nearbyint does */
+        x = !strcmp(how, "floor") ? floor(x) : !strcmp(how, "ceil") ? ceil(x) : nearbyint(x);
         return jv_float(x / m);
     }
     if (IS("attr")) {

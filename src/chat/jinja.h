@@ -265,7 +265,16 @@ struct jctx {
     int brk;              /* a pending break (1) or continue (2) */
     jv blockval;          /* the captured body a filter block's chain reads */
     int nesting;          /* evaluation recursion, bounded by MAX_EVAL_NESTING */
+    double deadline;      /* CLOCK_MONOTONIC seconds after which the render fails */
+    double max_seconds;
+    unsigned ticks;
 };
+
+/* Counts a unit of work; every so often compares the clock with the
+ * deadline.  Loops count against max_iterations; work inside one loop step
+ * (filters over long lists, string methods, membership scans) is bounded
+ * by memory, and the clock bounds how many steps of it a template runs. */
+void jinja_tick(jctx *c, int line);
 
 enum { MAX_EVAL_NESTING = 3000 };
 

@@ -149,12 +149,13 @@ okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_i
     if (!t || !in || !out || !in->messages_json)
         return okv_fail(err, OKV_ERR_INVALID, "chat template render: NULL %s",
                         !t ? "template" : !in ? "input" : !out ? "out" : "messages_json");
-    okv_chat_limits lim = {16u << 20, 1000000, 100, 256u << 20};
+    okv_chat_limits lim = {16u << 20, 1000000, 100, 256u << 20, 10.0};
     if (in->limits) {
         if (in->limits->max_output) lim.max_output = in->limits->max_output;
         if (in->limits->max_iterations) lim.max_iterations = in->limits->max_iterations;
         if (in->limits->max_depth > 0) lim.max_depth = in->limits->max_depth;
         if (in->limits->max_memory) lim.max_memory = in->limits->max_memory;
+        if (in->limits->max_seconds > 0) lim.max_seconds = in->limits->max_seconds;
     }
     struct tm now;
     if (in->now) {
@@ -189,6 +190,10 @@ okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_i
     c.lim.max_iterations = lim.max_iterations;
     c.lim.max_depth = lim.max_depth;
     c.now = &now;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    c.max_seconds = lim.max_seconds;
+    c.deadline = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + lim.max_seconds;
     jscope *root = jalloc(&arena, &f, sizeof *root);
     if (in->extra_json) {
         jv extra = json_parse(&arena, &f, in->extra_json, strlen(in->extra_json), "extra variables");
