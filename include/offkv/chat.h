@@ -91,6 +91,71 @@ typedef struct okv_chat_input {
 okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_input *in, char **out,
                                     size_t *out_len, okv_error *err);
 
+/* ---- the model's answer: content, reasoning and tool calls ----
+ *
+ * Models write tool calls and reasoning in their family's own markup; a
+ * parser per format turns the generated text back into an OpenAI message.
+ * A call whose JSON does not parse is never returned as a call: its text
+ * stays in the content. */
+
+typedef enum okv_chat_format {
+    OKV_CHAT_FORMAT_CONTENT = 0, /* no tool calls: the text is the content */
+    OKV_CHAT_FORMAT_GENERIC,     /* a JSON answer: {"tool_calls": [{"name", "arguments"}]},
+                                    {"tool_call": {...}}, {"name", "arguments"} or {"response": text} */
+    OKV_CHAT_FORMAT_HERMES,      /* <tool_call>{"name", "arguments"}</tool_call> (Hermes, Qwen 2.5 / 3, QwQ) */
+    OKV_CHAT_FORMAT_QWEN3_CODER, /* <tool_call><function=N><parameter=P>value</parameter></function></tool_call> */
+    OKV_CHAT_FORMAT_LLAMA3,      /* {"name", "parameters"}; <|python_tag|>; <function=N>{...}</function> */
+    OKV_CHAT_FORMAT_MISTRAL,     /* [TOOL_CALLS][{"name", "arguments"}] or [TOOL_CALLS]N[ARGS]{...} */
+    OKV_CHAT_FORMAT_GPT_OSS,     /* harmony: <|channel|>commentary to=functions.N <|message|>{...}<|call|> */
+    OKV_CHAT_FORMAT_DEEPSEEK     /* <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜> */
+} okv_chat_format;
+
+/* How to read a model's answer. */
+typedef struct okv_chat_syntax {
+    okv_chat_format format;
+    bool think_tags; /* <think>...</think> is reasoning (Qwen 3, QwQ, DeepSeek R1, SmolLM3) */
+    bool think_open; /* the prompt ends inside <think>: the answer starts with reasoning */
+} okv_chat_syntax;
+
+/* The syntax of answers to prompts from t: the tool-call format its
+ * markup shows (GENERIC for a template that renders tools in no known
+ * format, CONTENT for one without tools) and whether it thinks in tags;
+ * prompt (NULL: not known) is the rendered prompt, to tell whether it left
+ * a <think> open. */
+okv_chat_syntax okv_chat_template_syntax(const okv_chat_template *t, const char *prompt);
+
+/* The format's name ("hermes", "llama3", ...). */
+const char *okv_chat_format_name(okv_chat_format f);
+
+/* A tool call as OpenAI's message.tool_calls[i] carries it. */
+typedef struct okv_chat_tool_call {
+    char *id;        /* the model's own id (Mistral's JSON form), or NULL: the caller assigns one */
+    char *name;      /* NULL only in a partial call whose name is not complete yet */
+    char *arguments; /* JSON object text, as the model wrote it; in a partial call, the part written so far */
+    bool complete;   /* false: a partial parse stopped inside this call */
+} okv_chat_tool_call;
+
+typedef struct okv_chat_msg {
+    char *content;           /* never NULL */
+    char *reasoning_content; /* NULL: no reasoning */
+    okv_chat_tool_call *tool_calls;
+    int n_tool_calls;
+} okv_chat_msg;
+
+/* Parses a model's answer (len bytes) into *out (freed with
+ * okv_chat_msg_free; cleared first).  partial: the answer is still being
+ * generated: text that may be the start of markup is held back from the
+ * content, and a call being written is returned with complete = false
+ * (its name once written, its arguments so far), so that each partial
+ * parse extends the previous one (the content, reasoning and arguments
+ * seen before are prefixes of those seen after) and streaming can send
+ * the differences.  Fails only for NULL arguments or memory. */
+okv_status okv_chat_parse(const okv_chat_syntax *syntax, const char *text, size_t len, bool partial, okv_chat_msg *out,
+                          okv_error *err);
+
+/* Frees what *m holds and clears it (NULL is allowed). */
+void okv_chat_msg_free(okv_chat_msg *m);
+
 #ifdef __cplusplus
 }
 #endif
