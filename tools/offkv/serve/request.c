@@ -48,6 +48,7 @@ void srv_request_clear(srv_request *r) {
     for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i]);
     free(r->prompts);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    srv_chat_request_clear(r);
     memset(r, 0, sizeof *r);
 }
 
@@ -249,7 +250,7 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         bad(f, "", "the body must be a JSON object");
         goto out;
     }
-    if (kind == SRV_CHAT ? !parse_messages(root, r, f) : !parse_prompt(root, r, f)) goto out;
+    if (kind == SRV_CHAT ? !parse_messages(root, r, f) || !srv_chat_request(root, r, f) : !parse_prompt(root, r, f)) goto out;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
         bad(f, "model", "'model' must be a string");

@@ -38,6 +38,7 @@ struct srv_job {
     /* What was asked (immutable after submit). */
     int32_t *prompt, n_prompt, max_tokens;
     bool ignore_eos;
+    bool special;                   /* control tokens come out as their text (tool-call markup) */
     char *stops[SRV_MAX_STOPS];
     int n_stops;
 
@@ -275,6 +276,7 @@ srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->ignore_eos = p->ignore_eos;
+    j->special = p->special;
     j->t_submit = srv_now();
     okv_error err = {0};
     bool ok = (j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt)) != NULL &&
@@ -556,9 +558,9 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
         char small[256], *piece = small;
         size_t n = 0;
         okv_error err = {0};
-        okv_status st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, sizeof small, &n, &err);
+        okv_status st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, sizeof small, &n, &err);
         if (st != OKV_OK && n > sizeof small && (piece = malloc(n)))
-            st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, n, &n, &err);
+            st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, n, &n, &err);
         char *utf = st == OKV_OK && piece ? malloc(okv_utf8_stream_room(n)) : NULL;
         if (utf) {
             const size_t k = okv_utf8_stream_feed(&j->us, piece, n, utf);
