@@ -124,6 +124,15 @@ typedef struct okv_chat_syntax {
  * a <think> open. */
 okv_chat_syntax okv_chat_template_syntax(const okv_chat_template *t, const char *prompt);
 
+/* The text that opens a tool call in format f ("<tool_call>",
+ * "[TOOL_CALLS]", " to=functions.", "<｜tool▁calls▁begin｜>", ...), or ""
+ * where a call is a bare JSON object at the start of the answer (Llama 3,
+ * generic), or NULL for OKV_CHAT_FORMAT_CONTENT.  The hook for a lazy
+ * grammar: constrained decoding of the call switches on once the model has
+ * written this text (tool_choice "auto"), or is forced from the start
+ * (tool_choice "required" or named). */
+const char *okv_chat_tool_call_opener(okv_chat_format f);
+
 /* The format's name ("hermes", "llama3", ...). */
 const char *okv_chat_format_name(okv_chat_format f);
 

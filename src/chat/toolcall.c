@@ -913,6 +913,19 @@ static void parse_gpt_oss(pm *p, const char *s, size_t n, bool partial) {
     }
 }
 
+const char *okv_chat_tool_call_opener(okv_chat_format f) {
+    switch (f) {
+    case OKV_CHAT_FORMAT_HERMES:
+    case OKV_CHAT_FORMAT_QWEN3_CODER: return "<tool_call>";
+    case OKV_CHAT_FORMAT_MISTRAL: return "[TOOL_CALLS]";
+    case OKV_CHAT_FORMAT_GPT_OSS: return " to=functions.";
+    case OKV_CHAT_FORMAT_DEEPSEEK: return "<｜tool▁calls▁begin｜>";
+    case OKV_CHAT_FORMAT_LLAMA3:
+    case OKV_CHAT_FORMAT_GENERIC: return "";
+    default: return NULL;
+    }
+}
+
 const char *okv_chat_format_name(okv_chat_format f) {
     switch (f) {
     case OKV_CHAT_FORMAT_CONTENT: return "content";
@@ -922,7 +935,7 @@ const char *okv_chat_format_name(okv_chat_format f) {
     case OKV_CHAT_FORMAT_LLAMA3: return "llama3";
     case OKV_CHAT_FORMAT_MISTRAL: return "mistral";
     case OKV_CHAT_FORMAT_GPT_OSS: return "gpt-oss";
-    case OKV_CHAT_FORMAT_DEEPSEEK: return "deepseek";
+    case OKV_CHAT_FORMAT_DEEPSEEK: return "<｜tool▁calls▁begin｜>";
     }
     return "unknown";
 }

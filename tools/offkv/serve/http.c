@@ -481,6 +481,11 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .n_stops = req.n_stops,
             .ignore_eos = req.ignore_eos,
             .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs),
+            /* The hook for constrained tool calls (the grammar's part of
+             * issue 17): with req.tool_choice REQUIRED or NAMED, a grammar
+             * of the call format (okv_chat_tool_call_opener(k->cs.syn.format))
+             * with req.tools_json's schemas as arguments goes here, forced
+             * from the first token; with AUTO, lazily from the opener on. */
         };
         bool busy = false;
         k->jobs[i] = srv_submit(srv->sched, &p, &busy);
