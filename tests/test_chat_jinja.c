@@ -281,9 +281,9 @@ static void check_hostiles(void) {
     /* with the default limits, the loops' memory runs out first */
     check_hostile("nested loops, defaults", "{% for a in range(1000) %}{% for b in range(1000) %}{% for c in range(1000) %}"
                   "{% endfor %}{% endfor %}{% endfor %}", NULL, "the template");
-    check_hostile("endless recursion", "{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}", NULL, "deep");
+    check_hostile("endless recursion", "{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}", NULL, "macro calls nested more than 100 deep");
     check_hostile("mutual recursion", "{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}",
-                  NULL, "deep");
+                  NULL, "macro calls nested more than 100 deep");
     check_hostile("huge output", "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", NULL, "output exceeds");
     check_hostile("doubling", "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
                   NULL, "memory");
