@@ -211,6 +211,19 @@ static const struct {
      "54321", NULL},
     {"{% set content = '<think>\\nabc\\n</think>\\n\\nanswer' %}{{ content.split('</think>')[-1].lstrip('\\n') }}|{{ content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}",
      "answer|abc", NULL},
+    {"{{ \"%s has %d items\" % (\"list\", 3) }}{{ \"%s!\" % \"hi\" }}{{ \"100%%\" % () }}{{ \"%r\" % (\"a\",) }}",
+     "list has 3 itemshi!100%'a'", NULL},
+    {"{% for m in messages %}{{ loop.revindex0 }}{{ loop.depth }}{% endfor %}{{ messages|length is odd }}",
+     "211101True", NULL},
+    {"{% set t = (1, 'a') %}{{ t }}{{ t|list }}{{ t[1] }}{{ (1,) + (2,) }}",
+     "(1, 'a')[1, 'a']a(1, 2)", NULL},
+    {"{{ {'a': none}.a is none }}{{ {'a': none}.b is defined }}{{ [none]|first is none }}",
+     "TrueFalseTrue", NULL},
+    {"{% macro f(x) -%}\n"
+     "  [{{ x }}]\n"
+     "{%- endmacro %}\n"
+     "{{ f(1) }}|{{ f('y') | trim }}",
+     "[1]|[y]", NULL},
 };
 
 static double now_s(void) {

@@ -386,8 +386,9 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
     }
     if (op == JOP_MUL && (b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL))
         return arith(c, line, op, b, a);
-    if (op == JOP_MOD && a.kind == JV_STR)
-        jinja_fail(c->f, line, "printf-style formatting with %% is not supported; use the format filter");
+    if (op == JOP_MOD && a.kind == JV_STR) /* "%s: %d" % (x, y), or % one value */
+        return b.kind == JV_LIST && (b.flags & JV_F_TUPLE) ? jinja_printf(c, line, a, b.u.l->v, (int)b.u.l->n)
+                                                          : jinja_printf(c, line, a, &b, 1);
     if (!jv_is_number(a) || !jv_is_number(b)) {
         static const char *const sym[] = {"+", "-", "*", "/", "//", "%", "**"};
         jinja_fail(c->f, line, "unsupported operand type(s) for %s: '%s' and '%s'", sym[op], jv_type_name(a), jv_type_name(b));

@@ -169,7 +169,7 @@ static jv indent(jctx *c, jv s, jv width, bool first, bool blank) {
 }
 
 /* printf-style format: %s, %d, %i, %r, %f and %%. */
-static jv format(jctx *c, int line, jv fmt, jv *args, int n_args) {
+jv jinja_printf(jctx *c, int line, jv fmt, jv *args, int n_args) {
     jbuf b = {0};
     jbuf_put(c->a, c->f, &b, "", 0);
     int k = 0;
@@ -272,7 +272,7 @@ jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, 
                       jv_truthy(ARG(2, "blank", jv_bool(false))));
     if (IS("format")) {
         if (v.kind != JV_STR) jinja_fail(c->f, line, "format: the format must be a string");
-        return format(c, line, v, args, n_args);
+        return jinja_printf(c, line, v, args, n_args);
     }
     if (IS("int")) return to_int(c, v, ARG(0, "default", jv_int(0)));
     if (IS("float")) {
@@ -446,18 +446,6 @@ jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, 
     }
 #undef IS
     jinja_fail(c->f, line, "no filter named '%s'", name);
-}
-
-static const char *const test_names[] = {"defined", "undefined", "none", "boolean", "false", "true", "integer",
-                                         "float", "number", "string", "mapping", "iterable", "sequence", "callable",
-                                         "sameas", "escaped", "odd", "even", "divisibleby", "eq", "equalto", "==",
-                                         "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan", ">",
-                                         "ge", ">=", "in", "lower", "upper", NULL};
-
-bool jinja_has_test(const char *name) {
-    for (const char *const *t = test_names; *t; t++)
-        if (strcmp(*t, name) == 0) return true;
-    return false;
 }
 
 bool jinja_test(jctx *c, const char *name, int line, jv v, jv *args, int n_args) {

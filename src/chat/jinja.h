@@ -302,7 +302,9 @@ jv jinja_call_value(jctx *c, jv fn, int line, jv *args, int n_args, const char *
 jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, int n_args, const char **kwn, jv *kwv,
                 int n_kw);
 bool jinja_test(jctx *c, const char *name, int line, jv v, jv *args, int n_args);
-bool jinja_has_test(const char *name);
+
+/* Python's printf-style fmt % args (%s, %r, %d, %i, %f, %%). */
+jv jinja_printf(jctx *c, int line, jv fmt, jv *args, int n_args);
 
 /* methods.c: obj.name as a bound method value (JV_UNDEF when obj has none),
  * and calling it. */
