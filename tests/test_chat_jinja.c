@@ -224,6 +224,8 @@ static const struct {
      "{%- endmacro %}\n"
      "{{ f(1) }}|{{ f('y') | trim }}",
      "[1]|[y]", NULL},
+    {"{{ 'h\303\251llo w\303\266rld \303\277'|upper }}|{{ '\303\200\303\211\303\216 \304\200\304\236 \316\221\316\222\316\223 \320\220\320\221\320\222'|lower }}|{{ '\303\247a va-bien (ok) \"x\" \303\251a'|title }}|{{ '\303\251COLE'.capitalize() }}|{{ 'l'\303\251lan d'or'.title() }}|{{ '\307\205'|upper }}",
+     NULL, ""},
 };
 
 static double now_s(void) {

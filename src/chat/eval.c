@@ -273,8 +273,9 @@ static jv do_slice(jctx *c, int line, jv obj, jv st, jv sp, jv sc) {
         }
         return jv_str(b.p, b.n);
     }
+    /* jinja2 compiles a slice to Python's own subscript: anything else fails */
     if (obj.kind == JV_UNDEF) jinja_fail(c->f, line, "an undefined value cannot be sliced");
-    return jv_undef();
+    jinja_fail(c->f, line, "'%s' object is not subscriptable", jv_type_name(obj));
 }
 
 static jv get_attr(jctx *c, int line, jv obj, const char *name, size_t n) {

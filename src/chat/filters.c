@@ -252,7 +252,25 @@ jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, 
         jv m = jinja_method(c, str_of(c, v), "strip");
         return jinja_call_method(c, m.u.fn, line, &chars, 1, NULL, NULL, 0);
     }
-    if (IS("upper") || IS("lower") || IS("title") || IS("capitalize")) {
+    if (IS("title")) {
+        /* jinja2's title: words start after -, white space, (, {, [ or <
+         * (not after any non-letter, as Python's str.title); each word is
+         * capitalized */
+        jv sv = str_of(c, v);
+        jbuf b = {0};
+        jbuf_put(c->a, c->f, &b, "", 0);
+        size_t i = 0;
+        while (i < sv.u.s.n) {
+            size_t j = i + 1;
+            while (j < sv.u.s.n && !strchr("- \t\n\r\v\f({[<", sv.u.s.p[j - 1])) j++;
+            jv m = jinja_method(c, jv_str(sv.u.s.p + i, j - i), "capitalize");
+            jv w = jinja_call_method(c, m.u.fn, line, NULL, 0, NULL, NULL, 0);
+            jbuf_put(c->a, c->f, &b, w.u.s.p, w.u.s.n);
+            i = j;
+        }
+        return jv_str(b.p, b.n);
+    }
+    if (IS("upper") || IS("lower") || IS("capitalize")) {
         jv m = jinja_method(c, str_of(c, v), name);
         return jinja_call_method(c, m.u.fn, line, NULL, 0, NULL, NULL, 0);
     }
@@ -267,9 +285,12 @@ jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, 
         if (v.kind == JV_STR && (v.flags & JV_F_SAFE)) return v;
         return jv_html_escape(c->a, c->f, str_of(c, v));
     }
-    if (IS("indent"))
-        return indent(c, str_of(c, v), ARG(0, "width", jv_int(4)), jv_truthy(ARG(1, "first", jv_bool(false))),
+    if (IS("indent")) {
+        /* jinja2 appends "\n" to the value: only text takes it */
+        if (v.kind != JV_STR) jinja_fail(c->f, line, "indent: unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
+        return indent(c, v, ARG(0, "width", jv_int(4)), jv_truthy(ARG(1, "first", jv_bool(false))),
                       jv_truthy(ARG(2, "blank", jv_bool(false))));
+    }
     if (IS("format")) {
         if (v.kind != JV_STR) jinja_fail(c->f, line, "format: the format must be a string");
         return jinja_printf(c, line, v, args, n_args);
@@ -293,6 +314,9 @@ jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, 
     if (IS("round")) {
         jv prec = ARG(0, "precision", jv_int(0)), method = ARG(1, "method", jv_cstr("common"));
         if (!jv_is_number(v)) jinja_fail(c->f, line, "round: not a number");
+        if (v.kind != JV_FLOAT && !strcmp(method.kind == JV_STR ? method.u.s.p : "common", "common") && prec.kind == JV_INT &&
+            prec.u.i >= 0)
+            return v.kind == JV_BOOL ? jv_int(v.u.b) : v; /* Python's round(int, n >= 0) is the int */
         double m = pow(10, (double)(prec.kind == JV_INT ? prec.u.i : 0)), x = jv_num(v) * m;
         const char *how = method.kind == JV_STR ? method.u.s.p : "common";
         /* Python's round() breaks ties to even, as nearbyint does */
@@ -472,6 +496,11 @@ bool jinja_test(jctx *c, const char *name, int line, jv v, jv *args, int n_args)
         if (v.kind == JV_DICT) return v.u.d == a0.u.d;
         if (v.kind == JV_STR) return v.u.s.p == a0.u.s.p && v.u.s.n == a0.u.s.n;
         return jv_equal(v, a0);
+    }
+    if ((IS("odd") || IS("even")) && v.kind == JV_FLOAT) { /* value % 2 as Python computes it for floats */
+        double m = fmod(v.u.f, 2.0);
+        if (m < 0) m += 2.0;
+        return IS("odd") ? m == 1.0 : m == 0.0;
     }
     if (IS("odd") || IS("even") || IS("divisibleby")) {
         if (v.kind != JV_INT && v.kind != JV_BOOL) jinja_fail(c->f, line, "%s: not an integer", name);

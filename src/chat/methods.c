@@ -76,19 +76,73 @@ static jv strip(jv s, jv chars, bool left, bool right) {
     return jv_str(p + from, to - from);
 }
 
-static jv case_map(jctx *c, jv s, int mode) { /* 0 upper, 1 lower, 2 title, 3 capitalize */
-    char *o = jstrdup(c->a, c->f, s.u.s.p, s.u.s.n);
-    bool prev_letter = false;
-    for (size_t i = 0; i < s.u.s.n; i++) {
-        char ch = o[i];
-        bool upper = ch >= 'A' && ch <= 'Z', lower = ch >= 'a' && ch <= 'z';
-        bool to_upper = mode == 0 || (mode == 2 && !prev_letter) || (mode == 3 && i == 0);
-        if (to_upper && lower) o[i] = (char)(ch - 32);
-        else if (!to_upper && upper) o[i] = (char)(ch + 32);
-        /* non-ASCII letters count as letters for title() */
-        prev_letter = upper || lower || ((unsigned char)ch >= 0x80);
+/* Case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic:
+ * the letters chat content brings (Python maps all of Unicode; beyond these
+ * ranges a letter is left as it is). */
+static unsigned cp_upper(unsigned c) {
+    if (c >= 'a' && c <= 'z') return c - 32;
+    if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
+    if (c == 0xFF) return 0x178;
+    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+        bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+        if (odd_lower ? (c & 1) == 0 : (c & 1) == 1) return c - 1;
+        return c;
     }
-    return jv_str(o, s.u.s.n);
+    if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 32;
+    if (c == 0x3C2) return 0x3A3;
+    if (c >= 0x430 && c <= 0x44F) return c - 32;
+    if (c >= 0x450 && c <= 0x45F) return c - 80;
+    return c;
+}
+
+static unsigned cp_lower(unsigned c) {
+    if (c >= 'A' && c <= 'Z') return c + 32;
+    if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
+    if (c == 0x178) return 0xFF;
+    if (c >= 0x100 && c <= 0x17F && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17F) {
+        bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+        if (odd_lower ? (c & 1) == 1 : (c & 1) == 0) return c + 1;
+        return c;
+    }
+    if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+    if (c >= 0x410 && c <= 0x42F) return c + 32;
+    if (c >= 0x400 && c <= 0x40F) return c + 80;
+    return c;
+}
+
+static bool cp_cased(unsigned c) { return cp_upper(c) != c || cp_lower(c) != c; }
+
+static void put_cp(jctx *c, jbuf *b, unsigned cp) {
+    char u[4];
+    size_t n;
+    if (cp < 0x80) u[0] = (char)cp, n = 1;
+    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), n = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | (cp >> 6 & 63)), u[2] = (char)(0x80 | (cp & 63)), n = 3;
+    else
+        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 63)), u[2] = (char)(0x80 | (cp >> 6 & 63)),
+        u[3] = (char)(0x80 | (cp & 63)), n = 4;
+    jbuf_put(c->a, c->f, b, u, n);
+}
+
+static jv case_map(jctx *c, jv s, int mode) { /* 0 upper, 1 lower, 2 title (Python's), 3 capitalize */
+    jbuf b = {0};
+    jbuf_put(c->a, c->f, &b, "", 0);
+    bool prev_cased = false;
+    for (size_t i = 0; i < s.u.s.n;) {
+        size_t start = i;
+        unsigned cp = next_cp(s.u.s.p, s.u.s.n, &i);
+        if (cp > 0x10FFFF || (cp < 0x80 && i - start > 1)) { /* not UTF-8: the bytes as they are */
+            jbuf_put(c->a, c->f, &b, s.u.s.p + start, i - start);
+            continue;
+        }
+        bool to_upper = mode == 0 || (mode == 2 && !prev_cased) || (mode == 3 && start == 0);
+        unsigned out = to_upper ? cp_upper(cp) : cp_lower(cp);
+        if (out == cp) jbuf_put(c->a, c->f, &b, s.u.s.p + start, i - start);
+        else put_cp(c, &b, out);
+        prev_cased = cp_cased(cp);
+    }
+    return jv_str(b.p, b.n);
 }
 
 static jv split(jctx *c, int line, jv s, jv sep, int64_t maxsplit, bool from_right) {
