@@ -1,11 +1,15 @@
-/* libFuzzer target: the chat-template interpreter (offkv/chat.h).
+/* libFuzzer target: the chat-template interpreter and the answer parsers
+ * (offkv/chat.h).
  *
  * Input: a template, optionally followed by a NUL byte and the messages
  * as JSON text (else a fixed conversation with tools, a tool call and
  * reasoning is used).  Small limits keep each run short.  Checked: parsing
  * and rendering either succeed or fail with a status and a message, never
  * crash, hang or leak; a successful render's length agrees with its text's
- * terminator; a parsed template renders the same text twice. */
+ * terminator; a parsed template renders the same text twice.  The template
+ * bytes are also read as a model's answer by every format's parser, whole
+ * and partial: every call it returns has a name, and a complete one
+ * arguments that are a JSON object. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,23 @@ static void abort_with(const char *what) {
     abort();
 }
 
+static void parse_answers(const char *text, size_t n) {
+    for (int fmt = OKV_CHAT_FORMAT_CONTENT; fmt <= OKV_CHAT_FORMAT_DEEPSEEK; fmt++)
+        for (int flags = 0; flags < 8; flags++) {
+            okv_chat_syntax syn = {(okv_chat_format)fmt, flags & 1, (flags & 2) != 0};
+            okv_chat_msg m;
+            okv_error err;
+            if (okv_chat_parse(&syn, text, n, flags & 4, &m, &err) != OKV_OK) abort_with("a parse failed");
+            if (!m.content) abort_with("a parse without content");
+            for (int i = 0; i < m.n_tool_calls; i++) {
+                const okv_chat_tool_call *c = &m.tool_calls[i];
+                if (!c->arguments || (!(flags & 4) && (!c->name || !c->complete || c->arguments[0] != '{')))
+                    abort_with("a complete parse returned an incomplete call");
+            }
+            okv_chat_msg_free(&m);
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 1 << 16) return 0;
     const uint8_t *nul = memchr(data, 0, size);
@@ -42,6 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(messages, nul + 1, mlen);
         messages[mlen] = '\0';
     }
+    parse_answers((const char *)data, tlen);
     okv_error err;
     okv_chat_template *t = okv_chat_template_parse((const char *)data, tlen, &err);
     if (!t) {
