@@ -177,5 +177,32 @@ int main(void) {
     free(out);
     srv_chat_free(c);
     srv_request_clear(&q);
+
+    /* A template without a tool section (ChatML): the server tells the
+     * model the tools and the JSON answer, and reads the answer so */
+    const char *with_tools = "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"w?\"}], "
+                             "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}]}";
+    CHECK(srv_request_parse(SRV_CHAT, with_tools, strlen(with_tools), &q, &f), "tools: %s", f.message);
+    c = srv_chat_load(NULL, NULL, "chatml", NULL, err, sizeof err);
+    out = srv_chat_render(c, &q, &f);
+    const char *head = "<|im_start|>system\nBe brief.\n\nYou can call any of the following tools";
+    CHECK(out && !strncmp(out, head, strlen(head)) &&
+              strstr(out, "\"name\":\"get_weather\"") && strstr(out, "{\"response\": "),
+          "generic tools in the system turn: '%s'", out ? out : f.message);
+    okv_chat_syntax gs = srv_chat_syntax(c, out);
+    CHECK(gs.format == OKV_CHAT_FORMAT_GENERIC, "a template without tools is read as generic JSON: %s", okv_chat_format_name(gs.format));
+    srv_chat_stream gst;
+    srv_chat_stream_init(&gst, &gs, &q, 3);
+    bool gcalled;
+    cJSON *gm = srv_chat_message(&gst, "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}}", &gcalled);
+    cJSON *gc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(gm, "tool_calls"), 0);
+    CHECK(gcalled && gc && !strcmp(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(gc, "function"), "arguments")->valuestring,
+                                   "{\"city\": \"Paris\"}"),
+          "generic call");
+    cJSON_Delete(gm);
+    srv_chat_stream_free(&gst);
+    free(out);
+    srv_chat_free(c);
+    srv_request_clear(&q);
     return check_done();
 }

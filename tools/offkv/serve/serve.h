@@ -55,7 +55,9 @@ void srv_chat_use_tokenizer(srv_chat *c, const okv_tokenizer *tok);
 const char *srv_chat_describe(const srv_chat *c);
 
 /* How to read the model's answers (tool-call format, <think>); prompt may
- * be NULL. */
+ * be NULL.  A template that does not show the model its tools gets them
+ * from the server in llama.cpp's generic JSON form (srv_chat_render), and
+ * the answers are read in that form. */
 okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt);
 
 /* ---- requests (request.c) ---- */

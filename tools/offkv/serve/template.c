@@ -189,7 +189,47 @@ void srv_chat_free(srv_chat *c) {
 
 const char *srv_chat_describe(const srv_chat *c) { return c->what; }
 
-okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt) { return okv_chat_template_syntax(c->tmpl, prompt); }
+/* Whether the template shows the model the tools (else the server tells
+ * the model about them itself, in llama.cpp's generic JSON form). */
+static bool renders_tools(const srv_chat *c) { return strstr(okv_chat_template_source(c->tmpl), "tools") != NULL; }
+
+okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt) {
+    okv_chat_syntax syn = okv_chat_template_syntax(c->tmpl, prompt);
+    if (!renders_tools(c)) syn.format = OKV_CHAT_FORMAT_GENERIC;
+    return syn;
+}
+
+/* For a template without a tool section: the tools and the JSON answer
+ * expected, as a system message (added to the first one, or put first). */
+static char *with_generic_tools(const char *messages_json, const char *tools_json) {
+    cJSON *ms = cJSON_Parse(messages_json), *tools = cJSON_Parse(tools_json);
+    char *out = NULL, *tools_text = tools ? cJSON_PrintUnformatted(tools) : NULL;
+    if (!cJSON_IsArray(ms) || !tools_text) goto done;
+    const char *intro = "You can call any of the following tools to satisfy the user's requests: ";
+    const char *how = "\n\nRespond in JSON format, either with {\"tool_call\": {\"name\": ..., \"arguments\": {...}}} to call a tool, "
+                      "or with {\"response\": \"...\"} to reply to the user's request.";
+    cJSON *first = cJSON_GetArrayItem(ms, 0), *role = first ? cJSON_GetObjectItemCaseSensitive(first, "role") : NULL;
+    cJSON *content = first ? cJSON_GetObjectItemCaseSensitive(first, "content") : NULL;
+    bool has_system = cJSON_IsString(role) && !strcmp(role->valuestring, "system") && cJSON_IsString(content);
+    size_t n = strlen(intro) + strlen(tools_text) + strlen(how) + (has_system ? strlen(content->valuestring) + 2 : 0) + 1;
+    char *text = malloc(n);
+    if (!text) goto done;
+    snprintf(text, n, "%s%s%s%s%s", has_system ? content->valuestring : "", has_system ? "\n\n" : "", intro, tools_text, how);
+    if (has_system) cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(text));
+    else {
+        cJSON *sys = cJSON_CreateObject();
+        cJSON_AddStringToObject(sys, "role", "system");
+        cJSON_AddStringToObject(sys, "content", text);
+        cJSON_InsertItemInArray(ms, 0, sys);
+    }
+    free(text);
+    out = cJSON_PrintUnformatted(ms);
+done:
+    cJSON_Delete(ms);
+    cJSON_Delete(tools);
+    free(tools_text);
+    return out;
+}
 
 /* ---- what a request gives the template ---- */
 
@@ -346,8 +386,14 @@ void srv_chat_request_clear(srv_request *r) {
 }
 
 char *srv_chat_render(const srv_chat *c, const srv_request *r, srv_fail *f) {
+    char *generic = NULL;
+    if (r->tools_json && r->tool_choice != SRV_TOOLS_NONE && !renders_tools(c) && r->messages_json &&
+        !(generic = with_generic_tools(r->messages_json, r->tools_json))) {
+        srv_fail_set(f, 500, "server_error", NULL, "out of memory for the prompt");
+        return NULL;
+    }
     okv_chat_input in = {
-        .messages_json = r->messages_json ? r->messages_json : "[]",
+        .messages_json = generic ? generic : r->messages_json ? r->messages_json : "[]",
         /* tool_choice none: the model is not offered the tools */
         .tools_json = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json,
         .extra_json = r->template_kwargs_json,
@@ -357,6 +403,7 @@ char *srv_chat_render(const srv_chat *c, const srv_request *r, srv_fail *f) {
     size_t n = 0;
     okv_error e;
     okv_status st = okv_chat_template_render(c->tmpl, &in, &out, &n, &e);
+    free(generic);
     if (st != OKV_OK) {
         srv_fail_set(f, st == OKV_ERR_NOMEM ? 500 : 400, st == OKV_ERR_NOMEM ? "server_error" : "invalid_request_error",
                      "messages", "the chat template failed on this conversation: %s", e.message);
