@@ -70,8 +70,12 @@ static void emit_value(jctx *c, int line, jv v) {
     emit(c, line, b.p, b.n);
 }
 
-void jinja_tick(jctx *c, int line) {
-    if (++c->ticks % 256) return;
+void jinja_tick(jctx *c, int line) { jinja_tick_n(c, line, 1); }
+
+void jinja_tick_n(jctx *c, int line, size_t n) {
+    c->ticks += n;
+    if (c->ticks < c->next_check) return;
+    c->next_check = c->ticks + 256;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     if ((double)ts.tv_sec + ts.tv_nsec * 1e-9 > c->deadline)
@@ -350,6 +354,8 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
         jv_str_to(c->a, c->f, &buf, b);
         return jv_str(buf.p, buf.n);
     }
+    if ((a.kind == JV_STR || a.kind == JV_LIST) && (b.kind == JV_STR || b.kind == JV_LIST))
+        jinja_tick_n(c, line, ((a.kind == JV_STR ? a.u.s.n : a.u.l->n * 16) + (b.kind == JV_STR ? b.u.s.n : b.u.l->n * 16)) / 256);
     if (op == JOP_ADD && a.kind == JV_STR && b.kind == JV_STR) {
         bool safe = (a.flags | b.flags) & JV_F_SAFE;
         if (safe && !(a.flags & JV_F_SAFE)) a = jv_html_escape(c->a, c->f, a);
@@ -375,6 +381,7 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
         if ((uint64_t)times > (SIZE_MAX / 16) / unit)
             jinja_fail(c->f, line, "a %s repeated %lld times is too large", jv_type_name(a), (long long)times);
         size_t total = unit * (size_t)times;
+        jinja_tick_n(c, line, total / 256);
         if (a.kind == JV_STR) {
             char *p = jalloc(c->a, c->f, total + 1);
             for (int64_t i = 0; i < times; i++) memcpy(p + (size_t)i * unit, a.u.s.p, unit);
@@ -555,6 +562,7 @@ jv jinja_eval(jctx *c, jscope *s, jnode *e) {
 }
 
 jv jinja_iterable(jctx *c, int line, jv v) {
+    jinja_tick_n(c, line, v.kind == JV_LIST ? v.u.l->n : v.kind == JV_STR ? v.u.s.n / 16 : v.kind == JV_DICT ? v.u.d->n : 0);
     switch (v.kind) {
     case JV_LIST: return v;
     case JV_UNDEF: return jv_list_new(c->a, c->f, 0);

@@ -267,7 +267,7 @@ struct jctx {
     int nesting;          /* evaluation recursion, bounded by MAX_EVAL_NESTING */
     double deadline;      /* CLOCK_MONOTONIC seconds after which the render fails */
     double max_seconds;
-    unsigned ticks;
+    size_t ticks, next_check;
 };
 
 /* Counts a unit of work; every so often compares the clock with the
@@ -275,6 +275,9 @@ struct jctx {
  * (filters over long lists, string methods, membership scans) is bounded
  * by memory, and the clock bounds how many steps of it a template runs. */
 void jinja_tick(jctx *c, int line);
+/* n units of work at once (the items a filter walks, bytes / 256 of text
+ * built), so that one heavy step cannot run long between looks at the clock. */
+void jinja_tick_n(jctx *c, int line, size_t n);
 
 enum { MAX_EVAL_NESTING = 3000 };
 

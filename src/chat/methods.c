@@ -374,7 +374,7 @@ static jv str_method(jctx *c, const char *m, int line, jv s, jv *args, int n_arg
 }
 
 jv jinja_call_method(jctx *c, jfunc *fn, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw) {
-    jinja_tick(c, line);
+    jinja_tick_n(c, line, 1 + (fn->self.kind == JV_STR ? fn->self.u.s.n / 256 : fn->self.kind == JV_LIST ? fn->self.u.l->n : 0));
     jv self = fn->self;
     const char *m = fn->name;
     if (self.kind == JV_STR) return str_method(c, m, line, self, args, n_args, kwn, kwv, n_kw);
