@@ -4,13 +4,17 @@
  * JSON string), reasoning_content and content; the stream's deltas,
  * concatenated as OpenAI's clients do, give the same message; ids are as
  * the templates want them (Mistral: 9 letters or digits); tool_choice
- * "none", parallel_tool_calls false and requests without tools behave. */
+ * "none", parallel_tool_calls false and requests without tools behave.
+ * With Llama 3's vocabulary (../shared/vocab), a bos_token the template
+ * prints is left to the tokenizer, which adds BOS itself. */
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "offkv/gguf.h"
+#include "offkv/tokenizer.h"
 #include "serve/serve.h"
 
 static srv_request request(const char *extra) {
@@ -111,7 +115,36 @@ static void check_answer(const char *what, okv_chat_format fmt, bool think, cons
     srv_request_clear(&r);
 }
 
+static okv_tokenizer *vocab(const char *shared, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/%s", shared, name);
+    okv_gguf *g = okv_gguf_open(path, NULL);
+    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, NULL) : NULL;
+    okv_gguf_close(g);
+    return t;
+}
+
+static void check_vocabularies(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("skipped (the vocabulary part): ../shared not found\n");
+        return;
+    }
+    okv_tokenizer *l3 = vocab(shared, "ggml-vocab-llama3.gguf");
+    CHECK(l3 != NULL, "the llama3 vocabulary");
+    if (l3) {
+        CHECK(okv_tokenizer_adds_bos(l3), "Llama 3's tokenizer adds BOS");
+        char err[256];
+        srv_chat *c = srv_chat_load(NULL, l3, "{{ bos_token }}<|start_header_id|>user<|end_header_id|>", NULL, err, sizeof err);
+        CHECK(c && !strcmp(srv_chat_model_text(c, "<|begin_of_text|>x"), "x"), "a printed bos_token is left to the tokenizer");
+        CHECK(c && !strcmp(srv_chat_model_text(c, "y<|begin_of_text|>"), "y<|begin_of_text|>"), "only a leading one");
+        srv_chat_free(c);
+        okv_tokenizer_free(l3);
+    }
+}
+
 int main(void) {
+    check_vocabularies();
     check_answer("hermes", OKV_CHAT_FORMAT_HERMES, true, TOOLS,
                  "<think>\nweather, so call\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
                  "", "weather, so call", 1, "get_weather", "{\"city\": \"Paris\"}");
