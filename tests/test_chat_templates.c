@@ -55,6 +55,20 @@ static bool read_json(jarena *a, const char *text, jv *out) {
     return true;
 }
 
+/* The tool-call format each family's answers are read in (their model
+ * cards and the calls their templates print in history). */
+static const struct {
+    const char *prefix, *format;
+} formats[] = {
+    {"Apertus", "apertus"},        {"CohereForAI", "command-r"},     {"HuggingFaceTB-SmolLM3", "content"},
+    {"LFM2", "generic"},           {"Mistral-Small", "mistral"},     {"NousResearch", "hermes"},
+    {"Qwen-QwQ", "hermes"},        {"Qwen-Qwen2.5", "hermes"},       {"Qwen-Qwen3-0.6B", "hermes"},
+    {"Qwen3-Coder", "qwen3-coder"}, {"deepseek-ai", "deepseek"},     {"google-gemma-2", "content"},
+    {"google-gemma-4", "generic"}, {"ibm-granite", "granite"},       {"meetkai-functionary", "llama3"},
+    {"meta-llama", "llama3"},      {"microsoft-Phi", "content"},     {"mistralai", "mistral"},
+    {"openai-gpt-oss", "gpt-oss"}, {"unsloth-mistral", "mistral"},
+};
+
 int main(void) {
     const char *shared = check_shared_dir();
     if (!shared) {
@@ -109,6 +123,13 @@ int main(void) {
         free(src);
         if (!t) continue;
         okv_chat_template_set_tokens(t, bos, eos, NULL);
+        if (strcmp(case_name, "user") == 0) {
+            const char *want_fmt = NULL;
+            for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++)
+                if (strncmp(name, formats[k].prefix, strlen(formats[k].prefix)) == 0) want_fmt = formats[k].format;
+            const char *got_fmt = okv_chat_format_name(okv_chat_template_syntax(t, NULL).format);
+            CHECK(want_fmt && strcmp(got_fmt, want_fmt) == 0, "%s: answers read as %s, want %s", name, got_fmt, want_fmt ? want_fmt : "?");
+        }
         jv *tools = jv_dict_get(cs, "tools", 5), *agp = jv_dict_get(cs, "add_generation_prompt", 21);
         okv_chat_input in = {
             .messages_json = to_json(&a, *jv_dict_get(cs, "messages", 8)),

@@ -92,6 +92,16 @@ static const tcase cases[] = {
      "<\357\275\234tool\342\226\201sep\357\275\234>get_weather\n```json\n{\"city\": \"Paris\"}\n```<\357\275\234tool\342\226\201call\342\226\201end\357\275\234>"
      "<\357\275\234tool\342\226\201calls\342\226\201end\357\275\234>",
      "", NULL, {{"get_weather", "{\"city\": \"Paris\"}"}}},
+    {"granite 3.3", S(GRANITE, false, false), "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "",
+     NULL, {{"get_weather", "{\"city\": \"Paris\"}"}}},
+    {"command r7b", S(COMMAND_R, false, false),
+     "<|START_THINKING|>I will look it up.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", "
+     "\"parameters\": {\"city\": \"Paris\"}}\n]<|END_ACTION|>",
+     "", "I will look it up.", {{"get_weather", "{\"city\": \"Paris\"}"}}},
+    {"command r7b answer", S(COMMAND_R, false, false), "<|START_THINKING|>Easy.<|END_THINKING|><|START_RESPONSE|>18 C in Paris.<|END_RESPONSE|>",
+     "18 C in Paris.", "Easy.", {{0}}},
+    {"apertus", S(APERTUS, false, false), "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Paris\"}}]<|tools_suffix|>", "", NULL,
+     {{"get_weather", "{\"city\": \"Paris\"}"}}},
     {"generic tool_calls", S(GENERIC, false, false),
      "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}", "", NULL,
      {{"get_weather", "{\"city\": \"Paris\"}"}}},
@@ -193,5 +203,10 @@ int main(void) {
     okv_chat_msg m;
     okv_error err;
     CHECK(okv_chat_parse(NULL, "x", 1, false, &m, &err) == OKV_ERR_INVALID, "NULL syntax");
+    for (int f = OKV_CHAT_FORMAT_CONTENT; f <= OKV_CHAT_FORMAT_APERTUS; f++) {
+        const char *name = okv_chat_format_name((okv_chat_format)f);
+        CHECK(name[0] >= 'a' && name[0] <= 'z' && strcmp(name, "unknown"), "format %d's name '%s'", f, name);
+        for (int g = 0; g < f; g++) CHECK(strcmp(name, okv_chat_format_name((okv_chat_format)g)), "formats %d and %d share '%s'", f, g, name);
+    }
     return check_done();
 }

@@ -107,7 +107,11 @@ typedef enum okv_chat_format {
     OKV_CHAT_FORMAT_LLAMA3,      /* {"name", "parameters"}; <|python_tag|>; <function=N>{...}</function> */
     OKV_CHAT_FORMAT_MISTRAL,     /* [TOOL_CALLS][{"name", "arguments"}] or [TOOL_CALLS]N[ARGS]{...} */
     OKV_CHAT_FORMAT_GPT_OSS,     /* harmony: <|channel|>commentary to=functions.N <|message|>{...}<|call|> */
-    OKV_CHAT_FORMAT_DEEPSEEK     /* <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜> */
+    OKV_CHAT_FORMAT_DEEPSEEK,    /* <｜tool▁call▁begin｜>N<｜tool▁sep｜>{...}<｜tool▁call▁end｜> */
+    OKV_CHAT_FORMAT_GRANITE,     /* <|tool_call|>[{"name", "arguments"}] */
+    OKV_CHAT_FORMAT_COMMAND_R,   /* <|START_THINKING|>..., <|START_ACTION|>[{"tool_name", "parameters"}]<|END_ACTION|>,
+                                    <|START_RESPONSE|>...<|END_RESPONSE|> */
+    OKV_CHAT_FORMAT_APERTUS      /* <|tools_prefix|>[{"NAME": {arguments}}]<|tools_suffix|> */
 } okv_chat_format;
 
 /* How to read a model's answer. */

@@ -841,6 +841,94 @@ static void parse_deepseek(pm *p, const char *s, size_t n, bool partial) {
     }
 }
 
+/* A marker, then a JSON array of calls, then (optionally) an end marker:
+ * Granite [{"name", "arguments"}], Command R [{"tool_call_id",
+ * "tool_name", "parameters"}], Apertus [{"NAME": {arguments}}].  Calls are
+ * returned once the array is whole. */
+static void parse_marked_array(pm *p, const char *s, size_t n, bool partial, const char *open, const char *close, int shape) {
+    const char *markers[] = {open, NULL};
+    const char *at = find(s, n, open);
+    if (!at) {
+        content_until(p, s, n, partial, markers);
+        return;
+    }
+    size_t pre = (size_t)(at - s), cn = pre;
+    while (cn && ws(s[cn - 1])) cn--;
+    add_content(p, s, cn);
+    size_t i = pre + strlen(open), start;
+    jscan r = json_at(s, n, &i, &start);
+    if (r == JS_PARTIAL && partial) return;
+    jv arr;
+    if (r != JS_DONE || !try_json(p, s + start, i - start, &arr) || arr.kind != JV_LIST) {
+        add_content(p, s + pre, n - pre);
+        return;
+    }
+    for (size_t k = 0; k < arr.u.l->n; k++) { /* every element must be a call */
+        jv c = arr.u.l->v[k];
+        if (c.kind != JV_DICT) goto not_calls;
+        if (shape == 2) {
+            if (c.u.d->n != 1 || c.u.d->k[0].kind != JV_STR || c.u.d->v[0].kind != JV_DICT) goto not_calls;
+            continue;
+        }
+        jv *name = jv_dict_get(c, shape == 1 ? "tool_name" : "name", shape == 1 ? 9 : 4);
+        jv *args = jv_dict_get(c, shape == 1 ? "parameters" : "arguments", shape == 1 ? 10 : 9);
+        if (!name || name->kind != JV_STR || (args && args->kind != JV_DICT)) goto not_calls;
+    }
+    json_style st = {NULL, ", ", ": ", false};
+    for (size_t k = 0; k < arr.u.l->n; k++) {
+        jv c = arr.u.l->v[k], name, args;
+        if (shape == 2) {
+            name = c.u.d->k[0];
+            args = c.u.d->v[0];
+        } else {
+            name = *jv_dict_get(c, shape == 1 ? "tool_name" : "name", shape == 1 ? 9 : 4);
+            jv *a = jv_dict_get(c, shape == 1 ? "parameters" : "arguments", shape == 1 ? 10 : 9);
+            args = a ? *a : jv_dict_new(p->a, p->f, 0);
+        }
+        jbuf b = {0};
+        json_dump(p->a, p->f, &b, args, &st, 0);
+        add_call(p, NULL, 0, name.u.s.p, name.u.s.n, b.p, b.n, true);
+    }
+    skip_ws(s, n, &i);
+    if (close && starts(s + i, n - i, close)) i += strlen(close);
+    skip_ws(s, n, &i);
+    if (i < n && !(partial && close && n - i < strlen(close) && memcmp(s + i, close, n - i) == 0)) add_content(p, s + i, n - i);
+    return;
+not_calls:
+    add_content(p, s + pre, n - pre);
+}
+
+/* Command R7B: <|START_THINKING|>...<|END_THINKING|>, then
+ * <|START_ACTION|>[calls]<|END_ACTION|> or <|START_RESPONSE|>...<|END_RESPONSE|>. */
+static void parse_command_r(pm *p, const char *s, size_t n, bool partial) {
+    static const char *const markers[] = {"<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", "<|START_RESPONSE|>",
+                                          "<|END_RESPONSE|>", NULL};
+    size_t i = 0;
+    skip_ws(s, n, &i);
+    if (starts(s + i, n - i, "<|START_THINKING|>")) {
+        i += 18;
+        const char *end = find(s + i, n - i, "<|END_THINKING|>");
+        size_t rn = end ? (size_t)(end - (s + i)) : n - i - (partial ? held_suffix(s + i, n - i, markers) : 0);
+        const char *r = s + i;
+        while (rn && ws(*r)) r++, rn--;
+        if (end || !partial)
+            while (rn && ws(r[rn - 1])) rn--;
+        add_reasoning(p, r, rn);
+        if (!end) return;
+        i = (size_t)(end - s) + 16;
+        skip_ws(s, n, &i);
+    }
+    if (starts(s + i, n - i, "<|START_RESPONSE|>")) {
+        i += 18;
+        const char *end = find(s + i, n - i, "<|END_RESPONSE|>");
+        if (end) add_content(p, s + i, (size_t)(end - (s + i)));
+        else content_until(p, s + i, n - i, partial, markers);
+        return;
+    }
+    if (partial && n - i < 18 && held_suffix(s + i, n - i, markers) == n - i) return;
+    parse_marked_array(p, s + i, n - i, partial, "<|START_ACTION|>", "<|END_ACTION|>", 1);
+}
+
 /* gpt-oss's harmony messages: [<|start|>assistant][ to=R]<|channel|>C[ to=R][ <|constrain|>json]<|message|>BODY
  * ending <|end|>, <|call|> or <|return|>. */
 static void parse_gpt_oss(pm *p, const char *s, size_t n, bool partial) {
@@ -920,6 +1008,9 @@ const char *okv_chat_tool_call_opener(okv_chat_format f) {
     case OKV_CHAT_FORMAT_MISTRAL: return "[TOOL_CALLS]";
     case OKV_CHAT_FORMAT_GPT_OSS: return " to=functions.";
     case OKV_CHAT_FORMAT_DEEPSEEK: return "<｜tool▁calls▁begin｜>";
+    case OKV_CHAT_FORMAT_GRANITE: return "<|tool_call|>";
+    case OKV_CHAT_FORMAT_COMMAND_R: return "<|START_ACTION|>";
+    case OKV_CHAT_FORMAT_APERTUS: return "<|tools_prefix|>";
     case OKV_CHAT_FORMAT_LLAMA3:
     case OKV_CHAT_FORMAT_GENERIC: return "";
     default: return NULL;
@@ -935,7 +1026,10 @@ const char *okv_chat_format_name(okv_chat_format f) {
     case OKV_CHAT_FORMAT_LLAMA3: return "llama3";
     case OKV_CHAT_FORMAT_MISTRAL: return "mistral";
     case OKV_CHAT_FORMAT_GPT_OSS: return "gpt-oss";
-    case OKV_CHAT_FORMAT_DEEPSEEK: return "<｜tool▁calls▁begin｜>";
+    case OKV_CHAT_FORMAT_DEEPSEEK: return "deepseek";
+    case OKV_CHAT_FORMAT_GRANITE: return "granite";
+    case OKV_CHAT_FORMAT_COMMAND_R: return "command-r";
+    case OKV_CHAT_FORMAT_APERTUS: return "apertus";
     }
     return "unknown";
 }
@@ -950,6 +1044,9 @@ okv_chat_syntax okv_chat_template_syntax(const okv_chat_template *t, const char 
     else if (HAS("<tool_call>") && HAS("<function=") && HAS("<parameter=")) syn.format = OKV_CHAT_FORMAT_QWEN3_CODER;
     else if (HAS("<tool_call>")) syn.format = OKV_CHAT_FORMAT_HERMES;
     else if (HAS("tool▁call▁begin")) syn.format = OKV_CHAT_FORMAT_DEEPSEEK;
+    else if (HAS("<|tool_call|>")) syn.format = OKV_CHAT_FORMAT_GRANITE;
+    else if (HAS("<|START_ACTION|>")) syn.format = OKV_CHAT_FORMAT_COMMAND_R;
+    else if (HAS("<|tools_prefix|>")) syn.format = OKV_CHAT_FORMAT_APERTUS;
     else if (HAS("<|python_tag|>") || HAS("<function=") || (HAS("<|start_header_id|>") && HAS("\"parameters\"")))
         syn.format = OKV_CHAT_FORMAT_LLAMA3;
     else if (HAS("tools")) syn.format = OKV_CHAT_FORMAT_GENERIC;
@@ -986,6 +1083,9 @@ static void parse_into(pm *p, const okv_chat_syntax *syntax, const char *s, size
     case OKV_CHAT_FORMAT_MISTRAL: parse_mistral(p, s, n, partial); break;
     case OKV_CHAT_FORMAT_GPT_OSS: parse_gpt_oss(p, s, n, partial); break;
     case OKV_CHAT_FORMAT_DEEPSEEK: parse_deepseek(p, s, n, partial); break;
+    case OKV_CHAT_FORMAT_GRANITE: parse_marked_array(p, s, n, partial, "<|tool_call|>", NULL, 0); break;
+    case OKV_CHAT_FORMAT_COMMAND_R: parse_command_r(p, s, n, partial); break;
+    case OKV_CHAT_FORMAT_APERTUS: parse_marked_array(p, s, n, partial, "<|tools_prefix|>", "<|tools_suffix|>", 2); break;
     case OKV_CHAT_FORMAT_GENERIC:
         if (!parse_leading_objects(p, s, n, partial, true)) add_content(p, s, n);
         break;
