@@ -37,6 +37,9 @@ static const tcase cases[] = {
      "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, 2.5, {\"y\": null}]}}\n</tool_call>\n"
      "<tool_call>\n{\"arguments\": {}, \"name\": \"b\"}\n</tool_call>",
      "Let me check.", NULL, {{"a", "{\"x\": [1, 2.5, {\"y\": null}]}"}, {"b", "{}"}}},
+    {"hermes calls without a close between", S(HERMES, false, false),
+     "<tool_call>{\"name\": \"a\", \"arguments\": {}}\n<tool_call>{\"name\": \"b\", \"arguments\": {\"k\": 1}}</tool_call>", "", NULL,
+     {{"a", "{}"}, {"b", "{\"k\": 1}"}}},
     {"hermes arguments as a string", S(HERMES, false, false),
      "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"k\\\": \\\"v\\\"}\"}</tool_call>", "", NULL, {{"f", "{\"k\": \"v\"}"}}},
     {"hermes broken JSON stays content", S(HERMES, false, false),

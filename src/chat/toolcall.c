@@ -460,11 +460,12 @@ static void parse_tagged_json(pm *p, const char *s, size_t n, bool partial, cons
         emit_obj_call(p, &oc, true);
         skip_ws(s, n, &i);
         if (starts(s + i, n - i, close)) i += strlen(close);
-        else if (i < n && !(partial && memcmp(s + i, close, n - i) == 0)) {
+        else if (i < n && partial && n - i < strlen(close) && memcmp(s + i, close, n - i) == 0)
+            break; /* the close being written */
+        else if (i < n && !starts(s + i, n - i, open)) {
             add_content(p, s + i, n - i);
             break;
-        } else
-            break; /* close not written yet (or the model stopped without it) */
+        } /* else the next call, without a close before it, or the end */
     }
 }
 
