@@ -460,8 +460,9 @@ static void parse_tagged_json(pm *p, const char *s, size_t n, bool partial, cons
         emit_obj_call(p, &oc, true);
         skip_ws(s, n, &i);
         if (starts(s + i, n - i, close)) i += strlen(close);
-        else if (i < n && partial && n - i < strlen(close) && memcmp(s + i, close, n - i) == 0)
-            break; /* the close being written */
+        else if (i < n && partial && ((n - i < strlen(close) && memcmp(s + i, close, n - i) == 0) ||
+                                      (n - i < strlen(open) && memcmp(s + i, open, n - i) == 0)))
+            break; /* the close, or the next call, being written */
         else if (i < n && !starts(s + i, n - i, open)) {
             add_content(p, s + i, n - i);
             break;
