@@ -183,8 +183,8 @@ int main(void) {
     /* requests: tool_choice naming an absent tool, bad tools */
     srv_fail f;
     const char *bad[] = {
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\"}}], "
-        "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"b\"}}}",
+        ("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\"}}], "
+         "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"b\"}}}"),
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"code\"}]}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"required\"}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"sometimes\"}",

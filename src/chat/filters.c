@@ -411,7 +411,9 @@ jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, 
         for (size_t i = 0; i < items.u.l->n; i++) {
             jv it = items.u.l->v[i];
             jv x = by_attr ? attr_path(c, line, it, args[0]) : it;
-            if (select_one(c, line, x, args + by_attr, n_args - by_attr) == want) jv_list_push(c->a, c->f, out, it);
+            /* (no pointer arithmetic on a NULL args) */
+            if (select_one(c, line, x, n_args > (int)by_attr ? args + by_attr : NULL, n_args - (int)by_attr) == want)
+                jv_list_push(c->a, c->f, out, it);
         }
         return out;
     }
