@@ -28,7 +28,7 @@ static char *slurp(const char *path, size_t *n) {
 }
 
 static const char *field(jv obj, const char *key) {
-    jv *v = jv_dict_get(obj, key, strlen(key));
+    jv *v = okv_jv_dict_get(obj, key, strlen(key));
     return v && v->kind == JV_STR ? v->u.s.p : NULL;
 }
 
@@ -40,7 +40,7 @@ static char *to_json(jarena *a, jv v) {
     if (setjmp(f.env)) return NULL;
     json_style st = {NULL, ", ", ": ", false};
     jbuf b = {0};
-    json_dump(a, &f, &b, v, &st, 0);
+    okv_jinja_json_dump(a, &f, &b, v, &st, 0);
     return b.p;
 }
 
@@ -51,7 +51,7 @@ static bool read_json(jarena *a, const char *text, jv *out) {
         fprintf(stderr, "reading the test data: %s\n", f.err.message);
         return false;
     }
-    *out = json_parse(a, &f, text, strlen(text), "test data");
+    *out = okv_jinja_json_parse(a, &f, text, strlen(text), "test data");
     return true;
 }
 
@@ -85,10 +85,10 @@ int main(void) {
         return CHECK_SKIP;
     }
     jarena a;
-    jarena_init(&a, (size_t)1 << 30);
+    okv_jarena_init(&a, (size_t)1 << 30);
     jv index, conv;
     if (!read_json(&a, index_text, &index) || !read_json(&a, conv_text, &conv)) return 1;
-    jv cases = *jv_dict_get(conv, "cases", 5), specials = *jv_dict_get(conv, "specials", 8);
+    jv cases = *okv_jv_dict_get(conv, "cases", 5), specials = *okv_jv_dict_get(conv, "specials", 8);
     int identical = 0, raised = 0, total = 0;
     const char *only = getenv("OKV_TEMPLATE_ONLY");
     for (size_t i = 0; i < index.u.l->n; i++) {
@@ -96,7 +96,7 @@ int main(void) {
         const char *name = field(e, "template"), *case_name = field(e, "case"), *outcome = field(e, "outcome");
         if (only && !strstr(name, only)) continue;
         total++;
-        jv cs = jv_none();
+        jv cs = okv_jv_none();
         for (size_t k = 0; k < cases.u.l->n; k++)
             if (strcmp(field(cases.u.l->v[k], "name"), case_name) == 0) cs = cases.u.l->v[k];
         CHECK(cs.kind == JV_DICT, "case %s not in conversations.json", case_name);
@@ -130,9 +130,9 @@ int main(void) {
             const char *got_fmt = okv_chat_format_name(okv_chat_template_syntax(t, NULL).format);
             CHECK(want_fmt && strcmp(got_fmt, want_fmt) == 0, "%s: answers read as %s, want %s", name, got_fmt, want_fmt ? want_fmt : "?");
         }
-        jv *tools = jv_dict_get(cs, "tools", 5), *agp = jv_dict_get(cs, "add_generation_prompt", 21);
+        jv *tools = okv_jv_dict_get(cs, "tools", 5), *agp = okv_jv_dict_get(cs, "add_generation_prompt", 21);
         okv_chat_input in = {
-            .messages_json = to_json(&a, *jv_dict_get(cs, "messages", 8)),
+            .messages_json = to_json(&a, *okv_jv_dict_get(cs, "messages", 8)),
             .tools_json = tools ? to_json(&a, *tools) : NULL,
             .add_generation_prompt = agp ? agp->u.b : true,
             .now = "2026-12-01T09:30:00",
@@ -171,7 +171,7 @@ int main(void) {
         okv_chat_template_free(t);
     }
     printf("%d of %d renders byte-identical, %d raised as Python did\n", identical, total, raised);
-    jarena_free(&a);
+    okv_jarena_free(&a);
     free(index_text);
     free(conv_text);
     return check_done();

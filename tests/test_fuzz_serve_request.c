@@ -66,7 +66,7 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
                 char err[256];
                 srv_chat *c = srv_chat_load(NULL, NULL, names[t], NULL, err, sizeof err);
                 srv_fail rf;
-                char *p = c ? srv_chat_render(c, &r, &rf) : NULL;
+                char *p = c ? srv_chat_render(c, &r, true, &rf) : NULL;
                 ok = p != NULL;
                 free(p);
                 srv_chat_free(c);

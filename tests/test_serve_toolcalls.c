@@ -205,7 +205,7 @@ int main(void) {
     CHECK(srv_request_parse(SRV_CHAT, hist, strlen(hist), &q, &f), "history: %s", f.message);
     char err[256];
     srv_chat *c = srv_chat_load(NULL, NULL, "{{ messages[0].tool_calls[0].function.arguments.city }}|{{ messages[0].content }}", NULL, err, sizeof err);
-    char *out = c ? srv_chat_render(c, &q, &f) : NULL;
+    char *out = c ? srv_chat_render(c, &q, true, &f) : NULL;
     CHECK(out && !strcmp(out, "Paris|None"), "arguments as an object: '%s'", out ? out : err);
     free(out);
     srv_chat_free(c);
@@ -217,7 +217,7 @@ int main(void) {
                              "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}]}";
     CHECK(srv_request_parse(SRV_CHAT, with_tools, strlen(with_tools), &q, &f), "tools: %s", f.message);
     c = srv_chat_load(NULL, NULL, "chatml", NULL, err, sizeof err);
-    out = srv_chat_render(c, &q, &f);
+    out = srv_chat_render(c, &q, true, &f);
     const char *head = "<|im_start|>system\nBe brief.\n\nYou can call any of the following tools";
     CHECK(out && !strncmp(out, head, strlen(head)) &&
               strstr(out, "\"name\":\"get_weather\"") && strstr(out, "{\"response\": "),

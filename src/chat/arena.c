@@ -13,13 +13,13 @@ struct jchunk {
     _Alignas(16) unsigned char data[];
 };
 
-void jarena_init(jarena *a, size_t budget) {
+void okv_jarena_init(jarena *a, size_t budget) {
     a->head = NULL;
     a->used = 0;
     a->budget = budget;
 }
 
-void jarena_free(jarena *a) {
+void okv_jarena_free(jarena *a) {
     for (jchunk *c = a->head, *next; c; c = next) {
         next = c->next;
         free(c);
@@ -28,16 +28,16 @@ void jarena_free(jarena *a) {
     a->used = 0;
 }
 
-void *jalloc(jarena *a, jfail *f, size_t n) {
+void *okv_jalloc(jarena *a, jfail *f, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (n == 0) n = 16;
     if (n > a->budget - a->used || a->used > a->budget)
-        jinja_fail(f, 0, "the template needs more than %zu bytes of memory", a->budget);
+        okv_jinja_fail(f, 0, "the template needs more than %zu bytes of memory", a->budget);
     jchunk *c = a->head;
     if (!c || c->size - c->used < n) {
         size_t size = n > 65536 ? n : 65536;
         c = malloc(sizeof *c + size);
-        if (!c) jinja_fail(f, 0, "out of memory");
+        if (!c) okv_jinja_fail(f, 0, "out of memory");
         c->size = size;
         c->used = 0;
         c->next = a->head;
@@ -50,14 +50,14 @@ void *jalloc(jarena *a, jfail *f, size_t n) {
     return p;
 }
 
-char *jstrdup(jarena *a, jfail *f, const char *s, size_t n) {
-    char *p = jalloc(a, f, n + 1);
+char *okv_jstrdup(jarena *a, jfail *f, const char *s, size_t n) {
+    char *p = okv_jalloc(a, f, n + 1);
     if (n) memcpy(p, s, n);
     p[n] = '\0';
     return p;
 }
 
-void jinja_fail(jfail *f, int line, const char *fmt, ...) {
+void okv_jinja_fail(jfail *f, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(f->err.message, sizeof f->err.message, fmt, ap);
@@ -70,24 +70,24 @@ static void jbuf_grow(jarena *a, jfail *f, jbuf *b, size_t extra) {
     if (b->cap - b->n > extra) return;
     size_t cap = b->cap ? b->cap * 2 : 64;
     while (cap - b->n <= extra) cap *= 2;
-    char *p = jalloc(a, f, cap);
+    char *p = okv_jalloc(a, f, cap);
     if (b->n) memcpy(p, b->p, b->n);
     b->p = p;
     b->cap = cap;
 }
 
-void jbuf_put(jarena *a, jfail *f, jbuf *b, const char *s, size_t n) {
+void okv_jbuf_put(jarena *a, jfail *f, jbuf *b, const char *s, size_t n) {
     jbuf_grow(a, f, b, n);
     if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = '\0';
 }
 
-void jbuf_puts(jarena *a, jfail *f, jbuf *b, const char *s) { jbuf_put(a, f, b, s, strlen(s)); }
+void okv_jbuf_puts(jarena *a, jfail *f, jbuf *b, const char *s) { okv_jbuf_put(a, f, b, s, strlen(s)); }
 
-void jbuf_putc(jarena *a, jfail *f, jbuf *b, char c) { jbuf_put(a, f, b, &c, 1); }
+void okv_jbuf_putc(jarena *a, jfail *f, jbuf *b, char c) { okv_jbuf_put(a, f, b, &c, 1); }
 
-void jbuf_printf(jarena *a, jfail *f, jbuf *b, const char *fmt, ...) {
+void okv_jbuf_printf(jarena *a, jfail *f, jbuf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
     va_start(ap, fmt);
@@ -95,5 +95,5 @@ void jbuf_printf(jarena *a, jfail *f, jbuf *b, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) n = 0;
     if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1; /* callers format numbers only */
-    jbuf_put(a, f, b, tmp, (size_t)n);
+    okv_jbuf_put(a, f, b, tmp, (size_t)n);
 }

@@ -9,7 +9,7 @@
  *
  * Memory: every value, node and buffer of one parse or one render comes
  * from an arena (jarena) released in one go, so a failure anywhere unwinds
- * with longjmp to the entry point (jinja_fail) without leaking; the arena
+ * with longjmp to the entry point (okv_jinja_fail) without leaking; the arena
  * counts its bytes against a budget so a hostile template runs out of
  * budget, not of the machine's memory. */
 #ifndef OKV_CHAT_JINJA_H
@@ -36,19 +36,19 @@ typedef struct jerror {
     bool raised;
 } jerror;
 
-/* Where failures go: jinja_fail fills err and jumps to env. */
+/* Where failures go: okv_jinja_fail fills err and jumps to env. */
 typedef struct jfail {
     jmp_buf env;
     jerror err;
 } jfail;
 
-void jarena_init(jarena *a, size_t budget);
-void jarena_free(jarena *a);
+void okv_jarena_init(jarena *a, size_t budget);
+void okv_jarena_free(jarena *a);
 /* Zeroed memory, or a jump to f when the budget or malloc runs out. */
-void *jalloc(jarena *a, jfail *f, size_t n);
-char *jstrdup(jarena *a, jfail *f, const char *s, size_t n);
+void *okv_jalloc(jarena *a, jfail *f, size_t n);
+char *okv_jstrdup(jarena *a, jfail *f, const char *s, size_t n);
 
-_Noreturn void jinja_fail(jfail *f, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+_Noreturn void okv_jinja_fail(jfail *f, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- values ---- */
 typedef enum jv_kind { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC } jv_kind;
@@ -94,57 +94,57 @@ typedef struct jbuf {
 } jbuf;
 
 typedef struct jctx jctx;
-void jbuf_put(jarena *a, jfail *f, jbuf *b, const char *s, size_t n);
-void jbuf_puts(jarena *a, jfail *f, jbuf *b, const char *s);
-void jbuf_putc(jarena *a, jfail *f, jbuf *b, char c);
-void jbuf_printf(jarena *a, jfail *f, jbuf *b, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void okv_jbuf_put(jarena *a, jfail *f, jbuf *b, const char *s, size_t n);
+void okv_jbuf_puts(jarena *a, jfail *f, jbuf *b, const char *s);
+void okv_jbuf_putc(jarena *a, jfail *f, jbuf *b, char c);
+void okv_jbuf_printf(jarena *a, jfail *f, jbuf *b, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-jv jv_undef(void);
-jv jv_none(void);
-jv jv_bool(bool b);
-jv jv_int(int64_t i);
-jv jv_float(double f);
-jv jv_str(const char *p, size_t n); /* borrows p */
-jv jv_cstr(const char *p);
-jv jv_list_new(jarena *a, jfail *f, size_t cap);
-jv jv_dict_new(jarena *a, jfail *f, size_t cap);
-void jv_list_push(jarena *a, jfail *f, jv list, jv item);
+jv okv_jv_undef(void);
+jv okv_jv_none(void);
+jv okv_jv_bool(bool b);
+jv okv_jv_int(int64_t i);
+jv okv_jv_float(double f);
+jv okv_jv_str(const char *p, size_t n); /* borrows p */
+jv okv_jv_cstr(const char *p);
+jv okv_jv_list_new(jarena *a, jfail *f, size_t cap);
+jv okv_jv_dict_new(jarena *a, jfail *f, size_t cap);
+void okv_jv_list_push(jarena *a, jfail *f, jv list, jv item);
 /* Sets key (replacing an equal key's value in place). */
-void jv_dict_set(jarena *a, jfail *f, jv dict, jv key, jv val);
+void okv_jv_dict_set(jarena *a, jfail *f, jv dict, jv key, jv val);
 /* The value under a string key, or NULL. */
-jv *jv_dict_get(jv dict, const char *key, size_t n);
-jv *jv_dict_find(jv dict, jv key);
+jv *okv_jv_dict_get(jv dict, const char *key, size_t n);
+jv *okv_jv_dict_find(jv dict, jv key);
 
-bool jv_truthy(jv v);
-bool jv_equal(jv a, jv b);
+bool okv_jv_truthy(jv v);
+bool okv_jv_equal(jv a, jv b);
 /* -1, 0, 1; fails for values Python cannot order. */
-int jv_compare(jfail *f, int line, jv a, jv b);
-bool jv_is_number(jv v); /* int, float or bool, as Python's numbers.Number */
-double jv_num(jv v);
-const char *jv_type_name(jv v);
+int okv_jv_compare(jfail *f, int line, jv a, jv b);
+bool okv_jv_is_number(jv v); /* int, float or bool, as Python's numbers.Number */
+double okv_jv_num(jv v);
+const char *okv_jv_type_name(jv v);
 
 /* Python's str(v) and repr(v) appended to b. */
-void jv_str_to(jarena *a, jfail *f, jbuf *b, jv v);
-void jv_repr_to(jarena *a, jfail *f, jbuf *b, jv v);
+void okv_jv_str_to(jarena *a, jfail *f, jbuf *b, jv v);
+void okv_jv_repr_to(jarena *a, jfail *f, jbuf *b, jv v);
 /* str(v) as a string value (v itself when it is a string). */
-jv jv_to_str(jarena *a, jfail *f, jv v);
+jv okv_jv_to_str(jarena *a, jfail *f, jv v);
 /* Python's repr of a float ("1.0", "1e+20", "0.1"). */
-void jv_float_repr(double d, char out[32]);
+void okv_jv_float_repr(double d, char out[32]);
 
 /* markupsafe.escape(s): & < > " ' as entities. */
-jv jv_html_escape(jarena *a, jfail *f, jv s);
+jv okv_jv_html_escape(jarena *a, jfail *f, jv s);
 
 /* Sorts idx[0..n) stably by cmp(ctx, x, y) (< 0: x first). */
-void jsort(jarena *a, jfail *f, size_t *idx, size_t n, int (*cmp)(void *, size_t, size_t), void *ctx);
+void okv_jsort(jarena *a, jfail *f, size_t *idx, size_t n, int (*cmp)(void *, size_t, size_t), void *ctx);
 
 /* UTF-8: the number of code points, and the byte offset of code point i. */
-size_t utf8_len(const char *p, size_t n);
-size_t utf8_offset(const char *p, size_t n, size_t i);
+size_t okv_jinja_utf8_len(const char *p, size_t n);
+size_t okv_jinja_utf8_offset(const char *p, size_t n, size_t i);
 
 /* ---- JSON (json.c) ---- */
 /* Parses JSON text into values; on a syntax error fails naming the byte
  * offset.  what names the input in messages ("messages"). */
-jv json_parse(jarena *a, jfail *f, const char *text, size_t n, const char *what);
+jv okv_jinja_json_parse(jarena *a, jfail *f, const char *text, size_t n, const char *what);
 
 typedef struct json_style {
     const char *indent; /* NULL: one line */
@@ -152,7 +152,7 @@ typedef struct json_style {
     bool sort_keys;
 } json_style;
 /* json.dumps(v, ensure_ascii=False, ...) appended to b. */
-void json_dump(jarena *a, jfail *f, jbuf *b, jv v, const json_style *st, int line);
+void okv_jinja_json_dump(jarena *a, jfail *f, jbuf *b, jv v, const json_style *st, int line);
 
 /* ---- lexer and parser ---- */
 typedef enum jtok_type {
@@ -179,7 +179,7 @@ typedef struct jtok {
 } jtok;
 
 /* Splits source into tokens with trim_blocks and lstrip_blocks applied. */
-jtok *jinja_lex(jarena *a, jfail *f, const char *src, size_t n, size_t *n_tok);
+jtok *okv_jinja_lex(jarena *a, jfail *f, const char *src, size_t n, size_t *n_tok);
 
 typedef enum jnode_type {
     /* expressions */
@@ -235,7 +235,7 @@ enum { JOP_ADD, JOP_SUB, JOP_MUL, JOP_DIV, JOP_FLOORDIV, JOP_MOD, JOP_POW, JOP_C
        JOP_EQ, JOP_NE, JOP_LT, JOP_LE, JOP_GT, JOP_GE, JOP_IN, JOP_NOTIN };
 
 /* The template's statements, or a jump to f naming the line and column. */
-void jinja_parse(jarena *a, jfail *f, const jtok *toks, size_t n_tok, int *n_body, jnode ***body);
+void okv_jinja_parse(jarena *a, jfail *f, const jtok *toks, size_t n_tok, int *n_body, jnode ***body);
 
 /* ---- evaluation ---- */
 typedef struct jscope jscope;
@@ -274,10 +274,10 @@ struct jctx {
  * deadline.  Loops count against max_iterations; work inside one loop step
  * (filters over long lists, string methods, membership scans) is bounded
  * by memory, and the clock bounds how many steps of it a template runs. */
-void jinja_tick(jctx *c, int line);
+void okv_jinja_tick(jctx *c, int line);
 /* n units of work at once (the items a filter walks, bytes / 256 of text
  * built), so that one heavy step cannot run long between looks at the clock. */
-void jinja_tick_n(jctx *c, int line, size_t n);
+void okv_jinja_tick_n(jctx *c, int line, size_t n);
 
 enum { MAX_EVAL_NESTING = 3000 };
 
@@ -293,32 +293,32 @@ struct jfunc {
 enum { JF_MACRO, JF_BUILTIN, JF_METHOD };
 
 /* Renders body into out (arena buffer). */
-void jinja_render(jctx *c, jnode **body, int n_body, jscope *root);
+void okv_jinja_render(jctx *c, jnode **body, int n_body, jscope *root);
 
-jv jinja_eval(jctx *c, jscope *s, jnode *e);
-void jscope_set(jctx *c, jscope *s, const char *name, jv v);
+jv okv_jinja_eval(jctx *c, jscope *s, jnode *e);
+void okv_jscope_set(jctx *c, jscope *s, const char *name, jv v);
 
 /* Calls a callable value with evaluated arguments. */
-jv jinja_call_value(jctx *c, jv fn, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw);
+jv okv_jinja_call_value(jctx *c, jv fn, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw);
 
 /* filters.c: a filter / test by name; fails on an unknown one. */
-jv jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, int n_args, const char **kwn, jv *kwv,
+jv okv_jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *args, int n_args, const char **kwn, jv *kwv,
                 int n_kw);
-bool jinja_test(jctx *c, const char *name, int line, jv v, jv *args, int n_args);
+bool okv_jinja_test(jctx *c, const char *name, int line, jv v, jv *args, int n_args);
 
 /* Python's printf-style fmt % args (%s, %r, %d, %i, %f, %%). */
-jv jinja_printf(jctx *c, int line, jv fmt, jv *args, int n_args);
+jv okv_jinja_printf(jctx *c, int line, jv fmt, jv *args, int n_args);
 
 /* methods.c: obj.name as a bound method value (JV_UNDEF when obj has none),
  * and calling it. */
-jv jinja_method(jctx *c, jv obj, const char *name);
-jv jinja_call_method(jctx *c, jfunc *m, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw);
+jv okv_jinja_method(jctx *c, jv obj, const char *name);
+jv okv_jinja_call_method(jctx *c, jfunc *m, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw);
 
 /* A keyword argument by name, or the positional one at pos, or def. */
-jv jarg(jv *args, int n_args, int pos, const char **kwn, jv *kwv, int n_kw, const char *name, jv def);
+jv okv_jarg(jv *args, int n_args, int pos, const char **kwn, jv *kwv, int n_kw, const char *name, jv def);
 
 /* Iteration as Python's iter(v): the items of a list, the keys of a dict,
  * the characters of a string, nothing for undefined; fails otherwise. */
-jv jinja_iterable(jctx *c, int line, jv v);
+jv okv_jinja_iterable(jctx *c, int line, jv v);
 
 #endif

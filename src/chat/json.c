@@ -19,7 +19,7 @@ typedef struct jp {
 } jp;
 
 static _Noreturn void bad(jp *p, const char *why) {
-    jinja_fail(p->f, 0, "%s: invalid JSON at byte %zu: %s", p->what, p->i, why);
+    okv_jinja_fail(p->f, 0, "%s: invalid JSON at byte %zu: %s", p->what, p->i, why);
 }
 
 static void ws(jp *p) {
@@ -50,18 +50,18 @@ static void put_utf8(jp *p, jbuf *b, unsigned cp) {
     else
         u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 63)), u[2] = (char)(0x80 | (cp >> 6 & 63)),
         u[3] = (char)(0x80 | (cp & 63)), n = 4;
-    jbuf_put(p->a, p->f, b, u, (size_t)n);
+    okv_jbuf_put(p->a, p->f, b, u, (size_t)n);
 }
 
 static jv string(jp *p) {
     p->i++; /* the opening quote */
     jbuf b = {0};
-    jbuf_put(p->a, p->f, &b, "", 0);
+    okv_jbuf_put(p->a, p->f, &b, "", 0);
     for (;;) {
         if (p->i >= p->n) bad(p, "unterminated string");
         size_t start = p->i;
         while (p->i < p->n && p->s[p->i] != '"' && p->s[p->i] != '\\' && (unsigned char)p->s[p->i] >= 0x20) p->i++;
-        jbuf_put(p->a, p->f, &b, p->s + start, p->i - start);
+        okv_jbuf_put(p->a, p->f, &b, p->s + start, p->i - start);
         if (p->i >= p->n) bad(p, "unterminated string");
         char c = p->s[p->i++];
         if (c == '"') break;
@@ -72,14 +72,14 @@ static jv string(jp *p) {
         if (p->i >= p->n) bad(p, "unterminated string");
         c = p->s[p->i++];
         switch (c) {
-        case '"': jbuf_putc(p->a, p->f, &b, '"'); break;
-        case '\\': jbuf_putc(p->a, p->f, &b, '\\'); break;
-        case '/': jbuf_putc(p->a, p->f, &b, '/'); break;
-        case 'b': jbuf_putc(p->a, p->f, &b, '\b'); break;
-        case 'f': jbuf_putc(p->a, p->f, &b, '\f'); break;
-        case 'n': jbuf_putc(p->a, p->f, &b, '\n'); break;
-        case 'r': jbuf_putc(p->a, p->f, &b, '\r'); break;
-        case 't': jbuf_putc(p->a, p->f, &b, '\t'); break;
+        case '"': okv_jbuf_putc(p->a, p->f, &b, '"'); break;
+        case '\\': okv_jbuf_putc(p->a, p->f, &b, '\\'); break;
+        case '/': okv_jbuf_putc(p->a, p->f, &b, '/'); break;
+        case 'b': okv_jbuf_putc(p->a, p->f, &b, '\b'); break;
+        case 'f': okv_jbuf_putc(p->a, p->f, &b, '\f'); break;
+        case 'n': okv_jbuf_putc(p->a, p->f, &b, '\n'); break;
+        case 'r': okv_jbuf_putc(p->a, p->f, &b, '\r'); break;
+        case 't': okv_jbuf_putc(p->a, p->f, &b, '\t'); break;
         case 'u': {
             unsigned cp = (unsigned)hex4(p);
             if (cp >= 0xD800 && cp < 0xDC00 && p->n - p->i >= 6 && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
@@ -96,7 +96,7 @@ static jv string(jp *p) {
         default: p->i--; bad(p, "bad escape");
         }
     }
-    return jv_str(b.p, b.n);
+    return okv_jv_str(b.p, b.n);
 }
 
 static jv value(jp *p);
@@ -133,9 +133,9 @@ static jv number(jp *p) {
     if (!is_float) {
         char *end;
         long long v = strtoll(tmp, &end, 10);
-        if (end == tmp + len && !(v == LLONG_MAX || v == LLONG_MIN)) return jv_int(v);
+        if (end == tmp + len && !(v == LLONG_MAX || v == LLONG_MIN)) return okv_jv_int(v);
     }
-    return jv_float(strtod(tmp, NULL));
+    return okv_jv_float(strtod(tmp, NULL));
 }
 
 static bool word(jp *p, const char *w) {
@@ -155,7 +155,7 @@ static jv value(jp *p) {
     char c = p->s[p->i];
     if (c == '{') {
         p->i++;
-        v = jv_dict_new(p->a, p->f, 0);
+        v = okv_jv_dict_new(p->a, p->f, 0);
         ws(p);
         if (p->i < p->n && p->s[p->i] == '}') p->i++;
         else
@@ -166,7 +166,7 @@ static jv value(jp *p) {
                 ws(p);
                 if (p->i >= p->n || p->s[p->i] != ':') bad(p, "expected ':'");
                 p->i++;
-                jv_dict_set(p->a, p->f, v, k, value(p));
+                okv_jv_dict_set(p->a, p->f, v, k, value(p));
                 ws(p);
                 if (p->i < p->n && p->s[p->i] == ',') {
                     p->i++;
@@ -180,12 +180,12 @@ static jv value(jp *p) {
             }
     } else if (c == '[') {
         p->i++;
-        v = jv_list_new(p->a, p->f, 0);
+        v = okv_jv_list_new(p->a, p->f, 0);
         ws(p);
         if (p->i < p->n && p->s[p->i] == ']') p->i++;
         else
             for (;;) {
-                jv_list_push(p->a, p->f, v, value(p));
+                okv_jv_list_push(p->a, p->f, v, value(p));
                 ws(p);
                 if (p->i < p->n && p->s[p->i] == ',') {
                     p->i++;
@@ -199,15 +199,15 @@ static jv value(jp *p) {
             }
     } else if (c == '"') v = string(p);
     else if (c == '-' || (c >= '0' && c <= '9')) v = number(p);
-    else if (word(p, "true")) v = jv_bool(true);
-    else if (word(p, "false")) v = jv_bool(false);
-    else if (word(p, "null")) v = jv_none();
+    else if (word(p, "true")) v = okv_jv_bool(true);
+    else if (word(p, "false")) v = okv_jv_bool(false);
+    else if (word(p, "null")) v = okv_jv_none();
     else bad(p, "unexpected character");
     p->depth--;
     return v;
 }
 
-jv json_parse(jarena *a, jfail *f, const char *text, size_t n, const char *what) {
+jv okv_jinja_json_parse(jarena *a, jfail *f, const char *text, size_t n, const char *what) {
     jp p = {a, f, text, n, 0, what, 0};
     jv v = value(&p);
     ws(&p);
@@ -218,28 +218,28 @@ jv json_parse(jarena *a, jfail *f, const char *text, size_t n, const char *what)
 /* ---- writer ---- */
 
 static void dump_str(jarena *a, jfail *f, jbuf *b, const char *s, size_t n) {
-    jbuf_putc(a, f, b, '"');
+    okv_jbuf_putc(a, f, b, '"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': jbuf_puts(a, f, b, "\\\""); break;
-        case '\\': jbuf_puts(a, f, b, "\\\\"); break;
-        case '\n': jbuf_puts(a, f, b, "\\n"); break;
-        case '\r': jbuf_puts(a, f, b, "\\r"); break;
-        case '\t': jbuf_puts(a, f, b, "\\t"); break;
-        case '\b': jbuf_puts(a, f, b, "\\b"); break;
-        case '\f': jbuf_puts(a, f, b, "\\f"); break;
+        case '"': okv_jbuf_puts(a, f, b, "\\\""); break;
+        case '\\': okv_jbuf_puts(a, f, b, "\\\\"); break;
+        case '\n': okv_jbuf_puts(a, f, b, "\\n"); break;
+        case '\r': okv_jbuf_puts(a, f, b, "\\r"); break;
+        case '\t': okv_jbuf_puts(a, f, b, "\\t"); break;
+        case '\b': okv_jbuf_puts(a, f, b, "\\b"); break;
+        case '\f': okv_jbuf_puts(a, f, b, "\\f"); break;
         default:
-            if (c < 0x20) jbuf_printf(a, f, b, "\\u%04x", c);
-            else jbuf_putc(a, f, b, (char)c);
+            if (c < 0x20) okv_jbuf_printf(a, f, b, "\\u%04x", c);
+            else okv_jbuf_putc(a, f, b, (char)c);
         }
     }
-    jbuf_putc(a, f, b, '"');
+    okv_jbuf_putc(a, f, b, '"');
 }
 
 static void newline(jarena *a, jfail *f, jbuf *b, const json_style *st, int level) {
-    jbuf_putc(a, f, b, '\n');
-    for (int i = 0; i < level; i++) jbuf_puts(a, f, b, st->indent);
+    okv_jbuf_putc(a, f, b, '\n');
+    for (int i = 0; i < level; i++) okv_jbuf_puts(a, f, b, st->indent);
 }
 
 /* Python's json turns keys into strings: str keys as they are, numbers
@@ -248,11 +248,11 @@ static void dump_key(jarena *a, jfail *f, jbuf *b, jv k, int line) {
     char num[32];
     switch (k.kind) {
     case JV_STR: dump_str(a, f, b, k.u.s.p, k.u.s.n); return;
-    case JV_INT: jbuf_printf(a, f, b, "\"%lld\"", (long long)k.u.i); return;
-    case JV_FLOAT: jv_float_repr(k.u.f, num); jbuf_printf(a, f, b, "\"%s\"", num); return;
-    case JV_BOOL: jbuf_puts(a, f, b, k.u.b ? "\"true\"" : "\"false\""); return;
-    case JV_NONE: jbuf_puts(a, f, b, "\"null\""); return;
-    default: jinja_fail(f, line, "keys must be str, int, float, bool or None, not %s", jv_type_name(k));
+    case JV_INT: okv_jbuf_printf(a, f, b, "\"%lld\"", (long long)k.u.i); return;
+    case JV_FLOAT: okv_jv_float_repr(k.u.f, num); okv_jbuf_printf(a, f, b, "\"%s\"", num); return;
+    case JV_BOOL: okv_jbuf_puts(a, f, b, k.u.b ? "\"true\"" : "\"false\""); return;
+    case JV_NONE: okv_jbuf_puts(a, f, b, "\"null\""); return;
+    default: okv_jinja_fail(f, line, "keys must be str, int, float, bool or None, not %s", okv_jv_type_name(k));
     }
 }
 
@@ -264,72 +264,72 @@ static int key_order(void *ctx, size_t x, size_t y) {
         int c = memcmp(a.u.s.p, b.u.s.p, n);
         return c ? c : (a.u.s.n > b.u.s.n) - (a.u.s.n < b.u.s.n);
     }
-    double p = jv_num(a), q = jv_num(b);
+    double p = okv_jv_num(a), q = okv_jv_num(b);
     return (p > q) - (p < q);
 }
 
 static void dump(jarena *a, jfail *f, jbuf *b, jv v, const json_style *st, int line, int level) {
     char num[32];
-    if (level > 256) jinja_fail(f, line, "tojson: value nested more than 256 deep");
+    if (level > 256) okv_jinja_fail(f, line, "tojson: value nested more than 256 deep");
     switch (v.kind) {
-    case JV_NONE: jbuf_puts(a, f, b, "null"); return;
-    case JV_BOOL: jbuf_puts(a, f, b, v.u.b ? "true" : "false"); return;
-    case JV_INT: jbuf_printf(a, f, b, "%lld", (long long)v.u.i); return;
+    case JV_NONE: okv_jbuf_puts(a, f, b, "null"); return;
+    case JV_BOOL: okv_jbuf_puts(a, f, b, v.u.b ? "true" : "false"); return;
+    case JV_INT: okv_jbuf_printf(a, f, b, "%lld", (long long)v.u.i); return;
     case JV_FLOAT:
-        if (isnan(v.u.f)) jbuf_puts(a, f, b, "NaN");
-        else if (isinf(v.u.f)) jbuf_puts(a, f, b, v.u.f < 0 ? "-Infinity" : "Infinity");
+        if (isnan(v.u.f)) okv_jbuf_puts(a, f, b, "NaN");
+        else if (isinf(v.u.f)) okv_jbuf_puts(a, f, b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else {
-            jv_float_repr(v.u.f, num);
-            jbuf_puts(a, f, b, num);
+            okv_jv_float_repr(v.u.f, num);
+            okv_jbuf_puts(a, f, b, num);
         }
         return;
     case JV_STR: dump_str(a, f, b, v.u.s.p, v.u.s.n); return;
     case JV_LIST:
         if (v.u.l->n == 0) {
-            jbuf_puts(a, f, b, "[]");
+            okv_jbuf_puts(a, f, b, "[]");
             return;
         }
-        jbuf_putc(a, f, b, '[');
+        okv_jbuf_putc(a, f, b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) jbuf_puts(a, f, b, st->item_sep);
+            if (i) okv_jbuf_puts(a, f, b, st->item_sep);
             if (st->indent) newline(a, f, b, st, level + 1);
             dump(a, f, b, v.u.l->v[i], st, line, level + 1);
         }
         if (st->indent) newline(a, f, b, st, level);
-        jbuf_putc(a, f, b, ']');
+        okv_jbuf_putc(a, f, b, ']');
         return;
     case JV_DICT: {
         if (v.flags & (JV_F_NAMESPACE | JV_F_LOOP)) break;
         jdict *d = v.u.d;
         if (d->n == 0) {
-            jbuf_puts(a, f, b, "{}");
+            okv_jbuf_puts(a, f, b, "{}");
             return;
         }
-        size_t *order = jalloc(a, f, d->n * sizeof *order);
+        size_t *order = okv_jalloc(a, f, d->n * sizeof *order);
         for (size_t i = 0; i < d->n; i++) order[i] = i;
         if (st->sort_keys) {
             /* Python sorts keys of one kind only; mixing fails as it does. */
-            for (size_t i = 1; i < d->n; i++) (void)jv_compare(f, line, d->k[0], d->k[i]);
-            jsort(a, f, order, d->n, key_order, d->k);
+            for (size_t i = 1; i < d->n; i++) (void)okv_jv_compare(f, line, d->k[0], d->k[i]);
+            okv_jsort(a, f, order, d->n, key_order, d->k);
         }
-        jbuf_putc(a, f, b, '{');
+        okv_jbuf_putc(a, f, b, '{');
         for (size_t i = 0; i < d->n; i++) {
-            if (i) jbuf_puts(a, f, b, st->item_sep);
+            if (i) okv_jbuf_puts(a, f, b, st->item_sep);
             if (st->indent) newline(a, f, b, st, level + 1);
             dump_key(a, f, b, d->k[order[i]], line);
-            jbuf_puts(a, f, b, st->key_sep);
+            okv_jbuf_puts(a, f, b, st->key_sep);
             dump(a, f, b, d->v[order[i]], st, line, level + 1);
         }
         if (st->indent) newline(a, f, b, st, level);
-        jbuf_putc(a, f, b, '}');
+        okv_jbuf_putc(a, f, b, '}');
         return;
     }
     default: break;
     }
-    jinja_fail(f, line, "Object of type %s is not JSON serializable", jv_type_name(v));
+    okv_jinja_fail(f, line, "Object of type %s is not JSON serializable", okv_jv_type_name(v));
 }
 
-void json_dump(jarena *a, jfail *f, jbuf *b, jv v, const json_style *st, int line) {
-    jbuf_put(a, f, b, "", 0);
+void okv_jinja_json_dump(jarena *a, jfail *f, jbuf *b, jv v, const json_style *st, int line) {
+    okv_jbuf_put(a, f, b, "", 0);
     dump(a, f, b, v, st, line, 0);
 }

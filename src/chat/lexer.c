@@ -42,13 +42,13 @@ static _Noreturn void lfail(lx *l, size_t at, const char *msg) {
     int line, col;
     pos_of(l, at, &line, &col);
     l->f->err.column = col;
-    jinja_fail(l->f, line, "%s", msg);
+    okv_jinja_fail(l->f, line, "%s", msg);
 }
 
 static jtok *push(lx *l, jtok_type type, size_t at) {
     if (l->nt == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 256;
-        jtok *t = jalloc(l->a, l->f, cap * sizeof *t);
+        jtok *t = okv_jalloc(l->a, l->f, cap * sizeof *t);
         if (l->nt) memcpy(t, l->t, l->nt * sizeof *t);
         l->t = t;
         l->cap = cap;
@@ -70,7 +70,7 @@ static void put_utf8(jbuf *b, lx *l, unsigned cp) {
     else
         u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 63)), u[2] = (char)(0x80 | (cp >> 6 & 63)),
         u[3] = (char)(0x80 | (cp & 63)), n = 4;
-    jbuf_put(l->a, l->f, b, u, (size_t)n);
+    okv_jbuf_put(l->a, l->f, b, u, (size_t)n);
 }
 
 static int hexval(char c) {
@@ -85,35 +85,35 @@ static void lex_string(lx *l) {
     size_t start = l->pos;
     char q = l->s[l->pos++];
     jbuf b = {0};
-    jbuf_put(l->a, l->f, &b, "", 0);
+    okv_jbuf_put(l->a, l->f, &b, "", 0);
     for (;;) {
         if (l->pos >= l->n) lfail(l, start, "unexpected end of template in a string literal");
         char c = l->s[l->pos++];
         if (c == q) break;
         if (c != '\\') {
-            jbuf_putc(l->a, l->f, &b, c);
+            okv_jbuf_putc(l->a, l->f, &b, c);
             continue;
         }
         if (l->pos >= l->n) lfail(l, start, "unexpected end of template in a string literal");
         c = l->s[l->pos++];
         int digits = 0;
         switch (c) {
-        case 'n': jbuf_putc(l->a, l->f, &b, '\n'); break;
-        case 't': jbuf_putc(l->a, l->f, &b, '\t'); break;
-        case 'r': jbuf_putc(l->a, l->f, &b, '\r'); break;
-        case '0': jbuf_putc(l->a, l->f, &b, '\0'); break;
-        case 'a': jbuf_putc(l->a, l->f, &b, '\a'); break;
-        case 'b': jbuf_putc(l->a, l->f, &b, '\b'); break;
-        case 'f': jbuf_putc(l->a, l->f, &b, '\f'); break;
-        case 'v': jbuf_putc(l->a, l->f, &b, '\v'); break;
-        case '\\': case '\'': case '"': jbuf_putc(l->a, l->f, &b, c); break;
+        case 'n': okv_jbuf_putc(l->a, l->f, &b, '\n'); break;
+        case 't': okv_jbuf_putc(l->a, l->f, &b, '\t'); break;
+        case 'r': okv_jbuf_putc(l->a, l->f, &b, '\r'); break;
+        case '0': okv_jbuf_putc(l->a, l->f, &b, '\0'); break;
+        case 'a': okv_jbuf_putc(l->a, l->f, &b, '\a'); break;
+        case 'b': okv_jbuf_putc(l->a, l->f, &b, '\b'); break;
+        case 'f': okv_jbuf_putc(l->a, l->f, &b, '\f'); break;
+        case 'v': okv_jbuf_putc(l->a, l->f, &b, '\v'); break;
+        case '\\': case '\'': case '"': okv_jbuf_putc(l->a, l->f, &b, c); break;
         case '\n': break; /* a line continuation */
         case 'x': digits = 2; break;
         case 'u': digits = 4; break;
         case 'U': digits = 8; break;
         default:
-            jbuf_putc(l->a, l->f, &b, '\\');
-            jbuf_putc(l->a, l->f, &b, c);
+            okv_jbuf_putc(l->a, l->f, &b, '\\');
+            okv_jbuf_putc(l->a, l->f, &b, c);
         }
         if (digits) {
             unsigned cp = 0;
@@ -273,9 +273,9 @@ static bool raw_block(lx *l) {
     lfail(l, l->pos, "missing {% endraw %}");
 }
 
-jtok *jinja_lex(jarena *a, jfail *f, const char *src, size_t n, size_t *n_tok) {
+jtok *okv_jinja_lex(jarena *a, jfail *f, const char *src, size_t n, size_t *n_tok) {
     /* Newlines to "\n", and one trailing newline dropped. */
-    char *s = jalloc(a, f, n + 1);
+    char *s = okv_jalloc(a, f, n + 1);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (src[i] == '\r') {

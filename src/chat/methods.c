@@ -19,13 +19,13 @@ static bool listed(const char *const *names, const char *name) {
     return false;
 }
 
-jv jinja_method(jctx *c, jv obj, const char *name) {
+jv okv_jinja_method(jctx *c, jv obj, const char *name) {
     const char *const *names = obj.kind == JV_STR ? str_methods : obj.kind == JV_DICT && !(obj.flags & (JV_F_NAMESPACE | JV_F_LOOP)) ? dict_methods
                                : obj.kind == JV_LIST ? list_methods : NULL;
-    if (!names || !listed(names, name)) return jv_undef();
-    jfunc *fn = jalloc(c->a, c->f, sizeof *fn);
+    if (!names || !listed(names, name)) return okv_jv_undef();
+    jfunc *fn = okv_jalloc(c->a, c->f, sizeof *fn);
     fn->kind = JF_METHOD;
-    fn->name = jstrdup(c->a, c->f, name, strlen(name));
+    fn->name = okv_jstrdup(c->a, c->f, name, strlen(name));
     fn->self = obj;
     return (jv){.kind = JV_FUNC, .u.fn = fn};
 }
@@ -73,7 +73,7 @@ static jv strip(jv s, jv chars, bool left, bool right) {
             if (!in_set(next_cp(p, to, &j), chars)) break;
             to = k;
         }
-    return jv_str(p + from, to - from);
+    return okv_jv_str(p + from, to - from);
 }
 
 /* Case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic:
@@ -122,82 +122,82 @@ static void put_cp(jctx *c, jbuf *b, unsigned cp) {
     else
         u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 63)), u[2] = (char)(0x80 | (cp >> 6 & 63)),
         u[3] = (char)(0x80 | (cp & 63)), n = 4;
-    jbuf_put(c->a, c->f, b, u, n);
+    okv_jbuf_put(c->a, c->f, b, u, n);
 }
 
 static jv case_map(jctx *c, jv s, int mode) { /* 0 upper, 1 lower, 2 title (Python's), 3 capitalize */
     jbuf b = {0};
-    jbuf_put(c->a, c->f, &b, "", 0);
+    okv_jbuf_put(c->a, c->f, &b, "", 0);
     bool prev_cased = false;
     for (size_t i = 0; i < s.u.s.n;) {
         size_t start = i;
         unsigned cp = next_cp(s.u.s.p, s.u.s.n, &i);
         if (cp > 0x10FFFF || (cp < 0x80 && i - start > 1)) { /* not UTF-8: the bytes as they are */
-            jbuf_put(c->a, c->f, &b, s.u.s.p + start, i - start);
+            okv_jbuf_put(c->a, c->f, &b, s.u.s.p + start, i - start);
             continue;
         }
         bool to_upper = mode == 0 || (mode == 2 && !prev_cased) || (mode == 3 && start == 0);
         unsigned out = to_upper ? cp_upper(cp) : cp_lower(cp);
-        if (out == cp) jbuf_put(c->a, c->f, &b, s.u.s.p + start, i - start);
+        if (out == cp) okv_jbuf_put(c->a, c->f, &b, s.u.s.p + start, i - start);
         else put_cp(c, &b, out);
         prev_cased = cp_cased(cp);
     }
-    return jv_str(b.p, b.n);
+    return okv_jv_str(b.p, b.n);
 }
 
 static jv split(jctx *c, int line, jv s, jv sep, int64_t maxsplit, bool from_right) {
-    jv out = jv_list_new(c->a, c->f, 0);
+    jv out = okv_jv_list_new(c->a, c->f, 0);
     const char *p = s.u.s.p;
     size_t n = s.u.s.n;
     if (sep.kind == JV_STR) {
         size_t m = sep.u.s.n;
-        if (m == 0) jinja_fail(c->f, line, "split: empty separator");
+        if (m == 0) okv_jinja_fail(c->f, line, "split: empty separator");
         if (!from_right) {
             size_t start = 0;
             for (size_t i = 0; i + m <= n;) {
                 if (maxsplit >= 0 && (int64_t)out.u.l->n >= maxsplit) break;
                 if (memcmp(p + i, sep.u.s.p, m) == 0) {
-                    jv_list_push(c->a, c->f, out, jv_str(p + start, i - start));
+                    okv_jv_list_push(c->a, c->f, out, okv_jv_str(p + start, i - start));
                     i += m;
                     start = i;
                 } else
                     i++;
             }
-            jv_list_push(c->a, c->f, out, jv_str(p + start, n - start));
+            okv_jv_list_push(c->a, c->f, out, okv_jv_str(p + start, n - start));
             return out;
         }
         /* rsplit: pieces found from the right, then reversed */
-        jv rev = jv_list_new(c->a, c->f, 0);
+        jv rev = okv_jv_list_new(c->a, c->f, 0);
         size_t end = n;
         for (size_t i = n; i >= m;) {
             if (maxsplit >= 0 && (int64_t)rev.u.l->n >= maxsplit) break;
             if (memcmp(p + i - m, sep.u.s.p, m) == 0) {
-                jv_list_push(c->a, c->f, rev, jv_str(p + i, end - i));
+                okv_jv_list_push(c->a, c->f, rev, okv_jv_str(p + i, end - i));
                 i -= m;
                 end = i;
             } else
                 i--;
         }
-        jv_list_push(c->a, c->f, rev, jv_str(p, end));
-        for (size_t i = rev.u.l->n; i-- > 0;) jv_list_push(c->a, c->f, out, rev.u.l->v[i]);
+        okv_jv_list_push(c->a, c->f, rev, okv_jv_str(p, end));
+        for (size_t i = rev.u.l->n; i-- > 0;) okv_jv_list_push(c->a, c->f, out, rev.u.l->v[i]);
         return out;
     }
     /* no separator: runs of whitespace, no empty pieces */
     if (from_right) {
-        jv rev = jv_list_new(c->a, c->f, 0);
+        jv rev = okv_jv_list_new(c->a, c->f, 0);
         size_t i = n;
         for (;;) {
             while (i > 0 && py_space((unsigned char)p[i - 1])) i--;
             if (i == 0) break;
             if (maxsplit >= 0 && (int64_t)rev.u.l->n >= maxsplit) {
-                jv_list_push(c->a, c->f, rev, jv_str(p, i));
+                okv_jv_list_push(c->a, c->f, rev, okv_jv_str(p, i));
                 break;
             }
             size_t end = i;
             while (i > 0 && !py_space((unsigned char)p[i - 1])) i--;
-            jv_list_push(c->a, c->f, rev, jv_str(p + i, end - i));
+            okv_jv_list_push(c->a, c->f, rev, okv_jv_str(p + i, end - i));
         }
-        for (size_t k = rev.u.l->n; k-- > 0;) jv_list_push(c->a, c->f, out, rev.u.l->v[k]);
+        for (size_t k = rev.u.l->n; k-- > 0;) okv_jv_list_push(c->a, c->f, out, rev.u.l->v[k]);
         return out;
     }
     size_t i = 0;
@@ -207,12 +207,12 @@ static jv split(jctx *c, int line, jv s, jv sep, int64_t maxsplit, bool from_rig
         if (maxsplit >= 0 && (int64_t)out.u.l->n >= maxsplit) {
             size_t end = n;
             while (end > i && py_space((unsigned char)p[end - 1])) end--;
-            jv_list_push(c->a, c->f, out, jv_str(p + i, end - i));
+            okv_jv_list_push(c->a, c->f, out, okv_jv_str(p + i, end - i));
             break;
         }
         size_t start = i;
         while (i < n && !py_space((unsigned char)p[i])) i++;
-        jv_list_push(c->a, c->f, out, jv_str(p + start, i - start));
+        okv_jv_list_push(c->a, c->f, out, okv_jv_str(p + start, i - start));
     }
     return out;
 }
@@ -223,48 +223,48 @@ static bool affix(jctx *c, int line, jv s, jv x, bool end) {
             if (affix(c, line, s, x.u.l->v[i], end)) return true;
         return false;
     }
-    if (x.kind != JV_STR) jinja_fail(c->f, line, "%s arg must be str or a tuple of str, not %s", end ? "endswith" : "startswith", jv_type_name(x));
+    if (x.kind != JV_STR) okv_jinja_fail(c->f, line, "%s arg must be str or a tuple of str, not %s", end ? "endswith" : "startswith", okv_jv_type_name(x));
     if (x.u.s.n > s.u.s.n) return false;
     return memcmp(s.u.s.p + (end ? s.u.s.n - x.u.s.n : 0), x.u.s.p, x.u.s.n) == 0;
 }
 
 static jv replace(jctx *c, jv s, jv old, jv new_, int64_t count) {
     jbuf b = {0};
-    jbuf_put(c->a, c->f, &b, "", 0);
+    okv_jbuf_put(c->a, c->f, &b, "", 0);
     const char *p = s.u.s.p;
     size_t n = s.u.s.n, m = old.u.s.n;
     int64_t done = 0;
     if (m == 0) { /* Python inserts between every code point */
         size_t i = 0;
         while (count < 0 || done < count) {
-            jbuf_put(c->a, c->f, &b, new_.u.s.p, new_.u.s.n);
+            okv_jbuf_put(c->a, c->f, &b, new_.u.s.p, new_.u.s.n);
             done++;
             if (i >= n) break;
             size_t k = i;
             next_cp(p, n, &k);
-            jbuf_put(c->a, c->f, &b, p + i, k - i);
+            okv_jbuf_put(c->a, c->f, &b, p + i, k - i);
             i = k;
         }
-        jbuf_put(c->a, c->f, &b, p + i, n - i);
-        return jv_str(b.p, b.n);
+        okv_jbuf_put(c->a, c->f, &b, p + i, n - i);
+        return okv_jv_str(b.p, b.n);
     }
     size_t i = 0, start = 0;
     while (i + m <= n && (count < 0 || done < count)) {
         if (memcmp(p + i, old.u.s.p, m) == 0) {
-            jbuf_put(c->a, c->f, &b, p + start, i - start);
-            jbuf_put(c->a, c->f, &b, new_.u.s.p, new_.u.s.n);
+            okv_jbuf_put(c->a, c->f, &b, p + start, i - start);
+            okv_jbuf_put(c->a, c->f, &b, new_.u.s.p, new_.u.s.n);
             i += m;
             start = i;
             done++;
         } else
             i++;
     }
-    jbuf_put(c->a, c->f, &b, p + start, n - start);
-    return jv_str(b.p, b.n);
+    okv_jbuf_put(c->a, c->f, &b, p + start, n - start);
+    return okv_jv_str(b.p, b.n);
 }
 
 static jv need_str(jctx *c, int line, const char *method, jv v) {
-    if (v.kind != JV_STR) jinja_fail(c->f, line, "%s() argument must be str, not %s", method, jv_type_name(v));
+    if (v.kind != JV_STR) okv_jinja_fail(c->f, line, "%s() argument must be str, not %s", method, okv_jv_type_name(v));
     return v;
 }
 
@@ -272,44 +272,44 @@ static int64_t find(jv s, jv x, bool last) {
     if (x.u.s.n > s.u.s.n) return -1;
     if (!last) {
         const char *hit = x.u.s.n ? memmem(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n) : s.u.s.p;
-        return hit ? (int64_t)utf8_len(s.u.s.p, (size_t)(hit - s.u.s.p)) : -1;
+        return hit ? (int64_t)okv_jinja_utf8_len(s.u.s.p, (size_t)(hit - s.u.s.p)) : -1;
     }
     for (size_t i = s.u.s.n - x.u.s.n + 1; i-- > 0;)
-        if (memcmp(s.u.s.p + i, x.u.s.p, x.u.s.n) == 0) return (int64_t)utf8_len(s.u.s.p, i);
+        if (memcmp(s.u.s.p + i, x.u.s.p, x.u.s.n) == 0) return (int64_t)okv_jinja_utf8_len(s.u.s.p, i);
     return -1;
 }
 
 static jv str_method(jctx *c, const char *m, int line, jv s, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw) {
-    jv a0 = jarg(args, n_args, 0, kwn, kwv, n_kw, NULL, jv_none());
+    jv a0 = okv_jarg(args, n_args, 0, kwn, kwv, n_kw, NULL, okv_jv_none());
     if (!strcmp(m, "strip")) return strip(s, a0, true, true);
     if (!strcmp(m, "lstrip")) return strip(s, a0, true, false);
     if (!strcmp(m, "rstrip")) return strip(s, a0, false, true);
     if (!strcmp(m, "split") || !strcmp(m, "rsplit")) {
-        jv sep = jarg(args, n_args, 0, kwn, kwv, n_kw, "sep", jv_none());
-        jv max = jarg(args, n_args, 1, kwn, kwv, n_kw, "maxsplit", jv_int(-1));
+        jv sep = okv_jarg(args, n_args, 0, kwn, kwv, n_kw, "sep", okv_jv_none());
+        jv max = okv_jarg(args, n_args, 1, kwn, kwv, n_kw, "maxsplit", okv_jv_int(-1));
         if (sep.kind != JV_NONE) need_str(c, line, m, sep);
-        if (max.kind != JV_INT) jinja_fail(c->f, line, "%s: maxsplit must be an integer", m);
+        if (max.kind != JV_INT) okv_jinja_fail(c->f, line, "%s: maxsplit must be an integer", m);
         return split(c, line, s, sep, max.u.i, m[0] == 'r');
     }
-    if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) return jv_bool(affix(c, line, s, a0, m[0] == 'e'));
+    if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) return okv_jv_bool(affix(c, line, s, a0, m[0] == 'e'));
     if (!strcmp(m, "replace")) {
-        jv cnt = jarg(args, n_args, 2, kwn, kwv, n_kw, "count", jv_int(-1));
-        return replace(c, s, need_str(c, line, m, a0), need_str(c, line, m, jarg(args, n_args, 1, kwn, kwv, n_kw, NULL, jv_none())),
+        jv cnt = okv_jarg(args, n_args, 2, kwn, kwv, n_kw, "count", okv_jv_int(-1));
+        return replace(c, s, need_str(c, line, m, a0), need_str(c, line, m, okv_jarg(args, n_args, 1, kwn, kwv, n_kw, NULL, okv_jv_none())),
                        cnt.kind == JV_INT ? cnt.u.i : -1);
     }
     if (!strcmp(m, "upper")) return case_map(c, s, 0);
     if (!strcmp(m, "lower")) return case_map(c, s, 1);
     if (!strcmp(m, "title")) return case_map(c, s, 2);
     if (!strcmp(m, "capitalize")) return case_map(c, s, 3);
-    if (!strcmp(m, "find") || !strcmp(m, "rfind")) return jv_int(find(s, need_str(c, line, m, a0), m[0] == 'r'));
+    if (!strcmp(m, "find") || !strcmp(m, "rfind")) return okv_jv_int(find(s, need_str(c, line, m, a0), m[0] == 'r'));
     if (!strcmp(m, "index")) {
         int64_t i = find(s, need_str(c, line, m, a0), false);
-        if (i < 0) jinja_fail(c->f, line, "substring not found");
-        return jv_int(i);
+        if (i < 0) okv_jinja_fail(c->f, line, "substring not found");
+        return okv_jv_int(i);
     }
     if (!strcmp(m, "count")) {
         need_str(c, line, m, a0);
-        if (a0.u.s.n == 0) return jv_int((int64_t)utf8_len(s.u.s.p, s.u.s.n) + 1);
+        if (a0.u.s.n == 0) return okv_jv_int((int64_t)okv_jinja_utf8_len(s.u.s.p, s.u.s.n) + 1);
         int64_t k = 0;
         for (size_t i = 0; i + a0.u.s.n <= s.u.s.n;)
             if (memcmp(s.u.s.p + i, a0.u.s.p, a0.u.s.n) == 0) {
@@ -317,42 +317,42 @@ static jv str_method(jctx *c, const char *m, int line, jv s, jv *args, int n_arg
                 i += a0.u.s.n;
             } else
                 i++;
-        return jv_int(k);
+        return okv_jv_int(k);
     }
     if (!strcmp(m, "join")) {
-        jv items = jinja_iterable(c, line, a0);
+        jv items = okv_jinja_iterable(c, line, a0);
         jbuf b = {0};
-        jbuf_put(c->a, c->f, &b, "", 0);
+        okv_jbuf_put(c->a, c->f, &b, "", 0);
         for (size_t i = 0; i < items.u.l->n; i++) {
-            if (i) jbuf_put(c->a, c->f, &b, s.u.s.p, s.u.s.n);
+            if (i) okv_jbuf_put(c->a, c->f, &b, s.u.s.p, s.u.s.n);
             jv it = need_str(c, line, m, items.u.l->v[i]);
-            jbuf_put(c->a, c->f, &b, it.u.s.p, it.u.s.n);
+            okv_jbuf_put(c->a, c->f, &b, it.u.s.p, it.u.s.n);
         }
-        return jv_str(b.p, b.n);
+        return okv_jv_str(b.p, b.n);
     }
     if (!strcmp(m, "splitlines")) {
-        jv out = jv_list_new(c->a, c->f, 0);
+        jv out = okv_jv_list_new(c->a, c->f, 0);
         size_t start = 0, i = 0;
         while (i < s.u.s.n) {
             char ch = s.u.s.p[i];
             if (ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) {
-                jv_list_push(c->a, c->f, out, jv_str(s.u.s.p + start, i - start));
+                okv_jv_list_push(c->a, c->f, out, okv_jv_str(s.u.s.p + start, i - start));
                 i += ch == '\r' && i + 1 < s.u.s.n && s.u.s.p[i + 1] == '\n' ? 2 : 1;
                 start = i;
             } else
                 i++;
         }
-        if (start < s.u.s.n) jv_list_push(c->a, c->f, out, jv_str(s.u.s.p + start, s.u.s.n - start));
+        if (start < s.u.s.n) okv_jv_list_push(c->a, c->f, out, okv_jv_str(s.u.s.p + start, s.u.s.n - start));
         return out;
     }
     if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
         bool end = m[6] == 's';
         need_str(c, line, m, a0);
         if (!affix(c, line, s, a0, end)) return s;
-        return jv_str(s.u.s.p + (end ? 0 : a0.u.s.n), s.u.s.n - a0.u.s.n);
+        return okv_jv_str(s.u.s.p + (end ? 0 : a0.u.s.n), s.u.s.n - a0.u.s.n);
     }
     /* the is* predicates, over ASCII classes */
-    if (s.u.s.n == 0) return jv_bool(false);
+    if (s.u.s.n == 0) return okv_jv_bool(false);
     bool all = true, cased = false;
     for (size_t i = 0; i < s.u.s.n; i++) {
         unsigned char ch = (unsigned char)s.u.s.p[i];
@@ -369,42 +369,42 @@ static jv str_method(jctx *c, const char *m, int line, jv s, jv *args, int n_arg
             cased |= lo;
         }
     }
-    if (!strcmp(m, "isupper") || !strcmp(m, "islower")) return jv_bool(all && cased);
-    return jv_bool(all);
+    if (!strcmp(m, "isupper") || !strcmp(m, "islower")) return okv_jv_bool(all && cased);
+    return okv_jv_bool(all);
 }
 
-jv jinja_call_method(jctx *c, jfunc *fn, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw) {
-    jinja_tick_n(c, line, 1 + (fn->self.kind == JV_STR ? fn->self.u.s.n / 256 : fn->self.kind == JV_LIST ? fn->self.u.l->n : 0));
+jv okv_jinja_call_method(jctx *c, jfunc *fn, int line, jv *args, int n_args, const char **kwn, jv *kwv, int n_kw) {
+    okv_jinja_tick_n(c, line, 1 + (fn->self.kind == JV_STR ? fn->self.u.s.n / 256 : fn->self.kind == JV_LIST ? fn->self.u.l->n : 0));
     jv self = fn->self;
     const char *m = fn->name;
     if (self.kind == JV_STR) return str_method(c, m, line, self, args, n_args, kwn, kwv, n_kw);
     if (self.kind == JV_DICT) {
         if (!strcmp(m, "get")) {
-            jv *v = jv_dict_find(self, jarg(args, n_args, 0, kwn, kwv, n_kw, NULL, jv_none()));
-            return v ? *v : jarg(args, n_args, 1, kwn, kwv, n_kw, "default", jv_none());
+            jv *v = okv_jv_dict_find(self, okv_jarg(args, n_args, 0, kwn, kwv, n_kw, NULL, okv_jv_none()));
+            return v ? *v : okv_jarg(args, n_args, 1, kwn, kwv, n_kw, "default", okv_jv_none());
         }
-        jv out = jv_list_new(c->a, c->f, self.u.d->n);
+        jv out = okv_jv_list_new(c->a, c->f, self.u.d->n);
         for (size_t i = 0; i < self.u.d->n; i++) {
-            if (!strcmp(m, "keys")) jv_list_push(c->a, c->f, out, self.u.d->k[i]);
-            else if (!strcmp(m, "values")) jv_list_push(c->a, c->f, out, self.u.d->v[i]);
+            if (!strcmp(m, "keys")) okv_jv_list_push(c->a, c->f, out, self.u.d->k[i]);
+            else if (!strcmp(m, "values")) okv_jv_list_push(c->a, c->f, out, self.u.d->v[i]);
             else {
-                jv pair = jv_list_new(c->a, c->f, 2);
+                jv pair = okv_jv_list_new(c->a, c->f, 2);
                 pair.flags |= JV_F_TUPLE;
-                jv_list_push(c->a, c->f, pair, self.u.d->k[i]);
-                jv_list_push(c->a, c->f, pair, self.u.d->v[i]);
-                jv_list_push(c->a, c->f, out, pair);
+                okv_jv_list_push(c->a, c->f, pair, self.u.d->k[i]);
+                okv_jv_list_push(c->a, c->f, pair, self.u.d->v[i]);
+                okv_jv_list_push(c->a, c->f, out, pair);
             }
         }
         return out;
     }
     /* list.index / list.count */
-    jv x = jarg(args, n_args, 0, kwn, kwv, n_kw, NULL, jv_none());
+    jv x = okv_jarg(args, n_args, 0, kwn, kwv, n_kw, NULL, okv_jv_none());
     int64_t k = 0;
     for (size_t i = 0; i < self.u.l->n; i++)
-        if (jv_equal(self.u.l->v[i], x)) {
-            if (!strcmp(m, "index")) return jv_int((int64_t)i);
+        if (okv_jv_equal(self.u.l->v[i], x)) {
+            if (!strcmp(m, "index")) return okv_jv_int((int64_t)i);
             k++;
         }
-    if (!strcmp(m, "index")) jinja_fail(c->f, line, "list.index(x): x not in list");
-    return jv_int(k);
+    if (!strcmp(m, "index")) okv_jinja_fail(c->f, line, "list.index(x): x not in list");
+    return okv_jv_int(k);
 }

@@ -32,7 +32,7 @@ static _Noreturn void pfail_at(ps *p, const jtok *t, const char *fmt, const char
                  : t->type == JT_STRING ? "a string" : "a literal");
     char msg[300];
     snprintf(msg, sizeof msg, fmt, arg ? arg : what);
-    jinja_fail(p->f, t->line, "%s (at %s)", msg, what);
+    okv_jinja_fail(p->f, t->line, "%s (at %s)", msg, what);
 }
 
 static bool is_op(const jtok *t, const char *op) { return t->type == JT_OP && strlen(op) == t->n && memcmp(t->p, op, t->n) == 0; }
@@ -49,7 +49,7 @@ static const char *expect_ident(ps *p) {
     const jtok *t = cur(p);
     if (t->type != JT_NAME) pfail_at(p, t, "expected a name", NULL);
     p->i++;
-    return jstrdup(p->a, p->f, t->p, t->n);
+    return okv_jstrdup(p->a, p->f, t->p, t->n);
 }
 
 static void expect_end(ps *p) {
@@ -58,7 +58,7 @@ static void expect_end(ps *p) {
 }
 
 static jnode *node(ps *p, jnode_type type, int line) {
-    jnode *n = jalloc(p->a, p->f, sizeof *n);
+    jnode *n = okv_jalloc(p->a, p->f, sizeof *n);
     n->type = type;
     n->line = line;
     return n;
@@ -74,8 +74,8 @@ typedef struct nvec {
 static void nvec_push(ps *p, nvec *v, jnode *x, const char *name) {
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 8;
-        jnode **nv = jalloc(p->a, p->f, (size_t)cap * sizeof *nv);
-        const char **nn = jalloc(p->a, p->f, (size_t)cap * sizeof *nn);
+        jnode **nv = okv_jalloc(p->a, p->f, (size_t)cap * sizeof *nv);
+        const char **nn = okv_jalloc(p->a, p->f, (size_t)cap * sizeof *nn);
         if (v->n) {
             memcpy(nv, v->v, (size_t)v->n * sizeof *nv);
             memcpy(nn, v->names, (size_t)v->n * sizeof *nn);
@@ -125,30 +125,30 @@ static jnode *primary(ps *p) {
     if (t->type == JT_NAME) {
         p->i++;
         n = node(p, JN_LIT, t->line);
-        if (is_name(t, "true") || is_name(t, "True")) n->lit = jv_bool(true);
-        else if (is_name(t, "false") || is_name(t, "False")) n->lit = jv_bool(false);
-        else if (is_name(t, "none") || is_name(t, "None")) n->lit = jv_none();
+        if (is_name(t, "true") || is_name(t, "True")) n->lit = okv_jv_bool(true);
+        else if (is_name(t, "false") || is_name(t, "False")) n->lit = okv_jv_bool(false);
+        else if (is_name(t, "none") || is_name(t, "None")) n->lit = okv_jv_none();
         else {
             n->type = JN_NAME;
-            n->lit = jv_str(jstrdup(p->a, p->f, t->p, t->n), t->n);
+            n->lit = okv_jv_str(okv_jstrdup(p->a, p->f, t->p, t->n), t->n);
         }
         return n;
     }
     if (t->type == JT_STRING) {
         jbuf b = {0};
-        jbuf_put(p->a, p->f, &b, "", 0);
+        okv_jbuf_put(p->a, p->f, &b, "", 0);
         while (cur(p)->type == JT_STRING) { /* adjacent literals join */
-            jbuf_put(p->a, p->f, &b, cur(p)->p, cur(p)->n);
+            okv_jbuf_put(p->a, p->f, &b, cur(p)->p, cur(p)->n);
             p->i++;
         }
         n = node(p, JN_LIT, t->line);
-        n->lit = jv_str(b.p, b.n);
+        n->lit = okv_jv_str(b.p, b.n);
         return n;
     }
     if (t->type == JT_INT || t->type == JT_FLOAT) {
         p->i++;
         n = node(p, JN_LIT, t->line);
-        n->lit = t->type == JT_INT ? jv_int(t->i) : jv_float(t->f);
+        n->lit = t->type == JT_INT ? okv_jv_int(t->i) : okv_jv_float(t->f);
         return n;
     }
     if (is_op(t, "(")) {
@@ -250,14 +250,14 @@ static jnode *postfix(ps *p, jnode *n) {
             if (k->type == JT_INT) {
                 p->i++;
                 jnode *item = node(p, JN_ITEM, t->line), *lit = node(p, JN_LIT, t->line);
-                lit->lit = jv_int(k->i);
+                lit->lit = okv_jv_int(k->i);
                 item->a = n;
                 item->b = lit;
                 n = item;
             } else {
                 jnode *attr = node(p, JN_ATTR, t->line);
                 const char *name = expect_ident(p);
-                attr->lit = jv_cstr(name);
+                attr->lit = okv_jv_cstr(name);
                 attr->a = n;
                 n = attr;
             }
@@ -280,13 +280,13 @@ static jnode *filter_expr(ps *p, jnode *n) {
             p->i++;
             jnode *fl = node(p, JN_FILTER, t->line);
             jbuf name = {0};
-            jbuf_puts(p->a, p->f, &name, expect_ident(p));
+            okv_jbuf_puts(p->a, p->f, &name, expect_ident(p));
             while (is_op(cur(p), ".")) { /* dotted filter names */
                 p->i++;
-                jbuf_putc(p->a, p->f, &name, '.');
-                jbuf_puts(p->a, p->f, &name, expect_ident(p));
+                okv_jbuf_putc(p->a, p->f, &name, '.');
+                okv_jbuf_puts(p->a, p->f, &name, expect_ident(p));
             }
-            fl->lit = jv_str(name.p, name.n);
+            fl->lit = okv_jv_str(name.p, name.n);
             fl->a = n;
             if (is_op(cur(p), "(")) call_args(p, fl);
             n = fl;
@@ -298,7 +298,7 @@ static jnode *filter_expr(ps *p, jnode *n) {
                 ts->op = 1;
             }
             const jtok *nt = cur(p);
-            ts->lit = jv_cstr(expect_ident(p));
+            ts->lit = okv_jv_cstr(expect_ident(p));
             (void)nt;
             ts->a = n;
             const jtok *x = cur(p);
@@ -309,7 +309,7 @@ static jnode *filter_expr(ps *p, jnode *n) {
                        !is_name(x, "else") && !is_name(x, "or") && !is_name(x, "and")) {
                 if (is_name(x, "is")) pfail_at(p, x, "you cannot chain multiple tests with is", "");
                 jnode *arg = postfix(p, primary(p));
-                ts->args = jalloc(p->a, p->f, sizeof *ts->args);
+                ts->args = okv_jalloc(p->a, p->f, sizeof *ts->args);
                 ts->args[0] = arg;
                 ts->n_args = 1;
             }
@@ -517,7 +517,7 @@ static jnode *if_rest(ps *p, int line) {
     const char *which;
     n->args = block_until(p, END_IF, &which, &n->n_args);
     if (strcmp(which, "elif") == 0) {
-        n->kwvals = jalloc(p->a, p->f, sizeof *n->kwvals);
+        n->kwvals = okv_jalloc(p->a, p->f, sizeof *n->kwvals);
         n->kwvals[0] = if_rest(p, cur(p)->line);
         n->n_kw = 1;
         return n; /* the nested if read the endif */
@@ -538,7 +538,7 @@ static void targets(ps *p, jnode *n, bool allow_attr) {
         const char *name = expect_ident(p);
         if (allow_attr && v.n == 0 && is_op(cur(p), ".")) {
             p->i++;
-            n->lit = jv_cstr(expect_ident(p));
+            n->lit = okv_jv_cstr(expect_ident(p));
         }
         nvec_push(p, &v, NULL, name);
         if (!is_op(cur(p), ",")) break;
@@ -556,7 +556,7 @@ static jnode *filter_chain(ps *p, int line) {
         if (!is_op(cur(p), "|")) {
             /* {% filter name %}: the first filter has no bar */
             jnode *fl = node(p, JN_FILTER, line);
-            fl->lit = jv_cstr(expect_ident(p));
+            fl->lit = okv_jv_cstr(expect_ident(p));
             fl->a = chain;
             if (is_op(cur(p), "(")) call_args(p, fl);
             chain = fl;
@@ -615,7 +615,7 @@ static jnode *statement(ps *p) {
     if (is_name(kw, "macro")) {
         static const char *const ends[] = {"endmacro", NULL};
         jnode *n = node(p, JN_MACRO, line);
-        n->lit = jv_cstr(expect_ident(p));
+        n->lit = okv_jv_cstr(expect_ident(p));
         expect_op(p, "(");
         nvec params = {0};
         while (!is_op(cur(p), ")")) {
@@ -681,7 +681,7 @@ static jnode *statement(ps *p) {
         static const char *const ends[] = {"endgeneration", NULL};
         jnode *n = node(p, JN_IF, line);
         n->a = node(p, JN_LIT, line);
-        n->a->lit = jv_bool(true);
+        n->a->lit = okv_jv_bool(true);
         expect_end(p);
         n->args = block_until(p, ends, &which, &n->n_args);
         expect_end(p);
@@ -702,7 +702,7 @@ static void body(ps *p, nvec *out, const char *const *ends, const char **which) 
         switch (t->type) {
         case JT_TEXT: {
             jnode *n = node(p, JN_TEXT, t->line);
-            n->lit = jv_str(t->p, t->n);
+            n->lit = okv_jv_str(t->p, t->n);
             nvec_push(p, out, n, NULL);
             p->i++;
             break;
@@ -741,7 +741,7 @@ static void body(ps *p, nvec *out, const char *const *ends, const char **which) 
     }
 }
 
-void jinja_parse(jarena *a, jfail *f, const jtok *toks, size_t n_tok, int *n_body, jnode ***out) {
+void okv_jinja_parse(jarena *a, jfail *f, const jtok *toks, size_t n_tok, int *n_body, jnode ***out) {
     ps p = {a, f, toks, n_tok, 0, 0};
     nvec v = {0};
     body(&p, &v, NULL, NULL);

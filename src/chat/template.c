@@ -30,7 +30,7 @@ okv_chat_template *okv_chat_template_parse(const char *text, size_t len, okv_err
     }
     memcpy(t->source, text, len);
     t->source[len] = '\0';
-    jarena_init(&t->arena, PARSE_BUDGET);
+    okv_jarena_init(&t->arena, PARSE_BUDGET);
     jfail f;
     memset(&f.err, 0, sizeof f.err);
     if (setjmp(f.env)) {
@@ -42,8 +42,8 @@ okv_chat_template *okv_chat_template_parse(const char *text, size_t len, okv_err
         return NULL;
     }
     size_t n_tok;
-    jtok *toks = jinja_lex(&t->arena, &f, t->source, len, &n_tok);
-    jinja_parse(&t->arena, &f, toks, n_tok, &t->n_body, &t->body);
+    jtok *toks = okv_jinja_lex(&t->arena, &f, t->source, len, &n_tok);
+    okv_jinja_parse(&t->arena, &f, toks, n_tok, &t->n_body, &t->body);
     okv_error_clear(err);
     return t;
 }
@@ -91,7 +91,7 @@ okv_chat_template *okv_chat_template_from_gguf(const okv_gguf *g, okv_error *err
 
 void okv_chat_template_free(okv_chat_template *t) {
     if (!t) return;
-    jarena_free(&t->arena);
+    okv_jarena_free(&t->arena);
     free(t->source);
     free(t->bos);
     free(t->eos);
@@ -166,7 +166,7 @@ okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_i
         if (!localtime_r(&tt, &now)) return okv_fail(err, OKV_ERR_INVALID, "chat template render: no local time");
     }
     jarena arena;
-    jarena_init(&arena, lim.max_memory);
+    okv_jarena_init(&arena, lim.max_memory);
     jfail f;
     memset(&f.err, 0, sizeof f.err);
     /* The input is JSON the caller gave: a failure there is the caller's
@@ -178,13 +178,13 @@ okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_i
             okv_fail(err, st, "line %d: %s", f.err.line, f.err.message);
         else
             okv_fail(err, st, "%s", f.err.message);
-        jarena_free(&arena);
+        okv_jarena_free(&arena);
         return st;
     }
-    jv messages = json_parse(&arena, &f, in->messages_json, strlen(in->messages_json), "messages");
-    if (messages.kind != JV_LIST) jinja_fail(&f, 0, "messages: expected a JSON array, got %s", jv_type_name(messages));
+    jv messages = okv_jinja_json_parse(&arena, &f, in->messages_json, strlen(in->messages_json), "messages");
+    if (messages.kind != JV_LIST) okv_jinja_fail(&f, 0, "messages: expected a JSON array, got %s", okv_jv_type_name(messages));
     for (size_t i = 0; i < messages.u.l->n; i++)
-        if (messages.u.l->v[i].kind != JV_DICT) jinja_fail(&f, 0, "messages[%zu]: expected an object", i);
+        if (messages.u.l->v[i].kind != JV_DICT) okv_jinja_fail(&f, 0, "messages[%zu]: expected an object", i);
     jctx c = {.a = &arena, .f = &f};
     c.lim.max_output = lim.max_output;
     c.lim.max_iterations = lim.max_iterations;
@@ -194,37 +194,37 @@ okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_i
     clock_gettime(CLOCK_MONOTONIC, &ts);
     c.max_seconds = lim.max_seconds;
     c.deadline = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + lim.max_seconds;
-    jscope *root = jalloc(&arena, &f, sizeof *root);
+    jscope *root = okv_jalloc(&arena, &f, sizeof *root);
     if (in->extra_json) {
-        jv extra = json_parse(&arena, &f, in->extra_json, strlen(in->extra_json), "extra variables");
-        if (extra.kind != JV_DICT) jinja_fail(&f, 0, "extra variables: expected a JSON object");
+        jv extra = okv_jinja_json_parse(&arena, &f, in->extra_json, strlen(in->extra_json), "extra variables");
+        if (extra.kind != JV_DICT) okv_jinja_fail(&f, 0, "extra variables: expected a JSON object");
         for (size_t i = 0; i < extra.u.d->n; i++)
-            jscope_set(&c, root, jstrdup(&arena, &f, extra.u.d->k[i].u.s.p, extra.u.d->k[i].u.s.n), extra.u.d->v[i]);
+            okv_jscope_set(&c, root, okv_jstrdup(&arena, &f, extra.u.d->k[i].u.s.p, extra.u.d->k[i].u.s.n), extra.u.d->v[i]);
     }
-    jscope_set(&c, root, "messages", messages);
+    okv_jscope_set(&c, root, "messages", messages);
     if (in->tools_json) {
-        jv tools = json_parse(&arena, &f, in->tools_json, strlen(in->tools_json), "tools");
-        if (tools.kind != JV_LIST && tools.kind != JV_NONE) jinja_fail(&f, 0, "tools: expected a JSON array");
-        jscope_set(&c, root, "tools", tools);
+        jv tools = okv_jinja_json_parse(&arena, &f, in->tools_json, strlen(in->tools_json), "tools");
+        if (tools.kind != JV_LIST && tools.kind != JV_NONE) okv_jinja_fail(&f, 0, "tools: expected a JSON array");
+        okv_jscope_set(&c, root, "tools", tools);
     }
-    jscope_set(&c, root, "add_generation_prompt", jv_bool(in->add_generation_prompt));
-    jscope_set(&c, root, "bos_token", jv_cstr(t->bos));
-    jscope_set(&c, root, "eos_token", jv_cstr(t->eos));
+    okv_jscope_set(&c, root, "add_generation_prompt", okv_jv_bool(in->add_generation_prompt));
+    okv_jscope_set(&c, root, "bos_token", okv_jv_cstr(t->bos));
+    okv_jscope_set(&c, root, "eos_token", okv_jv_cstr(t->eos));
     in_template = true;
     jbuf buf = {0};
-    jbuf_put(&arena, &f, &buf, "", 0);
+    okv_jbuf_put(&arena, &f, &buf, "", 0);
     c.out = &buf;
-    jinja_render(&c, t->body, t->n_body, root);
+    okv_jinja_render(&c, t->body, t->n_body, root);
     char *text = malloc(buf.n + 1);
     if (!text) {
-        jarena_free(&arena);
+        okv_jarena_free(&arena);
         return okv_fail(err, OKV_ERR_NOMEM, "chat template render: out of memory for %zu bytes", buf.n);
     }
     memcpy(text, buf.p, buf.n);
     text[buf.n] = '\0';
     *out = text;
     if (out_len) *out_len = buf.n;
-    jarena_free(&arena);
+    okv_jarena_free(&arena);
     okv_error_clear(err);
     return OKV_OK;
 }

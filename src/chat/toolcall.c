@@ -21,10 +21,10 @@ typedef struct pm {
     jfail *f;
 } pm;
 
-static void add_content(pm *p, const char *s, size_t n) { jbuf_put(p->a, p->f, &p->content, s, n); }
+static void add_content(pm *p, const char *s, size_t n) { okv_jbuf_put(p->a, p->f, &p->content, s, n); }
 static void add_reasoning(pm *p, const char *s, size_t n) {
     p->has_reasoning = true;
-    jbuf_put(p->a, p->f, &p->reasoning, s, n);
+    okv_jbuf_put(p->a, p->f, &p->reasoning, s, n);
 }
 
 static char *dup_n(pm *p, const char *s, size_t n) {
@@ -212,8 +212,8 @@ static jscan json_at(const char *s, size_t n, size_t *i, size_t *start) {
 
 /* The decoded text of a complete JSON string value. */
 static char *json_string(pm *p, const char *s, size_t n) {
-    jv v = json_parse(p->a, p->f, s, n, "a tool call");
-    return v.kind == JV_STR ? jstrdup(p->a, p->f, v.u.s.p, v.u.s.n) : NULL;
+    jv v = okv_jinja_json_parse(p->a, p->f, s, n, "a tool call");
+    return v.kind == JV_STR ? okv_jstrdup(p->a, p->f, v.u.s.p, v.u.s.n) : NULL;
 }
 
 /* ---- a call as a JSON object: {"name": ..., "arguments"/"parameters": {...}} ---- */
@@ -329,7 +329,7 @@ static jscan read_call_object(pm *p, const char *s, size_t n, size_t *i, obj_cal
     }
     if (partial) return JS_PARTIAL;
     /* a complete object: the whole must parse, and name a call */
-    json_parse(p->a, p->f, s + obj_start, *i - obj_start, "a tool call");
+    okv_jinja_json_parse(p->a, p->f, s + obj_start, *i - obj_start, "a tool call");
     if (!oc->name) return JS_BAD;
     if (!oc->args) {
         oc->args = "{}";
@@ -355,7 +355,7 @@ __attribute__((noinline)) static jscan call_object(pm *p, const char *s, size_t 
     return r;
 }
 
-/* json_parse without a jump: false when s[0..n) is not JSON. */
+/* okv_jinja_json_parse without a jump: false when s[0..n) is not JSON. */
 __attribute__((noinline)) static bool try_json(pm *p, const char *s, size_t n, jv *out) {
     jfail *const outer = p->f;
     jfail local;
@@ -365,7 +365,7 @@ __attribute__((noinline)) static bool try_json(pm *p, const char *s, size_t n, j
         p->f = outer;
         return false;
     }
-    *out = json_parse(p->a, p->f, s, n, "a value");
+    *out = okv_jinja_json_parse(p->a, p->f, s, n, "a value");
     p->f = outer;
     return true;
 }
@@ -483,36 +483,36 @@ static bool parse_leading_objects(pm *p, const char *s, size_t n, bool partial, 
         if (r == JS_PARTIAL && partial) return true; /* hold it all back */
         jv v;
         if (r != JS_DONE || !try_json(p, s + start, j - start, &v) || v.kind != JV_DICT) return false;
-        jv *resp = jv_dict_get(v, "response", 8);
+        jv *resp = okv_jv_dict_get(v, "response", 8);
         if (resp && resp->kind == JV_STR && v.u.d->n == 1) {
             add_content(p, resp->u.s.p, resp->u.s.n);
             return true;
         }
-        jv *calls = jv_dict_get(v, "tool_calls", 10);
-        jv *one = jv_dict_get(v, "tool_call", 9);
+        jv *calls = okv_jv_dict_get(v, "tool_calls", 10);
+        jv *one = okv_jv_dict_get(v, "tool_call", 9);
         if (calls || one) {
             /* re-serialise each call's arguments, which sit inside the answer */
-            jv list = calls ? *calls : jv_none();
+            jv list = calls ? *calls : okv_jv_none();
             size_t count = calls ? (calls->kind == JV_LIST ? calls->u.l->n : 0) : 1;
             if (calls && calls->kind != JV_LIST) return false;
             for (size_t k = 0; k < count; k++) {
                 jv c = calls ? list.u.l->v[k] : *one;
                 if (c.kind != JV_DICT) return false;
-                jv *fn = jv_dict_get(c, "function", 8);
+                jv *fn = okv_jv_dict_get(c, "function", 8);
                 if (fn && fn->kind == JV_DICT) c = *fn;
-                jv *name = jv_dict_get(c, "name", 4), *args = jv_dict_get(c, "arguments", 9);
-                if (!args) args = jv_dict_get(c, "parameters", 10);
+                jv *name = okv_jv_dict_get(c, "name", 4), *args = okv_jv_dict_get(c, "arguments", 9);
+                if (!args) args = okv_jv_dict_get(c, "parameters", 10);
                 if (!name || name->kind != JV_STR || (args && args->kind != JV_DICT)) return false;
             }
             for (size_t k = 0; k < count; k++) {
                 jv c = calls ? list.u.l->v[k] : *one;
-                jv *fn = jv_dict_get(c, "function", 8);
+                jv *fn = okv_jv_dict_get(c, "function", 8);
                 if (fn && fn->kind == JV_DICT) c = *fn;
-                jv *name = jv_dict_get(c, "name", 4), *args = jv_dict_get(c, "arguments", 9);
-                if (!args) args = jv_dict_get(c, "parameters", 10);
+                jv *name = okv_jv_dict_get(c, "name", 4), *args = okv_jv_dict_get(c, "arguments", 9);
+                if (!args) args = okv_jv_dict_get(c, "parameters", 10);
                 jbuf b = {0};
                 json_style st = {NULL, ", ", ": ", false};
-                if (args) json_dump(p->a, p->f, &b, *args, &st, 0);
+                if (args) okv_jinja_json_dump(p->a, p->f, &b, *args, &st, 0);
                 add_call(p, NULL, 0, name->u.s.p, name->u.s.n, args ? b.p : "{}", args ? b.n : 2, true);
             }
             return true;
@@ -550,7 +550,7 @@ static bool builtin_call(pm *p, const char *s, size_t n) {
     for (size_t k = 0; k < name_n; k++)
         if (!((name[k] >= 'a' && name[k] <= 'z') || (name[k] >= 'A' && name[k] <= 'Z') || (name[k] >= '0' && name[k] <= '9') || name[k] == '_'))
             return false;
-    jv args = jv_dict_new(p->a, p->f, 0);
+    jv args = okv_jv_dict_new(p->a, p->f, 0);
     size_t i = (size_t)(dot - s) + 6, end = n - 1;
     while (i < end) {
         skip_ws(s, end, &i);
@@ -566,14 +566,14 @@ static bool builtin_call(pm *p, const char *s, size_t n) {
         size_t vs = i;
         while (i < end && s[i] != q) i += s[i] == '\\' ? 2 : 1;
         if (i >= end) return false;
-        jv_dict_set(p->a, p->f, args, jv_str(jstrdup(p->a, p->f, s + ks, kn), kn), jv_str(jstrdup(p->a, p->f, s + vs, i - vs), i - vs));
+        okv_jv_dict_set(p->a, p->f, args, okv_jv_str(okv_jstrdup(p->a, p->f, s + ks, kn), kn), okv_jv_str(okv_jstrdup(p->a, p->f, s + vs, i - vs), i - vs));
         i++;
         skip_ws(s, end, &i);
         if (i < end && s[i] == ',') i++;
     }
     jbuf b = {0};
     json_style st = {NULL, ", ", ": ", false};
-    json_dump(p->a, p->f, &b, args, &st, 0);
+    okv_jinja_json_dump(p->a, p->f, &b, args, &st, 0);
     add_call(p, NULL, 0, name, name_n, b.p, b.n, true);
     return true;
 }
@@ -591,11 +591,11 @@ static void parse_llama3(pm *p, const char *s, size_t n, bool partial) {
         if (bn && body[0] == '{' && parse_leading_objects(p, body, bn, false, false)) return;
         if (bn && builtin_call(p, body, bn)) return;
         /* code for the python tool */
-        jv args = jv_dict_new(p->a, p->f, 1);
-        jv_dict_set(p->a, p->f, args, jv_cstr("code"), jv_str(body, bn));
+        jv args = okv_jv_dict_new(p->a, p->f, 1);
+        okv_jv_dict_set(p->a, p->f, args, okv_jv_cstr("code"), okv_jv_str(body, bn));
         jbuf b = {0};
         json_style st = {NULL, ", ", ": ", false};
-        json_dump(p->a, p->f, &b, args, &st, 0);
+        okv_jinja_json_dump(p->a, p->f, &b, args, &st, 0);
         add_call(p, NULL, 0, "python", 6, b.p, b.n, true);
         return;
     }
@@ -755,7 +755,7 @@ static void parse_qwen3_coder(pm *p, const char *s, size_t n, bool partial) {
         }
         const char *name = b + 10;
         size_t name_n = (size_t)(gt - name);
-        jv args = jv_dict_new(p->a, p->f, 0);
+        jv args = okv_jv_dict_new(p->a, p->f, 0);
         size_t k = (size_t)(gt - b) + 1;
         for (;;) {
             skip_ws(b, bn, &k);
@@ -772,18 +772,18 @@ static void parse_qwen3_coder(pm *p, const char *s, size_t n, bool partial) {
             if (val_n && val[val_n - 1] == '\n') val_n--;
             /* a value that reads as JSON (a number, true, an object ...) is
              * that value; anything else is a string */
-            jv v = jv_str(jstrdup(p->a, p->f, val, val_n), val_n);
+            jv v = okv_jv_str(okv_jstrdup(p->a, p->f, val, val_n), val_n);
             size_t j = 0, st;
             jv parsed;
             (void)j;
             (void)st;
             if (val_n && val[0] != '"' && try_json(p, val, val_n, &parsed)) v = parsed;
-            jv_dict_set(p->a, p->f, args, jv_str(jstrdup(p->a, p->f, key, key_n), key_n), v);
+            okv_jv_dict_set(p->a, p->f, args, okv_jv_str(okv_jstrdup(p->a, p->f, key, key_n), key_n), v);
             k = (size_t)(pend - b) + 12;
         }
         jbuf out = {0};
         json_style st = {NULL, ", ", ": ", false};
-        json_dump(p->a, p->f, &out, args, &st, 0);
+        okv_jinja_json_dump(p->a, p->f, &out, args, &st, 0);
         add_call(p, NULL, 0, name, name_n, out.p, out.n, true);
         i = (size_t)(end - s) + 12;
     }
@@ -872,8 +872,8 @@ static void parse_marked_array(pm *p, const char *s, size_t n, bool partial, con
             if (c.u.d->n != 1 || c.u.d->k[0].kind != JV_STR || c.u.d->v[0].kind != JV_DICT) goto not_calls;
             continue;
         }
-        jv *name = jv_dict_get(c, shape == 1 ? "tool_name" : "name", shape == 1 ? 9 : 4);
-        jv *args = jv_dict_get(c, shape == 1 ? "parameters" : "arguments", shape == 1 ? 10 : 9);
+        jv *name = okv_jv_dict_get(c, shape == 1 ? "tool_name" : "name", shape == 1 ? 9 : 4);
+        jv *args = okv_jv_dict_get(c, shape == 1 ? "parameters" : "arguments", shape == 1 ? 10 : 9);
         if (!name || name->kind != JV_STR || (args && args->kind != JV_DICT)) goto not_calls;
     }
     json_style st = {NULL, ", ", ": ", false};
@@ -883,12 +883,12 @@ static void parse_marked_array(pm *p, const char *s, size_t n, bool partial, con
             name = c.u.d->k[0];
             args = c.u.d->v[0];
         } else {
-            name = *jv_dict_get(c, shape == 1 ? "tool_name" : "name", shape == 1 ? 9 : 4);
-            jv *a = jv_dict_get(c, shape == 1 ? "parameters" : "arguments", shape == 1 ? 10 : 9);
-            args = a ? *a : jv_dict_new(p->a, p->f, 0);
+            name = *okv_jv_dict_get(c, shape == 1 ? "tool_name" : "name", shape == 1 ? 9 : 4);
+            jv *a = okv_jv_dict_get(c, shape == 1 ? "parameters" : "arguments", shape == 1 ? 10 : 9);
+            args = a ? *a : okv_jv_dict_new(p->a, p->f, 0);
         }
         jbuf b = {0};
-        json_dump(p->a, p->f, &b, args, &st, 0);
+        okv_jinja_json_dump(p->a, p->f, &b, args, &st, 0);
         add_call(p, NULL, 0, name.u.s.p, name.u.s.n, b.p, b.n, true);
     }
     skip_ws(s, n, &i);
@@ -1076,7 +1076,7 @@ void okv_chat_msg_free(okv_chat_msg *m) {
 }
 
 static void parse_into(pm *p, const okv_chat_syntax *syntax, const char *s, size_t n, bool partial) {
-    jbuf_put(p->a, p->f, &p->content, "", 0);
+    okv_jbuf_put(p->a, p->f, &p->content, "", 0);
     if (syntax->think_tags && syntax->format != OKV_CHAT_FORMAT_GPT_OSS) split_think(p, syntax, &s, &n, partial);
     switch (syntax->format) {
     case OKV_CHAT_FORMAT_HERMES: parse_tagged_json(p, s, n, partial, "<tool_call>", "</tool_call>"); break;
@@ -1123,13 +1123,13 @@ okv_status okv_chat_parse(const okv_chat_syntax *syntax, const char *text, size_
     if (!syntax || (!text && len) || !out) return okv_fail(err, OKV_ERR_INVALID, "chat parse: NULL argument");
     memset(out, 0, sizeof *out);
     jarena a;
-    jarena_init(&a, (size_t)64 << 20);
+    okv_jarena_init(&a, (size_t)64 << 20);
     jfail f;
     memset(&f.err, 0, sizeof f.err);
     pm p = {.m = out, .a = &a, .f = &f};
     parse_job job = {syntax, text ? text : "", len, partial};
     bool ok = guarded(&p, &job);
-    jarena_free(&a);
+    okv_jarena_free(&a);
     if (!ok || p.failed) {
         okv_chat_msg_free(out);
         return okv_fail(err, OKV_ERR_NOMEM, "chat parse: %s", ok ? "out of memory" : f.err.message);

@@ -8,40 +8,40 @@
 
 #include "chat/jinja.h"
 
-jv jv_undef(void) { return (jv){.kind = JV_UNDEF}; }
-jv jv_none(void) { return (jv){.kind = JV_NONE}; }
-jv jv_bool(bool b) { return (jv){.kind = JV_BOOL, .u.b = b}; }
-jv jv_int(int64_t i) { return (jv){.kind = JV_INT, .u.i = i}; }
-jv jv_float(double f) { return (jv){.kind = JV_FLOAT, .u.f = f}; }
-jv jv_str(const char *p, size_t n) { return (jv){.kind = JV_STR, .u.s = {p ? p : "", n}}; }
-jv jv_cstr(const char *p) { return jv_str(p, strlen(p)); }
+jv okv_jv_undef(void) { return (jv){.kind = JV_UNDEF}; }
+jv okv_jv_none(void) { return (jv){.kind = JV_NONE}; }
+jv okv_jv_bool(bool b) { return (jv){.kind = JV_BOOL, .u.b = b}; }
+jv okv_jv_int(int64_t i) { return (jv){.kind = JV_INT, .u.i = i}; }
+jv okv_jv_float(double f) { return (jv){.kind = JV_FLOAT, .u.f = f}; }
+jv okv_jv_str(const char *p, size_t n) { return (jv){.kind = JV_STR, .u.s = {p ? p : "", n}}; }
+jv okv_jv_cstr(const char *p) { return okv_jv_str(p, strlen(p)); }
 
-jv jv_list_new(jarena *a, jfail *f, size_t cap) {
+jv okv_jv_list_new(jarena *a, jfail *f, size_t cap) {
     jv v = {.kind = JV_LIST};
-    v.u.l = jalloc(a, f, sizeof *v.u.l);
+    v.u.l = okv_jalloc(a, f, sizeof *v.u.l);
     if (cap) {
-        v.u.l->v = jalloc(a, f, cap * sizeof(jv));
+        v.u.l->v = okv_jalloc(a, f, cap * sizeof(jv));
         v.u.l->cap = cap;
     }
     return v;
 }
 
-jv jv_dict_new(jarena *a, jfail *f, size_t cap) {
+jv okv_jv_dict_new(jarena *a, jfail *f, size_t cap) {
     jv v = {.kind = JV_DICT};
-    v.u.d = jalloc(a, f, sizeof *v.u.d);
+    v.u.d = okv_jalloc(a, f, sizeof *v.u.d);
     if (cap) {
-        v.u.d->k = jalloc(a, f, cap * sizeof(jv));
-        v.u.d->v = jalloc(a, f, cap * sizeof(jv));
+        v.u.d->k = okv_jalloc(a, f, cap * sizeof(jv));
+        v.u.d->v = okv_jalloc(a, f, cap * sizeof(jv));
         v.u.d->cap = cap;
     }
     return v;
 }
 
-void jv_list_push(jarena *a, jfail *f, jv list, jv item) {
+void okv_jv_list_push(jarena *a, jfail *f, jv list, jv item) {
     jlist *l = list.u.l;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        jv *v = jalloc(a, f, cap * sizeof(jv));
+        jv *v = okv_jalloc(a, f, cap * sizeof(jv));
         if (l->n) memcpy(v, l->v, l->n * sizeof(jv));
         l->v = v;
         l->cap = cap;
@@ -49,22 +49,22 @@ void jv_list_push(jarena *a, jfail *f, jv list, jv item) {
     l->v[l->n++] = item;
 }
 
-jv *jv_dict_find(jv dict, jv key) {
+jv *okv_jv_dict_find(jv dict, jv key) {
     jdict *d = dict.u.d;
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->k[i], key)) return &d->v[i];
+        if (okv_jv_equal(d->k[i], key)) return &d->v[i];
     return NULL;
 }
 
-jv *jv_dict_get(jv dict, const char *key, size_t n) {
+jv *okv_jv_dict_get(jv dict, const char *key, size_t n) {
     jdict *d = dict.u.d;
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].kind == JV_STR && d->k[i].u.s.n == n && memcmp(d->k[i].u.s.p, key, n) == 0) return &d->v[i];
     return NULL;
 }
 
-void jv_dict_set(jarena *a, jfail *f, jv dict, jv key, jv val) {
-    jv *slot = jv_dict_find(dict, key);
+void okv_jv_dict_set(jarena *a, jfail *f, jv dict, jv key, jv val) {
+    jv *slot = okv_jv_dict_find(dict, key);
     if (slot) {
         *slot = val;
         return;
@@ -72,7 +72,7 @@ void jv_dict_set(jarena *a, jfail *f, jv dict, jv key, jv val) {
     jdict *d = dict.u.d;
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        jv *k = jalloc(a, f, cap * sizeof(jv)), *v = jalloc(a, f, cap * sizeof(jv));
+        jv *k = okv_jalloc(a, f, cap * sizeof(jv)), *v = okv_jalloc(a, f, cap * sizeof(jv));
         if (d->n) {
             memcpy(k, d->k, d->n * sizeof(jv));
             memcpy(v, d->v, d->n * sizeof(jv));
@@ -85,7 +85,7 @@ void jv_dict_set(jarena *a, jfail *f, jv dict, jv key, jv val) {
     d->v[d->n++] = val;
 }
 
-bool jv_truthy(jv v) {
+bool okv_jv_truthy(jv v) {
     switch (v.kind) {
     case JV_UNDEF:
     case JV_NONE: return false;
@@ -99,16 +99,16 @@ bool jv_truthy(jv v) {
     }
 }
 
-bool jv_is_number(jv v) { return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL; }
+bool okv_jv_is_number(jv v) { return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL; }
 
-double jv_num(jv v) {
+double okv_jv_num(jv v) {
     return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.kind == JV_BOOL ? v.u.b : 0;
 }
 
-bool jv_equal(jv a, jv b) {
-    if (jv_is_number(a) && jv_is_number(b)) {
-        if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) return jv_num(a) == jv_num(b) && (a.kind == JV_BOOL ? a.u.b : a.u.i) == (b.kind == JV_BOOL ? b.u.b : b.u.i);
-        return jv_num(a) == jv_num(b);
+bool okv_jv_equal(jv a, jv b) {
+    if (okv_jv_is_number(a) && okv_jv_is_number(b)) {
+        if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) return okv_jv_num(a) == okv_jv_num(b) && (a.kind == JV_BOOL ? a.u.b : a.u.i) == (b.kind == JV_BOOL ? b.u.b : b.u.i);
+        return okv_jv_num(a) == okv_jv_num(b);
     }
     if (a.kind != b.kind) return false;
     switch (a.kind) {
@@ -118,14 +118,14 @@ bool jv_equal(jv a, jv b) {
     case JV_LIST:
         if ((a.flags & JV_F_TUPLE) != (b.flags & JV_F_TUPLE) || a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!okv_jv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
         return true;
     case JV_DICT:
         if (a.u.d == b.u.d) return true;
         if (a.flags & JV_F_NAMESPACE || b.flags & JV_F_NAMESPACE || a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            jv *o = jv_dict_find(b, a.u.d->k[i]);
-            if (!o || !jv_equal(a.u.d->v[i], *o)) return false;
+            jv *o = okv_jv_dict_find(b, a.u.d->k[i]);
+            if (!o || !okv_jv_equal(a.u.d->v[i], *o)) return false;
         }
         return true;
     case JV_FUNC: return a.u.fn == b.u.fn;
@@ -133,7 +133,7 @@ bool jv_equal(jv a, jv b) {
     }
 }
 
-const char *jv_type_name(jv v) {
+const char *okv_jv_type_name(jv v) {
     switch (v.kind) {
     case JV_UNDEF: return "Undefined";
     case JV_NONE: return "NoneType";
@@ -147,13 +147,13 @@ const char *jv_type_name(jv v) {
     }
 }
 
-int jv_compare(jfail *f, int line, jv a, jv b) {
-    if (jv_is_number(a) && jv_is_number(b)) {
+int okv_jv_compare(jfail *f, int line, jv a, jv b) {
+    if (okv_jv_is_number(a) && okv_jv_is_number(b)) {
         if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) {
             int64_t x = a.kind == JV_BOOL ? a.u.b : a.u.i, y = b.kind == JV_BOOL ? b.u.b : b.u.i;
             return x < y ? -1 : x > y;
         }
-        double x = jv_num(a), y = jv_num(b);
+        double x = okv_jv_num(a), y = okv_jv_num(b);
         return x < y ? -1 : x > y;
     }
     if (a.kind == JV_STR && b.kind == JV_STR) {
@@ -164,15 +164,15 @@ int jv_compare(jfail *f, int line, jv a, jv b) {
     }
     if (a.kind == JV_LIST && b.kind == JV_LIST) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return jv_compare(f, line, a.u.l->v[i], b.u.l->v[i]);
+            if (!okv_jv_equal(a.u.l->v[i], b.u.l->v[i])) return okv_jv_compare(f, line, a.u.l->v[i], b.u.l->v[i]);
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
-    jinja_fail(f, line, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a), jv_type_name(b));
+    okv_jinja_fail(f, line, "'<' not supported between instances of '%s' and '%s'", okv_jv_type_name(a), okv_jv_type_name(b));
 }
 
 /* Python's float repr: the shortest digits that read back as d, fixed
  * notation for exponents in [-4, 16), else d.ddde+XX. */
-void jv_float_repr(double d, char out[32]) {
+void okv_jv_float_repr(double d, char out[32]) {
     if (isnan(d)) {
         strcpy(out, "nan");
         return;
@@ -226,81 +226,81 @@ void jv_float_repr(double d, char out[32]) {
 static void repr_str(jarena *a, jfail *f, jbuf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    jbuf_putc(a, f, b, q);
+    okv_jbuf_putc(a, f, b, q);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '\\') jbuf_puts(a, f, b, "\\\\");
+        if (c == '\\') okv_jbuf_puts(a, f, b, "\\\\");
         else if (c == (unsigned char)q) {
-            jbuf_putc(a, f, b, '\\');
-            jbuf_putc(a, f, b, (char)c);
-        } else if (c == '\n') jbuf_puts(a, f, b, "\\n");
-        else if (c == '\r') jbuf_puts(a, f, b, "\\r");
-        else if (c == '\t') jbuf_puts(a, f, b, "\\t");
-        else if (c < 0x20 || c == 0x7f) jbuf_printf(a, f, b, "\\x%02x", c);
-        else jbuf_putc(a, f, b, (char)c);
+            okv_jbuf_putc(a, f, b, '\\');
+            okv_jbuf_putc(a, f, b, (char)c);
+        } else if (c == '\n') okv_jbuf_puts(a, f, b, "\\n");
+        else if (c == '\r') okv_jbuf_puts(a, f, b, "\\r");
+        else if (c == '\t') okv_jbuf_puts(a, f, b, "\\t");
+        else if (c < 0x20 || c == 0x7f) okv_jbuf_printf(a, f, b, "\\x%02x", c);
+        else okv_jbuf_putc(a, f, b, (char)c);
     }
-    jbuf_putc(a, f, b, q);
+    okv_jbuf_putc(a, f, b, q);
 }
 
 static void to_text(jarena *a, jfail *f, jbuf *b, jv v, bool repr) {
     char num[32];
     switch (v.kind) {
     case JV_UNDEF: return;
-    case JV_NONE: jbuf_puts(a, f, b, "None"); return;
-    case JV_BOOL: jbuf_puts(a, f, b, v.u.b ? "True" : "False"); return;
-    case JV_INT: jbuf_printf(a, f, b, "%lld", (long long)v.u.i); return;
-    case JV_FLOAT: jv_float_repr(v.u.f, num); jbuf_puts(a, f, b, num); return;
+    case JV_NONE: okv_jbuf_puts(a, f, b, "None"); return;
+    case JV_BOOL: okv_jbuf_puts(a, f, b, v.u.b ? "True" : "False"); return;
+    case JV_INT: okv_jbuf_printf(a, f, b, "%lld", (long long)v.u.i); return;
+    case JV_FLOAT: okv_jv_float_repr(v.u.f, num); okv_jbuf_puts(a, f, b, num); return;
     case JV_STR:
         if (repr) repr_str(a, f, b, v.u.s.p, v.u.s.n);
-        else jbuf_put(a, f, b, v.u.s.p, v.u.s.n);
+        else okv_jbuf_put(a, f, b, v.u.s.p, v.u.s.n);
         return;
     case JV_LIST: {
         bool tuple = v.flags & JV_F_TUPLE;
-        jbuf_putc(a, f, b, tuple ? '(' : '[');
+        okv_jbuf_putc(a, f, b, tuple ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) jbuf_puts(a, f, b, ", ");
+            if (i) okv_jbuf_puts(a, f, b, ", ");
             to_text(a, f, b, v.u.l->v[i], true);
         }
-        if (tuple && v.u.l->n == 1) jbuf_putc(a, f, b, ',');
-        jbuf_putc(a, f, b, tuple ? ')' : ']');
+        if (tuple && v.u.l->n == 1) okv_jbuf_putc(a, f, b, ',');
+        okv_jbuf_putc(a, f, b, tuple ? ')' : ']');
         return;
     }
     case JV_DICT:
-        if (v.flags & JV_F_NAMESPACE) jbuf_puts(a, f, b, "<Namespace ");
-        jbuf_putc(a, f, b, '{');
+        if (v.flags & JV_F_NAMESPACE) okv_jbuf_puts(a, f, b, "<Namespace ");
+        okv_jbuf_putc(a, f, b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
-            if (i) jbuf_puts(a, f, b, ", ");
+            if (i) okv_jbuf_puts(a, f, b, ", ");
             to_text(a, f, b, v.u.d->k[i], true);
-            jbuf_puts(a, f, b, ": ");
+            okv_jbuf_puts(a, f, b, ": ");
             to_text(a, f, b, v.u.d->v[i], true);
         }
-        jbuf_putc(a, f, b, '}');
-        if (v.flags & JV_F_NAMESPACE) jbuf_putc(a, f, b, '>');
+        okv_jbuf_putc(a, f, b, '}');
+        if (v.flags & JV_F_NAMESPACE) okv_jbuf_putc(a, f, b, '>');
         return;
     default:
-        jbuf_printf(a, f, b, "<function %.100s>", v.u.fn->name ? v.u.fn->name : "?");
+        okv_jbuf_printf(a, f, b, "<function %.100s>", v.u.fn->name ? v.u.fn->name : "?");
         return;
     }
 }
 
-void jv_str_to(jarena *a, jfail *f, jbuf *b, jv v) { to_text(a, f, b, v, false); }
-void jv_repr_to(jarena *a, jfail *f, jbuf *b, jv v) { to_text(a, f, b, v, true); }
+void okv_jv_str_to(jarena *a, jfail *f, jbuf *b, jv v) { to_text(a, f, b, v, false); }
+void okv_jv_repr_to(jarena *a, jfail *f, jbuf *b, jv v) { to_text(a, f, b, v, true); }
 
-jv jv_to_str(jarena *a, jfail *f, jv v) {
+jv okv_jv_to_str(jarena *a, jfail *f, jv v) {
     if (v.kind == JV_STR) return v;
     jbuf b = {0};
     to_text(a, f, &b, v, false);
-    return jv_str(b.p, b.n);
+    return okv_jv_str(b.p, b.n);
 }
 
-size_t utf8_len(const char *p, size_t n) {
+size_t okv_jinja_utf8_len(const char *p, size_t n) {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
         if (((unsigned char)p[i] & 0xC0) != 0x80) c++;
     return c;
 }
 
-size_t utf8_offset(const char *p, size_t n, size_t i) {
+size_t okv_jinja_utf8_offset(const char *p, size_t n, size_t i) {
     size_t c = 0;
     for (size_t k = 0; k < n; k++) {
         if (((unsigned char)p[k] & 0xC0) != 0x80) {
@@ -313,9 +313,9 @@ size_t utf8_offset(const char *p, size_t n, size_t i) {
 
 /* A stable merge sort of idx[0..n) by cmp (Python's sort is stable, and
  * qsort takes no context). */
-void jsort(jarena *a, jfail *f, size_t *idx, size_t n, int (*cmp)(void *, size_t, size_t), void *ctx) {
+void okv_jsort(jarena *a, jfail *f, size_t *idx, size_t n, int (*cmp)(void *, size_t, size_t), void *ctx) {
     if (n < 2) return;
-    size_t *tmp = jalloc(a, f, n * sizeof *tmp);
+    size_t *tmp = okv_jalloc(a, f, n * sizeof *tmp);
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;

@@ -442,7 +442,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         const char *text;
         if (kind == SRV_CHAT) {
             srv_fail rf;
-            if (!(rendered = srv_chat_render(srv->chat, &req, &rf))) {
+            if (!(rendered = srv_chat_render(srv->chat, &req, true, &rf))) {
                 status = send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
                 break;
             }
@@ -517,7 +517,7 @@ static enum MHD_Result apply_template(server *srv, struct MHD_Connection *c, con
     srv_request req;
     srv_fail f;
     if (!srv_request_parse(SRV_CHAT, cc->body ? cc->body : "", cc->n, &req, &f)) return send_error(srv, c, &f);
-    char *text = srv_chat_render(srv->chat, &req, &f);
+    char *text = srv_chat_render(srv->chat, &req, false, &f);
     srv_request_clear(&req);
     if (!text) return send_error(srv, c, &f);
     cJSON *r = cJSON_CreateObject();

@@ -120,8 +120,11 @@ void srv_chat_request_clear(srv_request *r);
 
 /* The conversation of a parsed chat request rendered by the template
  * (malloc'd), or NULL with *fail set: a template that raises is a 400
- * carrying its message. */
-char *srv_chat_render(const srv_chat *c, const srv_request *r, srv_fail *fail);
+ * carrying its message.  generic_tools: a template with no tool section
+ * gets the request's tools as a system turn in llama.cpp's generic form (a
+ * completion does; /apply-template shows the template's own rendering, as
+ * transformers renders it). */
+char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tools, srv_fail *fail);
 
 /* The part of a rendered prompt to tokenize: without a leading bos_token
  * when the tokenizer adds BOS itself. */

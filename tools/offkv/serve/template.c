@@ -385,9 +385,9 @@ void srv_chat_request_clear(srv_request *r) {
     r->messages_json = r->tools_json = r->template_kwargs_json = r->tool_choice_name = NULL;
 }
 
-char *srv_chat_render(const srv_chat *c, const srv_request *r, srv_fail *f) {
+char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tools, srv_fail *f) {
     char *generic = NULL;
-    if (r->tools_json && r->tool_choice != SRV_TOOLS_NONE && !renders_tools(c) && r->messages_json &&
+    if (generic_tools && r->tools_json && r->tool_choice != SRV_TOOLS_NONE && !renders_tools(c) && r->messages_json &&
         !(generic = with_generic_tools(r->messages_json, r->tools_json))) {
         srv_fail_set(f, 500, "server_error", NULL, "out of memory for the prompt");
         return NULL;
@@ -403,10 +403,12 @@ char *srv_chat_render(const srv_chat *c, const srv_request *r, srv_fail *f) {
     size_t n = 0;
     okv_error e;
     okv_status st = okv_chat_template_render(c->tmpl, &in, &out, &n, &e);
+    bool injected = generic != NULL;
     free(generic);
     if (st != OKV_OK) {
         srv_fail_set(f, st == OKV_ERR_NOMEM ? 500 : 400, st == OKV_ERR_NOMEM ? "server_error" : "invalid_request_error",
-                     "messages", "the chat template failed on this conversation: %s", e.message);
+                     "messages", "the chat template failed on this conversation%s: %s",
+                     injected ? " (with the tools as a system turn: the template has no tool section)" : "", e.message);
         return NULL;
     }
     if (strlen(out) != n) {
