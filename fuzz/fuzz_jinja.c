@@ -35,7 +35,7 @@ static void abort_with(const char *what) {
 }
 
 static void parse_answers(const char *text, size_t n) {
-    for (int fmt = OKV_CHAT_FORMAT_CONTENT; fmt <= OKV_CHAT_FORMAT_APERTUS; fmt++)
+    for (int fmt = OKV_CHAT_FORMAT_CONTENT; fmt <= OKV_CHAT_FORMAT_PYTHONIC; fmt++)
         for (int flags = 0; flags < 8; flags++) {
             okv_chat_syntax syn = {(okv_chat_format)fmt, flags & 1, (flags & 2) != 0};
             okv_chat_msg m;

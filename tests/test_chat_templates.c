@@ -61,7 +61,7 @@ static const struct {
     const char *prefix, *format;
 } formats[] = {
     {"Apertus", "apertus"},        {"CohereForAI", "command-r"},     {"HuggingFaceTB-SmolLM3", "content"},
-    {"LFM2", "generic"},           {"Mistral-Small", "mistral"},     {"NousResearch", "hermes"},
+    {"LFM2", "pythonic"},           {"Mistral-Small", "mistral"},     {"NousResearch", "hermes"},
     {"Qwen-QwQ", "hermes"},        {"Qwen-Qwen2.5", "hermes"},       {"Qwen-Qwen3-0.6B", "hermes"},
     {"Qwen3-Coder", "qwen3-coder"}, {"deepseek-ai", "deepseek"},     {"google-gemma-2", "content"},
     {"google-gemma-4", "generic"}, {"ibm-granite", "granite"},       {"meetkai-functionary", "llama3"},

@@ -105,6 +105,9 @@ static const tcase cases[] = {
      "18 C in Paris.", "Easy.", {{0}}},
     {"apertus", S(APERTUS, false, false), "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Paris\"}}]<|tools_suffix|>", "", NULL,
      {{"get_weather", "{\"city\": \"Paris\"}"}}},
+    {"lfm2 pythonic", S(PYTHONIC, false, false),
+     "<|tool_call_start|>[get_weather(city=\"Paris\", days=3), note(text='it\\'s', tags=['a', \"b\"], on=True, x=None, f=1.5)]<|tool_call_end|>Checking.",
+     "Checking.", NULL, {{"get_weather", "{\"city\": \"Paris\", \"days\": 3}"}, {"note", "{\"text\": \"it's\", \"tags\": [\"a\", \"b\"], \"on\": true, \"x\": null, \"f\": 1.5}"}}},
     {"generic tool_calls", S(GENERIC, false, false),
      "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}", "", NULL,
      {{"get_weather", "{\"city\": \"Paris\"}"}}},
@@ -206,7 +209,7 @@ int main(void) {
     okv_chat_msg m;
     okv_error err;
     CHECK(okv_chat_parse(NULL, "x", 1, false, &m, &err) == OKV_ERR_INVALID, "NULL syntax");
-    for (int f = OKV_CHAT_FORMAT_CONTENT; f <= OKV_CHAT_FORMAT_APERTUS; f++) {
+    for (int f = OKV_CHAT_FORMAT_CONTENT; f <= OKV_CHAT_FORMAT_PYTHONIC; f++) {
         const char *name = okv_chat_format_name((okv_chat_format)f);
         CHECK(name[0] >= 'a' && name[0] <= 'z' && strcmp(name, "unknown"), "format %d's name '%s'", f, name);
         for (int g = 0; g < f; g++) CHECK(strcmp(name, okv_chat_format_name((okv_chat_format)g)), "formats %d and %d share '%s'", f, g, name);

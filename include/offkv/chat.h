@@ -111,7 +111,8 @@ typedef enum okv_chat_format {
     OKV_CHAT_FORMAT_GRANITE,     /* <|tool_call|>[{"name", "arguments"}] */
     OKV_CHAT_FORMAT_COMMAND_R,   /* <|START_THINKING|>..., <|START_ACTION|>[{"tool_name", "parameters"}]<|END_ACTION|>,
                                     <|START_RESPONSE|>...<|END_RESPONSE|> */
-    OKV_CHAT_FORMAT_APERTUS      /* <|tools_prefix|>[{"NAME": {arguments}}]<|tools_suffix|> */
+    OKV_CHAT_FORMAT_APERTUS,     /* <|tools_prefix|>[{"NAME": {arguments}}]<|tools_suffix|> */
+    OKV_CHAT_FORMAT_PYTHONIC     /* LFM2: <|tool_call_start|>[f(a="x", b=1)]<|tool_call_end|> */
 } okv_chat_format;
 
 /* How to read a model's answer. */

@@ -900,6 +900,166 @@ not_calls:
     add_content(p, s + pre, n - pre);
 }
 
+/* A Python literal (a string in either quotes, a number, True / False /
+ * None, a list, a dict) as a value; false when s[*i..] is not one. */
+static bool py_value(pm *p, const char *s, size_t n, size_t *i, int depth, jv *out) {
+    skip_ws(s, n, i);
+    if (*i >= n || depth > 32) return false;
+    char c = s[*i];
+    if (c == '"' || c == '\'') {
+        jbuf b = {0};
+        okv_jbuf_put(p->a, p->f, &b, "", 0);
+        for ((*i)++; *i < n && s[*i] != c; (*i)++) {
+            char ch = s[*i];
+            if (ch == '\\' && *i + 1 < n) {
+                ch = s[++(*i)];
+                ch = ch == 'n' ? '\n' : ch == 't' ? '\t' : ch == 'r' ? '\r' : ch;
+            }
+            okv_jbuf_putc(p->a, p->f, &b, ch);
+        }
+        if (*i >= n) return false;
+        (*i)++;
+        *out = okv_jv_str(b.p, b.n);
+        return true;
+    }
+    if (c == '[' || c == '{') {
+        char close = c == '[' ? ']' : '}';
+        *out = c == '[' ? okv_jv_list_new(p->a, p->f, 0) : okv_jv_dict_new(p->a, p->f, 0);
+        (*i)++;
+        for (bool first = true;; first = false) {
+            skip_ws(s, n, i);
+            if (*i < n && s[*i] == close) {
+                (*i)++;
+                return true;
+            }
+            if (!first) {
+                if (*i >= n || s[*i] != ',') return false;
+                (*i)++;
+                skip_ws(s, n, i);
+                if (*i < n && s[*i] == close) continue; /* a trailing comma */
+            }
+            jv k, v;
+            if (!py_value(p, s, n, i, depth + 1, &k)) return false;
+            if (c == '[') {
+                okv_jv_list_push(p->a, p->f, *out, k);
+                continue;
+            }
+            skip_ws(s, n, i);
+            if (*i >= n || s[*i] != ':') return false;
+            (*i)++;
+            if (!py_value(p, s, n, i, depth + 1, &v)) return false;
+            okv_jv_dict_set(p->a, p->f, *out, k, v);
+        }
+    }
+    static const char *const words[] = {"True", "False", "None"};
+    for (int w = 0; w < 3; w++)
+        if (starts(s + *i, n - *i, words[w])) {
+            *i += strlen(words[w]);
+            *out = w == 2 ? okv_jv_none() : okv_jv_bool(w == 0);
+            return true;
+        }
+    size_t st = *i;
+    if (*i < n && (s[*i] == '-' || s[*i] == '+')) (*i)++;
+    bool is_float = false;
+    while (*i < n && ((s[*i] >= '0' && s[*i] <= '9') || s[*i] == '.' || s[*i] == 'e' || s[*i] == 'E' ||
+                      ((s[*i] == '-' || s[*i] == '+') && (s[*i - 1] == 'e' || s[*i - 1] == 'E')))) {
+        if (s[*i] < '0' || s[*i] > '9') is_float = true;
+        (*i)++;
+    }
+    if (*i == st || *i - st > 40) return false;
+    char num[48];
+    memcpy(num, s + st, *i - st);
+    num[*i - st] = '\0';
+    char *end;
+    if (!is_float) {
+        long long v = strtoll(num, &end, 10);
+        *out = okv_jv_int(v);
+    } else {
+        double d = strtod(num, &end);
+        *out = okv_jv_float(d);
+    }
+    return *end == '\0';
+}
+
+/* LFM2's pythonic calls: <|tool_call_start|>[f(a="x", b=1), g()]<|tool_call_end|>. */
+static void parse_pythonic(pm *p, const char *s, size_t n, bool partial) {
+    static const char *const markers[] = {"<|tool_call_start|>", NULL};
+    const char *at = find(s, n, "<|tool_call_start|>");
+    if (!at) {
+        content_until(p, s, n, partial, markers);
+        return;
+    }
+    size_t pre = (size_t)(at - s), cn = pre;
+    while (cn && ws(s[cn - 1])) cn--;
+    add_content(p, s, cn);
+    const char *end = find(at, n - pre, "<|tool_call_end|>");
+    if (!end && partial) return; /* calls are returned whole */
+    size_t stop = end ? (size_t)(end - s) : n, i = pre + 19;
+    skip_ws(s, stop, &i);
+    if (i >= stop || s[i] != '[') goto not_calls;
+    i++;
+    jv names = okv_jv_list_new(p->a, p->f, 0), args = okv_jv_list_new(p->a, p->f, 0);
+    for (bool first = true;; first = false) {
+        skip_ws(s, stop, &i);
+        if (i < stop && s[i] == ']') {
+            i++;
+            break;
+        }
+        if (!first) {
+            if (i >= stop || s[i] != ',') goto not_calls;
+            i++;
+            skip_ws(s, stop, &i);
+        }
+        size_t ns = i;
+        while (i < stop && ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                            s[i] == '_' || s[i] == '.' || s[i] == '-'))
+            i++;
+        if (i == ns || i >= stop || s[i] != '(') goto not_calls;
+        okv_jv_list_push(p->a, p->f, names, okv_jv_str(s + ns, i - ns));
+        i++;
+        jv a = okv_jv_dict_new(p->a, p->f, 0);
+        for (bool f2 = true;; f2 = false) {
+            skip_ws(s, stop, &i);
+            if (i < stop && s[i] == ')') {
+                i++;
+                break;
+            }
+            if (!f2) {
+                if (i >= stop || s[i] != ',') goto not_calls;
+                i++;
+                skip_ws(s, stop, &i);
+            }
+            size_t ks = i;
+            while (i < stop && ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+                i++;
+            size_t kn = i - ks;
+            skip_ws(s, stop, &i);
+            if (!kn || i >= stop || s[i] != '=') goto not_calls;
+            i++;
+            jv v;
+            if (!py_value(p, s, stop, &i, 0, &v)) goto not_calls;
+            okv_jv_dict_set(p->a, p->f, a, okv_jv_str(s + ks, kn), v);
+        }
+        okv_jv_list_push(p->a, p->f, args, a);
+    }
+    skip_ws(s, stop, &i);
+    if (i != stop) goto not_calls;
+    json_style st = {NULL, ", ", ": ", false};
+    for (size_t k = 0; k < names.u.l->n; k++) {
+        jbuf b = {0};
+        okv_jinja_json_dump(p->a, p->f, &b, args.u.l->v[k], &st, 0);
+        add_call(p, NULL, 0, names.u.l->v[k].u.s.p, names.u.l->v[k].u.s.n, b.p, b.n, true);
+    }
+    if (end) {
+        size_t after = (size_t)(end - s) + 17;
+        skip_ws(s, n, &after);
+        if (after < n) add_content(p, s + after, n - after);
+    }
+    return;
+not_calls:
+    add_content(p, s + pre, n - pre);
+}
+
 /* Command R7B: <|START_THINKING|>...<|END_THINKING|>, then
  * <|START_ACTION|>[calls]<|END_ACTION|> or <|START_RESPONSE|>...<|END_RESPONSE|>. */
 static void parse_command_r(pm *p, const char *s, size_t n, bool partial) {
@@ -1013,6 +1173,7 @@ const char *okv_chat_tool_call_opener(okv_chat_format f) {
     case OKV_CHAT_FORMAT_GRANITE: return "<|tool_call|>";
     case OKV_CHAT_FORMAT_COMMAND_R: return "<|START_ACTION|>";
     case OKV_CHAT_FORMAT_APERTUS: return "<|tools_prefix|>";
+    case OKV_CHAT_FORMAT_PYTHONIC: return "<|tool_call_start|>";
     case OKV_CHAT_FORMAT_LLAMA3:
     case OKV_CHAT_FORMAT_GENERIC: return "";
     default: return NULL;
@@ -1032,6 +1193,7 @@ const char *okv_chat_format_name(okv_chat_format f) {
     case OKV_CHAT_FORMAT_GRANITE: return "granite";
     case OKV_CHAT_FORMAT_COMMAND_R: return "command-r";
     case OKV_CHAT_FORMAT_APERTUS: return "apertus";
+    case OKV_CHAT_FORMAT_PYTHONIC: return "pythonic";
     }
     return "unknown";
 }
@@ -1049,6 +1211,7 @@ okv_chat_syntax okv_chat_template_syntax(const okv_chat_template *t, const char 
     else if (HAS("<|tool_call|>")) syn.format = OKV_CHAT_FORMAT_GRANITE;
     else if (HAS("<|START_ACTION|>")) syn.format = OKV_CHAT_FORMAT_COMMAND_R;
     else if (HAS("<|tools_prefix|>")) syn.format = OKV_CHAT_FORMAT_APERTUS;
+    else if (HAS("<|tool_list_start|>") || HAS("<|tool_call_start|>")) syn.format = OKV_CHAT_FORMAT_PYTHONIC;
     else if (HAS("<|python_tag|>") || HAS("<function=") || (HAS("<|start_header_id|>") && HAS("\"parameters\"")))
         syn.format = OKV_CHAT_FORMAT_LLAMA3;
     else if (HAS("tools")) syn.format = OKV_CHAT_FORMAT_GENERIC;
@@ -1088,6 +1251,7 @@ static void parse_into(pm *p, const okv_chat_syntax *syntax, const char *s, size
     case OKV_CHAT_FORMAT_GRANITE: parse_marked_array(p, s, n, partial, "<|tool_call|>", NULL, 0); break;
     case OKV_CHAT_FORMAT_COMMAND_R: parse_command_r(p, s, n, partial); break;
     case OKV_CHAT_FORMAT_APERTUS: parse_marked_array(p, s, n, partial, "<|tools_prefix|>", "<|tools_suffix|>", 2); break;
+    case OKV_CHAT_FORMAT_PYTHONIC: parse_pythonic(p, s, n, partial); break;
     case OKV_CHAT_FORMAT_GENERIC:
         if (!parse_leading_objects(p, s, n, partial, true)) add_content(p, s, n);
         break;

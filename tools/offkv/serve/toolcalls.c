@@ -176,7 +176,7 @@ bool srv_chat_needs_special(const srv_chat_stream *st) {
     return st->syn.format == OKV_CHAT_FORMAT_GPT_OSS || st->syn.format == OKV_CHAT_FORMAT_LLAMA3 ||
            st->syn.format == OKV_CHAT_FORMAT_MISTRAL || st->syn.format == OKV_CHAT_FORMAT_DEEPSEEK ||
            st->syn.format == OKV_CHAT_FORMAT_GRANITE || st->syn.format == OKV_CHAT_FORMAT_COMMAND_R ||
-           st->syn.format == OKV_CHAT_FORMAT_APERTUS;
+           st->syn.format == OKV_CHAT_FORMAT_APERTUS || st->syn.format == OKV_CHAT_FORMAT_PYTHONIC;
 }
 
 cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *called) {
