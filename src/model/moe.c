@@ -72,12 +72,13 @@ static okv_status bind_experts(okv_model *m, okv_experts *x, int32_t il, const c
     return OKV_OK;
 }
 
-/* Binds blk.il.name.bias: F32 [width, n_expert] (a router bias: [n_expert]). */
+/* Binds blk.il.name.bias: F32 [width, n_expert] (per_expert), or a vector
+ * of width (the router's). */
 static okv_status bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t width,
-                            okv_error *err) {
+                            bool per_expert, okv_error *err) {
     char full[96];
     snprintf(full, sizeof full, "blk.%d.%s.bias", (int)il, name);
-    okv_status st = okv_model_bind(m, w, full, width, width == m->n_expert ? 0 : m->n_expert, false, err);
+    okv_status st = okv_model_bind(m, w, full, width, per_expert ? m->n_expert : 0, false, err);
     if (st) return st;
     if (w->type != OKV_GGML_F32)
         return okv_fail(err, OKV_ERR_FORMAT, "model: bias '%s' has type %s, expected F32", full,
@@ -100,10 +101,10 @@ okv_status okv_model_bind_moe(okv_model *m, int32_t il, bool biases, okv_error *
     if ((st = bind_experts(m, &x->up, il, "ffn_up_exps", E, F, err))) return st;
     if ((st = bind_experts(m, &x->down, il, "ffn_down_exps", F, E, err))) return st;
     if (!biases) return OKV_OK;
-    if ((st = bind_bias(m, &x->gate_inp_b, il, "ffn_gate_inp", m->n_expert, err))) return st;
-    if ((st = bind_bias(m, &x->gate_b, il, "ffn_gate_exps", F, err))) return st;
-    if ((st = bind_bias(m, &x->up_b, il, "ffn_up_exps", F, err))) return st;
-    return bind_bias(m, &x->down_b, il, "ffn_down_exps", E, err);
+    if ((st = bind_bias(m, &x->gate_inp_b, il, "ffn_gate_inp", m->n_expert, false, err))) return st;
+    if ((st = bind_bias(m, &x->gate_b, il, "ffn_gate_exps", F, true, err))) return st;
+    if ((st = bind_bias(m, &x->up_b, il, "ffn_up_exps", F, true, err))) return st;
+    return bind_bias(m, &x->down_b, il, "ffn_down_exps", E, true, err);
 }
 
 /* ggml's soft_max of one row in place: exp(x - max), summed in double, then
