@@ -122,7 +122,8 @@ static void softmax_row(float *x, int32_t n) {
 }
 
 /* Row t's experts and weights from its router scores s (n_expert values). */
-static void route_row(float *s, int32_t n_expert, int32_t k, okv_moe_gating gating, int32_t *ids, float *w) {
+static void route_row(float *s, int32_t n_expert, int32_t k, okv_moe_gating gating, float w_scale, int32_t *ids,
+                      float *w) {
     if (gating == OKV_MOE_SOFTMAX_NORM) softmax_row(s, n_expert);
     /* top k, best first; a tie goes to the lower expert */
     for (int32_t j = 0; j < k; j++) {
@@ -145,6 +146,8 @@ static void route_row(float *s, int32_t n_expert, int32_t k, okv_moe_gating gati
         if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
         for (int32_t j = 0; j < k; j++) w[j] /= fs;
     }
+    if (w_scale != 0.0f && w_scale != 1.0f)
+        for (int32_t j = 0; j < k; j++) w[j] *= w_scale;
 }
 
 /* The k-th largest of s minus the (k+1)-th (k < n). */
@@ -203,7 +206,7 @@ okv_status okv_fwd_moe(okv_fwd *f, int32_t il, okv_moe_gating gating, okv_moe_ac
     for (int32_t t = 0; t < n && m->moe_probe && K < NE; t++)
         m->moe_probe(m->moe_probe_ctx, il, f->pos[t], kth_gap(f->moe_logits + (size_t)t * NE, NE, K));
     for (int32_t t = 0; t < n; t++)
-        route_row(f->moe_logits + (size_t)t * NE, NE, K, gating, f->moe_ids + (size_t)t * K,
+        route_row(f->moe_logits + (size_t)t * NE, NE, K, gating, m->expert_weights_scale, f->moe_ids + (size_t)t * K,
                   f->moe_w + (size_t)t * K);
 
     /* each expert over the rows routed to it */
