@@ -30,6 +30,7 @@ uint64_t okv_model_fingerprint(const okv_model *m) {
     h = MIX(h, m->final_softcap);
     /* what only the metadata says of a mixture of experts and of YaRN */
     h = MIX(h, m->n_expert_used);
+    h = MIX(h, m->expert_weights_scale);
     h = MIX(h, m->yarn.ext_factor);
     h = MIX(h, m->yarn.attn_factor);
     h = MIX(h, m->yarn.beta_fast);
