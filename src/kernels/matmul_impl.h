@@ -71,6 +71,13 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
+/* MXFP4 sixteen blocks wide (kernels/mxfp4x16.h). */
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_scalar);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx2);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512vnni);
 /* Q8_0 sixteen blocks wide (kernels/q8_0x16.h). */
 OKV_MM_TILE(okv_mm_tile_q8_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx2);

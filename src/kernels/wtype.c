@@ -2,6 +2,7 @@
  * offkv/gguf.h, which read it. */
 #include <string.h>
 
+#include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -69,6 +70,11 @@ static const okv_wtype types[OKV_WT_END] = {
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q8_0x16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q8_0x16_avx512vnni},
                         .block_min_n = 5},
+    [OKV_WT_MXFP4X16] = {.name = "mxfp4x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_mxfp4x16),
+                         .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(mxfp4x16),
+                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_mxfp4x16_avx512,
+                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_mxfp4x16_avx512vnni},
+                         .block_min_n = 5},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
                         .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, .tile = TILES_VNNI(q6_Kx16),
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q6_Kx16_avx512,
