@@ -115,7 +115,9 @@ install: build
 # The tests that run the thread pool, share caches through the registry or
 # run several contexts and batches; each must finish without a report.
 TSAN_TESTS := threads attend_kernel cache_attend cache_sequence ring_memory matmul batch \
-  model_rewind probe_api fuzz_context_alloc llama_golden cli
+  model_rewind probe_api fuzz_context_alloc llama_golden cli serve_sched
+# The server's node tests drive build-tsan's offkv (built above) over HTTP.
+TSAN_NODE_TESTS := serve_hostile serve_openai
 .PHONY: build-tsan test-tsan
 build-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -125,7 +127,7 @@ build-tsan: deps
 
 test-tsan: build-tsan
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(strip $(TSAN_TESTS))))$$'
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(strip $(TSAN_TESTS) $(TSAN_NODE_TESTS))))$$'
 
 # ---- valgrind memcheck: make test-valgrind (in make test), make check-deep ----
 # 0 errors and 0 bytes definitely lost, or the target fails.  test-valgrind
@@ -142,7 +144,12 @@ test-valgrind: build
 	  $(foreach t,$(VALGRIND_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
 	    $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true; fi
 
-check-deep: test-valgrind
+# check-deep also runs the server's request fuzzer (bodies and request
+# heads, test_fuzz_serve_request) under ASan + UBSan for ten minutes
+# (DEEP_SERVE_FUZZ_SECONDS).
+check-deep: test-valgrind build-san
 	@$(foreach t,$(VALGRIND_DEEP_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
 	  $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true
+	@echo "fuzz_serve_request: $(or $(DEEP_SERVE_FUZZ_SECONDS),600) s under ASan + UBSan" && \
+	  OKV_FUZZ_SECONDS=$(or $(DEEP_SERVE_FUZZ_SECONDS),600) ./build-san/tests/test_fuzz_serve_request | tail -n 2
 	$(MAKE) fuzz FUZZ_SECONDS=$(or $(DEEP_FUZZ_SECONDS),300)

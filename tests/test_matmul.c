@@ -20,6 +20,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
+#include "kernels/quantize.h"
 #include "kernels/wtype.h"
 #include "offkv/offkv.h"
 
@@ -31,7 +32,7 @@ static float frand(void) {
 
 static const int TYPES[] = {OKV_GGML_F32,  OKV_GGML_F16,  OKV_GGML_BF16, OKV_GGML_Q8_0, OKV_GGML_Q4_0,
                             OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1, OKV_GGML_Q2_K, OKV_GGML_Q3_K,
-                            OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K};
+                            OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K, OKV_GGML_MXFP4};
 
 /* The formats without a quantizer here: random bytes, with the f16 scale
  * fields (d, and m or dmin) at these byte offsets set to small values. */
@@ -119,6 +120,19 @@ static void make_weights_split(int t, int64_t rows, int64_t k, uint8_t *w, float
                 o[i] = (float)(int8_t)blk[2 + i % 32] * h2f((uint16_t)(blk[0] | blk[1] << 8));
             }
             break;
+        case OKV_GGML_MXFP4:
+            /* E2M1 doubled: 0 .. 6 in halves as integers, sign in bit 3;
+             * the scale byte e is 2^(e - 128) */
+            okv_quantize_row_mxfp4(row, (block_mxfp4 *)wr, k);
+            if (r == 1) ((block_mxfp4 *)wr)[0].e = 1; /* a subnormal scale */
+            for (int64_t i = 0; i < k; i++) {
+                static const int e2m1x2[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+                const uint8_t *blk = wr + (i / 32) * 17;
+                int j = (int)(i % 32);
+                int q = j < 16 ? blk[1 + j] & 15 : blk[1 + j - 16] >> 4;
+                o[i] = (float)((q & 8 ? -1 : 1) * e2m1x2[q & 7]) * ldexpf(1.0f, (int)blk[0] - 128);
+            }
+            break;
         case OKV_GGML_Q4_0:
             okv_quantize_row_q4_0(row, (block_q4_0 *)wr, k);
             for (int64_t i = 0; i < k; i++) {
@@ -171,7 +185,7 @@ typedef struct shape { int64_t rows, k, n; } shape;
 static void check_type_shape(int t, shape s, okv_threadpool **pools) {
     const int64_t rows = s.rows, k = s.k, n = s.n;
     const raw_format *rf = raw_of(t);
-    const int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0 || rf;
+    const int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0 || t == OKV_GGML_MXFP4 || rf;
     const int act = rf ? rf->act : ACT_Q8_0;
     const int64_t ab = act == ACT_Q8_K ? 256 : 32; /* activation block */
     uint8_t *w = malloc(okv_ggml_row_size(t, k) * (size_t)rows);

@@ -205,23 +205,33 @@ function modelFacts(model, path) {
     const fileSize = fs.statSync(path).size;
     let weights = 0, all = 0;
     const tied = !ts.some((t) => t.name === "output.weight");
+    const md = info.metadata, arch = md.general.architecture, a = md[arch];
+    // a mixture of experts reads expert_used_count of expert_count experts a token
+    const active = a.expert_count ? a.expert_used_count / a.expert_count : 1;
     ts.forEach((t, i) => {
         const bytes = (i + 1 < ts.length ? ts[i + 1].off : fileSize) - t.off;
         all += bytes;
         // token_embd: one row per token, unless it is also the output matrix
-        weights += t.name === "token_embd.weight" && !tied ? bytes / t.dims[1] : bytes;
+        weights += t.name === "token_embd.weight" && !tied ? bytes / t.dims[1] : /_exps\./.test(t.name) ? bytes * active : bytes;
     });
-    const md = info.metadata, arch = md.general.architecture, a = md[arch];
     const nLayer = a.block_count, nHead = a.attention.head_count, nKv = a.attention.head_count_kv ?? nHead;
     const kDim = a.attention.key_length ?? a.embedding_length / nHead, vDim = a.attention.value_length ?? kDim;
     const nVocab = ts.find((t) => t.name === "token_embd.weight").dims[1];
-    // f16 K and V rows, every layer, per cached position
-    return { weights, all, nVocab, kvPerPos: nLayer * nKv * (kDim + vDim) * 2 };
+    // f16 K and V rows per cached position: every layer, or (gpt-oss) the
+    // full layers, and the sliding ones (even layers, period 2) up to the window
+    const window = arch === "gpt-oss" ? a.attention.sliding_window ?? 0 : 0;
+    const nSwa = window ? Math.ceil(nLayer / 2) : 0;
+    const row = nKv * (kDim + vDim) * 2;
+    return { weights, all, nVocab, kvPerPos: (nLayer - nSwa) * row, kvSwaPerPos: nSwa * row, window };
 }
 
 // decode roofline (t/s) for N steps starting at `start` cached tokens: every
-// step reads the weights once and the K/V of start+i+1 positions
-const roof = (f, start) => BW / (f.weights + f.kvPerPos * (start + (N + 1) / 2));
+// step reads the weights once (a mixture of experts: the active ones) and the
+// K/V of start+i+1 positions (a sliding layer: at most its window)
+const roof = (f, start) => {
+    const depth = start + (N + 1) / 2;
+    return BW / (f.weights + f.kvPerPos * depth + f.kvSwaPerPos * Math.min(depth, f.window));
+};
 
 // --- the table: rewritten after each type, so a long run that is stopped
 // still leaves what it measured --------------------------------------------

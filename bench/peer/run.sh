@@ -19,6 +19,12 @@
 #                 for working on the script; its numbers mean little)
 #   BENCH_FA      llama.cpp flash attention: auto (default, llama.cpp's CPU
 #                 default), on or off
+#   BENCH_MOE     1 (default): also two mixture-of-experts rows, cut to a
+#                 size a 24 GB machine holds: Qwen3-30B-A3B's shape with 12
+#                 of its 48 layers in Q4_K_M (about 4.6 GB) and gpt-oss-20b's
+#                 with 8 of its 24 layers in MXFP4_MOE (about 4 GB), both
+#                 with a 32000-token vocabulary; 0 leaves them out.  Their
+#                 roofline counts the active experts' bytes only
 #   BUILD         offkv's build folder (default ./build)
 set -eu
 
@@ -83,6 +89,20 @@ for t in $TYPES; do
     fi
     models="$models $t=$f"
 done
+if [ "${BENCH_MOE:-1}" = 1 ]; then
+    for m in "qwen3moe-q4_k_m:--preset qwen3-30b-a3b --n-layer 12 --n-vocab 32000 --type q4_k_m" \
+             "gpt-oss-mxfp4_moe:--preset gpt-oss-20b --n-layer 8 --n-vocab 32000 --type mxfp4_moe"; do
+        name=${m%%:*} flags=${m#*:}
+        f=$CACHE/models/$name.gguf
+        if [ ! -f "$f" ]; then
+            say "writing $f (offkv synth $flags)"
+            # shellcheck disable=SC2086 # $flags is a list of flags
+            "$BUILD/offkv" synth $flags --seed 1 -o "$f.tmp" || die "offkv synth $flags failed"
+            mv "$f.tmp" "$f"
+        fi
+        models="$models $name=$f"
+    done
+fi
 [ -n "$models" ] || die "no model to measure (BENCH_TYPES='$TYPES')"
 
 # --- memory read bandwidth, with the engines' thread count ----------------

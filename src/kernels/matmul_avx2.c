@@ -253,6 +253,44 @@ KERNEL void q4_0_step(const qtile *t, int64_t b, const int TWO, const int NC, __
     }
 }
 
+/* MXFP4: the nibbles index okv_mxfp4_values (a byte shuffle), then as
+ * Q8_0; the scales are powers of two, 2^(e - 128). */
+KERNEL void mxfp4_step(const qtile *t, int64_t b, const int TWO, const int NC, __m256 acc[MM_TC]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values));
+    __m256i wlo[QROWS], whi[QROWS];
+    float s[8];
+    UNROLL for (int r = 0; r < QROWS; r++) {
+        const block_mxfp4 *blk = (const block_mxfp4 *)t->rows[r] + b;
+        _mm_prefetch((const char *)blk + PREFETCH_AHEAD, _MM_HINT_T1);
+        __m256i q;
+        if (TWO) {
+            q = load_pair(blk[0].qs, blk[1].qs);
+            s[4 + r] = okv_e8m0_half(blk[1].e);
+        } else {
+            q = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)blk[0].qs));
+            s[4 + r] = 0.0f;
+        }
+        s[r] = okv_e8m0_half(blk[0].e);
+        wlo[r] = _mm256_shuffle_epi8(table, _mm256_and_si256(q, low4));
+        whi[r] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
+    }
+    const __m256 sw = _mm256_loadu_ps(s);
+    UNROLL for (int j = 0; j < NC; j++) {
+        const xstep x = load_x(t->xq[j] + b * OKV_QK, t->xd[j] + b, TWO);
+        __m256i p[QROWS];
+        UNROLL for (int r = 0; r < QROWS; r++) {
+            const __m256i plo = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_sign_epi8(wlo[r], wlo[r]), _mm256_sign_epi8(x.lo, wlo[r])), ones);
+            const __m256i phi = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_sign_epi8(whi[r], whi[r]), _mm256_sign_epi8(x.hi, whi[r])), ones);
+            p[r] = _mm256_add_epi32(plo, phi);
+        }
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum4x4(p)), _mm256_mul_ps(sw, x.d), acc[j]);
+    }
+}
+
 #define QUANT_TILE(kind)                                                                          \
     KERNEL void kind##_tile(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, const int NC) { \
         const int64_t nb = c->k / OKV_QK;                                                         \
@@ -275,6 +313,7 @@ KERNEL void q4_0_step(const qtile *t, int64_t b, const int TWO, const int NC, __
 
 QUANT_TILE(q8_0)
 QUANT_TILE(q4_0)
+QUANT_TILE(mxfp4)
 
 KERNEL __m256 load8(int wtype, const uint8_t *row, int64_t i) {
     if (wtype == OKV_GGML_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i)));

@@ -54,7 +54,7 @@ typedef void (*okv_mm_block_fn)(const okv_mm_ctx *c, int64_t r0, int64_t r1, int
     OKV_MM_TILE(okv_mm_tile_q5_0_##isa); OKV_MM_TILE(okv_mm_tile_q5_1_##isa);                      \
     OKV_MM_TILE(okv_mm_tile_q2_K_##isa); OKV_MM_TILE(okv_mm_tile_q3_K_##isa);                      \
     OKV_MM_TILE(okv_mm_tile_q4_K_##isa); OKV_MM_TILE(okv_mm_tile_q5_K_##isa);                      \
-    OKV_MM_TILE(okv_mm_tile_q6_K_##isa)
+    OKV_MM_TILE(okv_mm_tile_q6_K_##isa); OKV_MM_TILE(okv_mm_tile_mxfp4_##isa)
 OKV_MM_TILES_OF(scalar);
 OKV_MM_TILES_OF(avx2);
 OKV_MM_TILES_OF(avx512);
@@ -63,6 +63,7 @@ OKV_MM_TILE(okv_mm_tile_q4_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_mxfp4_avx512vnni);
 /* Q4_0 sixteen blocks wide (kernels/q4_0x16.h), every ISA its own. */
 OKV_MM_TILE(okv_mm_tile_q4_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx2);
@@ -70,6 +71,13 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
+/* MXFP4 sixteen blocks wide (kernels/mxfp4x16.h). */
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_scalar);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx2);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512vnni);
 /* Q8_0 sixteen blocks wide (kernels/q8_0x16.h). */
 OKV_MM_TILE(okv_mm_tile_q8_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx2);

@@ -2,6 +2,7 @@
  * offkv/gguf.h, which read it. */
 #include <string.h>
 
+#include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -35,6 +36,7 @@ static const okv_wtype types[OKV_WT_END] = {
     [OKV_GGML_Q3_K] = {.name = "q3_K", .block = 256, .size = sizeof(block_q3_K), .to_float = okv_dequantize_row_q3_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q3_K)},
     [OKV_GGML_Q4_K] = {.name = "q4_K", .block = 256, .size = sizeof(block_q4_K), .to_float = okv_dequantize_row_q4_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q4_K)},
     [OKV_GGML_Q5_K] = {.name = "q5_K", .block = 256, .size = sizeof(block_q5_K), .to_float = okv_dequantize_row_q5_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q5_K)},
+    [OKV_GGML_MXFP4] = {.name = "mxfp4", .block = 32, .size = sizeof(block_mxfp4), .to_float = okv_dequantize_row_mxfp4, .act = OKV_ACT_Q8_0, .tile = TILES_VNNI(mxfp4)},
     [OKV_GGML_Q6_K] = {.name = "q6_K", .block = 256, .size = sizeof(block_q6_K), .to_float = okv_dequantize_row_q6_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q6_K)},
     /* activation formats: never weights, in ggml either */
     [OKV_GGML_Q8_1] = {.name = "q8_1", .block = 32, .size = sizeof(block_q8_1)},
@@ -56,7 +58,7 @@ static const okv_wtype types[OKV_WT_END] = {
     [OKV_GGML_IQ1_M] = {.name = "iq1_m", .block = 256, .size = 32 + 16 + 8},
     [OKV_GGML_TQ1_0] = {.name = "tq1_0", .block = 256, .size = 48 + 4 + 2},
     [OKV_GGML_TQ2_0] = {.name = "tq2_0", .block = 256, .size = 64 + 2},
-    [OKV_GGML_MXFP4] = {.name = "mxfp4", .block = 32, .size = 1 + 16},
+
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
                         .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16),
@@ -68,6 +70,11 @@ static const okv_wtype types[OKV_WT_END] = {
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q8_0x16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q8_0x16_avx512vnni},
                         .block_min_n = 5},
+    [OKV_WT_MXFP4X16] = {.name = "mxfp4x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_mxfp4x16),
+                         .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(mxfp4x16),
+                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_mxfp4x16_avx512,
+                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_mxfp4x16_avx512vnni},
+                         .block_min_n = 5},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
                         .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, .tile = TILES_VNNI(q6_Kx16),
                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q6_Kx16_avx512,

@@ -144,6 +144,8 @@ static void describe(const char *path, const okv_model *m, char *name, size_t ca
             ft = ftypes[f];
         else if (f == 32)
             ft = "BF16";
+        else if (f == 38)
+            ft = "MXFP4 MoE"; /* llama.cpp's name for LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
         okv_gguf_close(g);
     }
     double p = *params;

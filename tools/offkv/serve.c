@@ -29,6 +29,11 @@ static void usage(FILE *f) {
             "  --chat-template-file F  a Jinja chat template file instead\n"
             "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
             "  --max-body BYTES        largest request body (default 8388608)\n"
+            "  --timeout SECONDS       time a client has to send a request's head, and again its body;\n"
+            "                          a slower one gets a 408 and is closed (default 15)\n"
+            "  --max-per-client N      requests one client address may have answered at once (more get a\n"
+            "                          503), and connections it may hold half-sent (a new one drops the\n"
+            "                          oldest) (default 64)\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
             "  -h, --help              this help\n",
             srv_template_names());
@@ -40,10 +45,12 @@ int cmd_serve(int argc, char **argv) {
         .host = "127.0.0.1",
         .port = 8080,
         .max_body = 8u << 20,
+        .timeout = 15,
+        .max_per_client = 64,
         .sched = {.n_parallel = 4, .n_queue = 64, .capacity = 0, .chunk = 128, .n_threads = cli_default_threads(),
                   .kv_type = "f16"},
     };
-    int32_t port = 8080, window = 0, max_body = 8 << 20;
+    int32_t port = 8080, window = 0, max_body = 8 << 20, timeout = 15;
     int kv = 0;
     static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
@@ -57,6 +64,7 @@ int cmd_serve(int argc, char **argv) {
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "--host", "--port") || cli_is(a, "--parallel", "--queue") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window") ||
+              cli_is(a, "--timeout", "--max-per-client") ||
               cli_is(a, "--chat-template-file", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
@@ -85,6 +93,8 @@ int cmd_serve(int argc, char **argv) {
                 ok = false;
             }
         } else if (cli_is(a, "--max-body", NULL)) ok = cli_int(cmd, a, v, 64, 1 << 30, &max_body);
+        else if (cli_is(a, "--timeout", NULL)) ok = cli_int(cmd, a, v, 1, 3600, &timeout);
+        else if (cli_is(a, "--max-per-client", NULL)) ok = cli_int(cmd, a, v, 1, 1024, &cfg.max_per_client);
         else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
         if (!ok) return CLI_USAGE;
     }
@@ -95,12 +105,13 @@ int cmd_serve(int argc, char **argv) {
     if (!cli_model_file_ok(cmd, cfg.model_path)) return CLI_FAIL;
     cfg.port = port;
     cfg.max_body = (size_t)max_body;
+    cfg.timeout = timeout;
     cfg.sched.kv_type = kv_types[kv];
     char wbuf[16];
+    const char *options[] = {"sliding_window", wbuf, NULL};
     if (window > 0) {
         snprintf(wbuf, sizeof wbuf, "%d", (int)window);
-        cfg.model_options[0] = "sliding_window";
-        cfg.model_options[1] = wbuf;
+        cfg.model_options = options;
     }
     return srv_run(&cfg) == 0 ? CLI_OK : CLI_FAIL;
 }

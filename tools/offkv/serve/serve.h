@@ -192,7 +192,7 @@ typedef struct srv_sched_config {
 } srv_sched_config;
 
 /* Creates the sequences and starts the worker thread.  NULL after filling
- * err when something cannot be created. */
+ * err (when not NULL) when something cannot be created. */
 srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_error *err);
 
 /* Ends every request (each finishes as it stands), stops the worker and
@@ -200,7 +200,7 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
 void srv_sched_free(srv_sched *s);
 
 /* Ends every request now (shutdown): queued ones and running ones finish
- * with what they have; new submissions are refused. */
+ * as SRV_FINISH_SHUTDOWN with what they have; new submissions are refused. */
 void srv_sched_stop(srv_sched *s);
 
 /* The positions each sequence may hold. */
@@ -229,7 +229,15 @@ void srv_job_cancel(srv_sched *s, srv_job *j);
 /* Drops the caller's reference (cancelling the job if it still runs). */
 void srv_job_release(srv_sched *s, srv_job *j);
 
-typedef enum srv_finish { SRV_RUNNING = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_ERROR } srv_finish;
+/* SRV_FINISH_SHUTDOWN: cut off (or, when never admitted, refused) by
+ * srv_sched_stop, so that a client can tell a shutdown from an end. */
+typedef enum srv_finish {
+    SRV_RUNNING = 0,
+    SRV_FINISH_STOP,
+    SRV_FINISH_LENGTH,
+    SRV_FINISH_ERROR,
+    SRV_FINISH_SHUTDOWN
+} srv_finish;
 
 /* What a job has produced: text after *consumed (the caller's position) is
  * copied to a malloc'd *text (may be NULL when there is none), *consumed is
@@ -238,9 +246,15 @@ typedef enum srv_finish { SRV_RUNNING = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, S
  * while it runs). */
 srv_finish srv_job_poll(srv_sched *s, srv_job *j, size_t *consumed, char **text, size_t *n_text, int timeout_ms);
 
+/* Waits up to timeout_ms for the job to leave the queue; true once it has
+ * (admitted into a sequence, or ended). */
+bool srv_job_wait_admitted(srv_sched *s, srv_job *j, int timeout_ms);
+
 typedef struct srv_job_usage {
     int32_t prompt_tokens, completion_tokens, cached_tokens;
-    double t_queued, t_first, t_done;  /* seconds since submission */
+    bool admitted;                     /* had a sequence */
+    double t_queued;                   /* seconds in the queue (so far, while queued) */
+    double t_first, t_done;            /* seconds since submission */
     char error[256];
 } srv_job_usage;
 
@@ -256,6 +270,52 @@ typedef struct srv_sched_stats {
 
 void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st);
 
+/* The tokens that end a turn (EOS and the chat formats' end-of-turn
+ * markers): their count, *ids pointing at them (valid while s lives). */
+int srv_sched_eog(const srv_sched *s, const int32_t **ids);
+
+/* ---- the door before the HTTP library (gate.c) ---- */
+
+struct sockaddr;
+
+/* What srv_head_check makes of a request's head (request line and header
+ * lines) as far as it has arrived (n bytes of buf): 0 when more must come
+ * (and may: n is at most max_head), 1 when it is whole and reads as HTTP/1.x
+ * with a Content-Length (if any) of digits no larger than max_body and a
+ * Transfer-Encoding (if any) of chunked, -1 when it is refused, with f filled
+ * (400, 413, 414, 431, 501 or 505; OpenAI's error shape).  A byte that
+ * cannot belong where it is is refused as soon as it arrives. */
+int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, srv_fail *f);
+
+/* Writes a whole HTTP response for f (its JSON body, Connection: close)
+ * to socket fd without blocking; false when it did not all go. */
+bool srv_send_error_raw(int fd, const srv_fail *f);
+
+/* Whether two socket addresses are one client (the same IP address). */
+bool srv_same_client(const struct sockaddr *a, const struct sockaddr *b);
+
+typedef struct srv_gate srv_gate;
+
+typedef struct srv_gate_config {
+    int listen_fd;          /* a listening socket (made non-blocking) */
+    double timeout;         /* seconds a connection has for its whole head */
+    int max_per_client;     /* connections one address may have waiting; a new one drops its oldest */
+    int max_waiting;        /* all addresses together */
+    size_t max_head;        /* bytes of a head (431 past it) */
+    size_t max_body;        /* a larger Content-Length is a 413 */
+} srv_gate_config;
+
+/* Takes a connection whose head is whole (its bytes still unread). */
+typedef void (*srv_gate_pass_fn)(void *cls, int fd, const struct sockaddr *addr, unsigned addr_len);
+/* Counts an answer the gate gave itself (its HTTP status). */
+typedef void (*srv_gate_count_fn)(void *cls, int status);
+
+/* Starts the thread that accepts on cfg->listen_fd.  NULL when it cannot. */
+srv_gate *srv_gate_start(const srv_gate_config *cfg, srv_gate_pass_fn pass, srv_gate_count_fn count, void *cls);
+
+/* Stops accepting and closes every connection still waiting.  NULL is a no-op. */
+void srv_gate_stop(srv_gate *g);
+
 /* ---- the HTTP server (http.c) ---- */
 
 typedef struct srv_config {
@@ -264,10 +324,12 @@ typedef struct srv_config {
     int port;               /* 0: any free port */
     const char *api_key;    /* NULL: none */
     size_t max_body;
+    double timeout;         /* seconds a client has to send a request's head, and again its body */
+    int max_per_client;     /* connections one client address may hold (waiting for a head or answered) */
     const char *chat_template;  /* NULL: the model's */
     const char *chat_template_file; /* NULL: none */
     srv_sched_config sched;
-    const char *model_options[4]; /* okv_model_load options */
+    const char *const *model_options; /* okv_model_load options: NULL-terminated key, value pairs; NULL: none */
 } srv_config;
 
 /* Runs the server until SIGINT or SIGTERM; the process's exit code. */
