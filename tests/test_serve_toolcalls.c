@@ -5,8 +5,10 @@
  * concatenated as OpenAI's clients do, give the same message; ids are as
  * the templates want them (Mistral: 9 letters or digits); tool_choice
  * "none", parallel_tool_calls false and requests without tools behave.
- * With Llama 3's vocabulary (../shared/vocab), a bos_token the template
- * prints is left to the tokenizer, which adds BOS itself. */
+ * With real vocabularies (../shared/vocab): gpt-oss's channel markup
+ * survives detokenizing only with control tokens shown (the jobs' special
+ * flag), and a bos_token the template prints is left to Llama 3's
+ * tokenizer, which adds BOS itself. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,11 +126,55 @@ static okv_tokenizer *vocab(const char *shared, const char *name) {
     return t;
 }
 
+/* text -> ids (markup parsed as control tokens) -> pieces, as the server's
+ * jobs turn ids into text (special: control tokens shown). */
+static char *round_trip(const okv_tokenizer *tok, const char *text, int special) {
+    int32_t ids[1024];
+    size_t n = 0;
+    if (okv_tokenizer_encode(tok, text, strlen(text), OKV_TOKENIZE_PARSE_SPECIAL, ids, 1024, &n, NULL) != OKV_OK) return NULL;
+    char *out = calloc(1, 8192);
+    size_t at = 0;
+    for (size_t i = 0; out && i < n; i++) {
+        size_t k = 0;
+        if (okv_tokenizer_token_to_piece(tok, ids[i], special, out + at, 8191 - at, &k, NULL) == OKV_OK) at += k;
+    }
+    return out;
+}
+
 static void check_vocabularies(void) {
     const char *shared = check_shared_dir();
     if (!shared) {
         printf("skipped (the vocabulary part): ../shared not found\n");
         return;
+    }
+    /* gpt-oss's channels are control tokens: its answers are read only
+     * when the jobs show them (srv_job_params.special) */
+    okv_tokenizer *oss = vocab(shared, "ggml-vocab-gpt-oss.gguf");
+    CHECK(oss != NULL, "the gpt-oss vocabulary");
+    if (oss) {
+        const char *answer = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+                             "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}";
+        okv_chat_syntax syn = {OKV_CHAT_FORMAT_GPT_OSS, false, false};
+        srv_request r = request(TOOLS);
+        srv_chat_stream st;
+        srv_chat_stream_init(&st, &syn, &r, 1);
+        CHECK(srv_chat_needs_special(&st), "gpt-oss answers need control tokens as text");
+        for (int special = 1; special >= 0; special--) {
+            char *text = round_trip(oss, answer, special);
+            bool called = false;
+            cJSON *m = text ? srv_chat_message(&st, text, &called) : NULL;
+            cJSON *rc = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+            if (special)
+                CHECK(called && cJSON_IsString(rc) && !strcmp(rc->valuestring, "Need weather."), "gpt-oss call through its vocabulary: %s",
+                      text ? text : "(no text)");
+            else
+                CHECK(!called, "without control tokens the markup is gone: %s", text ? text : "(no text)");
+            cJSON_Delete(m);
+            free(text);
+        }
+        srv_chat_stream_free(&st);
+        srv_request_clear(&r);
+        okv_tokenizer_free(oss);
     }
     okv_tokenizer *l3 = vocab(shared, "ggml-vocab-llama3.gguf");
     CHECK(l3 != NULL, "the llama3 vocabulary");
