@@ -226,6 +226,8 @@ static const struct {
      "[1]|[y]", NULL},
     {"{{ 'h\303\251llo w\303\266rld \303\277'|upper }}|{{ '\303\200\303\211\303\216 \304\200\304\236 \316\221\316\222\316\223 \320\220\320\221\320\222'|lower }}|{{ '\303\247a va-bien (ok) \"x\" \303\251a'|title }}|{{ '\303\251COLE'.capitalize() }}|{{ 'l'\303\251lan d'or'.title() }}|{{ '\307\205'|upper }}",
      NULL, ""},
+    {"{{ {(1, 2): 'pair'}[1, 2] }}{{ (1, 'x') * 2 }}{{ 'init'|map(attribute='role')|list }}{{ [none, x] }}",
+     "pair(1, 'x', 1, 'x')[Undefined, Undefined, Undefined, Undefined][None, Undefined]", NULL},
 };
 
 static double now_s(void) {

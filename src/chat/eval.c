@@ -388,6 +388,7 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
             return okv_jv_str(p, total);
         }
         jv out = okv_jv_list_new(c->a, c->f, total);
+        out.flags = a.flags & JV_F_TUPLE;
         for (int64_t i = 0; i < times; i++)
             for (size_t k = 0; k < unit; k++) okv_jv_list_push(c->a, c->f, out, a.u.l->v[k]);
         return out;

@@ -217,6 +217,20 @@ static jnode *subscript(ps *p, jnode *target, int line) {
     bool slice = false;
     for (;;) {
         if (!is_op(cur(p), ":") && !is_op(cur(p), "]")) parts[k] = expression(p, true);
+        if (!slice && k == 0 && parts[0] && is_op(cur(p), ",")) { /* x[a, b]: a tuple key, as Python's */
+            nvec items = {0};
+            nvec_push(p, &items, parts[0], NULL);
+            while (is_op(cur(p), ",")) {
+                p->i++;
+                if (is_op(cur(p), "]")) break;
+                nvec_push(p, &items, expression(p, true), NULL);
+            }
+            jnode *t = node(p, JN_TUPLE, line);
+            t->args = items.v;
+            t->n_args = items.n;
+            parts[0] = t;
+            break;
+        }
         if (is_op(cur(p), ":")) {
             slice = true;
             if (++k > 2) pfail_at(p, cur(p), "a slice takes at most three parts", "");

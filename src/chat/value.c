@@ -245,7 +245,9 @@ static void repr_str(jarena *a, jfail *f, jbuf *b, const char *s, size_t n) {
 static void to_text(jarena *a, jfail *f, jbuf *b, jv v, bool repr) {
     char num[32];
     switch (v.kind) {
-    case JV_UNDEF: return;
+    case JV_UNDEF:
+        if (repr) okv_jbuf_puts(a, f, b, "Undefined"); /* jinja2's Undefined inside a printed list */
+        return;
     case JV_NONE: okv_jbuf_puts(a, f, b, "None"); return;
     case JV_BOOL: okv_jbuf_puts(a, f, b, v.u.b ? "True" : "False"); return;
     case JV_INT: okv_jbuf_printf(a, f, b, "%lld", (long long)v.u.i); return;
