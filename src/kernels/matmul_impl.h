@@ -97,7 +97,11 @@ OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512vnni);
-/* The AVX-512 block pass for float weights (prefill), also AVX512_VNNI's. */
+/* The block pass for float weights (prefill), AVX2's and AVX-512's (also
+ * AVX512_VNNI's). */
+OKV_MM_BLOCK(okv_mm_block_f32_avx2);
+OKV_MM_BLOCK(okv_mm_block_f16_avx2);
+OKV_MM_BLOCK(okv_mm_block_bf16_avx2);
 OKV_MM_BLOCK(okv_mm_block_f32_avx512);
 OKV_MM_BLOCK(okv_mm_block_f16_avx512);
 OKV_MM_BLOCK(okv_mm_block_bf16_avx512);

@@ -18,7 +18,8 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define TILES_VNNI(t) \
     {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, okv_mm_tile_##t##_avx512vnni}
 #define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t), \
-                 .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
+                 .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
+                                [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
 
 /* Block layouts as ggml-common.h defines them (quant.h has the structs);
  * QK_K = 256 for the K-quants and the IQ types built on them. */
