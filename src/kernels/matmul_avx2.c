@@ -358,7 +358,7 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
  * the same values in the same order as in float_tile (the conversion is
  * exact; panels cover k8 = k & ~7 and float_finish adds the rest), so the
  * results are bit-identical to the tile's, whatever n: the tests check. */
-enum { FP_ROWS = 8, FP_K = 512, FP_TR = 4, FP_TC = 3 };
+enum { FP_ROWS = 4, FP_K = 512, FP_TR = 4, FP_TC = 3 };
 
 typedef struct fpanel {
     const float *panel;   /* FP_ROWS rows of FP_K floats */
@@ -366,6 +366,10 @@ typedef struct fpanel {
     int64_t k;            /* column stride of x */
     int64_t len;          /* elements in this panel, a multiple of 8 */
     __m256 *acc_buf;      /* [FP_ROWS][MM_COL_BLOCK], column 0 = c0 */
+    const uint8_t *next;  /* the next panel's weights (NULL: none): pf_rows rows */
+    size_t wrow;          /* of pf_bytes each, wrow apart */
+    int pf_rows;
+    int64_t pf_bytes;
 } fpanel;
 
 /* Rows pr0 .. pr0+NR-1 of the panel by columns jb .. jb+NC-1 of the block.
@@ -397,8 +401,18 @@ KERNEL void fpanel_tile(const fpanel *p, int pr0, const int NR, int jb, const in
  * over the panel's rows in strips of 4 (then 1), so a tile's activations
  * are read from L2 once and from L1 for the second strip. */
 KERNEL void fpanel_pass(const fpanel *p, int nr, int nc) {
+    /* The next panel's weights stream into L2 meanwhile, a few lines per
+     * column tile: all at once (128 lines), the prefetches filled the
+     * line-fill buffers and stalled the tiles (5632x2048 at 85 GFLOP per
+     * CPU second against 99 for 512 rows that stay in L2). */
+    const int64_t lines_per_row = (p->pf_bytes + 63) / 64, lines = p->next ? p->pf_rows * lines_per_row : 0;
+    const int tiles = (nc + FP_TC - 1) / FP_TC;
+    int64_t line = 0;
     int j = 0;
-    for (; j + FP_TC <= nc; j += FP_TC) {
+    for (int t = 0; j + FP_TC <= nc; j += FP_TC, t++) {
+        for (const int64_t end = lines * (t + 1) / tiles; line < end; line++)
+            _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
+                         _MM_HINT_T1);
         int r = 0;
         for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC);
         for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC);
@@ -422,18 +436,16 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
             for (int j = 0; j < nc; j++) acc_buf[r * MM_COL_BLOCK + j] = _mm256_setzero_ps();
         for (int64_t kc = 0; kc < k8; kc += FP_K) {
             const int64_t len = k8 - kc < FP_K ? k8 - kc : FP_K;
-            /* the weights of the next panel (this strip's or the next
-             * strip's first) stream in while this one is computed */
-            const int64_t nk = kc + FP_K < k8 ? kc + FP_K : 0;
-            const int64_t nlen = k8 - nk < FP_K ? k8 - nk : FP_K;
-            for (int64_t r = nk ? r0 : r0 + FP_ROWS; r < (nk ? r0 : r0 + FP_ROWS) + FP_ROWS && r < r_end; r++)
-                for (int64_t b = 0; b < nlen * wbytes; b += 64)
-                    _mm_prefetch((const char *)c->w + r * c->wrow + nk * wbytes + b, _MM_HINT_T1);
             for (int r = 0; r < nr; r++) {
                 const uint8_t *row = c->w + (r0 + r) * c->wrow;
                 for (int64_t i = 0; i < len; i += 8) _mm256_store_ps(panel + r * FP_K + i, load8(wtype, row, kc + i));
             }
-            const fpanel p = {.panel = panel, .x = c->x + c0 * c->k + kc, .k = c->k, .len = len, .acc_buf = acc_buf};
+            /* the next panel: this strip's next one or the next strip's first */
+            const int64_t nk = kc + FP_K < k8 ? kc + FP_K : 0, nr0 = nk ? r0 : r0 + FP_ROWS;
+            const int64_t nrows = r_end - nr0 < FP_ROWS ? r_end - nr0 : FP_ROWS;
+            const fpanel p = {.panel = panel, .x = c->x + c0 * c->k + kc, .k = c->k, .len = len, .acc_buf = acc_buf,
+                              .next = nrows > 0 ? c->w + nr0 * c->wrow + nk * wbytes : NULL, .wrow = c->wrow,
+                              .pf_rows = (int)nrows, .pf_bytes = (k8 - nk < FP_K ? k8 - nk : FP_K) * wbytes};
             fpanel_pass(&p, nr, nc);
         }
         for (int r = 0; r < nr; r++) {
