@@ -61,7 +61,8 @@ static const okv_wtype types[OKV_WT_END] = {
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
                         .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16),
-                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q4_0x16_avx512,
+                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q4_0x16_avx2,
+                                       [OKV_ISA_AVX512] = okv_mm_block_q4_0x16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_0x16_avx512vnni},
                         .block_min_n = 5},
     [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
