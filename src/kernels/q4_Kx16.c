@@ -163,7 +163,9 @@ void okv_mm_tile_q5_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t
 
 /* A group's d sc and dmin m for lanes 8 half .. 8 half + 7 (super-block half). */
 AVX2 void scales_avx2(const block_q4_Kx16 *w, int half, __m256 *dsc, __m256 *dm) {
-    const __m256 d = _mm256_set1_ps(okv_f16_to_f32(w->d[half])), mn = _mm256_set1_ps(okv_f16_to_f32(w->dmin[half]));
+    /* F16C's conversion (exact, as okv_f16_to_f32's; no branches for
+     * subnormals in the loop of every super-block) */
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(w->d[half])), mn = _mm256_set1_ps(_cvtsh_ss(w->dmin[half]));
     *dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
     *dm = _mm256_mul_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w->m + 8 * half)))));
 }
@@ -207,7 +209,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile5_avx2, okv_mm_tile_q5_Kx16_avx2)
 /* d (lanes 0-7 from super-block 0, 8-15 from 1) times 16 unsigned bytes. */
 static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_bytes(const okv_f16 d[2],
                                                                                    const uint8_t *b) {
-    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(okv_f16_to_f32(d[0])), _mm256_set1_ps(okv_f16_to_f32(d[1])), 1);
+    const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(d[0])), _mm256_set1_ps(_cvtsh_ss(d[1])), 1);
     return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b))));
 }
 

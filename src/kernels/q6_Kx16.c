@@ -110,7 +110,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(cons
         for (int64_t g = 0; g < ng; g++) {
             const block_q6_Kx16 *w = wr[r] + g;
             for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
-            const float d = okv_f16_to_f32(w->d);
+            const float d = _cvtsh_ss(w->d); /* F16C: exact, branch-free */
             UNROLL for (int half = 0; half < 2; half++) {
                 __m256i wv[4];
                 const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql[0] + 32 * half));
@@ -158,7 +158,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q6_Kx16_avx2)
                 const __m512i h = _mm512_loadu_si512(w->qh);                                              \
                 Q6_VALUES(wv, l0, l1, h, _mm512_and_si512, _mm512_slli_epi16, _mm512_srli_epi16, SET1_512, \
                           _mm512_or_si512);                                                               \
-                const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(okv_f16_to_f32(w->d)),                    \
+                const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(w->d)),                         \
                                                  _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w->sc)))); \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
                     const int8_t (*xq)[64] = xs[j][g].qs;                                                 \
