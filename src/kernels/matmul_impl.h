@@ -96,6 +96,7 @@ OKV_MM_TILE(okv_mm_tile_q4_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512vnni);
 /* The block pass for float weights (prefill), AVX2's and AVX-512's (also

@@ -82,7 +82,8 @@ static const okv_wtype types[OKV_WT_END] = {
                         .block_min_n = 5},
     [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q4_Kx16),
                         .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, .tile = TILES_VNNI(q4_Kx16),
-                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q4_Kx16_avx512,
+                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q4_Kx16_avx2,
+                                       [OKV_ISA_AVX512] = okv_mm_block_q4_Kx16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_Kx16_avx512vnni},
                         .block_min_n = 5},
 };
