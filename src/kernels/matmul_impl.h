@@ -83,6 +83,7 @@ OKV_MM_TILE(okv_mm_tile_q6_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx512vnni);
 /* Q4_K and Q5_K sixteen sub-blocks wide (kernels/q4_Kx16.h). */
