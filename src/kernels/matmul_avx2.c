@@ -358,7 +358,7 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
  * the same values in the same order as in float_tile (the conversion is
  * exact; panels cover k8 = k & ~7 and float_finish adds the rest), so the
  * results are bit-identical to the tile's, whatever n: the tests check. */
-enum { FP_ROWS = 4, FP_K = 512, FP_TR = 4, FP_TC = 3 };
+enum { FP_ROWS = 8, FP_K = 512, FP_TR = 4, FP_TC = 3 };
 
 typedef struct fpanel {
     const float *panel;   /* FP_ROWS rows of FP_K floats */
