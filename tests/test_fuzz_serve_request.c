@@ -4,11 +4,11 @@
  * request whose every field is in range or an error whose body is JSON of
  * OpenAI's shape; nothing crashes or leaks (the sanitizer build runs it
  * under ASan and UBSan).  Accepted chat requests are also rendered through
- * every template.  The gate's head check (gate.c) gets the same treatment:
- * mutated request heads (bad Content-Lengths, binary garbage, cut lines)
- * get a verdict, and every refusal is a 4xx/5xx of OpenAI's shape.
- * OKV_FUZZ_SECONDS=N runs rounds for N seconds instead of the fixed count
- * (make check-deep: 600). */
+ * the named templates.  The gate's head check (gate.c) gets the same
+ * treatment: mutated request heads (bad Content-Lengths, binary garbage,
+ * cut lines) get a verdict, and every refusal is a 4xx/5xx of OpenAI's
+ * shape.  OKV_FUZZ_SECONDS=N runs rounds for N seconds instead of the
+ * fixed count (make check-deep: 600). */
 #include <time.h>
 #include <math.h>
 #include <stdint.h>
@@ -38,6 +38,11 @@ static const char *const seeds[] = {
     "\"max_completion_tokens\":5,\"n\":1}",
     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi \"},{\"type\":\"text\",\"text\":\"there\"}]},"
     "{\"role\":\"assistant\",\"content\":null},{\"role\":\"developer\",\"content\":\"\\u00e9\\ud83d\\ude00\"}],\"stop\":\"\\n\"}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
+    "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"2\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+    "{\"name\":\"f\",\"parameters\":{}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+    "\"parallel_tool_calls\":false,\"chat_template_kwargs\":{\"x\":1}}",
     "{\"prompt\":\"x\",\"temperature\":2,\"top_p\":1,\"max_tokens\":1073741824,\"seed\":-5,\"presence_penalty\":0.5,"
     "\"logit_bias\":{\"1\":2},\"user\":\"u\"}",
     /* issue 15: a NUL, an escaped backslash before u0000, duplicate keys (the first two are refused) */
@@ -46,7 +51,7 @@ static const char *const seeds[] = {
     "{\"prompt\":\"a \\\\u0000 b\",\"stop\":[\"\\u0001\"]}",
 };
 /* How many of the seeds above parse (the rest are refused on purpose). */
-static const bool seed_parses[] = {true, true, true, true, true, false, false, true};
+static const bool seed_parses[] = {true, true, true, true, true, true, false, false, true};
 
 /* Request heads for the gate: valid ones and the hostile ones of issue 15. */
 static const char *const heads[] = {
@@ -79,10 +84,16 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
                   r.n_stops <= SRV_MAX_STOPS;
         if (kind == SRV_CHAT) {
             ok = ok && r.n_msgs >= 1;
-            for (int t = SRV_TMPL_CHATML; ok && t <= SRV_TMPL_GEMMA; t++) {
-                char *p = srv_template_apply((srv_template)t, r.msgs, r.n_msgs);
+            ok = ok && r.messages_json != NULL;
+            static const char *const names[] = {"chatml", "llama2-sys", "mistral-v3", "mistral-v7", "llama3", "gemma"};
+            for (size_t t = 0; ok && t < sizeof names / sizeof names[0]; t++) {
+                char err[256];
+                srv_chat *c = srv_chat_load(NULL, NULL, names[t], NULL, err, sizeof err);
+                srv_fail rf;
+                char *p = c ? srv_chat_render(c, &r, true, &rf) : NULL;
                 ok = p != NULL;
                 free(p);
+                srv_chat_free(c);
             }
         } else {
             ok = ok && r.n_prompts >= 1 && r.n_prompts <= SRV_MAX_PROMPTS;

@@ -1,7 +1,8 @@
 /* Mixture-of-experts families against llama.cpp's logits (../shared/golden):
  * tiny-qwen3moe, tiny-gpt-oss (attention sinks, biases, sliding windows,
  * YaRN, biased router, SwiGLU-OAI) and tiny-gpt-oss-mx (its experts in
- * MXFP4, attention in Q8_0), 121 tokens in chunks of 16 and all at once,
+ * MXFP4, attention in Q8_0), 121 tokens in chunks of 16, all at once and
+ * (f32 K/V) one at a time,
  * f32 and f16 K/V, on every ISA.
  *
  * Tolerances are golden_run.h's (f32 K/V: 1e-3 relative to the largest
@@ -149,6 +150,7 @@ int main(void) {
         for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
             moe_case(models[i], "kvf32_faoff", 16, "f32", 1e-3);
             moe_case(models[i], "kvf32_faoff", 121, "f32", 1e-3);
+            moe_case(models[i], "kvf32_faoff", 1, "f32", 1e-3); /* token by token: the decode path */
             moe_case(models[i], "kvf16_faauto", 16, "f16", 1e-3);
             moe_case(models[i], "kvf16_faauto", 121, "f16", 1e-3);
         }

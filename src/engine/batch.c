@@ -73,8 +73,9 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
                 scratch = max_size(scratch, scratch_for(moe[j], b->max_rows));
         }
     }
-    const size_t ff = max_size((size_t)m->n_ff, (size_t)m->n_ff_exp);
     const size_t NE = (size_t)m->n_expert, K = (size_t)m->n_expert_used;
+    /* a decode row's experts keep their gate and up side by side (moe.c one_row) */
+    const size_t ff = max_size(max_size((size_t)m->n_ff, (size_t)m->n_ff_exp), (T > 0 ? (K * m->n_ff_exp + T - 1) / T : 0));
     const size_t floats[] = {
         T * m->n_embd,                      /* x */
         T * wide,                           /* xb */

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/options.h"
+#include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -391,6 +392,7 @@ static int32_t repacked_type(const okv_weight *w) {
     case OKV_GGML_Q8_0: t = OKV_WT_Q8_0X16; break;
     case OKV_GGML_Q4_K: t = OKV_WT_Q4_KX16; break;
     case OKV_GGML_Q5_K: t = OKV_WT_Q5_KX16; break;
+    case OKV_GGML_MXFP4: t = OKV_WT_MXFP4X16; break;
     default: return -1;
     }
     const size_t mine = okv_wtype_row_size(t, w->ne0), ggml = okv_wtype_row_size(w->type, w->ne0);
@@ -415,6 +417,7 @@ static void repack_into(uint8_t *dst, int32_t t, const okv_weight *w) {
     else if (t == OKV_WT_Q8_0X16) okv_repack_q8_0x16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(dst, w->data, w->ne1, w->ne0);
     else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
 }
 

@@ -110,6 +110,7 @@ struct okv_model {
     float rope_attn_factor;      /* phi3 LongRoPE: rotated q/k dimensions are multiplied by it; else 1 */
     okv_model_yarn yarn;         /* gpt-oss */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts; 0 when dense */
+    float expert_weights_scale;  /* qwen3moe's optional key: the chosen weights times this; 0: none */
     okv_moe_weights *moe;        /* n_layer, or NULL when dense */
     /* Tests only: when set, called for every row a router routes with the
      * gap between its k-th and (k+1)-th logits (how near a tie moved it). */

@@ -72,12 +72,13 @@ static okv_status bind_experts(okv_model *m, okv_experts *x, int32_t il, const c
     return OKV_OK;
 }
 
-/* Binds blk.il.name.bias: F32 [width, n_expert] (a router bias: [n_expert]). */
+/* Binds blk.il.name.bias: F32 [width, n_expert] (per_expert), or a vector
+ * of width (the router's). */
 static okv_status bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t width,
-                            okv_error *err) {
+                            bool per_expert, okv_error *err) {
     char full[96];
     snprintf(full, sizeof full, "blk.%d.%s.bias", (int)il, name);
-    okv_status st = okv_model_bind(m, w, full, width, width == m->n_expert ? 0 : m->n_expert, false, err);
+    okv_status st = okv_model_bind(m, w, full, width, per_expert ? m->n_expert : 0, false, err);
     if (st) return st;
     if (w->type != OKV_GGML_F32)
         return okv_fail(err, OKV_ERR_FORMAT, "model: bias '%s' has type %s, expected F32", full,
@@ -100,10 +101,10 @@ okv_status okv_model_bind_moe(okv_model *m, int32_t il, bool biases, okv_error *
     if ((st = bind_experts(m, &x->up, il, "ffn_up_exps", E, F, err))) return st;
     if ((st = bind_experts(m, &x->down, il, "ffn_down_exps", F, E, err))) return st;
     if (!biases) return OKV_OK;
-    if ((st = bind_bias(m, &x->gate_inp_b, il, "ffn_gate_inp", m->n_expert, err))) return st;
-    if ((st = bind_bias(m, &x->gate_b, il, "ffn_gate_exps", F, err))) return st;
-    if ((st = bind_bias(m, &x->up_b, il, "ffn_up_exps", F, err))) return st;
-    return bind_bias(m, &x->down_b, il, "ffn_down_exps", E, err);
+    if ((st = bind_bias(m, &x->gate_inp_b, il, "ffn_gate_inp", m->n_expert, false, err))) return st;
+    if ((st = bind_bias(m, &x->gate_b, il, "ffn_gate_exps", F, true, err))) return st;
+    if ((st = bind_bias(m, &x->up_b, il, "ffn_up_exps", F, true, err))) return st;
+    return bind_bias(m, &x->down_b, il, "ffn_down_exps", E, true, err);
 }
 
 /* ggml's soft_max of one row in place: exp(x - max), summed in double, then
@@ -121,7 +122,8 @@ static void softmax_row(float *x, int32_t n) {
 }
 
 /* Row t's experts and weights from its router scores s (n_expert values). */
-static void route_row(float *s, int32_t n_expert, int32_t k, okv_moe_gating gating, int32_t *ids, float *w) {
+static void route_row(float *s, int32_t n_expert, int32_t k, okv_moe_gating gating, float w_scale, int32_t *ids,
+                      float *w) {
     if (gating == OKV_MOE_SOFTMAX_NORM) softmax_row(s, n_expert);
     /* top k, best first; a tie goes to the lower expert */
     for (int32_t j = 0; j < k; j++) {
@@ -144,6 +146,8 @@ static void route_row(float *s, int32_t n_expert, int32_t k, okv_moe_gating gati
         if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
         for (int32_t j = 0; j < k; j++) w[j] /= fs;
     }
+    if (w_scale != 0.0f && w_scale != 1.0f)
+        for (int32_t j = 0; j < k; j++) w[j] *= w_scale;
 }
 
 /* The k-th largest of s minus the (k+1)-th (k < n). */
@@ -189,10 +193,55 @@ static void swiglu_oai(float *y, const float *g, const float *u, int64_t n) {
     }
 }
 
+/* Gate and up of f->hb / f->hb2 rows (n of F each) to the activation, in place in f->hb. */
+static void activate(okv_fwd *f, const okv_moe_weights *x, int32_t e, okv_moe_act act, float *g, float *u, int32_t n) {
+    const int32_t F = f->m->n_ff_exp;
+    add_rows(g, expert_bias(&x->gate_b, e), n, F);
+    add_rows(u, expert_bias(&x->up_b, e), n, F);
+    if (act == OKV_MOE_SWIGLU_OAI) swiglu_oai(g, g, u, (int64_t)n * F);
+    else okv_swiglu(g, g, u, (int64_t)n * F);
+}
+
+/* The one row of a decode step: every chosen expert takes the same input,
+ * so two experts' gate and up products share one quantization of it and one
+ * fork-join (four products: OKV_MM_MAX_OPS).  Each product of a row is the
+ * same whatever else is computed with it, so this gives the bits of the
+ * grouped path. */
+static okv_status one_row(okv_fwd *f, const okv_moe_weights *x, okv_moe_act act) {
+    const int32_t K = f->m->n_expert_used, F = f->m->n_ff_exp;
+    const size_t E = (size_t)f->m->n_embd;
+    okv_status st;
+    for (int32_t j = 0; j < K; j += 2) {
+        const int32_t c = K - j < 2 ? K - j : 2;
+        okv_weight w[4];
+        const okv_weight *ws[4];
+        float *ys[4];
+        for (int32_t i = 0; i < c; i++) {
+            const int32_t e = f->moe_ids[j + i];
+            w[2 * i] = expert(&x->gate, e);
+            w[2 * i + 1] = expert(&x->up, e);
+            ys[2 * i] = f->hb + (size_t)(j + i) * F;
+            ys[2 * i + 1] = f->hb2 + (size_t)(j + i) * F;
+        }
+        for (int32_t i = 0; i < 2 * c; i++) ws[i] = &w[i];
+        if ((st = okv_fwd_matmuls(f, f->xb, 1, 2 * c, ws, ys))) return st;
+    }
+    for (int32_t j = 0; j < K; j++) {
+        const int32_t e = f->moe_ids[j];
+        float *g = f->hb + (size_t)j * F;
+        activate(f, x, e, act, g, f->hb2 + (size_t)j * F, 1);
+        const okv_weight wd = expert(&x->down, e);
+        if ((st = okv_fwd_matmul(f, &wd, g, 1, f->moe_y))) return st;
+        add_rows(f->moe_y, expert_bias(&x->down_b, e), 1, (int64_t)E);
+        okv_scale(f->moe_out + (size_t)j * E, f->moe_y, f->moe_w[j], (int64_t)E);
+    }
+    return OKV_OK;
+}
+
 okv_status okv_fwd_moe(okv_fwd *f, int32_t il, okv_moe_gating gating, okv_moe_act act) {
     const okv_model *m = f->m;
     const okv_moe_weights *x = &m->moe[il];
-    const int32_t n = f->n, NE = m->n_expert, K = m->n_expert_used, F = m->n_ff_exp;
+    const int32_t n = f->n, NE = m->n_expert, K = m->n_expert_used;
     const size_t E = (size_t)m->n_embd;
     okv_status st;
 
@@ -202,11 +251,12 @@ okv_status okv_fwd_moe(okv_fwd *f, int32_t il, okv_moe_gating gating, okv_moe_ac
     for (int32_t t = 0; t < n && m->moe_probe && K < NE; t++)
         m->moe_probe(m->moe_probe_ctx, il, f->pos[t], kth_gap(f->moe_logits + (size_t)t * NE, NE, K));
     for (int32_t t = 0; t < n; t++)
-        route_row(f->moe_logits + (size_t)t * NE, NE, K, gating, f->moe_ids + (size_t)t * K,
+        route_row(f->moe_logits + (size_t)t * NE, NE, K, gating, m->expert_weights_scale, f->moe_ids + (size_t)t * K,
                   f->moe_w + (size_t)t * K);
 
-    /* each expert over the rows routed to it */
-    for (int32_t e = 0; e < NE; e++) {
+    /* each expert over the rows routed to it (one row: one_row) */
+    if (n == 1 && (st = one_row(f, x, act))) return st;
+    for (int32_t e = 0; e < NE && n > 1; e++) {
         int32_t cnt = 0;
         for (int32_t t = 0; t < n; t++)
             for (int32_t j = 0; j < K; j++)
@@ -218,10 +268,7 @@ okv_status okv_fwd_moe(okv_fwd *f, int32_t il, okv_moe_gating gating, okv_moe_ac
         const okv_weight *ws[] = {&wg, &wu};
         float *const ys[] = {f->hb, f->hb2};
         if ((st = okv_fwd_matmuls(f, f->moe_x, cnt, 2, ws, ys))) return st;
-        add_rows(f->hb, expert_bias(&x->gate_b, e), cnt, F);
-        add_rows(f->hb2, expert_bias(&x->up_b, e), cnt, F);
-        if (act == OKV_MOE_SWIGLU_OAI) swiglu_oai(f->hb, f->hb, f->hb2, (int64_t)cnt * F);
-        else okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)cnt * F);
+        activate(f, x, e, act, f->hb, f->hb2, cnt);
         if ((st = okv_fwd_matmul(f, &wd, f->hb, cnt, f->moe_y))) return st;
         add_rows(f->moe_y, expert_bias(&x->down_b, e), cnt, (int64_t)E);
         for (int32_t i = 0; i < cnt; i++)

@@ -210,4 +210,17 @@ try {
     await stopServer(s);
   }
 }
+// ---- the model options reach the model (a list of any length, not a fixed four) ----
+{
+  STEP('model options');
+  const s = await startServer(['--sliding-window', '8', '-c', '64']);
+  try {
+    const r = await post(s, '/v1/completions', { prompt: 'Once upon a time', max_tokens: 4 });
+    eq(r.status, 200, '--sliding-window: a completion');
+    const m = await metrics(s);
+    check(m['offkv_cache_bytes{kind="ring"}'] > 0, `--sliding-window 8 makes ring layers (${m['offkv_cache_bytes{kind="ring"}']} bytes)`);
+  } finally {
+    await stopServer(s);
+  }
+}
 done();

@@ -22,9 +22,11 @@ static void usage(FILE *f) {
             "  --chunk N               most prompt tokens evaluated per step, all sequences together (default 128)\n"
             "  -t, --threads N         threads (default: this machine's cores, at most 8)\n"
             "  --kv-type T             K/V cache storage: f16 (default), f32 or q8_0\n"
-            "  --chat-template NAME    %s\n"
-            "                          (default: recognised from the file's tokenizer.chat_template; ChatML\n"
-            "                          when the file has none)\n"
+            "  --chat-template NAME    a template llama.cpp names (%s),\n"
+            "                          or a Jinja template's text (default: the file's\n"
+            "                          tokenizer.chat_template, rendered as Hugging Face does; ChatML when\n"
+            "                          the file has none)\n"
+            "  --chat-template-file F  a Jinja chat template file instead\n"
             "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
             "  --max-body BYTES        largest request body (default 8388608)\n"
             "  --timeout SECONDS       time a client has to send a request's head, and again its body;\n"
@@ -62,7 +64,8 @@ int cmd_serve(int argc, char **argv) {
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "--host", "--port") || cli_is(a, "--parallel", "--queue") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window") ||
-              cli_is(a, "--timeout", "--max-per-client")))
+              cli_is(a, "--timeout", "--max-per-client") ||
+              cli_is(a, "--chat-template-file", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -77,11 +80,13 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &cfg.sched.n_threads);
         else if (cli_is(a, "--chat-template", NULL)) {
             cfg.chat_template = v;
-            if (srv_template_detect(v) == SRV_TMPL_UNKNOWN || strcmp(srv_template_name(srv_template_detect(v)), v)) {
-                cli_error(cmd, "bad value '%s' for --chat-template: expected one of %s", v, srv_template_names());
+            if (!srv_template_builtin(v) && !strstr(v, "{%") && !strstr(v, "{{")) {
+                cli_error(cmd, "bad value '%s' for --chat-template: expected one of %s, or a Jinja template's text", v,
+                          srv_template_names());
                 ok = false;
             }
-        } else if (cli_is(a, "--api-key", NULL)) {
+        } else if (cli_is(a, "--chat-template-file", NULL)) cfg.chat_template_file = v;
+        else if (cli_is(a, "--api-key", NULL)) {
             cfg.api_key = v;
             if (!*v) {
                 cli_error(cmd, "bad value '' for --api-key: an empty key would let anyone in");

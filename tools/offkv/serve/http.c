@@ -38,7 +38,7 @@ typedef struct server {
     struct MHD_Daemon *daemon;
     okv_model *model;
     srv_sched *sched;
-    srv_template tmpl;
+    srv_chat *chat;
     char model_name[256];
     atomic_bool ready;
     atomic_uint_fast64_t next_id;
@@ -216,6 +216,7 @@ typedef struct call {
     bool role_sent[SRV_MAX_PROMPTS], done;
     int32_t top_logprobs;           /* -1: no logprobs */
     size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
+    srv_chat_stream cs[SRV_MAX_PROMPTS]; /* chat: each choice's answer's parse (tool calls, reasoning) */
 } call;
 
 static void call_free(call *k) {
@@ -224,6 +225,7 @@ static void call_free(call *k) {
         free(k->text[i]);
     }
     free(k->out);
+    for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
     atomic_fetch_sub(&k->srv->n_calls, 1);
     free(k);
 }
@@ -360,15 +362,15 @@ static enum MHD_Result answer_plain(call *k) {
     for (int i = 0; i < k->n; i++) {
         cJSON *ch = cJSON_CreateObject();
         cJSON_AddNumberToObject(ch, "index", i);
+        bool called = false;
         if (k->kind == SRV_CHAT) {
-            cJSON *m = cJSON_AddObjectToObject(ch, "message");
-            cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", k->text[i] ? k->text[i] : "");
+            cJSON *m = srv_chat_message(&k->cs[i], k->text[i] ? k->text[i] : "", &called);
+            if (m) cJSON_AddItemToObject(ch, "message", m);
         } else {
             cJSON_AddStringToObject(ch, "text", k->text[i] ? k->text[i] : "");
         }
         cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
-        cJSON_AddStringToObject(ch, "finish_reason", finish_name(k->fin[i]));
+        cJSON_AddStringToObject(ch, "finish_reason", called ? "tool_calls" : finish_name(k->fin[i]));
         cJSON_AddItemToArray(choices, ch);
     }
     cJSON_AddItemToObject(r, "usage", usage_json(k));
@@ -387,25 +389,39 @@ static bool sse(call *k, cJSON *j) {
     return ok;
 }
 
-/* One chunk: text (may be NULL) and/or the finish of choice i. */
-static bool chunk(call *k, int i, const char *text, srv_finish fin) {
+/* One chunk: text (may be NULL) and/or the finish of choice i.  A chat
+ * answer's text goes through its parse (srv_chat_stream_feed): a piece
+ * that adds nothing yet (the start of a tool call's markup) sends no chunk. */
+static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fin) {
     cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", i);
     if (k->kind == SRV_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+        bool any = false;
+        if (!srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any)) {
+            cJSON_Delete(ch);
+            cJSON_Delete(r);
+            return false;
+        }
+        if (!any && fin == SRV_RUNNING && k->role_sent[i]) {
+            cJSON_Delete(ch);
+            cJSON_Delete(r);
+            return true;
+        }
         if (!k->role_sent[i]) {
             cJSON_AddStringToObject(d, "role", "assistant");
             k->role_sent[i] = true;
         }
-        if (text) cJSON_AddStringToObject(d, "content", text);
     } else {
         cJSON_AddStringToObject(ch, "text", text ? text : "");
     }
     cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
     if (fin == SRV_RUNNING) cJSON_AddNullToObject(ch, "finish_reason");
-    else cJSON_AddStringToObject(ch, "finish_reason", finish_name(fin));
+    else
+        cJSON_AddStringToObject(ch, "finish_reason",
+                                k->kind == SRV_CHAT && srv_chat_stream_called(&k->cs[i]) ? "tool_calls" : finish_name(fin));
     cJSON_AddItemToArray(choices, ch);
     if (k->include_usage) cJSON_AddNullToObject(r, "usage");
     return sse(k, r);
@@ -423,13 +439,13 @@ static bool produce(call *k) {
         k->fin[i] = srv_job_poll(k->srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, 0);
         if (t) {
             any = true;
-            bool ok = chunk(k, i, t, SRV_RUNNING);
+            bool ok = chunk(k, i, t, nt, SRV_RUNNING);
             free(t);
             if (!ok) return false;
         }
         if (k->fin[i] != SRV_RUNNING) {
             any = true;
-            if (k->fin[i] != SRV_FINISH_ERROR && k->fin[i] != SRV_FINISH_SHUTDOWN && !chunk(k, i, NULL, k->fin[i]))
+            if (k->fin[i] != SRV_FINISH_ERROR && k->fin[i] != SRV_FINISH_SHUTDOWN && !chunk(k, i, NULL, 0, k->fin[i]))
                 return false;
         } else {
             all = false;
@@ -596,11 +612,17 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         char *rendered = NULL;
         const char *text;
         if (kind == SRV_CHAT) {
-            if (!(rendered = srv_template_apply(srv->tmpl, req.msgs, req.n_msgs))) {
-                status = fail(srv, c, 500, "server_error", NULL, "out of memory for the prompt") == MHD_YES ? 1 : -1;
+            srv_fail rf;
+            if (!(rendered = srv_chat_render(srv->chat, &req, true, &rf))) {
+                status = send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
                 break;
             }
-            text = rendered;
+            okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
+            /* One parse per choice: n answers stream side by side. */
+            for (int c2 = 0; c2 < req.n && c2 < SRV_MAX_PROMPTS; c2++)
+                srv_chat_stream_init(&k->cs[c2], &syn, &req,
+                                     ((uint64_t)k->created * 0x9e3779b97f4a7c15ull ^ atomic_load(&srv->next_id)) + (uint64_t)c2);
+            text = srv_chat_model_text(srv->chat, rendered);
         } else {
             text = req.prompts[i];
         }
@@ -639,6 +661,12 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .n_bias = req.n_bias,
             .grammar = req.grammar,
             .top_logprobs = req.top_logprobs,
+            .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
+            /* The hook for constrained tool calls (the grammar's part of
+             * issue 17): with req.tool_choice REQUIRED or NAMED, a grammar
+             * of the call format (okv_chat_tool_call_opener(k->cs[0].syn.format))
+             * with req.tools_json's schemas as arguments goes here, forced
+             * from the first token; with AUTO, lazily from the opener on. */
         };
         bool busy = false;
         const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy);
@@ -663,6 +691,21 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
 }
 
 /* ---- the other endpoints ---- */
+
+/* POST /apply-template (llama.cpp's): {messages, tools?, add_generation_prompt?,
+ * chat_template_kwargs?} -> {"prompt": the text the template renders}. */
+static enum MHD_Result apply_template(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    srv_request req;
+    srv_fail f;
+    if (!srv_request_parse(SRV_CHAT, cc->body ? cc->body : "", cc->n, &req, &f)) return send_error(srv, c, &f);
+    char *text = srv_chat_render(srv->chat, &req, false, &f);
+    srv_request_clear(&req);
+    if (!text) return send_error(srv, c, &f);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "prompt", text);
+    free(text);
+    return send_json(srv, c, 200, r);
+}
 
 static enum MHD_Result models(server *srv, struct MHD_Connection *c) {
     cJSON *r = cJSON_CreateObject();
@@ -737,7 +780,7 @@ static enum MHD_Result token_route(server *srv, struct MHD_Connection *c, int r,
     char *answer;
     if (r == 8) {
         const srv_props p = {.tok = tok, .model_path = srv->cfg->model_path, .model_name = srv->model_name,
-                             .chat_template = srv_template_name(srv->tmpl), .build_info = "offkv",
+                             .chat_template = srv_chat_source(srv->chat), .build_info = "offkv",
                              .n_ctx = srv_sched_capacity(srv->sched), .total_slots = srv->cfg->sched.n_parallel};
         if (!(answer = srv_props_answer(&p))) return fail(srv, c, 500, "server_error", NULL, "out of memory");
     } else {
@@ -765,7 +808,8 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
         bool post;
     } routes[] = {{"/", false},        {"/health", false},          {"/metrics", false},
                   {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true},
-                  {"/tokenize", true},   {"/detokenize", true},        {"/props", false}};
+                  {"/tokenize", true},   {"/detokenize", true},        {"/props", false},
+                  {"/apply-template", true}};
     /* An absolute-form target (RFC 9112 3.2.2, "POST http://host/v1/..."),
      * as proxies send, names the same resource as its path. */
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
@@ -806,6 +850,7 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
     if (cc->too_big)
         return fail(srv, c, 413, "invalid_request_error", NULL, "the body is larger than the server's %zu bytes (--max-body)",
                     srv->cfg->max_body);
+    if (r == 9) return apply_template(srv, c, cc);
     if (r >= 6) return token_route(srv, c, r, cc);
     return completions(srv, c, r == 4 ? SRV_CHAT : SRV_COMPLETION, cc);
 }
@@ -925,51 +970,15 @@ static void set_model_name(server *srv, const char *path) {
     snprintf(srv->model_name, sizeof srv->model_name, "%s", b ? b + 1 : path);
 }
 
-/* The template: --chat-template, else the file's tokenizer.chat_template,
- * else ChatML; false after saying why when it is one offkv cannot render. */
+/* The template (--chat-template-file, --chat-template, the file's
+ * tokenizer.chat_template, else ChatML), parsed before the model loads:
+ * false after saying why (a syntax error names its line and column). */
 static bool choose_template(server *srv) {
-    const char *name = srv->cfg->chat_template;
-    if (name) {
-        srv->tmpl = srv_template_detect(name);
-        if (srv->tmpl == SRV_TMPL_UNKNOWN || strcmp(srv_template_name(srv->tmpl), name) != 0) {
-            fprintf(stderr, "offkv serve: error: unknown --chat-template '%s': expected one of %s\n", name,
-                    srv_template_names());
-            return false;
-        }
-        return true;
-    }
-    okv_error err = {0};
-    okv_gguf *g = okv_gguf_open(srv->cfg->model_path, &err);
-    const char *t = NULL;
-    size_t len = 0;
-    if (!g || okv_gguf_get_str(g, "tokenizer.chat_template", &t, &len, &err) != OKV_OK) {
-        srv->tmpl = SRV_TMPL_CHATML; /* no template in the file */
-        okv_gguf_close(g);
-        return true;
-    }
-    char *text = malloc(len + 1);
-    if (!text) {
-        okv_gguf_close(g);
-        fprintf(stderr, "offkv serve: error: out of memory for the chat template\n");
-        return false;
-    }
-    memcpy(text, t, len);
-    text[len] = '\0';
-    okv_gguf_close(g);
-    srv->tmpl = srv_template_detect(text);
-    if (srv->tmpl == SRV_TMPL_UNKNOWN) {
-        /* Name what was found: its first characters, control bytes shown as '.'. */
-        char shown[81];
-        size_t k = 0;
-        for (; k < len && k < 80; k++) shown[k] = (unsigned char)text[k] < 0x20 ? '.' : text[k];
-        shown[k] = '\0';
-        fprintf(stderr,
-                "offkv serve: error: the model's tokenizer.chat_template (%zu bytes, starting '%s%s') is none of the "
-                "families offkv renders; pass --chat-template NAME (%s)\n",
-                len, shown, len > 80 ? "..." : "", srv_template_names());
-    }
-    free(text);
-    return srv->tmpl != SRV_TMPL_UNKNOWN;
+    char err[512];
+    srv->chat = srv_chat_load(srv->cfg->model_path, NULL, srv->cfg->chat_template, srv->cfg->chat_template_file, err,
+                              sizeof err);
+    if (!srv->chat) fprintf(stderr, "offkv serve: error: %s\n", err);
+    return srv->chat != NULL;
 }
 
 int srv_run(const srv_config *cfg) {
@@ -1046,9 +1055,10 @@ int srv_run(const srv_config *cfg) {
         fprintf(stderr, "offkv serve: error: %s\n", err.message);
         goto done;
     }
+    srv_chat_use_tokenizer(srv->chat, okv_model_tokenizer(srv->model));
     fprintf(stderr, "offkv serve: %s\n", okv_model_describe(srv->model));
     fprintf(stderr, "offkv serve: %d sequences of %d positions, chat template %s, %s KV, %d threads\n",
-            (int)cfg->sched.n_parallel, (int)srv_sched_capacity(srv->sched), srv_template_name(srv->tmpl),
+            (int)cfg->sched.n_parallel, (int)srv_sched_capacity(srv->sched), srv_chat_describe(srv->chat),
             cfg->sched.kv_type, (int)cfg->sched.n_threads);
     atomic_store(&srv->ready, true);
     const bool v6 = strchr(cfg->host, ':') != NULL;
@@ -1078,6 +1088,7 @@ done:
     }
     srv_sched_free(srv->sched);
     okv_model_free(srv->model);
+    srv_chat_free(srv->chat);
     pthread_mutex_destroy(&srv->mu);
     free(srv->clients);
     free(srv);

@@ -54,6 +54,7 @@ void srv_request_clear(srv_request *r) {
     free(r->bias_ids);
     free(r->bias);
     free(r->grammar);
+    srv_chat_request_clear(r);
     memset(r, 0, sizeof *r);
 }
 
@@ -486,7 +487,7 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         goto out;
     }
     if (!no_nul(body, len, f) || !no_duplicate_keys(root, f)) goto out;
-    if (kind == SRV_CHAT ? !parse_messages(root, r, f) : !parse_prompt(root, r, f)) goto out;
+    if (kind == SRV_CHAT ? !parse_messages(root, r, f) || !srv_chat_request(root, r, f) : !parse_prompt(root, r, f)) goto out;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
         bad(f, "model", "'model' must be a string");

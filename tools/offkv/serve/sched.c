@@ -39,6 +39,7 @@ struct srv_job {
     /* What was asked (immutable after submit). */
     int32_t *prompt, n_prompt, max_tokens;
     bool ignore_eos;
+    bool special;                   /* control tokens come out as their text (tool-call markup) */
     char *stops[SRV_MAX_STOPS];
     int n_stops;
     int32_t top_logprobs;           /* -1: none */
@@ -335,6 +336,7 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
     j->max_tokens = p->max_tokens;
     j->ignore_eos = p->ignore_eos;
     j->top_logprobs = p->top_logprobs > SRV_MAX_TOP_LOGPROBS ? SRV_MAX_TOP_LOGPROBS : p->top_logprobs;
+    j->special = p->special;
     j->t_submit = srv_now();
     okv_sampler_params sp = p->sampling;
     sp.seed = seed;
@@ -719,9 +721,9 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
         char small[256], *piece = small;
         size_t n = 0;
         okv_error err = {0};
-        okv_status st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, sizeof small, &n, &err);
+        okv_status st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, sizeof small, &n, &err);
         if (st != OKV_OK && n > sizeof small && (piece = malloc(n)))
-            st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, n, &n, &err);
+            st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, n, &n, &err);
         char *utf = st == OKV_OK && piece ? malloc(okv_utf8_stream_room(n)) : NULL;
         if (utf) {
             const size_t k = okv_utf8_stream_feed(&j->us, piece, n, utf);

@@ -17,47 +17,51 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "offkv/chat.h"
 #include "offkv/model.h"
 #include "offkv/sampler.h"
 #include "offkv/tokenizer.h"
 
 /* ---- chat templates (template.c) ---- */
 
-typedef enum srv_template {
-    SRV_TMPL_UNKNOWN = 0,
-    SRV_TMPL_CHATML,
-    SRV_TMPL_LLAMA2,
-    SRV_TMPL_LLAMA2_SYS,
-    SRV_TMPL_LLAMA2_SYS_BOS,
-    SRV_TMPL_LLAMA2_SYS_STRIP,
-    SRV_TMPL_MISTRAL_V1,
-    SRV_TMPL_MISTRAL_V3,
-    SRV_TMPL_MISTRAL_V3_TEKKEN,
-    SRV_TMPL_MISTRAL_V7,
-    SRV_TMPL_LLAMA3,
-    SRV_TMPL_GEMMA,
-} srv_template;
-
-/* The template a name ("chatml", "llama2", "llama3", "gemma", "mistral-v3",
- * ... as llama.cpp names them) or a Jinja template text stands for, found by
- * the name or by the text's markers; SRV_TMPL_UNKNOWN when neither. */
-srv_template srv_template_detect(const char *text);
-
-/* The template's name ("chatml", "llama3", ...). */
-const char *srv_template_name(srv_template t);
-
-/* The names --chat-template accepts, comma separated, for messages. */
-const char *srv_template_names(void);
-
 typedef struct srv_message {
     char *role;     /* "system", "user", "assistant", ... */
     char *content;  /* UTF-8 text */
 } srv_message;
 
-/* Renders the conversation as the template's prompt text ending with the
- * assistant's turn opened; malloc'd, NUL-terminated, NULL when out of
- * memory. */
-char *srv_template_apply(srv_template t, const srv_message *msgs, int n_msgs);
+/* The Jinja text of a template llama.cpp names ("chatml", "llama2",
+ * "llama3", "gemma", "mistral-v3", ...), or NULL. */
+const char *srv_template_builtin(const char *name);
+
+/* The names --chat-template accepts, comma separated, for messages. */
+const char *srv_template_names(void);
+
+/* A parsed chat template with the model's bos / eos texts. */
+typedef struct srv_chat srv_chat;
+
+/* The template: file (--chat-template-file) if given, else name
+ * (--chat-template: a name above or a Jinja text), else the model file's
+ * tokenizer.chat_template, else ChatML (said in srv_chat_describe).  NULL
+ * with err filled (a syntax error names its line and column). */
+srv_chat *srv_chat_load(const char *model_path, const okv_tokenizer *tok, const char *name, const char *file, char *err,
+                        size_t cap);
+void srv_chat_free(srv_chat *c);
+
+/* Sets bos_token / eos_token to the vocabulary's BOS and EOS texts, and
+ * whether a leading bos_token is left to the tokenizer. */
+void srv_chat_use_tokenizer(srv_chat *c, const okv_tokenizer *tok);
+
+/* The template's Jinja text ("" when none), for GET /props. */
+const char *srv_chat_source(const srv_chat *c);
+
+/* Where the template came from, for the start line. */
+const char *srv_chat_describe(const srv_chat *c);
+
+/* How to read the model's answers (tool-call format, <think>); prompt may
+ * be NULL.  A template that does not show the model its tools gets them
+ * from the server in llama.cpp's generic JSON form (srv_chat_render), and
+ * the answers are read in that form. */
+okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt);
 
 /* ---- requests (request.c) ---- */
 
@@ -87,7 +91,17 @@ typedef struct srv_request {
     float *bias;
     char *grammar;          /* GBNF the output must follow (grammar, response_format, json_schema); NULL: none */
     int32_t top_logprobs;   /* -1: no logprobs; else how many alternatives per token */
+    /* chat: what the template sees (template.c) */
+    char *messages_json;        /* the messages, arguments as objects */
+    char *tools_json;           /* NULL: no tools */
+    char *template_kwargs_json; /* chat_template_kwargs, or NULL */
+    int tool_choice;            /* SRV_TOOLS_* */
+    char *tool_choice_name;     /* SRV_TOOLS_NAMED: the function */
+    bool parallel_tool_calls;
+    bool add_generation_prompt;
 } srv_request;
+
+enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
 
 /* What a failed parse says: HTTP status, OpenAI's error type, the offending
  * parameter ("" when none) and a message naming it. */
@@ -107,6 +121,25 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
 /* Frees what a request holds and empties it. */
 void srv_request_clear(srv_request *req);
 
+/* template.c's part of parsing a chat request (root is the body's JSON
+ * object): messages_json, tools, tool_choice, parallel_tool_calls,
+ * chat_template_kwargs, add_generation_prompt.  False with *fail set. */
+struct cJSON;
+bool srv_chat_request(const struct cJSON *root, srv_request *r, srv_fail *fail);
+void srv_chat_request_clear(srv_request *r);
+
+/* The conversation of a parsed chat request rendered by the template
+ * (malloc'd), or NULL with *fail set: a template that raises is a 400
+ * carrying its message.  generic_tools: a template with no tool section
+ * gets the request's tools as a system turn in llama.cpp's generic form (a
+ * completion does; /apply-template shows the template's own rendering, as
+ * transformers renders it). */
+char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tools, srv_fail *fail);
+
+/* The part of a rendered prompt to tokenize: without a leading bos_token
+ * when the tokenizer adds BOS itself. */
+const char *srv_chat_model_text(const srv_chat *c, const char *prompt);
+
 /* The body of an OpenAI error: {"error":{"message","type","param","code"}}
  * (param null when empty); malloc'd, or NULL when out of memory. */
 char *srv_error_json(const srv_fail *f);
@@ -114,6 +147,45 @@ char *srv_error_json(const srv_fail *f);
 /* Fills f. */
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* ---- the answer as OpenAI shapes it (toolcalls.c) ---- */
+
+/* A chat answer being streamed: the text so far and what was sent of it. */
+typedef struct srv_chat_stream {
+    okv_chat_syntax syn;
+    bool parse;      /* false: the text is the content, passed through */
+    bool parallel;   /* parallel_tool_calls: else only the first call counts */
+    uint64_t id_seed;
+    char *acc;
+    size_t n, cap;
+    size_t content_sent, reasoning_sent;
+    int calls_started; /* calls whose id and name went out */
+    char **ids;
+    size_t *args_sent;
+    int n_ids;
+} srv_chat_stream;
+
+/* Starts a stream for request r answered with syntax syn (tool calls are
+ * parsed only when r offers tools and tool_choice is not "none"). */
+void srv_chat_stream_init(srv_chat_stream *st, const okv_chat_syntax *syn, const srv_request *r, uint64_t seed);
+
+/* Adds the next piece of text (final: the answer has ended) and puts what
+ * it adds into the chunk's delta: content, reasoning_content and
+ * tool_calls[i] (id, type and name first, then arguments in pieces).  *any
+ * tells whether anything was added; false when out of memory. */
+bool srv_chat_stream_feed(srv_chat_stream *st, const char *text, size_t n, bool final, struct cJSON *delta, bool *any);
+
+/* Whether the stream has sent a tool call (finish_reason "tool_calls"). */
+bool srv_chat_stream_called(const srv_chat_stream *st);
+void srv_chat_stream_free(srv_chat_stream *st);
+
+/* The message of a whole answer: {"role", "content", ["reasoning_content"],
+ * ["tool_calls"]}; *called tells whether it holds calls.  NULL when out of
+ * memory. */
+struct cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *called);
+
+/* Whether answers in st's syntax need control tokens as text. */
+bool srv_chat_needs_special(const srv_chat_stream *st);
 
 /* ---- sequences and the decode loop (sched.c) ---- */
 
@@ -158,6 +230,7 @@ typedef struct srv_job_params {
     int32_t n_bias;
     const char *grammar;    /* GBNF (parsed per job); NULL: none */
     int32_t top_logprobs;   /* -1: none */
+    bool special;           /* control tokens come out as their text (the answer's markup is parsed) */
 } srv_job_params;
 
 /* Queues a job (copying what it needs).  NULL with *busy set when every
@@ -313,6 +386,7 @@ typedef struct srv_config {
     double timeout;         /* seconds a client has to send a request's head, and again its body */
     int max_per_client;     /* connections one client address may hold (waiting for a head or answered) */
     const char *chat_template;  /* NULL: the model's */
+    const char *chat_template_file; /* NULL: none */
     srv_sched_config sched;
     const char *const *model_options; /* okv_model_load options: NULL-terminated key, value pairs; NULL: none */
 } srv_config;

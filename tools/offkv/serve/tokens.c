@@ -241,10 +241,12 @@ char *srv_props_answer(const srv_props *p) {
     cJSON_AddStringToObject(r, "model_alias", p->model_name);
     cJSON_AddStringToObject(r, "chat_template", p->chat_template ? p->chat_template : "");
     cJSON *caps = cJSON_AddObjectToObject(r, "chat_template_caps");
-    cJSON_AddBoolToObject(caps, "supports_tools", false);
-    cJSON_AddBoolToObject(caps, "supports_tool_calls", false);
-    cJSON_AddBoolToObject(caps, "supports_system_role", true);
-    cJSON_AddBoolToObject(caps, "supports_parallel_tool_calls", false);
+    /* What the template's text shows it handles, as llama.cpp's caps say. */
+    const char *src = p->chat_template ? p->chat_template : "";
+    cJSON_AddBoolToObject(caps, "supports_tools", strstr(src, "tools") != NULL);
+    cJSON_AddBoolToObject(caps, "supports_tool_calls", strstr(src, "tool_calls") != NULL);
+    cJSON_AddBoolToObject(caps, "supports_system_role", strstr(src, "system") != NULL);
+    cJSON_AddBoolToObject(caps, "supports_parallel_tool_calls", strstr(src, "tool_calls") != NULL);
     cJSON *mod = cJSON_AddObjectToObject(r, "modalities");
     cJSON_AddBoolToObject(mod, "vision", false);
     cJSON_AddBoolToObject(mod, "audio", false);
