@@ -54,27 +54,30 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
     return OKV_OK;
 }
 
-void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
-    const okv_model *m = f->m;
+void okv_fwd_rope_cs(const okv_model *m, const okv_layer_params *p, int32_t n_ctx, int32_t pos, float *cs) {
     const okv_model_yarn *my = &m->yarn;
     okv_yarn yarn = {.ext_factor = my->ext_factor, .attn_factor = my->attn_factor};
     if (my->ext_factor != 0.0f)
         okv_yarn_corr_dims(p->n_rot, my->orig_ctx, p->rope_base, my->beta_fast, my->beta_slow, yarn.corr_dims);
+    /* LongRoPE (phi3) picks its divisors by the context, as llama.cpp
+     * does: the long ones when the sequence may grow past the context the
+     * short ones were trained for. */
+    const bool long_ctx = m->rope_long && n_ctx > m->n_ctx_orig;
+    const okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
+                           .freq_factors = long_ctx ? m->rope_long : m->rope_freqs,
+                           .yarn = my->ext_factor != 0.0f ? &yarn : NULL};
+    okv_rope_cache(&rope, pos, cs);
+    /* ggml scales cos and sin by the attention factor (rope.scaling.attn_factor) */
+    if (m->rope_attn_factor != 1.0f) okv_scale(cs, cs, m->rope_attn_factor, p->n_rot);
+}
+
+void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
     float cs[512];
     if (p->rope_base == 0.0f) return;
     for (int32_t i = 0; i < f->n_seg; i++) {
         const okv_fwd_seg *s = &f->seg[i];
-        /* LongRoPE (phi3) picks its divisors by the context, as llama.cpp
-         * does: the long ones when the sequence may grow past the context
-         * the short ones were trained for. */
-        const bool long_ctx = m->rope_long && s->n_ctx > m->n_ctx_orig;
-        okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
-                         .freq_factors = long_ctx ? m->rope_long : m->rope_freqs,
-                         .yarn = my->ext_factor != 0.0f ? &yarn : NULL};
         for (int32_t t = s->row0; t < s->row0 + s->n_rows; t++) {
-            okv_rope_cache(&rope, f->pos[t], cs);
-            /* ggml scales cos and sin by the attention factor (LongRoPE's) */
-            if (m->rope_attn_factor != 1.0f) okv_scale(cs, cs, m->rope_attn_factor, p->n_rot);
+            okv_fwd_rope_cs(f->m, p, s->n_ctx, f->pos[t], cs);
             float *q = f->q + (size_t)t * p->n_head * p->head_dim;
             float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
             if (neox) {

@@ -16,18 +16,16 @@ static okv_status gemma3_forward(okv_fwd *f);
 okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
     okv_status st;
     if ((st = okv_model_read_windows(m, 6, false, err))) return st;
-    float base_swa = 10000.0f, scale = 1.0f;
+    float base_swa = 10000.0f;
     if ((st = okv_model_positive(m, "rope.freq_base_swa", &base_swa, err))) return st;
-    const char *scale_key = okv_model_has(m, "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
-    if ((st = okv_model_positive(m, scale_key, &scale, err))) return st;
+    if ((st = okv_model_read_rope_scaling(m, err))) return st;
     /* The 27B shape (62 layers) scales queries by 1/sqrt(n_embd / n_head). */
     const bool big = m->n_layer == 62;
     for (int32_t i = 0; i < m->n_layer; i++) {
         okv_layer_params *p = &m->layer[i];
-        if (p->window > 0) {
+        if (p->window > 0) { /* linear scaling: global layers only */
             p->rope_base = base_swa;
-        } else if (scale > 0.0f && scale != 1.0f) {
-            p->rope_pos_scale = 1.0f / scale; /* linear scaling: global layers only */
+            p->rope_pos_scale = 1.0f;
         }
         if (big) p->attn_scale = 1.0f / sqrtf((float)m->n_embd / (float)p->n_head);
     }

@@ -15,38 +15,6 @@
 
 static okv_status gpt_oss_forward(okv_fwd *f);
 
-/* YaRN (rope.scaling.type "yarn"): positions divided by the factor for the
- * low frequencies, kept for the high ones, mixed between, as ggml's rope
- * with ext_factor 1 (llama.cpp's default for YaRN files) and its beta_fast
- * 32 / beta_slow 1 unless the file says otherwise. */
-static okv_status read_yarn(okv_model *m, okv_error *err) {
-    char key[160];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
-    const char *type = "none";
-    size_t len = 4;
-    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &len, err))
-        return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
-    if (len == 4 && memcmp(type, "none", 4) == 0) return OKV_OK;
-    if (!(len == 4 && memcmp(type, "yarn", 4) == 0))
-        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: %s rope scaling type '%.*s' is not supported (yarn, none)",
-                        m->arch_name, (int)len, type);
-    float factor = 1.0f;
-    uint32_t orig = (uint32_t)m->n_ctx_train;
-    okv_status st;
-    if ((st = okv_model_positive(m, "rope.scaling.factor", &factor, err))) return st;
-    if ((st = okv_model_u32(m, "rope.scaling.original_context_length", &orig, false, err))) return st;
-    if (orig < 1 || orig > (1u << 30))
-        return okv_fail(err, OKV_ERR_FORMAT, "model: %s.rope.scaling.original_context_length = %u is out of range",
-                        m->arch_name, orig);
-    okv_model_yarn *y = &m->yarn;
-    *y = (okv_model_yarn){.ext_factor = 1.0f, .attn_factor = 1.0f, .beta_fast = 32.0f, .beta_slow = 1.0f,
-                          .orig_ctx = (int32_t)orig};
-    if ((st = okv_model_positive(m, "rope.scaling.yarn_beta_fast", &y->beta_fast, err))) return st;
-    if ((st = okv_model_positive(m, "rope.scaling.yarn_beta_slow", &y->beta_slow, err))) return st;
-    for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_pos_scale = 1.0f / factor;
-    return OKV_OK;
-}
-
 static okv_status bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t n, okv_error *err) {
     char full[96];
     snprintf(full, sizeof full, "blk.%d.%s", (int)il, name);
@@ -56,7 +24,7 @@ static okv_status bind_bias(okv_model *m, okv_weight *w, int32_t il, const char 
 okv_status okv_gpt_oss_load(okv_model *m, okv_error *err) {
     okv_status st;
     if ((st = okv_model_read_windows(m, 2, false, err))) return st;
-    if ((st = read_yarn(m, err))) return st;
+    if ((st = okv_model_read_rope_scaling(m, err))) return st; /* YaRN, as the files say */
     if ((st = okv_model_read_moe(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_params *p = &m->layer[il];

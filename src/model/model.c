@@ -203,22 +203,57 @@ okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *s
     return okv_model_bind_attention(m, il, err);
 }
 
+/* RoPE scaling as llama.cpp reads it for every architecture (its
+ * load_hparams and llama_context): the type defaults to "linear"; the
+ * factor is rope.scaling.factor, or the older rope.scale_linear; positions
+ * are divided by it unless the type is "none"; rope.scaling.attn_factor
+ * multiplies cos and sin whatever the type.  "yarn" also mixes, dimension
+ * pair by pair, the divided angle with the original one (ggml's rope with
+ * ext_factor 1, llama.cpp's default for a YaRN file) over the original
+ * context, and scales cos and sin by 1 + 0.1 ln(factor) (ggml's
+ * correction; llama.cpp's attention factor of 1 leaves it at that).
+ * yarn_beta_fast / yarn_beta_slow are read when present (llama.cpp reads
+ * them for a few architectures only and keeps 32 / 1 elsewhere; Hugging
+ * Face applies a config's betas to every YaRN model). */
 okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err) {
     okv_status st;
     char key[160];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    key_of(m, "rope.scaling.type", key, sizeof key);
     const char *type = "linear";
-    size_t type_len = 6;
-    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &type_len, err))
+    size_t len = 6;
+    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &len, err))
         return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
+#define TYPE_IS(s) (len == sizeof(s) - 1 && memcmp(type, s, len) == 0)
+    const bool none = TYPE_IS("none"), yarn = TYPE_IS("yarn");
+    /* "longrope" (phi3) divides by the factor as "linear"; its divisors are
+     * tensors the architecture binds */
+    if (!none && !yarn && !TYPE_IS("linear") && !TYPE_IS("longrope"))
+        return okv_fail(err, OKV_ERR_UNSUPPORTED,
+                        "model: %s rope scaling type '%.*s' is not supported (none, linear, yarn, longrope)",
+                        m->arch_name, (int)len, type);
+#undef TYPE_IS
     float factor = 1.0f;
-    if ((st = okv_model_positive(m, "rope.scaling.factor", &factor, err))) return st;
-    const bool linear = type_len == 6 && memcmp(type, "linear", 6) == 0;
-    const bool none = type_len == 4 && memcmp(type, "none", 4) == 0;
-    if (!linear && !none && factor != 1.0f)
-        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' is not supported",
-                        (int)type_len, type);
-    if (linear && factor > 0.0f && factor != 1.0f)
+    const char *fkey = okv_model_has(m, "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
+    if ((st = okv_model_positive(m, fkey, &factor, err))) return st;
+    uint32_t orig = (uint32_t)m->n_ctx_train;
+    if ((st = okv_model_u32(m, "rope.scaling.original_context_length", &orig, false, err))) return st;
+    if (orig < 1 || orig > (1u << 30))
+        return okv_fail(err, OKV_ERR_FORMAT, "model: %s.rope.scaling.original_context_length = %u is out of range",
+                        m->arch_name, orig);
+    m->n_ctx_orig = (int32_t)orig;
+    if ((st = okv_model_positive(m, "rope.scaling.attn_factor", &m->rope_attn_factor, err))) return st;
+    if (yarn) {
+        /* below 1 YaRN would compress the high frequencies it exists to keep */
+        if (factor < 1.0f)
+            return okv_fail(err, OKV_ERR_FORMAT, "model: %s.%s = %g: a YaRN factor must be at least 1", m->arch_name,
+                            fkey, factor);
+        okv_model_yarn *y = &m->yarn;
+        *y = (okv_model_yarn){.ext_factor = 1.0f, .attn_factor = 1.0f, .beta_fast = 32.0f, .beta_slow = 1.0f,
+                              .orig_ctx = (int32_t)orig};
+        if ((st = okv_model_positive(m, "rope.scaling.yarn_beta_fast", &y->beta_fast, err))) return st;
+        if ((st = okv_model_positive(m, "rope.scaling.yarn_beta_slow", &y->beta_slow, err))) return st;
+    }
+    if (!none && factor != 1.0f)
         for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_pos_scale = 1.0f / factor;
     return OKV_OK;
 }

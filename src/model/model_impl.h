@@ -106,9 +106,10 @@ struct okv_model {
     const float *rope_freqs;     /* per-frequency divisors, n_rot/2 (llama 3's rope_freqs, phi3's short
                                     LongRoPE factors), or NULL */
     const float *rope_long;      /* phi3 LongRoPE: the divisors for contexts beyond n_ctx_orig, or NULL */
-    int32_t n_ctx_orig;          /* phi3: the context rope_freqs (short) were trained for */
-    float rope_attn_factor;      /* phi3 LongRoPE: rotated q/k dimensions are multiplied by it; else 1 */
-    okv_model_yarn yarn;         /* gpt-oss */
+    int32_t n_ctx_orig;          /* rope.scaling.original_context_length (default n_ctx_train): phi3's
+                                    short divisors' context, YaRN's original context */
+    float rope_attn_factor;      /* rope.scaling.attn_factor: cos and sin are multiplied by it; else 1 */
+    okv_model_yarn yarn;         /* rope.scaling.type yarn (gpt-oss, long-context Qwen) */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts; 0 when dense */
     float expert_weights_scale;  /* qwen3moe's optional key: the chosen weights times this; 0: none */
     okv_moe_weights *moe;        /* n_layer, or NULL when dense */
@@ -211,9 +212,13 @@ okv_status okv_smollm3_load(okv_model *m, okv_error *err);
 okv_status okv_gemma2_load(okv_model *m, okv_error *err);
 okv_status okv_phi3_load(okv_model *m, okv_error *err);
 
-/* Reads "{arch}.rope.scaling.type" and factor: linear scaling divides
- * every layer's positions by the factor; "none" or a factor of 1 changes
- * nothing; another type is OKV_ERR_UNSUPPORTED naming it. */
+/* Reads RoPE scaling for every architecture, as llama.cpp does (model.c
+ * says how): "{arch}.rope.scaling.type" (none, linear (the default), yarn,
+ * longrope), .factor (or the older rope.scale_linear), .attn_factor,
+ * .original_context_length and, for yarn, .yarn_beta_fast/.yarn_beta_slow,
+ * into every layer's rope_pos_scale, m->rope_attn_factor, m->n_ctx_orig and
+ * m->yarn.  Another type is OKV_ERR_UNSUPPORTED naming it; a value out of
+ * range is OKV_ERR_FORMAT naming its key. */
 okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err);
 
 /* Binds blk.{il}.{name}.bias, a vector of ne0 (optional: w->data stays
@@ -270,6 +275,11 @@ okv_status okv_fwd_gate_up(okv_fwd *f, const okv_layer_weights *w);
 /* Computes Q, K, V of layer il from f->xb (separate or fused weights), and
  * extra_y = extra x f->xb with them when extra is not NULL. */
 okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y);
+/* The n_rot cos/sin values (okv_rope_cache's layout) layer p rotates
+ * position pos by, in a sequence whose cache holds n_ctx positions: its
+ * base and position scale, the model's frequency divisors (LongRoPE's long
+ * ones when n_ctx exceeds n_ctx_orig), YaRN and attention factor. */
+void okv_fwd_rope_cs(const okv_model *m, const okv_layer_params *p, int32_t n_ctx, int32_t pos, float *cs);
 /* Rotates the step's q and k of one layer, token by token: "normal"
  * (adjacent pairs) or NEOX (halves).  A layer with rope_base 0 is left alone. */
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox);

@@ -26,10 +26,7 @@ okv_status okv_phi3_load(okv_model *m, okv_error *err) {
         return st;
     m->rope_freqs = fs.data;
     m->rope_long = fl.data;
-    uint32_t orig = (uint32_t)m->n_ctx_train;
-    if ((st = okv_model_u32(m, "rope.scaling.original_context_length", &orig, false, err))) return st;
-    m->n_ctx_orig = orig > (1u << 30) ? 1 << 30 : (int32_t)orig;
-    if ((st = okv_model_positive(m, "rope.scaling.attn_factor", &m->rope_attn_factor, err))) return st;
+    /* (the original context and attention factor: okv_model_read_rope_scaling) */
 
     if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {

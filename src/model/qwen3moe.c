@@ -12,6 +12,7 @@ static okv_status qwen3moe_forward(okv_fwd *f);
 
 okv_status okv_qwen3moe_load(okv_model *m, okv_error *err) {
     okv_status st;
+    if ((st = okv_model_read_rope_scaling(m, err))) return st;
     if ((st = okv_model_read_moe(m, err))) return st;
     /* llama.cpp scales the renormalised weights by this key when a file has it */
     if ((st = okv_model_f32(m, "expert_weights_scale", &m->expert_weights_scale, false, err))) return st;
