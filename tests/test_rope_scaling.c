@@ -1,6 +1,6 @@
 /* RoPE scaling, read in one place for every architecture (issue 16: the
  * long-context Qwen 2.5 / Qwen 3 files whose rope.scaling.type is yarn):
- *  - tiny-qwen2 and tiny-qwen3moe with rope.scaling.type yarn, factor 4 and
+ *  - tiny-qwen2, tiny-qwen3moe and tiny-llama with rope.scaling.type yarn, factor 4 and
  *    an original context that puts YaRN's ramp in the middle of the
  *    rotated pairs: the cos/sin each layer rotates by (okv_fwd_rope_cs,
  *    what okv_fwd_rope applies) against YaRN written below in double
@@ -153,7 +153,8 @@ int main(void) {
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
     const char *yq2 = "test_rope_scaling.qwen2.tmp.gguf", *yq2b = "test_rope_scaling.qwen2b.tmp.gguf",
                *ymoe = "test_rope_scaling.qwen3moe.tmp.gguf", *y1 = "test_rope_scaling.one.tmp.gguf",
-               *bad = "test_rope_scaling.bad.tmp.gguf", *low = "test_rope_scaling.low.tmp.gguf";
+               *bad = "test_rope_scaling.bad.tmp.gguf", *low = "test_rope_scaling.low.tmp.gguf",
+               *yllama = "test_rope_scaling.llama.tmp.gguf";
     /* the tiny models' base, read back from a plain load */
     char path[1024];
     snprintf(path, sizeof path, "%s/models/tiny-qwen2.gguf", shared);
@@ -173,6 +174,14 @@ int main(void) {
     if (write_variant("tiny-qwen2", yq2b, "yarn", 8.0f, mid_orig_ctx(base, 16, 2), 16, 2)) check_cs(yq2b, 8.0, 16, 2);
     if (write_variant("tiny-qwen3moe", ymoe, "yarn", 4.0f, mid_orig_ctx(base_moe, 32, 1), 0, 0))
         check_cs(ymoe, 4.0, 32, 1);
+    /* llama.cpp reads the keys alike for every architecture: llama too */
+    snprintf(path, sizeof path, "%s/models/tiny-llama.gguf", shared);
+    plain = okv_model_load(path, NULL, &err);
+    CHECK(plain != NULL, "load %s: %s", path, err.message);
+    const double base_llama = plain ? plain->layer[0].rope_base : 10000;
+    okv_model_free(plain);
+    if (write_variant("tiny-llama", yllama, "yarn", 4.0f, mid_orig_ctx(base_llama, 32, 1), 0, 0))
+        check_cs(yllama, 4.0, 32, 1);
 
     /* the forward pass applies it */
     char json_path[1024], f32_path[1024];
@@ -207,6 +216,6 @@ int main(void) {
     if (write_variant("tiny-qwen3moe", bad, "ntk", 0, 0, 0, 0)) refused(bad, OKV_ERR_UNSUPPORTED, "'ntk'");
     if (write_variant("tiny-qwen2", low, "yarn", 0.5f, 0, 0, 0))
         refused(low, OKV_ERR_FORMAT, "qwen2.rope.scaling.factor");
-    remove(yq2); remove(yq2b); remove(ymoe); remove(y1); remove(bad); remove(low);
+    remove(yq2); remove(yq2b); remove(yllama); remove(ymoe); remove(y1); remove(bad); remove(low);
     return check_done();
 }
