@@ -181,3 +181,44 @@ void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn
         okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, kn->data, eps);
     }
 }
+
+okv_status okv_fwd_attention(okv_fwd *f, int32_t il, okv_attn_opts o) {
+    const okv_model *m = f->m;
+    const okv_layer_params *p = &m->layer[il];
+    const okv_layer_weights *w = &m->w[il];
+    const int32_t n = f->n, E = m->n_embd;
+    const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
+    okv_status st;
+    okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
+    if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
+    if (o.biases) {
+        okv_fwd_add_bias(f->q, &w->bq, n, nq);
+        okv_fwd_add_bias(f->k, &w->bk, n, nkv);
+        okv_fwd_add_bias(f->v, &w->bv, n, nkv);
+    }
+    if (o.qk_norm) okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
+    okv_fwd_rope(f, p, o.neox); /* a layer of rope_base 0 is not rotated */
+    /* soft cap (p->attn_softcap) and sinks (w->attn_sinks) are okv_fwd_attend's */
+    if ((st = okv_fwd_attend(f, il, p))) return st;
+    if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
+    if (o.biases) okv_fwd_add_bias(f->xb2, &w->bo, n, E);
+    if (o.post_norm) okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, m->norm_eps);
+    okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+    return OKV_OK;
+}
+
+okv_status okv_fwd_ffn(okv_fwd *f, int32_t il, okv_ffn_opts o) {
+    const okv_model *m = f->m;
+    const okv_layer_weights *w = &m->w[il];
+    const int32_t n = f->n, E = m->n_embd;
+    okv_status st;
+    okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
+    if ((st = okv_fwd_gate_up(f, w))) return st;
+    if (o.gelu) okv_geglu_ggml(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff, m->gelu_table);
+    else okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
+    if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
+    if (o.post_norm)
+        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, o.post_norm_eps > 0 ? o.post_norm_eps : m->norm_eps);
+    okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+    return OKV_OK;
+}

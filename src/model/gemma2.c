@@ -64,31 +64,15 @@ okv_status okv_gemma2_load(okv_model *m, okv_error *err) {
 
 static okv_status gemma2_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
     okv_fwd_embed(f); /* scaled by sqrt(n_embd) */
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-
         /* attention, normed before and after; the scores soft-capped in
          * okv_fwd_attend (p->attn_softcap) */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_rope(f, p, true);
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, m->norm_eps);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
-
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.neox = true, .post_norm = true}))) return st;
         /* GELU feed-forward, normed before and after */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_geglu_ggml(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff, m->gelu_table);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, m->norm_eps);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){.gelu = true, .post_norm = true}))) return st;
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f); /* final soft cap (m->final_softcap) */
 }

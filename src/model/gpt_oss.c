@@ -15,12 +15,6 @@
 
 static okv_status gpt_oss_forward(okv_fwd *f);
 
-static okv_status bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t n, okv_error *err) {
-    char full[96];
-    snprintf(full, sizeof full, "blk.%d.%s", (int)il, name);
-    return okv_model_bind(m, w, full, n, 0, false, err);
-}
-
 okv_status okv_gpt_oss_load(okv_model *m, okv_error *err) {
     okv_status st;
     if ((st = okv_model_read_windows(m, 2, false, err))) return st;
@@ -30,18 +24,13 @@ okv_status okv_gpt_oss_load(okv_model *m, okv_error *err) {
         okv_layer_params *p = &m->layer[il];
         okv_layer_weights *w = &m->w[il];
         p->attn_scale = 1.0f / sqrtf((float)p->n_rot); /* llama.cpp scales by n_rot */
-        const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
         const okv_bind_spec specs[] = {
             {&w->attn_norm, "attn_norm", m->n_embd, 0},
             {&w->attn_post_norm, "post_attention_norm", m->n_embd, 0},
             {&w->attn_sinks, "attn_sinks", p->n_head, 0},
         };
         if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
-        if ((st = bind_bias(m, &w->bq, il, "attn_q.bias", nq, err)) ||
-            (st = bind_bias(m, &w->bk, il, "attn_k.bias", nkv, err)) ||
-            (st = bind_bias(m, &w->bv, il, "attn_v.bias", nkv, err)) ||
-            (st = bind_bias(m, &w->bo, il, "attn_output.bias", m->n_embd, err)))
-            return st;
+        if ((st = okv_model_bind_attn_biases(m, il, true, false, err))) return st;
         if ((st = okv_model_bind_moe(m, il, true, err))) return st;
     }
     m->forward = gpt_oss_forward;
@@ -50,32 +39,18 @@ okv_status okv_gpt_oss_load(okv_model *m, okv_error *err) {
 
 static okv_status gpt_oss_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
     okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-        const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
-
-        /* attention: biased projections, YaRN NEOX RoPE, sinks (okv_fwd_attend
-         * passes w->attn_sinks), biased output */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_add_bias(f->q, &w->bq, n, nq);
-        okv_fwd_add_bias(f->k, &w->bk, n, nkv);
-        okv_fwd_add_bias(f->v, &w->bv, n, nkv);
-        okv_fwd_rope(f, p, true);
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_fwd_add_bias(f->xb2, &w->bo, n, E);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        /* biased projections, YaRN NEOX RoPE, sinks (okv_fwd_attend passes
+         * w->attn_sinks), biased output */
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.biases = true, .neox = true}))) return st;
 
         /* mixture of experts, normed by post_attention_norm */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_post_norm, m->norm_eps);
+        okv_fwd_norm_rows(f, f->xb, f->x, m->n_embd, &m->w[il].attn_post_norm, m->norm_eps);
         if ((st = okv_fwd_moe(f, il, OKV_MOE_TOPK_SOFTMAX, OKV_MOE_SWIGLU_OAI))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        okv_add(f->x, f->x, f->xb2, (int64_t)f->n * m->n_embd);
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);
 }

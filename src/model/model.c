@@ -265,6 +265,18 @@ okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const ch
     return okv_model_bind(m, w, full, ne0, 0, optional, err);
 }
 
+okv_status okv_model_bind_attn_biases(okv_model *m, int32_t il, bool output, bool optional, okv_error *err) {
+    const okv_layer_params *p = &m->layer[il];
+    okv_layer_weights *w = &m->w[il];
+    const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
+    okv_status st;
+    if ((st = okv_model_bind_bias(m, &w->bq, il, "attn_q", nq, optional, err)) ||
+        (st = okv_model_bind_bias(m, &w->bk, il, "attn_k", nkv, optional, err)) ||
+        (st = okv_model_bind_bias(m, &w->bv, il, "attn_v", nkv, optional, err)))
+        return st;
+    return output ? okv_model_bind_bias(m, &w->bo, il, "attn_output", m->n_embd, optional, err) : OKV_OK;
+}
+
 okv_status okv_model_read_kv_sharing(okv_model *m, okv_error *err) {
     uint32_t n = 0;
     okv_status st = okv_model_u32(m, "attention.shared_kv_layers", &n, false, err);

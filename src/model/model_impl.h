@@ -226,6 +226,10 @@ okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err);
 okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t ne0,
                                bool optional, okv_error *err);
 
+/* Binds layer il's attn_{q,k,v}.bias, and attn_output.bias when output is
+ * set (optional: those the file lacks stay NULL). */
+okv_status okv_model_bind_attn_biases(okv_model *m, int32_t il, bool output, bool optional, okv_error *err);
+
 okv_status okv_qwen3moe_load(okv_model *m, okv_error *err);
 okv_status okv_gpt_oss_load(okv_model *m, okv_error *err);
 
@@ -283,6 +287,29 @@ void okv_fwd_rope_cs(const okv_model *m, const okv_layer_params *p, int32_t n_ct
 /* Rotates the step's q and k of one layer, token by token: "normal"
  * (adjacent pairs) or NEOX (halves).  A layer with rope_base 0 is left alone. */
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox);
+/* What sets an architecture's attention block apart (okv_fwd_attention). */
+typedef struct okv_attn_opts {
+    bool biases;    /* add the layer's Q, K, V and output biases (bq, bk, bv, bo), those it has */
+    bool qk_norm;   /* RMS-norm each head of Q and K (attn_q_norm, attn_k_norm) before the rotation */
+    bool neox;      /* NEOX rotation (dimension i with i + n_rot/2), not adjacent pairs */
+    bool post_norm; /* RMS-norm the block's output (attn_post_norm) before the residual add */
+} okv_attn_opts;
+/* Layer il's attention block on the residual stream f->x, top to bottom:
+ * RMSNorm (attn_norm) into f->xb; Q, K, V; their biases; Q/K norms; RoPE
+ * (okv_fwd_rope); attention over the cache (okv_fwd_attend: soft cap and
+ * sinks as the layer has them); output projection; its bias; post norm;
+ * added to f->x.  The steps opts leaves out are skipped. */
+okv_status okv_fwd_attention(okv_fwd *f, int32_t il, okv_attn_opts opts);
+/* What sets an architecture's dense feed-forward block apart (okv_fwd_ffn). */
+typedef struct okv_ffn_opts {
+    bool gelu;           /* GELU(gate) up (llama.cpp's f16 table, m->gelu_table), not silu(gate) up */
+    bool post_norm;      /* RMS-norm the block's output (ffn_post_norm) before the residual add */
+    float post_norm_eps; /* that norm's epsilon; 0: the model's norm_eps */
+} okv_ffn_opts;
+/* Layer il's feed-forward block on f->x: RMSNorm (ffn_norm); gate and up
+ * (one quantization of the input); the gated activation; down; post norm;
+ * added to f->x. */
+okv_status okv_fwd_ffn(okv_fwd *f, int32_t il, okv_ffn_opts opts);
 /* The token embeddings of the batch's rows into f->x (gemma3's scale
  * included). */
 void okv_fwd_embed(okv_fwd *f);

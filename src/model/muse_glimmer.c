@@ -80,13 +80,8 @@ static okv_status muse_glimmer_forward(okv_fwd *f) {
         okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, POST_NORM_EPS);
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
 
-        /* SwiGLU feed-forward */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, POST_NORM_EPS);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        /* SwiGLU feed-forward, post-normed */
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){.post_norm = true, .post_norm_eps = POST_NORM_EPS}))) return st;
     }
     okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);
