@@ -33,9 +33,7 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
         (st = okv_model_positive(m, "final_logit_softcapping", &m->final_softcap, err)))
         return st;
     m->embd_scale = sqrtf((float)m->n_embd);
-    m->gelu_table = malloc(sizeof(okv_f16) * 65536);
-    if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");
-    okv_gelu_table_init(m->gelu_table);
+    if ((st = okv_model_gelu_table(m, err))) return st;
 
     if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -46,13 +44,11 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
             {&w->attn_q_norm, "attn_q_norm", hd, 0},
             {&w->attn_k_norm, "attn_k_norm", hd, 0},
             {&w->attn_post_norm, "post_attention_norm", m->n_embd, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
             {&w->ffn_post_norm, "post_ffw_norm", m->n_embd, 0},
         };
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
+            return st;
     }
     m->forward = gemma3_forward;
     return OKV_OK;

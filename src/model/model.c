@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/options.h"
 #include "kernels/mxfp4x16.h"
+#include "kernels/ops.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -192,15 +193,39 @@ okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t
     return OKV_OK;
 }
 
-okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
-                                okv_error *err) {
+/* Binds blk.{il}.{name}.weight for each of the n specs. */
+static okv_status bind_specs(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n, okv_error *err) {
     char name[96];
     for (size_t i = 0; i < n; i++) {
         snprintf(name, sizeof name, "blk.%d.%s.weight", (int)il, specs[i].name);
         okv_status st = okv_model_bind(m, specs[i].w, name, specs[i].ne0, specs[i].ne1, false, err);
         if (st) return st;
     }
-    return okv_model_bind_attention(m, il, err);
+    return OKV_OK;
+}
+
+okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
+                                okv_error *err) {
+    okv_status st = bind_specs(m, il, specs, n, err);
+    return st ? st : okv_model_bind_attention(m, il, err);
+}
+
+okv_status okv_model_bind_ffn(okv_model *m, int32_t il, okv_error *err) {
+    okv_layer_weights *w = &m->w[il];
+    const okv_bind_spec specs[] = {
+        {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
+        {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
+        {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
+        {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
+    };
+    return bind_specs(m, il, specs, sizeof specs / sizeof specs[0], err);
+}
+
+okv_status okv_model_gelu_table(okv_model *m, okv_error *err) {
+    m->gelu_table = malloc(sizeof(okv_f16) * 65536);
+    if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");
+    okv_gelu_table_init(m->gelu_table);
+    return OKV_OK;
 }
 
 /* RoPE scaling as llama.cpp reads it for every architecture (its

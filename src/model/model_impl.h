@@ -190,6 +190,14 @@ typedef struct okv_bind_spec {
 okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
                                 okv_error *err);
 
+/* Binds layer il's dense feed-forward: ffn_norm, ffn_gate, ffn_up (n_embd
+ * -> n_ff) and ffn_down. */
+okv_status okv_model_bind_ffn(okv_model *m, int32_t il, okv_error *err);
+
+/* Allocates and fills m->gelu_table (llama.cpp's f16 GELU table, for
+ * okv_fwd_ffn's gelu); OKV_ERR_NOMEM when memory runs out. */
+okv_status okv_model_gelu_table(okv_model *m, okv_error *err);
+
 /* Reads "{arch}.attention.shared_kv_layers" (N, default 0): the last N
  * layers attend the K/V of the last earlier layer of the same kind (sliding
  * or global) instead of computing their own (layer[].kv_from).  Call after

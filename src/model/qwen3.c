@@ -20,12 +20,10 @@ okv_status okv_qwen3_load(okv_model *m, okv_error *err) {
             {&w->attn_norm, "attn_norm", m->n_embd, 0},
             {&w->attn_q_norm, "attn_q_norm", hd, 0},
             {&w->attn_k_norm, "attn_k_norm", hd, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
         };
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
+            return st;
     }
     m->forward = qwen3_forward;
     return OKV_OK;

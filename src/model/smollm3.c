@@ -23,12 +23,10 @@ okv_status okv_smollm3_load(okv_model *m, okv_error *err) {
         okv_layer_weights *w = &m->w[il];
         const okv_bind_spec specs[] = {
             {&w->attn_norm, "attn_norm", m->n_embd, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
         };
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
+            return st;
         if ((st = okv_model_bind_attn_biases(m, il, true, true, err))) return st; /* those the file has */
     }
     m->forward = smollm3_forward;
