@@ -116,6 +116,7 @@ static void refused_variant(const char *name, int type, int64_t delta, okv_statu
     const char *out = "test_moe_golden.variant.tmp.gguf";
     okv_gguf_writer *w = okv_gguf_writer_create(&err);
     int ok = w && copy_metadata(g, w), found = 0;
+    void *zero = NULL; /* the replacement's data: the writer reads it when writing */
     for (int64_t i = 0; ok && i < okv_gguf_n_tensors(g); i++) {
         const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
         if (strcmp(t->name, name) != 0) {
@@ -125,14 +126,14 @@ static void refused_variant(const char *name, int type, int64_t delta, okv_statu
         found = 1;
         if (type < 0) continue;
         const int64_t ne[3] = {t->ne[0], t->ne[1], t->ne[2] + delta};
-        void *zero = calloc(1, okv_ggml_row_size(type, ne[0]) * (size_t)(ne[1] * ne[2]));
+        zero = calloc(1, okv_ggml_row_size(type, ne[0]) * (size_t)(ne[1] * ne[2]));
         ok = zero && !okv_gguf_writer_add_tensor(w, t->name, (okv_ggml_type)type, 3, ne, zero, &err);
-        free(zero);
     }
     CHECK(found, "tiny-qwen3moe has no tensor %s", name);
     ok = ok && !okv_gguf_writer_write(w, out, &err);
     CHECK(ok, "write %s: %s", out, err.message);
     okv_gguf_writer_free(w);
+    free(zero);
     okv_model *m = okv_model_load(out, NULL, &err);
     int named = !m && err.status == want;
     for (size_t i = 0; named && needles[i]; i++) named = strstr(err.message, needles[i]) != NULL;
