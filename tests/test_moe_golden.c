@@ -102,33 +102,58 @@ out:
     free(ref);
 }
 
-/* A mixture-of-experts file without one layer's router is refused, naming
- * the tensor; so is one whose expert tensor has the wrong expert count. */
-static void missing_router_case(void) {
+/* tiny-qwen3moe with tensor name left out (type < 0) or replaced by one
+ * of type holding delta more experts (zeroed data), loaded: it must be
+ * refused with status want, the message naming every string in needles. */
+static void refused_variant(const char *name, int type, int64_t delta, okv_status want,
+                            const char *const *needles) {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/tiny-qwen3moe.gguf", shared);
     okv_error err;
     okv_gguf *g = okv_gguf_open(path, &err);
     CHECK(g != NULL, "open %s: %s", path, err.message);
     if (!g) return;
-    const char *out = "test_moe_golden.norouter.tmp.gguf";
+    const char *out = "test_moe_golden.variant.tmp.gguf";
     okv_gguf_writer *w = okv_gguf_writer_create(&err);
-    int ok = w && copy_metadata(g, w);
+    int ok = w && copy_metadata(g, w), found = 0;
+    void *zero = NULL; /* the replacement's data: the writer reads it when writing */
     for (int64_t i = 0; ok && i < okv_gguf_n_tensors(g); i++) {
         const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
-        if (strcmp(t->name, "blk.1.ffn_gate_inp.weight") == 0) continue;
-        ok = !okv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, &err);
+        if (strcmp(t->name, name) != 0) {
+            ok = !okv_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, &err);
+            continue;
+        }
+        found = 1;
+        if (type < 0) continue;
+        const int64_t ne[3] = {t->ne[0], t->ne[1], t->ne[2] + delta};
+        zero = calloc(1, okv_ggml_row_size(type, ne[0]) * (size_t)(ne[1] * ne[2]));
+        ok = zero && !okv_gguf_writer_add_tensor(w, t->name, (okv_ggml_type)type, 3, ne, zero, &err);
     }
+    CHECK(found, "tiny-qwen3moe has no tensor %s", name);
     ok = ok && !okv_gguf_writer_write(w, out, &err);
-    CHECK(ok, "write %s", out);
+    CHECK(ok, "write %s: %s", out, err.message);
     okv_gguf_writer_free(w);
+    free(zero);
     okv_model *m = okv_model_load(out, NULL, &err);
-    CHECK(!m && err.status == OKV_ERR_FORMAT && strstr(err.message, "blk.1.ffn_gate_inp.weight") &&
-              strstr(err.message, "router"), "no router: %s", m ? "loaded" : err.message);
+    int named = !m && err.status == want;
+    for (size_t i = 0; named && needles[i]; i++) named = strstr(err.message, needles[i]) != NULL;
+    CHECK(named, "%s: want a refusal naming %s, got %s", name, needles[0], m ? "a model" : err.message);
     if (!m) printf("refused as expected: %s\n", err.message);
     okv_model_free(m);
     remove(out);
     okv_gguf_close(g);
+}
+
+/* A mixture-of-experts file is refused, naming what is wrong, when a
+ * layer's router is missing, when an expert tensor is of a type offkv does
+ * not run (IQ4_NL), and when one holds another number of experts. */
+static void refusal_cases(void) {
+    refused_variant("blk.1.ffn_gate_inp.weight", -1, 0, OKV_ERR_FORMAT,
+                    (const char *const[]){"blk.1.ffn_gate_inp.weight", "router", NULL});
+    refused_variant("blk.0.ffn_up_exps.weight", OKV_GGML_IQ4_NL, 0, OKV_ERR_UNSUPPORTED,
+                    (const char *const[]){"blk.0.ffn_up_exps.weight", "iq4_nl", NULL});
+    refused_variant("blk.1.ffn_down_exps.weight", OKV_GGML_F32, -1, OKV_ERR_FORMAT,
+                    (const char *const[]){"blk.1.ffn_down_exps.weight", "shape", NULL});
 }
 
 int main(void) {
@@ -168,6 +193,6 @@ int main(void) {
         moe_case("tiny-gpt-oss-mx", "kvf32_faoff", 121, "f32", -0.05);
     }
     okv_matmul_pin_isa(OKV_ISA_COUNT, NULL);
-    missing_router_case();
+    refusal_cases();
     return check_done();
 }

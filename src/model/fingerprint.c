@@ -36,6 +36,10 @@ uint64_t okv_model_fingerprint(const okv_model *m) {
     h = MIX(h, m->yarn.beta_fast);
     h = MIX(h, m->yarn.beta_slow);
     h = MIX(h, m->yarn.orig_ctx);
+    /* and of RoPE scaling's other keys (rope.scaling.attn_factor, the
+     * original context that picks LongRoPE's divisors) */
+    h = MIX(h, m->rope_attn_factor);
+    h = MIX(h, m->n_ctx_orig);
     /* okv_layer_params is int32 and float fields only (no padding) and
      * calloc'd. */
     h = mix(h, m->layer, sizeof *m->layer * (size_t)m->n_layer);

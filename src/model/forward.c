@@ -54,27 +54,30 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
     return OKV_OK;
 }
 
-void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
-    const okv_model *m = f->m;
+void okv_fwd_rope_cs(const okv_model *m, const okv_layer_params *p, int32_t n_ctx, int32_t pos, float *cs) {
     const okv_model_yarn *my = &m->yarn;
     okv_yarn yarn = {.ext_factor = my->ext_factor, .attn_factor = my->attn_factor};
     if (my->ext_factor != 0.0f)
         okv_yarn_corr_dims(p->n_rot, my->orig_ctx, p->rope_base, my->beta_fast, my->beta_slow, yarn.corr_dims);
+    /* LongRoPE (phi3) picks its divisors by the context, as llama.cpp
+     * does: the long ones when the sequence may grow past the context the
+     * short ones were trained for. */
+    const bool long_ctx = m->rope_long && n_ctx > m->n_ctx_orig;
+    const okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
+                           .freq_factors = long_ctx ? m->rope_long : m->rope_freqs,
+                           .yarn = my->ext_factor != 0.0f ? &yarn : NULL};
+    okv_rope_cache(&rope, pos, cs);
+    /* ggml scales cos and sin by the attention factor (rope.scaling.attn_factor) */
+    if (m->rope_attn_factor != 1.0f) okv_scale(cs, cs, m->rope_attn_factor, p->n_rot);
+}
+
+void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
     float cs[512];
     if (p->rope_base == 0.0f) return;
     for (int32_t i = 0; i < f->n_seg; i++) {
         const okv_fwd_seg *s = &f->seg[i];
-        /* LongRoPE (phi3) picks its divisors by the context, as llama.cpp
-         * does: the long ones when the sequence may grow past the context
-         * the short ones were trained for. */
-        const bool long_ctx = m->rope_long && s->n_ctx > m->n_ctx_orig;
-        okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
-                         .freq_factors = long_ctx ? m->rope_long : m->rope_freqs,
-                         .yarn = my->ext_factor != 0.0f ? &yarn : NULL};
         for (int32_t t = s->row0; t < s->row0 + s->n_rows; t++) {
-            okv_rope_cache(&rope, f->pos[t], cs);
-            /* ggml scales cos and sin by the attention factor (LongRoPE's) */
-            if (m->rope_attn_factor != 1.0f) okv_scale(cs, cs, m->rope_attn_factor, p->n_rot);
+            okv_fwd_rope_cs(f->m, p, s->n_ctx, f->pos[t], cs);
             float *q = f->q + (size_t)t * p->n_head * p->head_dim;
             float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
             if (neox) {
@@ -177,4 +180,45 @@ void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn
         okv_rmsnorm_heads(q, q, p->n_head, p->head_dim, qn->data, eps);
         okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, kn->data, eps);
     }
+}
+
+okv_status okv_fwd_attention(okv_fwd *f, int32_t il, okv_attn_opts o) {
+    const okv_model *m = f->m;
+    const okv_layer_params *p = &m->layer[il];
+    const okv_layer_weights *w = &m->w[il];
+    const int32_t n = f->n, E = m->n_embd;
+    const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
+    okv_status st;
+    okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
+    if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
+    if (o.biases) {
+        okv_fwd_add_bias(f->q, &w->bq, n, nq);
+        okv_fwd_add_bias(f->k, &w->bk, n, nkv);
+        okv_fwd_add_bias(f->v, &w->bv, n, nkv);
+    }
+    if (o.qk_norm) okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
+    okv_fwd_rope(f, p, o.neox); /* a layer of rope_base 0 is not rotated */
+    /* soft cap (p->attn_softcap) and sinks (w->attn_sinks) are okv_fwd_attend's */
+    if ((st = okv_fwd_attend(f, il, p))) return st;
+    if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
+    if (o.biases) okv_fwd_add_bias(f->xb2, &w->bo, n, E);
+    if (o.post_norm) okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, m->norm_eps);
+    okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+    return OKV_OK;
+}
+
+okv_status okv_fwd_ffn(okv_fwd *f, int32_t il, okv_ffn_opts o) {
+    const okv_model *m = f->m;
+    const okv_layer_weights *w = &m->w[il];
+    const int32_t n = f->n, E = m->n_embd;
+    okv_status st;
+    okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
+    if ((st = okv_fwd_gate_up(f, w))) return st;
+    if (o.gelu) okv_geglu_ggml(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff, m->gelu_table);
+    else okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
+    if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
+    if (o.post_norm)
+        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, o.post_norm_eps > 0 ? o.post_norm_eps : m->norm_eps);
+    okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+    return OKV_OK;
 }

@@ -40,9 +40,7 @@ okv_status okv_gemma2_load(okv_model *m, okv_error *err) {
     }
     /* Gemma: embeddings scaled by sqrt(n_embd), a GELU feed-forward */
     m->embd_scale = sqrtf((float)m->n_embd);
-    m->gelu_table = malloc(sizeof(okv_f16) * 65536);
-    if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");
-    okv_gelu_table_init(m->gelu_table);
+    if ((st = okv_model_gelu_table(m, err))) return st;
 
     if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -50,13 +48,11 @@ okv_status okv_gemma2_load(okv_model *m, okv_error *err) {
         const okv_bind_spec specs[] = {
             {&w->attn_norm, "attn_norm", m->n_embd, 0},
             {&w->attn_post_norm, "post_attention_norm", m->n_embd, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
             {&w->ffn_post_norm, "post_ffw_norm", m->n_embd, 0},
         };
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
+            return st;
     }
     m->forward = gemma2_forward;
     return OKV_OK;
@@ -64,31 +60,15 @@ okv_status okv_gemma2_load(okv_model *m, okv_error *err) {
 
 static okv_status gemma2_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
     okv_fwd_embed(f); /* scaled by sqrt(n_embd) */
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-
         /* attention, normed before and after; the scores soft-capped in
          * okv_fwd_attend (p->attn_softcap) */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_rope(f, p, true);
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, m->norm_eps);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
-
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.neox = true, .post_norm = true}))) return st;
         /* GELU feed-forward, normed before and after */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_geglu_ggml(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff, m->gelu_table);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, m->norm_eps);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){.gelu = true, .post_norm = true}))) return st;
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f); /* final soft cap (m->final_softcap) */
 }

@@ -16,18 +16,16 @@ static okv_status gemma3_forward(okv_fwd *f);
 okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
     okv_status st;
     if ((st = okv_model_read_windows(m, 6, false, err))) return st;
-    float base_swa = 10000.0f, scale = 1.0f;
+    float base_swa = 10000.0f;
     if ((st = okv_model_positive(m, "rope.freq_base_swa", &base_swa, err))) return st;
-    const char *scale_key = okv_model_has(m, "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
-    if ((st = okv_model_positive(m, scale_key, &scale, err))) return st;
+    if ((st = okv_model_read_rope_scaling(m, err))) return st;
     /* The 27B shape (62 layers) scales queries by 1/sqrt(n_embd / n_head). */
     const bool big = m->n_layer == 62;
     for (int32_t i = 0; i < m->n_layer; i++) {
         okv_layer_params *p = &m->layer[i];
-        if (p->window > 0) {
+        if (p->window > 0) { /* linear scaling: global layers only */
             p->rope_base = base_swa;
-        } else if (scale > 0.0f && scale != 1.0f) {
-            p->rope_pos_scale = 1.0f / scale; /* linear scaling: global layers only */
+            p->rope_pos_scale = 1.0f;
         }
         if (big) p->attn_scale = 1.0f / sqrtf((float)m->n_embd / (float)p->n_head);
     }
@@ -35,9 +33,7 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
         (st = okv_model_positive(m, "final_logit_softcapping", &m->final_softcap, err)))
         return st;
     m->embd_scale = sqrtf((float)m->n_embd);
-    m->gelu_table = malloc(sizeof(okv_f16) * 65536);
-    if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");
-    okv_gelu_table_init(m->gelu_table);
+    if ((st = okv_model_gelu_table(m, err))) return st;
 
     if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -48,13 +44,11 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
             {&w->attn_q_norm, "attn_q_norm", hd, 0},
             {&w->attn_k_norm, "attn_k_norm", hd, 0},
             {&w->attn_post_norm, "post_attention_norm", m->n_embd, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
             {&w->ffn_post_norm, "post_ffw_norm", m->n_embd, 0},
         };
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
+            return st;
     }
     m->forward = gemma3_forward;
     return OKV_OK;
@@ -62,31 +56,15 @@ okv_status okv_gemma3_load(okv_model *m, okv_error *err) {
 
 static okv_status gemma3_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
-    okv_fwd_embed(f);
+    okv_fwd_embed(f); /* scaled by sqrt(n_embd) */
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-
-        /* attention, normed before and after */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
-        okv_fwd_rope(f, p, true);
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, m->norm_eps);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
-
+        /* attention with Q/K norms, normed before and after */
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.qk_norm = true, .neox = true, .post_norm = true})))
+            return st;
         /* GELU feed-forward, normed before and after */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_geglu_ggml(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff, m->gelu_table);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, m->norm_eps);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){.gelu = true, .post_norm = true}))) return st;
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);
 }

@@ -37,12 +37,10 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
         okv_layer_weights *w = &m->w[il];
         const okv_bind_spec specs[] = {
             {&w->attn_norm, "attn_norm", m->n_embd, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
         };
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
+            return st;
     }
     m->forward = llama_forward;
     return OKV_OK;
@@ -50,28 +48,15 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
 
 static okv_status llama_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
     okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-
-        /* attention */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_rope(f, p, false);
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
-
-        /* feed-forward */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        /* attention: RMSNorm, Q/K/V, RoPE on adjacent pairs, attention over
+         * the cache, output projection, added to the residual stream */
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){0}))) return st;
+        /* feed-forward: RMSNorm, silu(gate) up, down, added */
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){0}))) return st;
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);
 }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/options.h"
 #include "kernels/mxfp4x16.h"
+#include "kernels/ops.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -192,33 +193,92 @@ okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t
     return OKV_OK;
 }
 
-okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
-                                okv_error *err) {
+/* Binds blk.{il}.{name}.weight for each of the n specs. */
+static okv_status bind_specs(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n, okv_error *err) {
     char name[96];
     for (size_t i = 0; i < n; i++) {
         snprintf(name, sizeof name, "blk.%d.%s.weight", (int)il, specs[i].name);
         okv_status st = okv_model_bind(m, specs[i].w, name, specs[i].ne0, specs[i].ne1, false, err);
         if (st) return st;
     }
-    return okv_model_bind_attention(m, il, err);
+    return OKV_OK;
 }
 
+okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
+                                okv_error *err) {
+    okv_status st = bind_specs(m, il, specs, n, err);
+    return st ? st : okv_model_bind_attention(m, il, err);
+}
+
+okv_status okv_model_bind_ffn(okv_model *m, int32_t il, okv_error *err) {
+    okv_layer_weights *w = &m->w[il];
+    const okv_bind_spec specs[] = {
+        {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
+        {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
+        {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
+        {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
+    };
+    return bind_specs(m, il, specs, sizeof specs / sizeof specs[0], err);
+}
+
+okv_status okv_model_gelu_table(okv_model *m, okv_error *err) {
+    m->gelu_table = malloc(sizeof(okv_f16) * 65536);
+    if (!m->gelu_table) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory for the GELU table");
+    okv_gelu_table_init(m->gelu_table);
+    return OKV_OK;
+}
+
+/* RoPE scaling as llama.cpp reads it for every architecture (its
+ * load_hparams and llama_context): the type defaults to "linear"; the
+ * factor is rope.scaling.factor, or the older rope.scale_linear; positions
+ * are divided by it unless the type is "none"; rope.scaling.attn_factor
+ * multiplies cos and sin whatever the type.  "yarn" also mixes, dimension
+ * pair by pair, the divided angle with the original one (ggml's rope with
+ * ext_factor 1, llama.cpp's default for a YaRN file) over the original
+ * context, and scales cos and sin by 1 + 0.1 ln(factor) (ggml's
+ * correction; llama.cpp's attention factor of 1 leaves it at that).
+ * yarn_beta_fast / yarn_beta_slow are read when present (llama.cpp reads
+ * them for a few architectures only and keeps 32 / 1 elsewhere; Hugging
+ * Face applies a config's betas to every YaRN model). */
 okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err) {
     okv_status st;
     char key[160];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    key_of(m, "rope.scaling.type", key, sizeof key);
     const char *type = "linear";
-    size_t type_len = 6;
-    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &type_len, err))
+    size_t len = 6;
+    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &len, err))
         return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
+#define TYPE_IS(s) (len == sizeof(s) - 1 && memcmp(type, s, len) == 0)
+    const bool none = TYPE_IS("none"), yarn = TYPE_IS("yarn");
+    /* "longrope" (phi3) divides by the factor as "linear"; its divisors are
+     * tensors the architecture binds */
+    if (!none && !yarn && !TYPE_IS("linear") && !TYPE_IS("longrope"))
+        return okv_fail(err, OKV_ERR_UNSUPPORTED,
+                        "model: %s rope scaling type '%.*s' is not supported (none, linear, yarn, longrope)",
+                        m->arch_name, (int)len, type);
+#undef TYPE_IS
     float factor = 1.0f;
-    if ((st = okv_model_positive(m, "rope.scaling.factor", &factor, err))) return st;
-    const bool linear = type_len == 6 && memcmp(type, "linear", 6) == 0;
-    const bool none = type_len == 4 && memcmp(type, "none", 4) == 0;
-    if (!linear && !none && factor != 1.0f)
-        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' is not supported",
-                        (int)type_len, type);
-    if (linear && factor > 0.0f && factor != 1.0f)
+    const char *fkey = okv_model_has(m, "rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
+    if ((st = okv_model_positive(m, fkey, &factor, err))) return st;
+    uint32_t orig = (uint32_t)m->n_ctx_train;
+    if ((st = okv_model_u32(m, "rope.scaling.original_context_length", &orig, false, err))) return st;
+    if (orig < 1 || orig > (1u << 30))
+        return okv_fail(err, OKV_ERR_FORMAT, "model: %s.rope.scaling.original_context_length = %u is out of range",
+                        m->arch_name, orig);
+    m->n_ctx_orig = (int32_t)orig;
+    if ((st = okv_model_positive(m, "rope.scaling.attn_factor", &m->rope_attn_factor, err))) return st;
+    if (yarn) {
+        /* below 1 YaRN would compress the high frequencies it exists to keep */
+        if (factor < 1.0f)
+            return okv_fail(err, OKV_ERR_FORMAT, "model: %s.%s = %g: a YaRN factor must be at least 1", m->arch_name,
+                            fkey, factor);
+        okv_model_yarn *y = &m->yarn;
+        *y = (okv_model_yarn){.ext_factor = 1.0f, .attn_factor = 1.0f, .beta_fast = 32.0f, .beta_slow = 1.0f,
+                              .orig_ctx = (int32_t)orig};
+        if ((st = okv_model_positive(m, "rope.scaling.yarn_beta_fast", &y->beta_fast, err))) return st;
+        if ((st = okv_model_positive(m, "rope.scaling.yarn_beta_slow", &y->beta_slow, err))) return st;
+    }
+    if (!none && factor != 1.0f)
         for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_pos_scale = 1.0f / factor;
     return OKV_OK;
 }
@@ -228,6 +288,18 @@ okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const ch
     char full[96];
     snprintf(full, sizeof full, "blk.%d.%s.bias", (int)il, name);
     return okv_model_bind(m, w, full, ne0, 0, optional, err);
+}
+
+okv_status okv_model_bind_attn_biases(okv_model *m, int32_t il, bool output, bool optional, okv_error *err) {
+    const okv_layer_params *p = &m->layer[il];
+    okv_layer_weights *w = &m->w[il];
+    const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
+    okv_status st;
+    if ((st = okv_model_bind_bias(m, &w->bq, il, "attn_q", nq, optional, err)) ||
+        (st = okv_model_bind_bias(m, &w->bk, il, "attn_k", nkv, optional, err)) ||
+        (st = okv_model_bind_bias(m, &w->bv, il, "attn_v", nkv, optional, err)))
+        return st;
+    return output ? okv_model_bind_bias(m, &w->bo, il, "attn_output", m->n_embd, optional, err) : OKV_OK;
 }
 
 okv_status okv_model_read_kv_sharing(okv_model *m, okv_error *err) {

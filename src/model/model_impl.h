@@ -106,9 +106,10 @@ struct okv_model {
     const float *rope_freqs;     /* per-frequency divisors, n_rot/2 (llama 3's rope_freqs, phi3's short
                                     LongRoPE factors), or NULL */
     const float *rope_long;      /* phi3 LongRoPE: the divisors for contexts beyond n_ctx_orig, or NULL */
-    int32_t n_ctx_orig;          /* phi3: the context rope_freqs (short) were trained for */
-    float rope_attn_factor;      /* phi3 LongRoPE: rotated q/k dimensions are multiplied by it; else 1 */
-    okv_model_yarn yarn;         /* gpt-oss */
+    int32_t n_ctx_orig;          /* rope.scaling.original_context_length (default n_ctx_train): phi3's
+                                    short divisors' context, YaRN's original context */
+    float rope_attn_factor;      /* rope.scaling.attn_factor: cos and sin are multiplied by it; else 1 */
+    okv_model_yarn yarn;         /* rope.scaling.type yarn (gpt-oss, long-context Qwen) */
     int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts; 0 when dense */
     float expert_weights_scale;  /* qwen3moe's optional key: the chosen weights times this; 0: none */
     okv_moe_weights *moe;        /* n_layer, or NULL when dense */
@@ -189,6 +190,14 @@ typedef struct okv_bind_spec {
 okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *specs, size_t n,
                                 okv_error *err);
 
+/* Binds layer il's dense feed-forward: ffn_norm, ffn_gate, ffn_up (n_embd
+ * -> n_ff) and ffn_down. */
+okv_status okv_model_bind_ffn(okv_model *m, int32_t il, okv_error *err);
+
+/* Allocates and fills m->gelu_table (llama.cpp's f16 GELU table, for
+ * okv_fwd_ffn's gelu); OKV_ERR_NOMEM when memory runs out. */
+okv_status okv_model_gelu_table(okv_model *m, okv_error *err);
+
 /* Reads "{arch}.attention.shared_kv_layers" (N, default 0): the last N
  * layers attend the K/V of the last earlier layer of the same kind (sliding
  * or global) instead of computing their own (layer[].kv_from).  Call after
@@ -211,15 +220,23 @@ okv_status okv_smollm3_load(okv_model *m, okv_error *err);
 okv_status okv_gemma2_load(okv_model *m, okv_error *err);
 okv_status okv_phi3_load(okv_model *m, okv_error *err);
 
-/* Reads "{arch}.rope.scaling.type" and factor: linear scaling divides
- * every layer's positions by the factor; "none" or a factor of 1 changes
- * nothing; another type is OKV_ERR_UNSUPPORTED naming it. */
+/* Reads RoPE scaling for every architecture, as llama.cpp does (model.c
+ * says how): "{arch}.rope.scaling.type" (none, linear (the default), yarn,
+ * longrope), .factor (or the older rope.scale_linear), .attn_factor,
+ * .original_context_length and, for yarn, .yarn_beta_fast/.yarn_beta_slow,
+ * into every layer's rope_pos_scale, m->rope_attn_factor, m->n_ctx_orig and
+ * m->yarn.  Another type is OKV_ERR_UNSUPPORTED naming it; a value out of
+ * range is OKV_ERR_FORMAT naming its key. */
 okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err);
 
 /* Binds blk.{il}.{name}.bias, a vector of ne0 (optional: w->data stays
  * NULL when the file has none). */
 okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t ne0,
                                bool optional, okv_error *err);
+
+/* Binds layer il's attn_{q,k,v}.bias, and attn_output.bias when output is
+ * set (optional: those the file lacks stay NULL). */
+okv_status okv_model_bind_attn_biases(okv_model *m, int32_t il, bool output, bool optional, okv_error *err);
 
 okv_status okv_qwen3moe_load(okv_model *m, okv_error *err);
 okv_status okv_gpt_oss_load(okv_model *m, okv_error *err);
@@ -270,9 +287,37 @@ okv_status okv_fwd_gate_up(okv_fwd *f, const okv_layer_weights *w);
 /* Computes Q, K, V of layer il from f->xb (separate or fused weights), and
  * extra_y = extra x f->xb with them when extra is not NULL. */
 okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y);
+/* The n_rot cos/sin values (okv_rope_cache's layout) layer p rotates
+ * position pos by, in a sequence whose cache holds n_ctx positions: its
+ * base and position scale, the model's frequency divisors (LongRoPE's long
+ * ones when n_ctx exceeds n_ctx_orig), YaRN and attention factor. */
+void okv_fwd_rope_cs(const okv_model *m, const okv_layer_params *p, int32_t n_ctx, int32_t pos, float *cs);
 /* Rotates the step's q and k of one layer, token by token: "normal"
  * (adjacent pairs) or NEOX (halves).  A layer with rope_base 0 is left alone. */
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox);
+/* What sets an architecture's attention block apart (okv_fwd_attention). */
+typedef struct okv_attn_opts {
+    bool biases;    /* add the layer's Q, K, V and output biases (bq, bk, bv, bo), those it has */
+    bool qk_norm;   /* RMS-norm each head of Q and K (attn_q_norm, attn_k_norm) before the rotation */
+    bool neox;      /* NEOX rotation (dimension i with i + n_rot/2), not adjacent pairs */
+    bool post_norm; /* RMS-norm the block's output (attn_post_norm) before the residual add */
+} okv_attn_opts;
+/* Layer il's attention block on the residual stream f->x, top to bottom:
+ * RMSNorm (attn_norm) into f->xb; Q, K, V; their biases; Q/K norms; RoPE
+ * (okv_fwd_rope); attention over the cache (okv_fwd_attend: soft cap and
+ * sinks as the layer has them); output projection; its bias; post norm;
+ * added to f->x.  The steps opts leaves out are skipped. */
+okv_status okv_fwd_attention(okv_fwd *f, int32_t il, okv_attn_opts opts);
+/* What sets an architecture's dense feed-forward block apart (okv_fwd_ffn). */
+typedef struct okv_ffn_opts {
+    bool gelu;           /* GELU(gate) up (llama.cpp's f16 table, m->gelu_table), not silu(gate) up */
+    bool post_norm;      /* RMS-norm the block's output (ffn_post_norm) before the residual add */
+    float post_norm_eps; /* that norm's epsilon; 0: the model's norm_eps */
+} okv_ffn_opts;
+/* Layer il's feed-forward block on f->x: RMSNorm (ffn_norm); gate and up
+ * (one quantization of the input); the gated activation; down; post norm;
+ * added to f->x. */
+okv_status okv_fwd_ffn(okv_fwd *f, int32_t il, okv_ffn_opts opts);
 /* The token embeddings of the batch's rows into f->x (gemma3's scale
  * included). */
 void okv_fwd_embed(okv_fwd *f);

@@ -44,14 +44,12 @@ okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err) {
             {&w->attn_gate, "attn_gate", m->n_embd, (int64_t)p->n_head * p->head_dim},
             {&w->attn_q_norm, "attn_q_norm", p->head_dim, 0},
             {&w->attn_k_norm, "attn_k_norm", p->head_dim, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
         };
         if ((st = bind_either(m, &w->attn_post_norm, il, "attn_post_norm", "post_attention_norm", err))) return st;
         if ((st = bind_either(m, &w->ffn_post_norm, il, "ffn_post_norm", "post_ffw_norm", err))) return st;
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
+            return st;
     }
     m->forward = muse_glimmer_forward;
     return OKV_OK;
@@ -80,13 +78,8 @@ static okv_status muse_glimmer_forward(okv_fwd *f) {
         okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->attn_post_norm, POST_NORM_EPS);
         okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
 
-        /* SwiGLU feed-forward */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_fwd_norm_rows(f, f->xb2, f->xb2, E, &w->ffn_post_norm, POST_NORM_EPS);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        /* SwiGLU feed-forward, post-normed */
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){.post_norm = true, .post_norm_eps = POST_NORM_EPS}))) return st;
     }
     okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);

@@ -26,10 +26,7 @@ okv_status okv_phi3_load(okv_model *m, okv_error *err) {
         return st;
     m->rope_freqs = fs.data;
     m->rope_long = fl.data;
-    uint32_t orig = (uint32_t)m->n_ctx_train;
-    if ((st = okv_model_u32(m, "rope.scaling.original_context_length", &orig, false, err))) return st;
-    m->n_ctx_orig = orig > (1u << 30) ? 1 << 30 : (int32_t)orig;
-    if ((st = okv_model_positive(m, "rope.scaling.attn_factor", &m->rope_attn_factor, err))) return st;
+    /* (the original context and attention factor: okv_model_read_rope_scaling) */
 
     if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -55,29 +52,15 @@ okv_status okv_phi3_load(okv_model *m, okv_error *err) {
 
 static okv_status phi3_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
     okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-
-        /* attention: fused QKV (split by okv_fwd_qkv), NEOX rotation with
-         * LongRoPE's divisors and factor (okv_fwd_rope reads them) */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_rope(f, p, true);
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
-
-        /* SwiGLU feed-forward from the two halves of the fused ffn_up */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        /* fused QKV (split by okv_fwd_qkv), NEOX rotation with LongRoPE's
+         * divisors and factor (okv_fwd_rope_cs reads them) */
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.neox = true}))) return st;
+        /* SwiGLU from the two halves of the fused ffn_up */
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){0}))) return st;
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);
 }

@@ -12,6 +12,7 @@ static okv_status qwen3moe_forward(okv_fwd *f);
 
 okv_status okv_qwen3moe_load(okv_model *m, okv_error *err) {
     okv_status st;
+    if ((st = okv_model_read_rope_scaling(m, err))) return st;
     if ((st = okv_model_read_moe(m, err))) return st;
     /* llama.cpp scales the renormalised weights by this key when a file has it */
     if ((st = okv_model_f32(m, "expert_weights_scale", &m->expert_weights_scale, false, err))) return st;
@@ -33,27 +34,17 @@ okv_status okv_qwen3moe_load(okv_model *m, okv_error *err) {
 
 static okv_status qwen3moe_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
     okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-
-        /* attention: qwen3's Q/K norms before NEOX RoPE */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
-        okv_fwd_rope(f, p, true);
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        /* qwen3's attention: Q/K norms before NEOX RoPE */
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.qk_norm = true, .neox = true}))) return st;
 
         /* mixture of experts */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
+        okv_fwd_norm_rows(f, f->xb, f->x, m->n_embd, &m->w[il].ffn_norm, m->norm_eps);
         if ((st = okv_fwd_moe(f, il, OKV_MOE_SOFTMAX_NORM, OKV_MOE_SILU))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        okv_add(f->x, f->x, f->xb2, (int64_t)f->n * m->n_embd);
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);
 }

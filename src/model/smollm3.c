@@ -21,21 +21,13 @@ okv_status okv_smollm3_load(okv_model *m, okv_error *err) {
     if ((st = okv_model_read_kv_sharing(m, err))) return st;
     for (int32_t il = 0; il < m->n_layer; il++) {
         okv_layer_weights *w = &m->w[il];
-        const okv_layer_params *p = &m->layer[il];
-        const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
         const okv_bind_spec specs[] = {
             {&w->attn_norm, "attn_norm", m->n_embd, 0},
-            {&w->ffn_norm, "ffn_norm", m->n_embd, 0},
-            {&w->ffn_gate, "ffn_gate", m->n_embd, m->n_ff},
-            {&w->ffn_up, "ffn_up", m->n_embd, m->n_ff},
-            {&w->ffn_down, "ffn_down", m->n_ff, m->n_embd},
         };
-        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err))) return st;
-        if ((st = okv_model_bind_bias(m, &w->bq, il, "attn_q", nq, true, err)) ||
-            (st = okv_model_bind_bias(m, &w->bk, il, "attn_k", nkv, true, err)) ||
-            (st = okv_model_bind_bias(m, &w->bv, il, "attn_v", nkv, true, err)) ||
-            (st = okv_model_bind_bias(m, &w->bo, il, "attn_output", m->n_embd, true, err)))
+        if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
+            (st = okv_model_bind_ffn(m, il, err)))
             return st;
+        if ((st = okv_model_bind_attn_biases(m, il, true, true, err))) return st; /* those the file has */
     }
     m->forward = smollm3_forward;
     return OKV_OK;
@@ -43,33 +35,14 @@ okv_status okv_smollm3_load(okv_model *m, okv_error *err) {
 
 static okv_status smollm3_forward(okv_fwd *f) {
     const okv_model *m = f->m;
-    const int32_t n = f->n, E = m->n_embd;
     okv_status st;
     okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
-        const okv_layer_params *p = &m->layer[il];
-        const okv_layer_weights *w = &m->w[il];
-        const int64_t nq = (int64_t)p->n_head * p->head_dim, nkv = (int64_t)p->n_head_kv * p->head_dim;
-
-        /* attention */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
-        if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        okv_fwd_add_bias(f->q, &w->bq, n, nq); /* none in SmolLM3's own files */
-        okv_fwd_add_bias(f->k, &w->bk, n, nkv);
-        okv_fwd_add_bias(f->v, &w->bv, n, nkv);
-        okv_fwd_rope(f, p, false); /* SmolLM3: a no-op on the NoPE layers */
-        if ((st = okv_fwd_attend(f, il, p))) return st;
-        if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;
-        okv_fwd_add_bias(f->xb2, &w->bo, n, E);
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
-
-        /* SwiGLU feed-forward */
-        okv_fwd_norm_rows(f, f->xb, f->x, E, &w->ffn_norm, m->norm_eps);
-        if ((st = okv_fwd_gate_up(f, w))) return st;
-        okv_swiglu(f->hb, f->hb, f->hb2, (int64_t)n * m->n_ff);
-        if ((st = okv_fwd_matmul(f, &w->ffn_down, f->hb, n, f->xb2))) return st;
-        okv_add(f->x, f->x, f->xb2, (int64_t)n * E);
+        /* biases when the file has them (none in SmolLM3's own); adjacent-pair
+         * rotation, a no-op on the NoPE layers (rope_base 0) */
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.biases = true}))) return st;
+        if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){0}))) return st; /* SwiGLU */
     }
-    okv_fwd_norm_rows(f, f->x, f->x, E, &m->output_norm, m->norm_eps);
+    okv_fwd_norm_rows(f, f->x, f->x, m->n_embd, &m->output_norm, m->norm_eps);
     return okv_fwd_head(f);
 }
