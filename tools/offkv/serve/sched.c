@@ -22,7 +22,6 @@
 #include "offkv/threads.h"
 #include "offkv/tokenizer.h"
 #include "serve.h"
-#include "tokenizer/utf8_stream.h"
 
 double srv_now(void) {
     struct timespec ts;
@@ -56,7 +55,7 @@ struct srv_job {
 
     /* The worker's alone. */
     okv_sampler *sampler;
-    okv_utf8_stream us;
+    okv_detok_stream us;
     char *held;                     /* text that may be the start of a stop string */
     size_t n_held, cap_held;
 };
@@ -609,9 +608,9 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
         okv_status st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, sizeof small, &n, &err);
         if (st != OKV_OK && n > sizeof small && (piece = malloc(n)))
             st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, n, &n, &err);
-        char *utf = st == OKV_OK && piece ? malloc(okv_utf8_stream_room(n)) : NULL;
+        char *utf = st == OKV_OK && piece ? malloc(OKV_DETOK_ROOM(n)) : NULL;
         if (utf) {
-            const size_t k = okv_utf8_stream_feed(&j->us, piece, n, utf);
+            const size_t k = okv_detok_stream_feed(&j->us, piece, n, utf);
             if (add_text(j, utf, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
         } else {
             oom = true;
@@ -630,7 +629,7 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
          * what was held back can no longer start a stop string (after a
          * stop string was found nothing is held). */
         char tail[8];
-        const size_t k = okv_utf8_stream_finish(&j->us, tail);
+        const size_t k = okv_detok_stream_finish(&j->us, tail);
         if (k && add_text(j, tail, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
         if (!oom && j->n_held) {
             if (grow(&o->text, &o->cap, o->n + j->n_held + 1)) {
