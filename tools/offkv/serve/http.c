@@ -33,13 +33,15 @@
 enum { N_STATUS = 10 };
 static const int counted_status[N_STATUS] = {200, 400, 401, 404, 405, 408, 413, 500, 503, 0};
 
-typedef struct server {
+typedef struct srv_server {
     const srv_config *cfg;
+    int listen_fd, port;
     struct MHD_Daemon *daemon;
     okv_model *model;
     srv_sched *sched;
     srv_chat *chat;
     char model_name[256];
+    char model_label[520];          /* model_name escaped as a Prometheus label value */
     atomic_bool ready;
     atomic_uint_fast64_t next_id;
     atomic_int n_calls;             /* completions being answered */
@@ -700,7 +702,7 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c) {
     pthread_mutex_unlock(&srv->mu);
     char *b = NULL;
     size_t n = 0, cap = 0;
-    char line[256];
+    char line[1024]; /* room for the longest line: a model_label (520) and a HELP text */
 #define OUT(...)                                                      \
     do {                                                              \
         int k_ = snprintf(line, sizeof line, __VA_ARGS__);            \
@@ -737,6 +739,29 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c) {
     OUT("# HELP offkv_cache_bytes K/V cache storage held, by layer kind.\n# TYPE offkv_cache_bytes gauge\n");
     OUT("offkv_cache_bytes{kind=\"flat\"} %zu\n", st.cache_flat_bytes);
     OUT("offkv_cache_bytes{kind=\"ring\"} %zu\n", st.cache_ring_bytes);
+    /* What a router reads (the Gateway API Inference Extension's model-server
+     * protocol: requests waiting, requests running, K/V cache utilisation
+     * 0-1), under the names its endpoint picker reads from vLLM and from
+     * llama.cpp's server, so either setting finds them. */
+    const double kv_use = st.kv_total > 0 ? (double)st.kv_used / (double)st.kv_total : 0.0;
+    OUT("# HELP offkv_kv_cache_usage_ratio K/V positions held by running requests, of all sequences' capacity (0-1).\n"
+        "# TYPE offkv_kv_cache_usage_ratio gauge\n");
+    OUT("offkv_kv_cache_usage_ratio %.6f\n", kv_use);
+    OUT("# HELP vllm:num_requests_waiting Requests waiting for a sequence (as offkv_sequences_queued).\n"
+        "# TYPE vllm:num_requests_waiting gauge\n");
+    OUT("vllm:num_requests_waiting{model_name=\"%s\"} %d\n", srv->model_label, (int)st.queued);
+    OUT("# HELP vllm:num_requests_running Requests being decoded (as offkv_sequences_active).\n"
+        "# TYPE vllm:num_requests_running gauge\n");
+    OUT("vllm:num_requests_running{model_name=\"%s\"} %d\n", srv->model_label, (int)st.active);
+    OUT("# HELP vllm:kv_cache_usage_perc K/V cache usage, 1 is 100 percent (as offkv_kv_cache_usage_ratio).\n"
+        "# TYPE vllm:kv_cache_usage_perc gauge\n");
+    OUT("vllm:kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", srv->model_label, kv_use);
+    OUT("# HELP llamacpp:requests_deferred Requests waiting for a sequence.\n# TYPE llamacpp:requests_deferred gauge\n");
+    OUT("llamacpp:requests_deferred %d\n", (int)st.queued);
+    OUT("# HELP llamacpp:requests_processing Requests being decoded.\n# TYPE llamacpp:requests_processing gauge\n");
+    OUT("llamacpp:requests_processing %d\n", (int)st.active);
+    OUT("# HELP llamacpp:kv_cache_usage_ratio K/V cache usage (0-1).\n# TYPE llamacpp:kv_cache_usage_ratio gauge\n");
+    OUT("llamacpp:kv_cache_usage_ratio %.6f\n", kv_use);
 #undef OUT
     return send_owned(srv, c, 200, "text/plain; version=0.0.4", b, n);
 nomem:
@@ -919,6 +944,18 @@ static int listen_on(const struct addrinfo *ai, int *port) {
 static void set_model_name(server *srv, const char *path) {
     const char *b = strrchr(path, '/');
     snprintf(srv->model_name, sizeof srv->model_name, "%s", b ? b + 1 : path);
+    /* The same as a Prometheus label value: \, " and newlines escaped. */
+    size_t k = 0;
+    for (const char *p = srv->model_name; *p && k + 3 < sizeof srv->model_label; p++) {
+        if (*p == '\\' || *p == '"') srv->model_label[k++] = '\\';
+        if (*p == '\n') {
+            srv->model_label[k++] = '\\';
+            srv->model_label[k++] = 'n';
+        } else {
+            srv->model_label[k++] = *p;
+        }
+    }
+    srv->model_label[k] = 0;
 }
 
 /* The template (--chat-template-file, --chat-template, the file's
@@ -932,14 +969,15 @@ static bool choose_template(server *srv) {
     return srv->chat != NULL;
 }
 
-int srv_run(const srv_config *cfg) {
-    /* Signals are taken by sigwait below: block them before any thread
+/* The process's side: signals and the arena count, set before any thread
+ * starts (every thread inherits the signal mask). */
+static void process_setup(sigset_t *sigs) {
+    /* Signals are taken by sigwait in srv_run: block them before any thread
      * starts, so that every thread inherits the mask. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* A thread per connection would otherwise give glibc's malloc up to
      * 8 arenas per core, each keeping the memory its threads freed: the
@@ -947,17 +985,19 @@ int srv_run(const srv_config *cfg) {
      * for a long while.  Two arenas are plenty: the requests' allocations
      * are small and brief, and the decode loop allocates nothing per step. */
     mallopt(M_ARENA_MAX, 2);
+}
 
+srv_server *srv_start(const srv_config *cfg) {
     server *srv = calloc(1, sizeof *srv);
     if (!srv) {
         fprintf(stderr, "offkv serve: error: out of memory\n");
-        return 1;
+        return NULL;
     }
     srv->cfg = cfg;
     srv->t_start = srv_now();
+    srv->listen_fd = -1;
     pthread_mutex_init(&srv->mu, NULL);
     set_model_name(srv, cfg->model_path);
-    int rc = 1, listen_fd = -1;
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICHOST | AI_PASSIVE | AI_NUMERICSERV};
@@ -968,14 +1008,14 @@ int srv_run(const srv_config *cfg) {
     if (gai != 0) {
         fprintf(stderr, "offkv serve: error: bad --host '%s': %s (give a numeric address such as 127.0.0.1)\n",
                 cfg->host, gai_strerror(gai));
-        goto done;
+        goto fail;
     }
-    int port = cfg->port;
-    listen_fd = listen_on(ai, &port);
+    srv->port = cfg->port;
+    srv->listen_fd = listen_on(ai, &srv->port);
     freeaddrinfo(ai);
-    if (listen_fd < 0) {
+    if (srv->listen_fd < 0) {
         fprintf(stderr, "offkv serve: error: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
-        goto done;
+        goto fail;
     }
     /* libmicrohttpd gets its connections from the gate (gate.c), which
      * accepts them and waits for their heads. */
@@ -987,24 +1027,33 @@ int srv_run(const srv_config *cfg) {
                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->timeout + 0.999),
                                    MHD_OPTION_END);
-    const srv_gate_config gc = {.listen_fd = listen_fd, .timeout = cfg->timeout, .max_per_client = cfg->max_per_client,
-                                .max_waiting = 1024, .max_head = 16384, .max_body = cfg->max_body};
+    const srv_gate_config gc = {.listen_fd = srv->listen_fd, .timeout = cfg->timeout,
+                                .max_per_client = cfg->max_per_client, .max_waiting = 1024, .max_head = 16384,
+                                .max_body = cfg->max_body};
     if (!srv->daemon || !(srv->gate = srv_gate_start(&gc, gate_pass, gate_count, srv))) {
-        fprintf(stderr, "offkv serve: error: cannot start the HTTP server on %s:%d: %s\n", cfg->host, port,
+        fprintf(stderr, "offkv serve: error: cannot start the HTTP server on %s:%d: %s\n", cfg->host, srv->port,
                 strerror(errno));
-        goto done;
+        goto fail;
     }
+    return srv;
+fail:
+    srv_stop(srv);
+    return NULL;
+}
 
-    /* /health says 503 while this runs. */
+int srv_port(const srv_server *srv) { return srv->port; }
+
+bool srv_load(srv_server *srv) {
+    const srv_config *cfg = srv->cfg;
     okv_error err = {0};
-    if (!choose_template(srv)) goto done;
+    if (!choose_template(srv)) return false;
     if (!(srv->model = okv_model_load(cfg->model_path, cfg->model_options, &err))) {
         fprintf(stderr, "offkv serve: error: cannot load %s: %s\n", cfg->model_path, err.message);
-        goto done;
+        return false;
     }
     if (!(srv->sched = srv_sched_create(srv->model, &cfg->sched, &err))) {
         fprintf(stderr, "offkv serve: error: %s\n", err.message);
-        goto done;
+        return false;
     }
     srv_chat_use_tokenizer(srv->chat, okv_model_tokenizer(srv->model));
     fprintf(stderr, "offkv serve: %s\n", okv_model_describe(srv->model));
@@ -1012,20 +1061,16 @@ int srv_run(const srv_config *cfg) {
             (int)cfg->sched.n_parallel, (int)srv_sched_capacity(srv->sched), srv_chat_describe(srv->chat),
             cfg->sched.kv_type, (int)cfg->sched.n_threads);
     atomic_store(&srv->ready, true);
-    const bool v6 = strchr(cfg->host, ':') != NULL;
-    printf("listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg->host, v6 ? "]" : "", port);
-    fflush(stdout);
+    return true;
+}
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "offkv serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    rc = 0;
-done:
+void srv_stop(srv_server *srv) {
+    if (!srv) return;
     /* Stop accepting (connections still waiting for their heads are
      * closed), end every request (queued ones get a 503, running streams an
      * error event and [DONE]), then wait for the connections' threads. */
     srv_gate_stop(srv->gate);
-    if (listen_fd >= 0) close(listen_fd);
+    if (srv->listen_fd >= 0) close(srv->listen_fd);
     if (srv->daemon) {
         if (srv->sched) srv_sched_stop(srv->sched);
         /* Closing the connections now would cut the streams short of their
@@ -1043,6 +1088,31 @@ done:
     pthread_mutex_destroy(&srv->mu);
     free(srv->clients);
     free(srv);
-    if (rc == 0) fprintf(stderr, "offkv serve: stopped\n");
-    return rc;
+}
+
+int srv_run(const srv_config *cfg) {
+    sigset_t sigs;
+    process_setup(&sigs);
+    /* Listening comes first: while the model loads, /health answers 503
+     * {"status":"loading"} (and every other endpoint but the page 503), so
+     * that a load balancer or a readiness probe can tell loading from
+     * dead. */
+    srv_server *srv = srv_start(cfg);
+    if (!srv) return 1;
+    const bool v6 = strchr(cfg->host, ':') != NULL;
+    fprintf(stderr, "offkv serve: loading %s; http://%s%s%s:%d/health answers 503 until it is ready\n",
+            cfg->model_path, v6 ? "[" : "", cfg->host, v6 ? "]" : "", srv->port);
+    if (!srv_load(srv)) {
+        srv_stop(srv);
+        return 1;
+    }
+    printf("listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg->host, v6 ? "]" : "", srv->port);
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "offkv serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    srv_stop(srv);
+    fprintf(stderr, "offkv serve: stopped\n");
+    return 0;
 }

@@ -64,6 +64,7 @@ typedef struct slot {
     okv_cache *cache;
     int32_t *hist;                  /* the tokens the cache holds, positions 0..n_hist-1 */
     int32_t n_hist;
+    int32_t n_hist_seen;            /* n_hist as of the last step, for /metrics (under mu) */
     srv_job *job;                   /* NULL: free */
     int32_t n_prefilled;            /* prompt tokens in the cache */
     bool decoding;
@@ -422,6 +423,14 @@ void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st) {
     *st = s->stats;
     st->active = s->n_active;
     st->queued = s->n_queued;
+    /* The K/V positions the running requests hold, of all the sequences'
+     * caches could hold: a finished request's history, kept for the next
+     * prompt that shares it, is given up when a request needs its sequence,
+     * so it counts as free (as vLLM counts its evictable prefix blocks). */
+    st->kv_used = 0;
+    for (int32_t i = 0; i < s->cfg.n_parallel; i++)
+        if (s->slots[i].job) st->kv_used += s->slots[i].n_hist_seen;
+    st->kv_total = (int64_t)s->cfg.n_parallel * s->capacity;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -467,6 +476,7 @@ static void admit(srv_sched *s) {
             sl->n_hist = keep;
         }
         sl->job = j;
+        sl->n_hist_seen = sl->n_hist;
         sl->n_prefilled = keep;
         sl->decoding = false;
         sl->last_used = ++s->use_counter;
@@ -791,6 +801,7 @@ static void *worker_main(void *arg) {
             }
         }
         cache_bytes(s, &s->stats.cache_flat_bytes, &s->stats.cache_ring_bytes);
+        for (int i = 0; i < n; i++) items[i].sl->n_hist_seen = items[i].sl->n_hist;
     }
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < np; i++) free(outs[i].text);
