@@ -64,7 +64,7 @@ clean:
 # shared tiny models seed the model and GGUF targets when ../shared exists.
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 12
-FUZZ_TARGETS := gguf model tokenizer cache jinja
+FUZZ_TARGETS := gguf model tokenizer cache jinja grammar
 FUZZ_CC ?= clang
 SHARED ?= ../shared
 fuzz_seeds_gguf := fuzz/corpus/model
@@ -75,6 +75,7 @@ fuzz_max_len_gguf := 65536
 fuzz_max_len_model := 3000000
 fuzz_max_len_tokenizer := 4096
 fuzz_max_len_cache := 1024
+fuzz_max_len_grammar := 8192
 fuzz_max_len_jinja := 16384
 have_libfuzzer = printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
   $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1

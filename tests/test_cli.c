@@ -481,6 +481,18 @@ static void test_model_commands(const char *model) {
     CHECK(offkv("bench", "-m", model, "--n-depth", "4k", NULL) == 2, "bench --n-depth 4k exits 2");
     CHECK_ERR_HAS("'4k' for --n-depth");
     CHECK(offkv("bench", "-m", model, "-d", NULL) == 2, "bench -d without a value exits 2");
+    /* --verify K: a row of evals of K tokens (N / K of them: 2 of 5 for N 12,
+     * from depth 3: positions 3 .. 12 must fit the context) and its cost in
+     * decode steps */
+    CHECK(offkv("bench", "-m", model, "-p", "0", "-n", "12", "-d", "3", "--verify", "5", "-r", "1", "-t", "1", NULL) == 0,
+          "bench --verify: %s", err_text);
+    CHECK(strstr(out_text, " verify5 @ d3 |") && strstr(out_text, "verify5: one eval of 5 tokens") &&
+              strstr(out_text, "single decode steps"),
+          "bench --verify table: %s", out_text);
+    CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "0", "--verify", "5", NULL) == 2, "bench --verify -n 0 exits 2");
+    CHECK_ERR_HAS("needs the tg test");
+    CHECK(offkv("bench", "-m", model, "--verify", "0", NULL) == 2, "bench --verify 0 exits 2");
+    CHECK_ERR_HAS("'0' for --verify");
 
     /* --turns: one line on stdin per run (warm-ups included), each run's t/s
      * on stderr; stdin ending early is a failure, not a hang */

@@ -210,7 +210,144 @@ static void test_top_k_set(void) {
     okv_sampler_free(s);
 }
 
+/* ---- the controls, against plain reference implementations ---- */
+
+/* llama.cpp's penalties over a window of tokens, written out plainly. */
+static void ref_penalties(float *l, int32_t n, const int32_t *hist, int32_t nh, float rep, float freq, float pres) {
+    for (int32_t id = 0; id < n; id++) {
+        int count = 0;
+        for (int32_t i = 0; i < nh; i++) count += hist[i] == id;
+        if (!count) continue;
+        l[id] = l[id] <= 0 ? l[id] * rep : l[id] / rep;
+        l[id] -= (float)count * freq + pres;
+    }
+}
+
+/* The distribution after the controls, by the reference: softmax of the
+ * rewritten logits (T = 1), min_p on the result. */
+static void ref_probs(const float *l, int32_t n, float min_p, double *p) {
+    double mx = -INFINITY, sum = 0;
+    for (int32_t i = 0; i < n; i++) mx = l[i] > mx ? l[i] : mx;
+    for (int32_t i = 0; i < n; i++) sum += p[i] = exp(l[i] - mx);
+    double cut = min_p; /* the best token's weight is exp(0) = 1 */
+    double kept = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (p[i] < cut) p[i] = 0;
+        kept += p[i];
+    }
+    for (int32_t i = 0; i < n; i++) p[i] /= kept;
+    (void)sum;
+}
+
+static void test_controls(void) {
+    enum { N = 64 };
+    float l[N], want[N];
+    fill_logits(l, N, 5);
+    const int32_t hist[] = {3, 7, 3, 9, 3, 60, 7};
+    okv_sampler *s = make(1.0f, 0, 1.0f, 1, N);
+    okv_error err;
+    okv_sampler_controls c = {.min_p = 0.05f, .repeat_penalty = 1.3f, .presence_penalty = 0.4f,
+                              .frequency_penalty = 0.25f, .penalty_last_n = 5};
+    CHECK(okv_sampler_set_controls(s, &c, &err) == OKV_OK, "controls: %s", err.message);
+    const int32_t bias_ids[] = {1, 2, 9};
+    const float bias[] = {2.5f, -INFINITY, -1.0f};
+    CHECK(okv_sampler_set_logit_bias(s, bias_ids, bias, 3, &err) == OKV_OK, "bias: %s", err.message);
+    for (int i = 0; i < 7; i++) CHECK(okv_sampler_accept(s, hist[i], &err) == OKV_OK, "accept: %s", err.message);
+    /* Reference: bias, then the penalties over the last 5 tokens. */
+    memcpy(want, l, sizeof l);
+    for (int i = 0; i < 3; i++) want[bias_ids[i]] += bias[i];
+    ref_penalties(want, N, hist + 2, 5, 1.3f, 0.25f, 0.4f);
+    double pr[N];
+    ref_probs(want, N, 0.05f, pr);
+    float got[N];
+    CHECK(okv_sampler_probs(s, l, got), "probs");
+    double worst = 0;
+    for (int i = 0; i < N; i++) worst = fmax(worst, fabs(got[i] - pr[i]));
+    CHECK(worst < 1e-5, "probabilities after bias + penalties + min_p differ from the reference by %g", worst);
+    CHECK(got[2] == 0.0f, "a -inf bias bans token 2");
+    int zeros = 0;
+    for (int i = 0; i < N; i++) zeros += pr[i] == 0;
+    CHECK(zeros > 5, "min_p cut %d tokens (a useless case otherwise)", zeros);
+    /* Draws follow it (chi-square over the tokens the reference keeps). */
+    int count[N] = {0};
+    const int draws = 40000;
+    for (int i = 0; i < draws; i++) {
+        int32_t id = okv_sampler_sample(s, l);
+        if (id >= 0 && id < N) count[id]++;
+    }
+    double chi = 0;
+    int dof = -1, outside = 0;
+    for (int i = 0; i < N; i++) {
+        if (pr[i] == 0) {
+            outside += count[i];
+            continue;
+        }
+        double e = pr[i] * draws, d = count[i] - e;
+        chi += d * d / e;
+        dof++;
+    }
+    CHECK(outside == 0, "%d draws outside min_p's set", outside);
+    /* 99.9th percentile of chi-square is below dof + 4 sqrt(2 dof) + 10. */
+    CHECK(chi < dof + 4 * sqrt(2.0 * dof) + 10, "chi-square %.1f with %d dof", chi, dof);
+    okv_sampler_free(s);
+
+    /* penalty_last_n -1: every accepted token; greedy sees the penalties. */
+    float g2[4] = {2.0f, 1.9f, -1.0f, 0.5f};
+    s = make(0.0f, 0, 1.0f, 1, 4);
+    okv_sampler_controls c2 = {.repeat_penalty = 1.1f, .penalty_last_n = -1};
+    CHECK(okv_sampler_set_controls(s, &c2, &err) == OKV_OK, "controls: %s", err.message);
+    CHECK(okv_sampler_sample(s, g2) == 0, "greedy picks 0 before any penalty");
+    okv_sampler_accept(s, 0, &err);
+    CHECK(okv_sampler_sample(s, g2) == 1, "2.0 / 1.1 < 1.9: greedy moves to 1");
+    okv_sampler_reset(s, 1);
+    CHECK(okv_sampler_sample(s, g2) == 0, "reset forgets the history");
+    okv_sampler_free(s);
+
+    /* Bad values name the field and change nothing. */
+    s = make(1.0f, 0, 1.0f, 1, 4);
+    okv_sampler_controls badc = {.min_p = 1.5f};
+    CHECK(okv_sampler_set_controls(s, &badc, &err) == OKV_ERR_INVALID && strstr(err.message, "min_p"), "min_p 1.5: %s", err.message);
+    badc = (okv_sampler_controls){.repeat_penalty = NAN};
+    CHECK(okv_sampler_set_controls(s, &badc, &err) == OKV_ERR_INVALID && strstr(err.message, "repeat_penalty"), "%s", err.message);
+    badc = (okv_sampler_controls){.penalty_last_n = -2};
+    CHECK(okv_sampler_set_controls(s, &badc, &err) == OKV_ERR_INVALID && strstr(err.message, "penalty_last_n"), "%s", err.message);
+    const int32_t out_id = 4;
+    const float b1 = 1.0f, bn = NAN;
+    CHECK(okv_sampler_set_logit_bias(s, &out_id, &b1, 1, &err) == OKV_ERR_INVALID && strstr(err.message, "token 4"), "%s", err.message);
+    const int32_t in_id = 1;
+    CHECK(okv_sampler_set_logit_bias(s, &in_id, &bn, 1, &err) == OKV_ERR_INVALID && strstr(err.message, "token 1"), "%s", err.message);
+    CHECK(okv_sampler_accept(s, 9, &err) == OKV_ERR_INVALID, "accept out of range");
+    okv_sampler_free(s);
+}
+
+static void test_logprobs(void) {
+    enum { N = 300 };
+    float l[N];
+    fill_logits(l, N, 11);
+    l[17] = 9.0f;
+    l[200] = 9.0f; /* a tie: the lower id first */
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < N; i++) mx = l[i] > mx ? l[i] : mx;
+    for (int i = 0; i < N; i++) sum += exp(l[i] - mx);
+    int32_t ids[5];
+    float lp[5], tlp;
+    CHECK(okv_logprobs(l, N, 42, 5, &tlp, ids, lp) == 5, "5 top entries");
+    CHECK(fabs(tlp - (l[42] - mx - log(sum))) < 1e-5, "token logprob %g", tlp);
+    CHECK(ids[0] == 17 && ids[1] == 200, "ties by id: %d %d", ids[0], ids[1]);
+    for (int j = 0; j < 5; j++) {
+        CHECK(fabs(lp[j] - (l[ids[j]] - mx - log(sum))) < 1e-5, "top %d logprob", j);
+        int better = 0;
+        for (int i = 0; i < N; i++) better += l[i] > l[ids[j]];
+        CHECK(better <= j, "top %d: %d tokens have a higher logit", j, better);
+    }
+    CHECK(okv_logprobs(l, N, 42, 0, &tlp, NULL, NULL) == 0, "k 0");
+    CHECK(okv_logprobs(l, N, N, 0, &tlp, NULL, NULL) == -1, "token out of range");
+    CHECK(okv_logprobs(l, 3, 0, 10, &tlp, ids, lp) == 3, "k beyond the vocabulary");
+}
+
 int main(void) {
+    test_controls();
+    test_logprobs();
     test_create_errors();
     test_greedy();
     test_greedy_equivalents();

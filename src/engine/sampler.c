@@ -1,10 +1,13 @@
-/* Sampling: greedy, or top-k -> softmax(logits / T) -> top-p -> one draw.
+/* Sampling: logit_bias -> penalties -> greedy, or top-k -> softmax(logits /
+ * T) -> top-p -> min_p -> one draw; with a grammar, a refused draw masks
+ * the vocabulary and draws again.
  *
  * The random state is per sampler (xoshiro256** seeded through splitmix64),
  * so two samplers with one seed make the same choices and nothing is shared
  * between threads.  All scratch is sized to the vocabulary at creation. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "offkv/sampler.h"
@@ -16,9 +19,22 @@ typedef struct cand {
 
 struct okv_sampler {
     okv_sampler_params p;
+    okv_sampler_controls ctl;
     int32_t n_vocab;
     uint64_t rng[4];
     cand *c; /* n_vocab */
+    /* Set only when something rewrites the logits. */
+    float *work;            /* n_vocab: the logits after bias, penalties and mask */
+    int32_t *bias_ids;
+    float *bias;
+    int32_t n_bias;
+    int32_t *hist;          /* accepted tokens: a ring of penalty_last_n, or all of them */
+    int32_t n_hist, cap_hist, hist_head;
+    int32_t *count;         /* n_vocab occurrence counts, zero between calls */
+    int32_t *touched;       /* the ids counted, to reset them */
+    okv_grammar_matcher *gm;
+    const okv_grammar_vocab *gv;
+    bool *allowed;          /* n_vocab */
 };
 
 static uint64_t splitmix64(uint64_t *state) {
@@ -82,7 +98,199 @@ okv_sampler *okv_sampler_create(const okv_sampler_params *p, int32_t n_vocab, ok
 void okv_sampler_free(okv_sampler *s) {
     if (!s) return;
     free(s->c);
+    free(s->work);
+    free(s->bias_ids);
+    free(s->bias);
+    free(s->hist);
+    free(s->count);
+    free(s->touched);
+    free(s->allowed);
     free(s);
+}
+
+static bool penalties_on(const okv_sampler_controls *c) {
+    return c->penalty_last_n != 0 && ((c->repeat_penalty != 0.0f && c->repeat_penalty != 1.0f) ||
+                                      c->presence_penalty != 0.0f || c->frequency_penalty != 0.0f);
+}
+
+/* Whether sampling must first rewrite a copy of the logits. */
+static bool rewrites(const okv_sampler *s) { return s->n_bias > 0 || penalties_on(&s->ctl) || s->gm; }
+
+static okv_status ensure_work(okv_sampler *s, okv_error *err) {
+    if (!s->work && !(s->work = malloc((size_t)s->n_vocab * sizeof *s->work)))
+        return okv_fail(err, OKV_ERR_NOMEM, "sampler scratch for %d tokens", (int)s->n_vocab);
+    return OKV_OK;
+}
+
+okv_status okv_sampler_set_controls(okv_sampler *s, const okv_sampler_controls *c, okv_error *err) {
+    okv_error_clear(err);
+    if (!s || !c) return okv_fail(err, OKV_ERR_INVALID, "sampler or controls are NULL");
+    if (!(c->min_p >= 0.0f && c->min_p <= 1.0f)) return okv_fail(err, OKV_ERR_INVALID, "min_p %g outside [0, 1]", (double)c->min_p);
+    if (!isfinite(c->repeat_penalty) || c->repeat_penalty < 0.0f)
+        return okv_fail(err, OKV_ERR_INVALID, "repeat_penalty %g must be a finite number >= 0", (double)c->repeat_penalty);
+    if (!isfinite(c->presence_penalty))
+        return okv_fail(err, OKV_ERR_INVALID, "presence_penalty %g is not finite", (double)c->presence_penalty);
+    if (!isfinite(c->frequency_penalty))
+        return okv_fail(err, OKV_ERR_INVALID, "frequency_penalty %g is not finite", (double)c->frequency_penalty);
+    if (c->penalty_last_n < -1)
+        return okv_fail(err, OKV_ERR_INVALID, "penalty_last_n %d < -1", (int)c->penalty_last_n);
+    if (penalties_on(c)) {
+        okv_status st = ensure_work(s, err);
+        if (st != OKV_OK) return st;
+        if (!s->count) {
+            s->count = calloc((size_t)s->n_vocab, sizeof *s->count);
+            s->touched = malloc((size_t)s->n_vocab * sizeof *s->touched);
+            if (!s->count || !s->touched) {
+                free(s->count);
+                free(s->touched);
+                s->count = s->touched = NULL;
+                return okv_fail(err, OKV_ERR_NOMEM, "sampler penalty counts");
+            }
+        }
+    }
+    /* A new window keeps the most recent tokens of the old history. */
+    if (c->penalty_last_n != s->ctl.penalty_last_n && s->n_hist) {
+        int32_t n = s->n_hist, *flat = malloc((size_t)n * sizeof *flat);
+        if (!flat) return okv_fail(err, OKV_ERR_NOMEM, "sampler history");
+        for (int32_t i = 0; i < n; i++) flat[i] = s->hist[(s->hist_head + i) % s->cap_hist];
+        free(s->hist);
+        s->hist = flat;
+        s->cap_hist = n;
+        s->hist_head = 0;
+        if (c->penalty_last_n >= 0 && n > c->penalty_last_n) {
+            memmove(flat, flat + (n - c->penalty_last_n), (size_t)c->penalty_last_n * sizeof *flat);
+            s->n_hist = c->penalty_last_n;
+        }
+    }
+    s->ctl = *c;
+    return OKV_OK;
+}
+
+okv_status okv_sampler_set_logit_bias(okv_sampler *s, const int32_t *ids, const float *bias, int32_t n,
+                                      okv_error *err) {
+    okv_error_clear(err);
+    if (!s || n < 0 || (n > 0 && (!ids || !bias))) return okv_fail(err, OKV_ERR_INVALID, "logit_bias arguments are NULL or n < 0");
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return okv_fail(err, OKV_ERR_INVALID, "logit_bias token %d outside the vocabulary (%d tokens)", (int)ids[i],
+                            (int)s->n_vocab);
+        if (isnan(bias[i]) || bias[i] == INFINITY)
+            return okv_fail(err, OKV_ERR_INVALID, "logit_bias of token %d is %g", (int)ids[i], (double)bias[i]);
+    }
+    int32_t *ni = NULL;
+    float *nb = NULL;
+    if (n > 0) {
+        ni = malloc((size_t)n * sizeof *ni);
+        nb = malloc((size_t)n * sizeof *nb);
+        if (!ni || !nb || ensure_work(s, err) != OKV_OK) {
+            free(ni);
+            free(nb);
+            return okv_fail(err, OKV_ERR_NOMEM, "logit_bias of %d tokens", (int)n);
+        }
+        memcpy(ni, ids, (size_t)n * sizeof *ni);
+        memcpy(nb, bias, (size_t)n * sizeof *nb);
+    }
+    free(s->bias_ids);
+    free(s->bias);
+    s->bias_ids = ni;
+    s->bias = nb;
+    s->n_bias = n;
+    return OKV_OK;
+}
+
+okv_status okv_sampler_set_grammar(okv_sampler *s, okv_grammar_matcher *m, const okv_grammar_vocab *v,
+                                   okv_error *err) {
+    okv_error_clear(err);
+    if (!s) return okv_fail(err, OKV_ERR_INVALID, "sampler is NULL");
+    if (m) {
+        if (!v) return okv_fail(err, OKV_ERR_INVALID, "a grammar needs its vocabulary");
+        if (okv_grammar_vocab_n_tokens(v) != s->n_vocab)
+            return okv_fail(err, OKV_ERR_INVALID, "grammar vocabulary has %d tokens, the sampler %d",
+                            (int)okv_grammar_vocab_n_tokens(v), (int)s->n_vocab);
+        okv_status st = ensure_work(s, err);
+        if (st != OKV_OK) return st;
+        if (!s->allowed && !(s->allowed = malloc((size_t)s->n_vocab * sizeof *s->allowed)))
+            return okv_fail(err, OKV_ERR_NOMEM, "sampler grammar mask");
+    }
+    s->gm = m;
+    s->gv = m ? v : NULL;
+    return OKV_OK;
+}
+
+okv_status okv_sampler_accept(okv_sampler *s, int32_t token, okv_error *err) {
+    okv_error_clear(err);
+    if (!s) return okv_fail(err, OKV_ERR_INVALID, "sampler is NULL");
+    if (token < 0 || token >= s->n_vocab)
+        return okv_fail(err, OKV_ERR_INVALID, "token %d outside the vocabulary (%d tokens)", (int)token, (int)s->n_vocab);
+    if (s->gm) {
+        okv_status st = okv_grammar_matcher_accept_token(s->gm, s->gv, token, err);
+        if (st != OKV_OK) return st;
+    }
+    const int32_t last_n = s->ctl.penalty_last_n;
+    if (last_n == 0) return OKV_OK;
+    if (last_n > 0) {
+        if (s->cap_hist != last_n) {
+            int32_t *h = realloc(s->hist, (size_t)last_n * sizeof *h);
+            if (!h) return okv_fail(err, OKV_ERR_NOMEM, "sampler history");
+            s->hist = h;
+            s->cap_hist = last_n;
+        }
+        if (s->n_hist < last_n) {
+            s->hist[(s->hist_head + s->n_hist++) % last_n] = token;
+        } else {
+            s->hist[s->hist_head] = token;
+            s->hist_head = (s->hist_head + 1) % last_n;
+        }
+        return OKV_OK;
+    }
+    if (s->n_hist == s->cap_hist) {
+        int32_t cap = s->cap_hist ? s->cap_hist * 2 : 64;
+        int32_t *h = realloc(s->hist, (size_t)cap * sizeof *h);
+        if (!h) return okv_fail(err, OKV_ERR_NOMEM, "sampler history");
+        s->hist = h;
+        s->cap_hist = cap;
+    }
+    s->hist[s->n_hist++] = token;
+    return OKV_OK;
+}
+
+void okv_sampler_reset(okv_sampler *s, uint64_t seed) {
+    if (!s) return;
+    s->n_hist = 0;
+    s->hist_head = 0;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
+}
+
+/* Bias and penalties applied to a copy of the logits (s->work). */
+static const float *rewrite(okv_sampler *s, const float *logits) {
+    float *w = s->work;
+    memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
+    for (int32_t i = 0; i < s->n_bias; i++) w[s->bias_ids[i]] += s->bias[i];
+    if (penalties_on(&s->ctl) && s->n_hist) {
+        int32_t nt = 0;
+        for (int32_t i = 0; i < s->n_hist; i++) {
+            int32_t id = s->hist[s->cap_hist ? (s->hist_head + i) % s->cap_hist : i];
+            if (s->count[id]++ == 0) s->touched[nt++] = id;
+        }
+        const okv_sampler_controls *c = &s->ctl;
+        for (int32_t i = 0; i < nt; i++) {
+            int32_t id = s->touched[i];
+            if (c->repeat_penalty != 0.0f && c->repeat_penalty != 1.0f)
+                w[id] = w[id] <= 0.0f ? w[id] * c->repeat_penalty : w[id] / c->repeat_penalty;
+            w[id] -= (float)s->count[id] * c->frequency_penalty + c->presence_penalty;
+            s->count[id] = 0;
+        }
+    }
+    return w;
+}
+
+/* Sets the logits of the tokens the grammar refuses to -inf; the number
+ * allowed. */
+static int32_t mask(okv_sampler *s, float *w) {
+    int32_t n = okv_grammar_matcher_mask(s->gm, s->gv, s->allowed);
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (!s->allowed[i]) w[i] = -INFINITY;
+    return n;
 }
 
 /* Higher logit first; equal logits by lower id, so every ordering (and
@@ -192,13 +400,20 @@ static int32_t weigh(okv_sampler *s, const float *logits, int32_t *k_out, double
         k = keep;
         total = cum;
     }
+    if (s->ctl.min_p > 0.0f) {
+        /* c[0] weighs 1 (exp(0)); keep what reaches min_p of it. */
+        int32_t keep = 1;
+        double cum = c[0].v;
+        while (keep < k && c[keep].v >= s->ctl.min_p) cum += c[keep++].v;
+        k = keep;
+        total = cum;
+    }
     *k_out = k;
     *total_out = total;
     return -1;
 }
 
-int32_t okv_sampler_sample(okv_sampler *s, const float *logits) {
-    if (!s || !logits) return -1;
+static int32_t draw(okv_sampler *s, const float *logits) {
     int32_t k = 0;
     double total = 0.0;
     const int32_t sure = weigh(s, logits, &k, &total);
@@ -212,8 +427,26 @@ int32_t okv_sampler_sample(okv_sampler *s, const float *logits) {
     return c[k - 1].id; /* rounding left u just above the summed weights */
 }
 
+int32_t okv_sampler_sample(okv_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
+    if (!rewrites(s)) return draw(s, logits);
+    float *w = (float *)rewrite(s, logits);
+    int32_t id = draw(s, w);
+    if (!s->gm || okv_grammar_matcher_allows(s->gm, s->gv, id)) return id;
+    if (mask(s, w) == 0) return -1;
+    return draw(s, w);
+}
+
 bool okv_sampler_probs(okv_sampler *s, const float *logits, float *probs) {
     if (!s || !logits || !probs) return false;
+    if (rewrites(s)) {
+        float *w = (float *)rewrite(s, logits);
+        if (s->gm && mask(s, w) == 0) {
+            for (int32_t i = 0; i < s->n_vocab; i++) probs[i] = 0.0f;
+            return true;
+        }
+        logits = w;
+    }
     int32_t k = 0;
     double total = 0.0;
     const int32_t sure = weigh(s, logits, &k, &total);
@@ -224,4 +457,36 @@ bool okv_sampler_probs(okv_sampler *s, const float *logits, float *probs) {
     }
     for (int32_t i = 0; i < k; i++) probs[s->c[i].id] = (float)(s->c[i].v / total);
     return true;
+}
+
+int32_t okv_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k, float *token_logprob,
+                     int32_t *top_ids, float *top_logprobs) {
+    if (!logits || n_vocab < 1 || k < 0 || (k > 0 && (!top_ids || !top_logprobs)) ||
+        (token_logprob && (token < 0 || token >= n_vocab)))
+        return -1;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0.0;
+    if (isfinite(mx))
+        for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - (double)mx);
+    const double lse = isfinite(mx) ? (double)mx + log(sum) : 0.0;
+    if (token_logprob) *token_logprob = (float)((double)logits[token] - lse);
+    if (k > n_vocab) k = n_vocab;
+    /* The k best by insertion: k is small (OpenAI allows 20). */
+    int32_t have = 0;
+    for (int32_t i = 0; i < n_vocab && k > 0; i++) {
+        const float v = isnan(logits[i]) ? -INFINITY : logits[i];
+        if (have == k && !(v > top_logprobs[k - 1])) continue;
+        int32_t j = have < k ? have++ : k - 1;
+        while (j > 0 && v > top_logprobs[j - 1]) {
+            top_logprobs[j] = top_logprobs[j - 1];
+            top_ids[j] = top_ids[j - 1];
+            j--;
+        }
+        top_logprobs[j] = v;
+        top_ids[j] = i;
+    }
+    for (int32_t j = 0; j < have; j++) top_logprobs[j] = (float)((double)top_logprobs[j] - lse);
+    return have;
 }

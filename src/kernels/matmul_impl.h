@@ -69,6 +69,7 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx2);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
 /* MXFP4 sixteen blocks wide (kernels/mxfp4x16.h). */
@@ -90,6 +91,7 @@ OKV_MM_TILE(okv_mm_tile_q6_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx512vnni);
 /* Q4_K and Q5_K sixteen sub-blocks wide (kernels/q4_Kx16.h). */
@@ -103,9 +105,14 @@ OKV_MM_TILE(okv_mm_tile_q4_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512vnni);
-/* The AVX-512 block pass for float weights (prefill), also AVX512_VNNI's. */
+/* The block pass for float weights (prefill), AVX2's and AVX-512's (also
+ * AVX512_VNNI's). */
+OKV_MM_BLOCK(okv_mm_block_f32_avx2);
+OKV_MM_BLOCK(okv_mm_block_f16_avx2);
+OKV_MM_BLOCK(okv_mm_block_bf16_avx2);
 OKV_MM_BLOCK(okv_mm_block_f32_avx512);
 OKV_MM_BLOCK(okv_mm_block_f16_avx512);
 OKV_MM_BLOCK(okv_mm_block_bf16_avx512);

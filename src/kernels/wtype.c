@@ -19,7 +19,8 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define TILES_VNNI(t) \
     {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, okv_mm_tile_##t##_avx512vnni}
 #define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t), \
-                 .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
+                 .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
+                                [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
 
 /* Block layouts as ggml-common.h defines them (quant.h has the structs);
  * QK_K = 256 for the K-quants and the IQ types built on them. */
@@ -62,7 +63,8 @@ static const okv_wtype types[OKV_WT_END] = {
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
                         .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16),
-                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q4_0x16_avx512,
+                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q4_0x16_avx2,
+                                       [OKV_ISA_AVX512] = okv_mm_block_q4_0x16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_0x16_avx512vnni},
                         .block_min_n = 5},
     [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
@@ -77,7 +79,8 @@ static const okv_wtype types[OKV_WT_END] = {
                          .block_min_n = 5},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
                         .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, .tile = TILES_VNNI(q6_Kx16),
-                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q6_Kx16_avx512,
+                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q6_Kx16_avx2,
+                                       [OKV_ISA_AVX512] = okv_mm_block_q6_Kx16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q6_Kx16_avx512vnni},
                         .block_min_n = 5},
     [OKV_WT_Q5_KX16] = {.name = "q5_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q5_Kx16),
@@ -87,7 +90,8 @@ static const okv_wtype types[OKV_WT_END] = {
                         .block_min_n = 5},
     [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q4_Kx16),
                         .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, .tile = TILES_VNNI(q4_Kx16),
-                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q4_Kx16_avx512,
+                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q4_Kx16_avx2,
+                                       [OKV_ISA_AVX512] = okv_mm_block_q4_Kx16_avx512,
                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_Kx16_avx512vnni},
                         .block_min_n = 5},
 };

@@ -140,7 +140,7 @@ try {
   shape(await post(srv, '/v1/completions', { prompt: 'x', top_k: -1 }), 400, 'top_k < 0', 'top_k');
   shape(await post(srv, '/v1/completions', { prompt: 'x', max_tokens: 0 }), 400, 'max_tokens 0', 'max_tokens');
   shape(await post(srv, '/v1/completions', { prompt: 'x', max_tokens: 1.5 }), 400, 'max_tokens not an integer', 'max_tokens');
-  shape(await post(srv, '/v1/completions', { prompt: 'x', n: 2 }), 400, 'n 2', 'n');
+  shape(await post(srv, '/v1/completions', { prompt: 'x', n: 17 }), 400, 'n 17', 'n');
   shape(await post(srv, '/v1/completions', { prompt: 'x', stop: 7 }), 400, 'stop of the wrong type', 'stop');
   shape(await post(srv, '/v1/completions', { prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }), 400, 'five stops', 'stop');
   shape(await post(srv, '/v1/completions', { prompt: 'x', stream: 'yes' }), 400, 'stream of the wrong type', 'stream');

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "offkv/grammar.h"
 #include "offkv/prompt_cache.h"
 #include "offkv/sampler.h"
 #include "offkv/speculative.h"
@@ -49,6 +50,8 @@ static void usage(FILE *f) {
             "  --prompt-cache FILE     reuse the longest common prefix of FILE's saved sequence and the\n"
             "                          prompt (FILE must be from this model and cache config), evaluate\n"
             "                          the rest, and save the final sequence to FILE\n"
+            "  --grammar-file FILE     constrain the output to FILE's GBNF grammar (llama.cpp's syntax)\n"
+            "  --json-schema SCHEMA    constrain the output to JSON that validates against SCHEMA (JSON text)\n"
             "  --no-display-prompt     do not echo the prompt to stdout\n"
             "  -h, --help              this help\n");
 }
@@ -155,7 +158,7 @@ static bool prompt_cache_path_ok(const char *cmd, const char *path) {
 
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *model = NULL, *prompt = "", *v;
-    const char *draft_path = NULL, *cache_path = NULL;
+    const char *draft_path = NULL, *cache_path = NULL, *grammar_file = NULL, *json_schema = NULL;
     int32_t n_predict = 128, threads = cli_default_threads(), ctx_size = 0, chunk = 512, window = 0;
     int32_t n_draft = 4, lookup_n = 0;
     bool draft_n_given = false, p_min_given = false;
@@ -175,7 +178,7 @@ int cmd_run(int argc, char **argv) {
               cli_is(a, "--temp", "--top-k") || cli_is(a, "--top-p", "--seed") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "--sliding-window", NULL) ||
               cli_is(a, "--draft", "--draft-n") || cli_is(a, "--lookup", "--prompt-cache") ||
-              cli_is(a, "--draft-p-min", NULL)))
+              cli_is(a, "--draft-p-min", NULL) || cli_is(a, "--grammar-file", "--json-schema")))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -201,6 +204,8 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(a, "--draft-p-min", NULL)) ok = p_min_given = cli_float(cmd, a, v, 0.0, 1.0, &p_min);
         else if (cli_is(a, "--lookup", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 16, &lookup_n);
         else if (cli_is(a, "--prompt-cache", NULL)) cache_path = v;
+        else if (cli_is(a, "--grammar-file", NULL)) grammar_file = v;
+        else if (cli_is(a, "--json-schema", NULL)) json_schema = v;
         else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
         if (!ok) return CLI_USAGE;
     }
@@ -221,7 +226,15 @@ int cmd_run(int argc, char **argv) {
         return CLI_USAGE;
     }
     if (cache_path && !prompt_cache_path_ok(cmd, cache_path)) return cache_path[0] ? CLI_FAIL : CLI_USAGE;
+    if (grammar_file && json_schema) {
+        cli_error(cmd, "--grammar-file and --json-schema are two constraints: give one");
+        return CLI_USAGE;
+    }
     const bool spec = draft_path || lookup_n > 0;
+    if (spec && (grammar_file || json_schema)) {
+        cli_error(cmd, "%s is not supported with --draft or --lookup", grammar_file ? "--grammar-file" : "--json-schema");
+        return CLI_USAGE;
+    }
     if (!seed_given) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 
     int rc = CLI_FAIL;
@@ -229,6 +242,9 @@ int cmd_run(int argc, char **argv) {
     okv_model *dm = NULL;
     okv_speculator *spc = NULL;
     okv_sampler *smp = NULL;
+    okv_grammar *gram = NULL;
+    okv_grammar_vocab *gvoc = NULL;
+    okv_grammar_matcher *gmat = NULL;
     int32_t *ids = NULL, *pos = NULL, *seq = NULL, *out = NULL;
     float *logits = NULL;
     okv_model *m = cli_load_model(cmd, model, window, &rc);
@@ -277,6 +293,42 @@ int cmd_run(int argc, char **argv) {
     if (!(smp = okv_sampler_create(&sp, n_vocab, &err))) {
         cli_error(cmd, "sampler: %s", err.message);
         goto done;
+    }
+    if (grammar_file || json_schema) {
+        /* The GBNF: the file's text, or the schema's conversion. */
+        char *gbnf = NULL;
+        if (grammar_file) {
+            FILE *gf = fopen(grammar_file, "rb");
+            long sz = -1;
+            if (gf && fseek(gf, 0, SEEK_END) == 0) sz = ftell(gf);
+            if (gf && sz >= 0 && fseek(gf, 0, SEEK_SET) == 0 && (gbnf = malloc((size_t)sz + 1)) &&
+                fread(gbnf, 1, (size_t)sz, gf) == (size_t)sz) {
+                gbnf[sz] = '\0';
+            } else {
+                cli_error(cmd, "--grammar-file '%s': %s", grammar_file, gf ? "cannot read it" : strerror(errno));
+                free(gbnf);
+                gbnf = NULL;
+            }
+            if (gf) fclose(gf);
+        } else if (!(gbnf = okv_json_schema_to_gbnf(json_schema, strlen(json_schema), &err))) {
+            cli_error(cmd, "--json-schema: %s", err.message);
+        }
+        if (!gbnf) {
+            rc = CLI_USAGE;
+            goto done;
+        }
+        gram = okv_grammar_parse(gbnf, strlen(gbnf), NULL, &err);
+        free(gbnf);
+        if (!gram) {
+            cli_error(cmd, "%s: %s", grammar_file ? grammar_file : "--json-schema", err.message);
+            rc = CLI_USAGE;
+            goto done;
+        }
+        if (!(gvoc = okv_grammar_vocab_create(tok, NULL, 0, &err)) || !(gmat = okv_grammar_matcher_create(gram, &err)) ||
+            okv_sampler_set_grammar(smp, gmat, gvoc, &err) != OKV_OK) {
+            cli_error(cmd, "grammar: %s", err.message);
+            goto done;
+        }
     }
     logits = malloc((size_t)n_vocab * sizeof *logits);
     pos = malloc((size_t)okv_context_max_write(ctx) * sizeof *pos);
@@ -384,6 +436,14 @@ int cmd_run(int argc, char **argv) {
     } else {
         while (n_gen < n_predict) {
             int32_t id = okv_sampler_sample(smp, logits);
+            if (id < 0) {
+                stop = "the grammar allows no token of the vocabulary here";
+                break;
+            }
+            if (gmat && okv_sampler_accept(smp, id, &err) != OKV_OK) {
+                cli_error(cmd, "grammar: %s", err.message);
+                goto done;
+            }
             seq[n_seq++] = id;
             if (id == eos) {
                 stop = "end of sequence";
@@ -448,6 +508,9 @@ done:
     free(out);
     okv_speculator_free(spc);
     okv_sampler_free(smp);
+    okv_grammar_matcher_free(gmat);
+    okv_grammar_vocab_free(gvoc);
+    okv_grammar_free(gram);
     okv_context_free(dctx);
     okv_context_free(ctx);
     okv_model_free(dm);

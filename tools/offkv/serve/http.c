@@ -216,7 +216,9 @@ typedef struct call {
     char *out;
     size_t n_out, off, cap;
     bool role_sent[SRV_MAX_PROMPTS], done;
-    srv_chat_stream cs; /* chat: the answer's parse (tool calls, reasoning) */
+    int32_t top_logprobs;           /* -1: no logprobs */
+    size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
+    srv_chat_stream cs[SRV_MAX_PROMPTS]; /* chat: each choice's answer's parse (tool calls, reasoning) */
 } call;
 
 static void call_free(call *k) {
@@ -225,7 +227,7 @@ static void call_free(call *k) {
         free(k->text[i]);
     }
     free(k->out);
-    srv_chat_stream_free(&k->cs);
+    for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
     atomic_fetch_sub(&k->srv->n_calls, 1);
     free(k);
 }
@@ -305,6 +307,16 @@ static bool append_text(char **buf, size_t *n, size_t *cap, const char *s, size_
     return true;
 }
 
+/* Choice i's logprobs made since the last call (JSON null when not asked). */
+static cJSON *choice_logprobs(call *k, int i) {
+    if (k->top_logprobs < 0) return cJSON_CreateNull();
+    srv_logprob *lp = NULL;
+    const size_t n = srv_job_logprobs(k->srv->sched, k->jobs[i], &k->lp_consumed[i], &lp);
+    cJSON *j = srv_logprobs_json(okv_model_tokenizer(k->srv->model), k->kind, lp, n, &k->lp_offset[i]);
+    free(lp);
+    return j ? j : cJSON_CreateNull();
+}
+
 /* Waits for every job to end, then answers with the whole text. */
 static enum MHD_Result answer_plain(call *k) {
     server *srv = k->srv;
@@ -354,12 +366,12 @@ static enum MHD_Result answer_plain(call *k) {
         cJSON_AddNumberToObject(ch, "index", i);
         bool called = false;
         if (k->kind == SRV_CHAT) {
-            cJSON *m = srv_chat_message(&k->cs, k->text[i] ? k->text[i] : "", &called);
+            cJSON *m = srv_chat_message(&k->cs[i], k->text[i] ? k->text[i] : "", &called);
             if (m) cJSON_AddItemToObject(ch, "message", m);
         } else {
             cJSON_AddStringToObject(ch, "text", k->text[i] ? k->text[i] : "");
         }
-        cJSON_AddNullToObject(ch, "logprobs");
+        cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
         cJSON_AddStringToObject(ch, "finish_reason", called ? "tool_calls" : finish_name(k->fin[i]));
         cJSON_AddItemToArray(choices, ch);
     }
@@ -390,7 +402,7 @@ static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fi
     if (k->kind == SRV_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(ch, "delta");
         bool any = false;
-        if (!srv_chat_stream_feed(&k->cs, text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any)) {
+        if (!srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any)) {
             cJSON_Delete(ch);
             cJSON_Delete(r);
             return false;
@@ -407,11 +419,11 @@ static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fi
     } else {
         cJSON_AddStringToObject(ch, "text", text ? text : "");
     }
-    cJSON_AddNullToObject(ch, "logprobs");
+    cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
     if (fin == SRV_RUNNING) cJSON_AddNullToObject(ch, "finish_reason");
     else
         cJSON_AddStringToObject(ch, "finish_reason",
-                                k->kind == SRV_CHAT && srv_chat_stream_called(&k->cs) ? "tool_calls" : finish_name(fin));
+                                k->kind == SRV_CHAT && srv_chat_stream_called(&k->cs[i]) ? "tool_calls" : finish_name(fin));
     cJSON_AddItemToArray(choices, ch);
     if (k->include_usage) cJSON_AddNullToObject(r, "usage");
     return sse(k, r);
@@ -591,6 +603,13 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     const int n_texts = kind == SRV_CHAT ? 1 : req.n_prompts;
     const char *param = kind == SRV_CHAT ? "messages" : "prompt";
     int status = 0;
+    k->top_logprobs = req.top_logprobs;
+    const int32_t n_vocab = okv_model_n_vocab(srv->model);
+    for (int32_t b = 0; b < req.n_bias && !status; b++)
+        if (req.bias_ids[b] >= n_vocab)
+            status = fail(srv, c, 400, "invalid_request_error", "logit_bias",
+                          "'logit_bias' names token %d; the vocabulary has %d tokens", (int)req.bias_ids[b],
+                          (int)n_vocab) == MHD_YES ? 1 : -1;
     for (int i = 0; i < n_texts && !status; i++) {
         char *rendered = NULL;
         const char *text;
@@ -601,7 +620,10 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                 break;
             }
             okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
-            srv_chat_stream_init(&k->cs, &syn, &req, (uint64_t)k->created * 0x9e3779b97f4a7c15ull ^ atomic_load(&srv->next_id));
+            /* One parse per choice: n answers stream side by side. */
+            for (int c2 = 0; c2 < req.n && c2 < SRV_MAX_PROMPTS; c2++)
+                srv_chat_stream_init(&k->cs[c2], &syn, &req,
+                                     ((uint64_t)k->created * 0x9e3779b97f4a7c15ull ^ atomic_load(&srv->next_id)) + (uint64_t)c2);
             text = srv_chat_model_text(srv->chat, rendered);
         } else {
             text = req.prompts[i];
@@ -623,28 +645,35 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             break;
         }
         static atomic_uint_fast64_t seed_counter;
+        const int nf = req.n;
         srv_job_params p = {
             .prompt = ids,
             .n_prompt = (int32_t)n,
             .max_tokens = req.max_tokens,
             .sampling = {.temperature = req.temperature, .top_k = req.top_k, .top_p = req.top_p,
-                         .seed = req.has_seed ? req.seed + (uint64_t)i
+                         .seed = req.has_seed ? req.seed + (uint64_t)i * (uint64_t)nf
                                               : (uint64_t)time(NULL) * 6364136223846793005ull +
-                                                    atomic_fetch_add(&seed_counter, 1)},
+                                                    atomic_fetch_add(&seed_counter, (uint64_t)nf)},
             .stops = req.stops,
             .n_stops = req.n_stops,
             .ignore_eos = req.ignore_eos,
-            .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs),
+            .controls = req.controls,
+            .bias_ids = req.bias_ids,
+            .bias = req.bias,
+            .n_bias = req.n_bias,
+            .grammar = req.grammar,
+            .top_logprobs = req.top_logprobs,
+            .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
             /* The hook for constrained tool calls (the grammar's part of
              * issue 17): with req.tool_choice REQUIRED or NAMED, a grammar
-             * of the call format (okv_chat_tool_call_opener(k->cs.syn.format))
+             * of the call format (okv_chat_tool_call_opener(k->cs[0].syn.format))
              * with req.tools_json's schemas as arguments goes here, forced
              * from the first token; with AUTO, lazily from the opener on. */
         };
         bool busy = false;
-        k->jobs[i] = srv_submit(srv->sched, &p, &busy);
+        const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy);
         free(ids);
-        if (!k->jobs[i]) {
+        if (!ok) {
             status = (busy ? fail(srv, c, 503, "server_busy", NULL,
                                   "every sequence is busy and the queue is full: try again later")
                            : fail(srv, c, 500, "server_error", NULL, "out of memory for the request")) == MHD_YES
@@ -652,7 +681,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                          : -1;
             break;
         }
-        k->n = i + 1;
+        k->n = (i + 1) * nf;
     }
     const bool stream = req.stream;
     srv_request_clear(&req);
@@ -769,6 +798,24 @@ nomem:
     return fail(srv, c, 500, "server_error", NULL, "out of memory for the metrics");
 }
 
+/* /tokenize, /detokenize (r 6, 7) and /props (r 8), shaped in tokens.c. */
+static enum MHD_Result token_route(server *srv, struct MHD_Connection *c, int r, const conn_ctx *cc) {
+    const okv_tokenizer *tok = okv_model_tokenizer(srv->model);
+    srv_fail f = {0};
+    char *answer;
+    if (r == 8) {
+        const srv_props p = {.tok = tok, .model_path = srv->cfg->model_path, .model_name = srv->model_name,
+                             .chat_template = srv_chat_source(srv->chat), .build_info = "offkv",
+                             .n_ctx = srv_sched_capacity(srv->sched), .total_slots = srv->cfg->sched.n_parallel};
+        if (!(answer = srv_props_answer(&p))) return fail(srv, c, 500, "server_error", NULL, "out of memory");
+    } else {
+        const char *body = cc->body ? cc->body : "";
+        answer = r == 6 ? srv_tokenize_answer(tok, body, cc->n, &f) : srv_detokenize_answer(tok, body, cc->n, &f);
+        if (!answer) return send_error(srv, c, &f);
+    }
+    return send_owned(srv, c, 200, "application/json", answer, strlen(answer));
+}
+
 /* Compares without stopping at the first difference, so the time an answer
  * takes says nothing about how much of the key was right. */
 static bool key_ok(const char *got, const char *want) {
@@ -786,6 +833,7 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
         bool post;
     } routes[] = {{"/", false},        {"/health", false},          {"/metrics", false},
                   {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true},
+                  {"/tokenize", true},   {"/detokenize", true},        {"/props", false},
                   {"/apply-template", true}};
     /* An absolute-form target (RFC 9112 3.2.2, "POST http://host/v1/..."),
      * as proxies send, names the same resource as its path. */
@@ -827,7 +875,8 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
     if (cc->too_big)
         return fail(srv, c, 413, "invalid_request_error", NULL, "the body is larger than the server's %zu bytes (--max-body)",
                     srv->cfg->max_body);
-    if (r == 6) return apply_template(srv, c, cc);
+    if (r == 9) return apply_template(srv, c, cc);
+    if (r >= 6) return token_route(srv, c, r, cc);
     return completions(srv, c, r == 4 ? SRV_CHAT : SRV_COMPLETION, cc);
 }
 

@@ -1,8 +1,10 @@
 /* Request bodies, parsed by cJSON and checked field by field.  Whatever a
  * client sends ends here as either a complete srv_request or a 400 that
- * names the field; fields OpenAI defines that offkv does not use
- * (presence_penalty, user, logit_bias, ...) are accepted and ignored, as the
- * official clients send some of them by default. */
+ * names the field; fields offkv does not know (user, metadata, ...) are
+ * ignored, as OpenAI ignores them and the official clients send some by
+ * default.  Constrained output (response_format, llama.cpp's grammar and
+ * json_schema) becomes GBNF here, so a schema offkv cannot honour is a 400
+ * naming the keyword before anything runs. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "offkv/grammar.h"
 #include "serve.h"
 
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...) {
@@ -48,6 +51,9 @@ void srv_request_clear(srv_request *r) {
     for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i]);
     free(r->prompts);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->bias_ids);
+    free(r->bias);
+    free(r->grammar);
     srv_chat_request_clear(r);
     memset(r, 0, sizeof *r);
 }
@@ -227,6 +233,35 @@ static bool parse_stop(const cJSON *root, srv_request *r, srv_fail *f) {
     return true;
 }
 
+/* logit_bias: {"token id": bias, ...} (OpenAI), a bias false bans the
+ * token (llama.cpp). */
+static bool parse_logit_bias(const cJSON *root, srv_request *r, srv_fail *f) {
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (!lb || cJSON_IsNull(lb)) return true;
+    if (!cJSON_IsObject(lb)) return bad(f, "logit_bias", "'logit_bias' must be an object of token ids to numbers");
+    const int n = cJSON_GetArraySize(lb);
+    if (n > 1024) return bad(f, "logit_bias", "'logit_bias' holds %d entries, more than 1024", n);
+    if (n == 0) return true;
+    r->bias_ids = malloc((size_t)n * sizeof *r->bias_ids);
+    r->bias = malloc((size_t)n * sizeof *r->bias);
+    if (!r->bias_ids || !r->bias) return bad(f, "logit_bias", "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lb) {
+        char *end = NULL;
+        const long id = e->string ? strtol(e->string, &end, 10) : -1;
+        if (!e->string || !e->string[0] || *end || id < 0 || id > INT32_MAX)
+            return bad(f, "logit_bias", "'logit_bias' key '%.40s' is not a token id", e->string ? e->string : "");
+        float b;
+        if (cJSON_IsFalse(e)) b = -INFINITY;
+        else if (cJSON_IsNumber(e) && isfinite(e->valuedouble) && e->valuedouble >= -100 && e->valuedouble <= 100)
+            b = (float)e->valuedouble;
+        else return bad(f, "logit_bias", "'logit_bias' of token %ld must be a number in -100..100 (or false)", id);
+        r->bias_ids[r->n_bias] = (int32_t)id;
+        r->bias[r->n_bias++] = b;
+    }
+    return true;
+}
+
 /* cJSON turns an escaped \u0000 into a NUL that ends its C string, so a
  * text holding one would be cut there without a word.  This scan of the
  * (already parsed, so well-formed) body finds such an escape in any string
@@ -273,6 +308,128 @@ static bool no_nul(const char *body, size_t len, srv_fail *f) {
         }
     }
     return true;
+}
+
+/* Keeps GBNF text as the request's grammar, after checking that it parses;
+ * param names the field it came from. */
+static bool set_grammar(srv_request *r, char *gbnf, const char *param, srv_fail *f) {
+    if (!gbnf) return bad(f, param, "out of memory");
+    okv_error err;
+    okv_grammar *g = okv_grammar_parse(gbnf, strlen(gbnf), NULL, &err);
+    if (!g) {
+        free(gbnf);
+        return bad(f, param, "'%s': %s", param, err.message);
+    }
+    okv_grammar_free(g);
+    r->grammar = gbnf;
+    return true;
+}
+
+static bool schema_grammar(srv_request *r, const cJSON *schema, const char *param, srv_fail *f) {
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) return bad(f, param, "'%s' must be a JSON Schema object", param);
+    char *text = cJSON_PrintUnformatted(schema);
+    if (!text) return bad(f, param, "out of memory");
+    okv_error err;
+    char *gbnf = okv_json_schema_to_gbnf(text, strlen(text), &err);
+    free(text);
+    if (!gbnf) return bad(f, param, "'%s': %s", param, err.message);
+    return set_grammar(r, gbnf, param, f);
+}
+
+/* response_format, llama.cpp's grammar and json_schema: at most one. */
+static bool parse_constraint(const cJSON *root, srv_request *r, srv_fail *f) {
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format"),
+                *gr = cJSON_GetObjectItemCaseSensitive(root, "grammar"),
+                *js = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    if (rf && cJSON_IsNull(rf)) rf = NULL;
+    if (gr && cJSON_IsNull(gr)) gr = NULL;
+    if (js && cJSON_IsNull(js)) js = NULL;
+    if (!!rf + !!gr + !!js > 1) {
+        /* A "text" response_format constrains nothing, so it may come with a grammar. */
+        const cJSON *t = rf ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!(rf && cJSON_IsString(t) && strcmp(t->valuestring, "text") == 0 && !!gr + !!js == 1))
+            return bad(f, gr ? "grammar" : "json_schema", "give at most one of 'response_format', 'grammar' and 'json_schema'");
+        rf = NULL;
+    }
+    if (gr) {
+        if (!cJSON_IsString(gr)) return bad(f, "grammar", "'grammar' must be a string (GBNF)");
+        char *g = NULL;
+        if (!take_string(gr, "grammar", &g, f)) return false;
+        if (!g[0]) {
+            free(g);
+            return true;
+        }
+        return set_grammar(r, g, "grammar", f);
+    }
+    if (js) return schema_grammar(r, js, "json_schema", f);
+    if (!rf) return true;
+    if (!cJSON_IsObject(rf)) return bad(f, "response_format", "'response_format' must be an object");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    if (!cJSON_IsString(type)) return bad(f, "response_format", "'response_format.type' must be a string");
+    if (strcmp(type->valuestring, "text") == 0) return true;
+    if (strcmp(type->valuestring, "json_object") == 0) {
+        /* llama.cpp also takes a schema here. */
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(rf, "schema");
+        if (sc && !cJSON_IsNull(sc)) return schema_grammar(r, sc, "response_format", f);
+        return set_grammar(r, strdup(okv_gbnf_json_object()), "response_format", f);
+    }
+    if (strcmp(type->valuestring, "json_schema") == 0) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+        if (!cJSON_IsObject(o)) return bad(f, "response_format", "'response_format.json_schema' must be an object");
+        const cJSON *strict = cJSON_GetObjectItemCaseSensitive(o, "strict");
+        if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict))
+            return bad(f, "response_format", "'response_format.json_schema.strict' must be true or false");
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "schema");
+        /* strict or not, the output follows the schema: offkv has no looser mode. */
+        if (!sc || cJSON_IsNull(sc)) {
+            cJSON *any = cJSON_CreateObject();
+            bool ok = any && schema_grammar(r, any, "response_format", f);
+            cJSON_Delete(any);
+            return any ? ok : bad(f, "response_format", "out of memory");
+        }
+        return schema_grammar(r, sc, "response_format", f);
+    }
+    return bad(f, "response_format", "'response_format.type' must be text, json_object or json_schema, not '%.40s'",
+               type->valuestring);
+}
+
+/* Sampling controls beyond temperature / top_k / top_p. */
+static bool parse_controls(const cJSON *root, srv_request *r, srv_fail *f) {
+    bool given;
+    double x;
+    r->controls.penalty_last_n = 64; /* llama.cpp server's repeat_last_n */
+    if (!get_number(root, "presence_penalty", -2, 2, false, &given, &x, f)) return false;
+    if (given) r->controls.presence_penalty = (float)x;
+    if (!get_number(root, "frequency_penalty", -2, 2, false, &given, &x, f)) return false;
+    if (given) r->controls.frequency_penalty = (float)x;
+    if (!get_number(root, "repeat_penalty", 0, 100, false, &given, &x, f)) return false;
+    if (given) r->controls.repeat_penalty = (float)x;
+    if (!get_number(root, "repeat_last_n", -1, 1 << 30, true, &given, &x, f)) return false;
+    if (given) r->controls.penalty_last_n = (int32_t)x;
+    if (!get_number(root, "min_p", 0, 1, false, &given, &x, f)) return false;
+    if (given) r->controls.min_p = (float)x;
+    if (!parse_logit_bias(root, r, f)) return false;
+    /* logprobs: chat takes true / false and top_logprobs 0..20; the legacy
+     * completions endpoint takes the number of alternatives, 0..5. */
+    r->top_logprobs = -1;
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (lp && !cJSON_IsNull(lp)) {
+        if (r->kind == SRV_CHAT) {
+            if (!cJSON_IsBool(lp)) return bad(f, "logprobs", "'logprobs' must be true or false");
+            if (cJSON_IsTrue(lp)) r->top_logprobs = 0;
+        } else {
+            if (!get_number(root, "logprobs", 0, 5, true, &given, &x, f)) return false;
+            r->top_logprobs = (int32_t)x;
+        }
+    }
+    if (r->kind == SRV_CHAT) {
+        if (!get_number(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, true, &given, &x, f)) return false;
+        if (given) {
+            if (r->top_logprobs < 0) return bad(f, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            r->top_logprobs = (int32_t)x;
+        }
+    }
+    return parse_constraint(root, r, f);
 }
 
 /* A key given twice in one object: cJSON keeps both and lookups see the
@@ -361,10 +518,14 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         r->has_seed = true;
         r->seed = (uint64_t)(int64_t)x;
     }
-    if (!get_number(root, "n", 1, 1, true, &given, &x, f)) {
-        bad(f, "n", "'n' must be 1: offkv makes one choice per prompt");
+    r->n = 1;
+    if (!get_number(root, "n", 1, SRV_MAX_PROMPTS, true, &given, &x, f)) goto out;
+    if (given) r->n = (int32_t)x;
+    if (r->n * (kind == SRV_CHAT ? 1 : r->n_prompts) > SRV_MAX_PROMPTS) {
+        bad(f, "n", "'n' %d times %d prompts is more than %d choices", (int)r->n, r->n_prompts, SRV_MAX_PROMPTS);
         goto out;
     }
+    if (!parse_controls(root, r, f)) goto out;
     if (!parse_stop(root, r, f)) goto out;
     if (!get_bool(root, "stream", &r->stream, f)) goto out;
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, f)) goto out;

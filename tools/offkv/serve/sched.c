@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "offkv/batch.h"
+#include "offkv/grammar.h"
 #include "offkv/threads.h"
 #include "offkv/tokenizer.h"
 #include "serve.h"
@@ -40,6 +41,8 @@ struct srv_job {
     bool special;                   /* control tokens come out as their text (tool-call markup) */
     char *stops[SRV_MAX_STOPS];
     int n_stops;
+    int32_t top_logprobs;           /* -1: none */
+    srv_job *leader;                /* forks: the job whose prompt cache this one copies (a reference) */
 
     /* Shared with the submitter, under the mutex. */
     bool cancelled;
@@ -52,9 +55,14 @@ struct srv_job {
     bool admitted;                  /* has had a sequence (a shutdown then cuts it, not refuses it) */
     double t_submit, t_admit, t_first, t_done;
     char error[256];
+    bool prefilled;                 /* the prompt is in a cache (forks may copy it now) */
+    srv_logprob *lps;               /* one per generated token, when asked */
+    size_t n_lps, cap_lps;
 
     /* The worker's alone. */
     okv_sampler *sampler;
+    okv_grammar *grammar;
+    okv_grammar_matcher *gm;
     okv_detok_stream us;
     char *held;                     /* text that may be the start of a stop string */
     size_t n_held, cap_held;
@@ -84,6 +92,8 @@ struct srv_sched {
     okv_batch_seq *seqs;
     int32_t *eog;                   /* tokens that end a turn */
     int n_eog, cap_eog;
+    pthread_mutex_t gv_mu;          /* guards gv's creation */
+    okv_grammar_vocab *gv;          /* the vocabulary's trie, made for the first grammar; ends at eog */
 
     pthread_mutex_t mu;
     pthread_cond_t work;
@@ -113,14 +123,20 @@ static void job_free(srv_job *j) {
     free(j->text);
     free(j->ends);
     free(j->held);
+    free(j->lps);
     okv_sampler_free(j->sampler);
+    okv_grammar_matcher_free(j->gm);
+    okv_grammar_free(j->grammar);
     pthread_cond_destroy(&j->cv);
     free(j);
 }
 
 /* Drops one reference; the mutex is held. */
 static void job_unref(srv_job *j) {
-    if (--j->refs == 0) job_free(j);
+    if (--j->refs == 0) {
+        if (j->leader) job_unref(j->leader);
+        job_free(j);
+    }
 }
 
 /* Ends a job as it stands; the mutex is held. */
@@ -198,6 +214,7 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
     s->cfg = *cfg;
     s->n_vocab = okv_model_n_vocab(model);
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->gv_mu, NULL);
     pthread_cond_init(&s->work, NULL);
     s->stats.n_parallel = cfg->n_parallel;
     if (!find_eog(s)) goto nomem;
@@ -290,13 +307,27 @@ void srv_sched_free(srv_sched *s) {
     free(s->eog);
     okv_batch_free(s->batch);
     okv_threadpool_free(s->pool);
+    okv_grammar_vocab_free(s->gv);
+    pthread_mutex_destroy(&s->gv_mu);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
-srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
-    *busy = false;
+/* The vocabulary's trie for grammars, made by the first request with one
+ * (a 150 k-token vocabulary's takes tens of MB and 0.2 s: servers that
+ * never see a grammar never pay); NULL with err filled when it cannot be. */
+static const okv_grammar_vocab *grammar_vocab(srv_sched *s, okv_error *err) {
+    pthread_mutex_lock(&s->gv_mu);
+    if (!s->gv) s->gv = okv_grammar_vocab_create(s->tok, s->eog, s->n_eog, err);
+    const okv_grammar_vocab *v = s->gv;
+    pthread_mutex_unlock(&s->gv_mu);
+    return v;
+}
+
+/* A job as asked, not yet queued; NULL when out of memory or a setting
+ * the sampler refuses (err says which). */
+static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, okv_error *err) {
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     pthread_cond_init(&j->cv, NULL);
@@ -304,34 +335,84 @@ srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->ignore_eos = p->ignore_eos;
+    j->top_logprobs = p->top_logprobs > SRV_MAX_TOP_LOGPROBS ? SRV_MAX_TOP_LOGPROBS : p->top_logprobs;
     j->special = p->special;
     j->t_submit = srv_now();
-    okv_error err = {0};
+    okv_sampler_params sp = p->sampling;
+    sp.seed = seed;
     bool ok = (j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt)) != NULL &&
-              (j->sampler = okv_sampler_create(&p->sampling, s->n_vocab, &err)) != NULL;
+              (j->sampler = okv_sampler_create(&sp, s->n_vocab, err)) != NULL &&
+              okv_sampler_set_controls(j->sampler, &p->controls, err) == OKV_OK &&
+              okv_sampler_set_logit_bias(j->sampler, p->bias_ids, p->bias, p->n_bias, err) == OKV_OK;
+    if (ok && p->grammar) {
+        ok = (j->grammar = okv_grammar_parse(p->grammar, strlen(p->grammar), NULL, err)) != NULL &&
+             (j->gm = okv_grammar_matcher_create(j->grammar, err)) != NULL &&
+             okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, err), err) == OKV_OK;
+    }
     for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;
     if (!ok) {
         job_free(j);
         return NULL;
     }
     memcpy(j->prompt, p->prompt, (size_t)p->n_prompt * sizeof *j->prompt);
-    pthread_mutex_lock(&s->mu);
-    /* A request waits only when no sequence is free now and the queue has room. */
-    const int32_t free_slots = s->cfg.n_parallel - s->n_active;
-    if (s->stopping || s->n_queued >= free_slots + s->cfg.n_queue) {
-        pthread_mutex_unlock(&s->mu);
-        job_free(j);
-        *busy = true;
-        return NULL;
+    return j;
+}
+
+bool srv_submit_forks(srv_sched *s, const srv_job_params *p, int n, srv_job **jobs, bool *busy) {
+    *busy = false;
+    okv_error err = {0};
+    for (int i = 0; i < n; i++) jobs[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!(jobs[i] = job_make(s, p, p->sampling.seed + (uint64_t)i, &err))) {
+            for (int k = 0; k < i; k++) job_free(jobs[k]);
+            for (int k = 0; k < n; k++) jobs[k] = NULL;
+            return false;
+        }
+        if (i > 0) {
+            jobs[i]->leader = jobs[0];
+            jobs[0]->refs++;
+        }
     }
-    if (s->q_tail) s->q_tail->next = j;
-    else s->q_head = j;
-    s->q_tail = j;
-    s->n_queued++;
-    s->stats.prompt_tokens += (uint64_t)p->n_prompt;
+    pthread_mutex_lock(&s->mu);
+    /* Requests wait only when no sequence is free now and the queue has room. */
+    const int32_t free_slots = s->cfg.n_parallel - s->n_active;
+    if (s->stopping || s->n_queued + n > free_slots + s->cfg.n_queue) {
+        pthread_mutex_unlock(&s->mu);
+        for (int k = n - 1; k >= 0; k--) job_free(jobs[k]);
+        for (int k = 0; k < n; k++) jobs[k] = NULL;
+        *busy = true;
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        srv_job *j = jobs[i];
+        if (s->q_tail) s->q_tail->next = j;
+        else s->q_head = j;
+        s->q_tail = j;
+        s->n_queued++;
+        s->stats.prompt_tokens += (uint64_t)p->n_prompt;
+    }
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
-    return j;
+    return true;
+}
+
+srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
+    srv_job *j = NULL;
+    return srv_submit_forks(s, p, 1, &j, busy) ? j : NULL;
+}
+
+size_t srv_job_logprobs(srv_sched *s, srv_job *j, size_t *consumed, srv_logprob **out) {
+    *out = NULL;
+    pthread_mutex_lock(&s->mu);
+    size_t n = j->n_lps > *consumed ? j->n_lps - *consumed : 0;
+    if (n && (*out = malloc(n * sizeof **out))) {
+        memcpy(*out, j->lps + *consumed, n * sizeof **out);
+        *consumed += n;
+    } else {
+        n = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 void srv_job_cancel(srv_sched *s, srv_job *j) {
@@ -440,9 +521,20 @@ void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st) {
  * prefix with its prompt (ties: the one used longest ago), rewinds that
  * cache to keep the shared part and leaves the rest of the prompt to
  * prefill.  The mutex is held; the caches are the worker's. */
+static bool waits_for_leader(const srv_job *j) {
+    return j->leader && j->leader->finish == SRV_RUNNING && !j->leader->prefilled;
+}
+
 static void admit(srv_sched *s) {
-    while (s->q_head && s->n_active < s->cfg.n_parallel) {
-        srv_job *j = s->q_head;
+    while (s->n_active < s->cfg.n_parallel) {
+        /* The first job that may start: forks wait for their leader's
+         * prompt, then copy its cache (fork_followers). */
+        srv_job *j = s->q_head, *prev = NULL;
+        while (j && waits_for_leader(j)) {
+            prev = j;
+            j = j->next;
+        }
+        if (!j) break;
         int best = -1;
         int32_t best_lcp = -1;
         for (int32_t i = 0; i < s->cfg.n_parallel; i++) {
@@ -456,8 +548,9 @@ static void admit(srv_sched *s) {
             }
         }
         slot *sl = &s->slots[best];
-        s->q_head = j->next;
-        if (!s->q_head) s->q_tail = NULL;
+        if (prev) prev->next = j->next;
+        else s->q_head = j->next;
+        if (s->q_tail == j) s->q_tail = prev;
         j->next = NULL;
         s->n_queued--;
         s->n_active++;
@@ -545,6 +638,7 @@ typedef struct item {
     int32_t *positions;
     int32_t n;
     bool want_logits;
+    bool prefill_done;              /* this step finished the prompt */
     okv_status st;
     char error[256];
 } item;
@@ -600,6 +694,8 @@ typedef struct outcome {
     size_t n, cap;
     srv_finish finish;
     bool made_token;                /* sampled a token that is not end-of-generation */
+    bool has_lp;
+    srv_logprob lp;
     char error[256];
 } outcome;
 
@@ -608,6 +704,25 @@ typedef struct outcome {
 static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
     const int32_t id = okv_sampler_sample(j->sampler, sl->logits);
     bool oom = false;
+    okv_error aerr = {0};
+    if (id < 0) {
+        /* Only a grammar refuses every token (one no token can continue). */
+        o->finish = SRV_FINISH_ERROR;
+        snprintf(o->error, sizeof o->error, "the grammar allows no token of the vocabulary here");
+        return;
+    }
+    if (okv_sampler_accept(j->sampler, id, &aerr) != OKV_OK) {
+        o->finish = SRV_FINISH_ERROR;
+        snprintf(o->error, sizeof o->error, "sampler: %.200s", aerr.message);
+        return;
+    }
+    if (j->top_logprobs >= 0 && (j->ignore_eos || !is_eog(s, id))) {
+        /* Before sampling: the model's own distribution (OpenAI's logprobs). */
+        o->has_lp = true;
+        o->lp.id = id;
+        o->lp.n_top = okv_logprobs(sl->logits, s->n_vocab, id, j->top_logprobs, &o->lp.logprob, o->lp.top_ids,
+                                   o->lp.top_logprobs);
+    }
     if (!j->ignore_eos && is_eog(s, id)) {
         o->finish = SRV_FINISH_STOP;
     } else {
@@ -654,6 +769,100 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
     if (oom) {
         o->finish = SRV_FINISH_ERROR;
         snprintf(o->error, sizeof o->error, "out of memory for the generated text");
+    }
+}
+
+/* Hands a step's outcome to its job (text, token count, the end); the
+ * mutex is held. */
+static void apply_outcome(srv_sched *s, slot *sl, outcome *o) {
+    srv_job *j = sl->job;
+    if (o->n) {
+        char *ends = (char *)j->ends;
+        if (grow(&j->text, &j->cap_text, j->n_text + o->n + 1) &&
+            grow(&ends, &j->cap_ends, (j->n_ends + 1) * sizeof *j->ends)) {
+            j->ends = (size_t *)ends;
+            memcpy(j->text + j->n_text, o->text, o->n);
+            j->n_text += o->n;
+            j->ends[j->n_ends++] = j->n_text;
+        } else {
+            j->ends = (size_t *)ends;
+            o->finish = SRV_FINISH_ERROR;
+            snprintf(o->error, sizeof o->error, "out of memory for the generated text");
+        }
+    }
+    if (o->has_lp) {
+        char *lps = (char *)j->lps;
+        size_t cap = j->cap_lps * sizeof *j->lps;
+        if (grow(&lps, &cap, (j->n_lps + 1) * sizeof *j->lps)) {
+            j->lps = (srv_logprob *)lps;
+            j->cap_lps = cap / sizeof *j->lps;
+            j->lps[j->n_lps++] = o->lp;
+        } else {
+            o->finish = SRV_FINISH_ERROR;
+            snprintf(o->error, sizeof o->error, "out of memory for the logprobs");
+        }
+    }
+    if (o->made_token) {
+        if (j->n_gen == 0) j->t_first = srv_now() - j->t_submit;
+        j->n_gen++;
+        s->stats.generated_tokens++;
+    }
+    if (o->finish == SRV_FINISH_ERROR) snprintf(j->error, sizeof j->error, "%s", o->error);
+    if (o->finish != SRV_RUNNING) {
+        job_end(s, j, o->finish);
+        detach(s, sl);
+    } else {
+        pthread_cond_broadcast(&j->cv);
+    }
+}
+
+/* The leader's prompt is in its cache (and its first token sampled, not
+ * yet evaluated): each queued fork of it that finds a free sequence starts
+ * there as a copy of that cache and samples its own first token from the
+ * same logits.  A fork without a free sequence is admitted later as any
+ * job.  The mutex is held. */
+static void fork_followers(srv_sched *s, slot *src, const srv_job *lead) {
+    for (srv_job *q = s->q_head, *prev = NULL; q;) {
+        srv_job *next = q->next;
+        if (q->leader != lead || q->cancelled) {
+            prev = q;
+            q = next;
+            continue;
+        }
+        slot *dst = NULL;
+        for (int32_t i = 0; i < s->cfg.n_parallel && !dst; i++)
+            if (!s->slots[i].job && &s->slots[i] != src) dst = &s->slots[i];
+        if (!dst) break;
+        okv_error err = {0};
+        okv_cache *c = okv_cache_fork(src->cache, &err);
+        if (!c) break;
+        okv_cache_release(dst->cache);
+        dst->cache = c;
+        memcpy(dst->hist, src->hist, (size_t)src->n_hist * sizeof *dst->hist);
+        dst->n_hist = src->n_hist;
+        memcpy(dst->logits, src->logits, (size_t)s->n_vocab * sizeof *dst->logits);
+        if (prev) prev->next = next;
+        else s->q_head = next;
+        if (s->q_tail == q) s->q_tail = prev;
+        q->next = NULL;
+        s->n_queued--;
+        s->n_active++;
+        dst->job = q;
+        dst->n_hist_seen = dst->n_hist;
+        dst->n_prefilled = q->n_prompt;
+        dst->decoding = true;
+        dst->last_used = ++s->use_counter;
+        q->cached = q->n_prompt;
+        q->prefilled = true;
+        q->admitted = true;
+        q->t_admit = srv_now() - q->t_submit;
+        pthread_cond_broadcast(&q->cv);
+        s->stats.cached_tokens += (uint64_t)q->n_prompt;
+        outcome o = {.finish = SRV_RUNNING};
+        after_eval(s, dst, q, &o);
+        apply_outcome(s, dst, &o);
+        free(o.text);
+        q = next;
     }
 }
 
@@ -744,6 +953,7 @@ static void *worker_main(void *arg) {
             o->n = 0;
             o->finish = SRV_RUNNING;
             o->made_token = false;
+            o->has_lp = false;
             if (it->st != OKV_OK) {
                 /* The cache is at most at the step's start: start the
                  * sequence afresh so that its history stays true. */
@@ -761,6 +971,7 @@ static void *worker_main(void *arg) {
                 sl->n_prefilled += it->n;
                 if (sl->n_prefilled < j->n_prompt) continue;
                 sl->decoding = true;
+                it->prefill_done = true;
             }
             after_eval(s, sl, j, o);
         }
@@ -771,34 +982,11 @@ static void *worker_main(void *arg) {
         for (int i = 0; i < n; i++) {
             slot *sl = items[i].sl;
             srv_job *j = sl->job;
-            outcome *o = &outs[i];
             if (j->finish != SRV_RUNNING) continue; /* ended meanwhile (shutdown): freed at the loop's top */
-            if (o->n) {
-                char *ends = (char *)j->ends;
-                if (grow(&j->text, &j->cap_text, j->n_text + o->n + 1) &&
-                    grow(&ends, &j->cap_ends, (j->n_ends + 1) * sizeof *j->ends)) {
-                    j->ends = (size_t *)ends;
-                    memcpy(j->text + j->n_text, o->text, o->n);
-                    j->n_text += o->n;
-                    j->ends[j->n_ends++] = j->n_text;
-                } else {
-                    j->ends = (size_t *)ends;
-                    o->finish = SRV_FINISH_ERROR;
-                    snprintf(o->error, sizeof o->error, "out of memory for the generated text");
-                }
-            }
-            if (o->made_token) {
-                if (j->n_gen == 0) j->t_first = srv_now() - j->t_submit;
-                j->n_gen++;
-                s->stats.generated_tokens++;
-            }
-            if (o->finish == SRV_FINISH_ERROR) snprintf(j->error, sizeof j->error, "%s", o->error);
-            if (o->finish != SRV_RUNNING) {
-                job_end(s, j, o->finish);
-                detach(s, sl);
-            } else {
-                pthread_cond_broadcast(&j->cv);
-            }
+            if (items[i].prefill_done) j->prefilled = true;
+            apply_outcome(s, sl, &outs[i]);
+            /* (The slot keeps its cache even when j ended at once.) */
+            if (items[i].prefill_done) fork_followers(s, sl, j);
         }
         cache_bytes(s, &s->stats.cache_flat_bytes, &s->stats.cache_ring_bytes);
         for (int i = 0; i < n; i++) items[i].sl->n_hist_seen = items[i].sl->n_hist;

@@ -51,6 +51,9 @@ void srv_chat_free(srv_chat *c);
  * whether a leading bos_token is left to the tokenizer. */
 void srv_chat_use_tokenizer(srv_chat *c, const okv_tokenizer *tok);
 
+/* The template's Jinja text ("" when none), for GET /props. */
+const char *srv_chat_source(const srv_chat *c);
+
 /* Where the template came from, for the start line. */
 const char *srv_chat_describe(const srv_chat *c);
 
@@ -62,7 +65,7 @@ okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt);
 
 /* ---- requests (request.c) ---- */
 
-enum { SRV_MAX_STOPS = 4, SRV_MAX_PROMPTS = 16 };
+enum { SRV_MAX_STOPS = 4, SRV_MAX_PROMPTS = 16, SRV_MAX_TOP_LOGPROBS = 20 };
 
 typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 } srv_kind;
 
@@ -81,6 +84,13 @@ typedef struct srv_request {
     int n_stops;
     bool stream, include_usage;
     bool ignore_eos;        /* llama.cpp's extension: generate through end-of-sequence tokens (benchmarks) */
+    int32_t n;              /* choices per prompt (forks of one prompt) */
+    okv_sampler_controls controls; /* min_p and the penalties */
+    int32_t n_bias;         /* logit_bias: token ids (checked against the vocabulary by the caller) */
+    int32_t *bias_ids;
+    float *bias;
+    char *grammar;          /* GBNF the output must follow (grammar, response_format, json_schema); NULL: none */
+    int32_t top_logprobs;   /* -1: no logprobs; else how many alternatives per token */
     /* chat: what the template sees (template.c) */
     char *messages_json;        /* the messages, arguments as objects */
     char *tools_json;           /* NULL: no tools */
@@ -214,6 +224,12 @@ typedef struct srv_job_params {
     char *const *stops;
     int n_stops;
     bool ignore_eos;
+    okv_sampler_controls controls;
+    const int32_t *bias_ids;
+    const float *bias;
+    int32_t n_bias;
+    const char *grammar;    /* GBNF (parsed per job); NULL: none */
+    int32_t top_logprobs;   /* -1: none */
     bool special;           /* control tokens come out as their text (the answer's markup is parsed) */
 } srv_job_params;
 
@@ -221,6 +237,25 @@ typedef struct srv_job_params {
  * sequence is busy and the queue is full or the server is stopping; NULL
  * with *busy false when out of memory.  The caller holds one reference. */
 srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy);
+
+/* Queues n jobs for one prompt (p->sampling.seed + i for job i): the
+ * first evaluates the prompt, the others start as forks of its cache once
+ * it has (okv_cache_fork), each then sampling on its own.  All or none are
+ * queued; false with *busy as srv_submit. */
+bool srv_submit_forks(srv_sched *s, const srv_job_params *p, int n, srv_job **jobs, bool *busy);
+
+/* One generated token's log-probabilities (before sampling). */
+typedef struct srv_logprob {
+    int32_t id;
+    float logprob;
+    int32_t n_top;
+    int32_t top_ids[SRV_MAX_TOP_LOGPROBS];
+    float top_logprobs[SRV_MAX_TOP_LOGPROBS];
+} srv_logprob;
+
+/* Copies the job's log-probability records after *consumed into a
+ * malloc'd *out (NULL when none) and advances *consumed; the count. */
+size_t srv_job_logprobs(srv_sched *s, srv_job *j, size_t *consumed, srv_logprob **out);
 
 /* Cancels the job (a client gone): it stops at the next step and frees its
  * sequence. */
@@ -270,6 +305,30 @@ typedef struct srv_sched_stats {
 } srv_sched_stats;
 
 void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st);
+
+/* ---- token-level answers (tokens.c) ---- */
+
+struct cJSON;
+
+/* OpenAI's logprobs object of a choice for n records: chat's {content,
+ * refusal} or the legacy completions' parallel arrays (text_offset counted
+ * from *text_offset, which advances). */
+struct cJSON *srv_logprobs_json(const okv_tokenizer *tok, srv_kind kind, const srv_logprob *lp, size_t n,
+                                size_t *text_offset);
+
+/* llama.cpp's POST /tokenize and /detokenize: the JSON answer (malloc'd),
+ * or NULL with *f filled (400 naming the field). */
+char *srv_tokenize_answer(const okv_tokenizer *tok, const char *body, size_t len, srv_fail *f);
+char *srv_detokenize_answer(const okv_tokenizer *tok, const char *body, size_t len, srv_fail *f);
+
+typedef struct srv_props {
+    const okv_tokenizer *tok;
+    const char *model_path, *model_name, *chat_template, *build_info;
+    int32_t n_ctx, total_slots;
+} srv_props;
+
+/* GET /props as llama.cpp answers it; malloc'd, NULL when out of memory. */
+char *srv_props_answer(const srv_props *p);
 
 /* The tokens that end a turn (EOS and the chat formats' end-of-turn
  * markers): their count, *ids pointing at them (valid while s lives). */

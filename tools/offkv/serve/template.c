@@ -187,6 +187,11 @@ void srv_chat_free(srv_chat *c) {
     free(c);
 }
 
+const char *srv_chat_source(const srv_chat *c) {
+    const char *t = c && c->tmpl ? okv_chat_template_source(c->tmpl) : NULL;
+    return t ? t : "";
+}
+
 const char *srv_chat_describe(const srv_chat *c) { return c->what; }
 
 /* Whether the template shows the model the tools (else the server tells

@@ -1,0 +1,147 @@
+/* offkv — constrained output: GBNF grammars, JSON Schema, and the token
+ * masks that keep a sampler inside them.
+ *
+ * A grammar is llama.cpp's GBNF: `name ::= alternatives` rules with string
+ * literals ("..." with \n \t \r \\ \" \xHH \uHHHH \UHHHHHHHH escapes), character
+ * classes ([a-z0-9_], [^"\\], with the same escapes), `.` (any character),
+ * rule references, groups ( ), alternation |, and the repetitions * + ? {m}
+ * {m,} {m,n}; `#` starts a comment.  Characters are Unicode code points and
+ * the text a grammar matches is UTF-8.  A parsed grammar (okv_grammar) is
+ * immutable and may be shared by any number of matchers and threads.
+ *
+ * A matcher (okv_grammar_matcher) is one position in one grammar: the set
+ * of parse stacks llama.cpp keeps, advanced byte by byte (a UTF-8 character
+ * may be split between tokens).  okv_grammar_vocab holds a vocabulary's
+ * token pieces as a byte trie so a whole vocabulary is masked in one walk
+ * that drops every subtree whose prefix the grammar already refuses. */
+#ifndef OFFKV_GRAMMAR_H
+#define OFFKV_GRAMMAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "offkv/status.h"
+#include "offkv/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_grammar okv_grammar;
+typedef struct okv_grammar_matcher okv_grammar_matcher;
+typedef struct okv_grammar_vocab okv_grammar_vocab;
+
+/* Parses len bytes of GBNF text whose start rule is `root` (NULL: "root").
+ * A syntax error, a reference to an undefined rule, a missing start rule or
+ * a left-recursive rule (one that can reach itself before reading a
+ * character, which would never terminate) is OKV_ERR_INVALID; the message
+ * gives the line and column and names the rule.  Returns NULL on error;
+ * free the grammar with okv_grammar_free. */
+okv_grammar *okv_grammar_parse(const char *text, size_t len, const char *root, okv_error *err);
+
+/* Frees a grammar.  NULL is a no-op.  Free its matchers first. */
+void okv_grammar_free(okv_grammar *g);
+
+/* Number of rules after parsing (repetitions and groups become rules of
+ * their own, as in llama.cpp).  0 for NULL. */
+int32_t okv_grammar_n_rules(const okv_grammar *g);
+
+/* Converts a JSON Schema (len bytes of JSON text) to GBNF text whose start
+ * rule is "root", the way llama.cpp's json_schema_to_grammar does:
+ * objects (properties in order, required first; additionalProperties
+ * false / true / a schema; absent means false as in llama.cpp), arrays
+ * (items, prefixItems, minItems, maxItems), enum, const, strings
+ * (minLength, maxLength, format date / time / date-time / uuid, pattern as
+ * an anchored ^...$ regular expression: literals, ., classes with \d \w \s,
+ * groups, |, * + ? {m,n}), integers and numbers with minimum / maximum /
+ * exclusiveMinimum / exclusiveMaximum (integer bounds), boolean, null,
+ * anyOf, oneOf, $ref to #/$defs/... or #/definitions/..., and type arrays.
+ * Annotations (title, description, $schema, $id, $comment, default,
+ * examples, deprecated, readOnly, writeOnly) are ignored; any other keyword
+ * is OKV_ERR_UNSUPPORTED naming it and its place in the schema, never a
+ * silent skip.  Invalid JSON is OKV_ERR_INVALID naming the offset.  The
+ * text follows JSON's own rules: whitespace between tokens is limited, as
+ * llama.cpp limits it, so a finite schema gives a finite language.
+ * Returns a NUL-terminated string the caller frees with free(), or NULL. */
+char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err);
+
+/* Converts n schemas into one GBNF text with n start rules, names[i] for
+ * schemas[i] (lens[i] bytes), and no "root": a caller embeds them in a
+ * grammar of its own, e.g. a tool call whose arguments follow the tool's
+ * schema (root ::= "{\"name\": \"get_weather\", \"arguments\": " get-weather "}").
+ * The primitives (space, string, value, ...) are shared; a name must be
+ * letters, digits and '-', none of the primitives' names nor "ref-...", and
+ * given once, else OKV_ERR_INVALID naming it; each schema's $ref resolves
+ * in that schema; errors as okv_json_schema_to_gbnf, the path beginning with
+ * the name.  Returns a string the caller frees with free(), or NULL. */
+char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size_t *lens, const char *const *names,
+                               okv_error *err);
+
+/* The GBNF of any JSON object (OpenAI's response_format "json_object"),
+ * start rule "root"; a static string. */
+const char *okv_gbnf_json_object(void);
+
+/* Builds the byte trie of a vocabulary's pieces (okv_tokenizer_token_to_piece
+ * without specials).  Tokens whose piece is empty (control tokens) are never
+ * allowed by a grammar, except the end tokens: end_ids[0..n_end) (NULL / 0:
+ * the tokenizer's EOS), allowed exactly when the grammar may stop.  The
+ * tokenizer is not kept.  Returns NULL on error; free with
+ * okv_grammar_vocab_free. */
+okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end,
+                                            okv_error *err);
+
+/* Frees a vocabulary trie.  NULL is a no-op. */
+void okv_grammar_vocab_free(okv_grammar_vocab *v);
+
+/* Number of tokens the vocabulary covers; 0 for NULL. */
+int32_t okv_grammar_vocab_n_tokens(const okv_grammar_vocab *v);
+
+/* Whether id is one of the vocabulary's end tokens. */
+bool okv_grammar_vocab_is_end(const okv_grammar_vocab *v, int32_t id);
+
+/* Creates a matcher at the start of g (g must outlive it).  NULL on
+ * error (memory); free with okv_grammar_matcher_free. */
+okv_grammar_matcher *okv_grammar_matcher_create(const okv_grammar *g, okv_error *err);
+
+/* Frees a matcher.  NULL is a no-op. */
+void okv_grammar_matcher_free(okv_grammar_matcher *m);
+
+/* A new matcher at m's position (for forks of one sequence).  NULL on
+ * error. */
+okv_grammar_matcher *okv_grammar_matcher_clone(const okv_grammar_matcher *m, okv_error *err);
+
+/* Back to the start of the grammar. */
+void okv_grammar_matcher_reset(okv_grammar_matcher *m);
+
+/* Advances over len bytes of UTF-8 text.  When the grammar refuses them
+ * (or they are not UTF-8), returns false and leaves m unchanged. */
+bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes, size_t len);
+
+/* Whether the text read so far is a whole sentence of the grammar (an end
+ * token may come now).  A character split between tokens is not whole. */
+bool okv_grammar_matcher_can_end(const okv_grammar_matcher *m);
+
+/* Whether nothing but the end may come (every parse is complete). */
+bool okv_grammar_matcher_must_end(const okv_grammar_matcher *m);
+
+/* Whether token id may come next: its piece continues the grammar, or it is
+ * an end token and the grammar may stop.  The position does not change
+ * (m is not const: the check uses m's scratch). */
+bool okv_grammar_matcher_allows(okv_grammar_matcher *m, const okv_grammar_vocab *v, int32_t id);
+
+/* Advances over token id (its piece, or nothing for an end token).  A
+ * token the matcher does not allow is OKV_ERR_INVALID naming it and leaves
+ * m unchanged. */
+okv_status okv_grammar_matcher_accept_token(okv_grammar_matcher *m, const okv_grammar_vocab *v, int32_t id,
+                                            okv_error *err);
+
+/* Sets allowed[i] (n_vocab bools, v's size) to whether token i may come
+ * next, in one walk over v's trie.  Masks of recent positions are kept (by
+ * the parse state), so a state seen again (inside a long string) costs a
+ * copy.  Returns the number of tokens allowed. */
+int32_t okv_grammar_matcher_mask(okv_grammar_matcher *m, const okv_grammar_vocab *v, bool *allowed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,406 @@
+/* GBNF grammars: the parser on good and bad grammars (errors name the line,
+ * column and rule), and the matcher against plain recognizers written here
+ * by hand, over every string of a small alphabet up to a length: a whole
+ * string is accepted exactly when the reference accepts it, and a prefix
+ * is kept exactly when some accepted string starts with it.  Then UTF-8
+ * split between calls, and the vocabulary mask on Qwen 3's 151 k tokens
+ * (../shared) against asking the matcher token by token. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "offkv/gguf.h"
+#include "offkv/grammar.h"
+#include "offkv/tokenizer.h"
+
+static okv_grammar *parse(const char *text) {
+    okv_error err;
+    okv_grammar *g = okv_grammar_parse(text, strlen(text), NULL, &err);
+    CHECK(g != NULL, "grammar should parse: %s\n%s", err.message, text);
+    return g;
+}
+
+static void test_good(void) {
+    const char *good[] = {
+        "root ::= \"a\"",
+        "# a comment\nroot ::= a | b # trailing\na ::= \"x\"+\nb ::= [0-9]{2,3} \"\\n\" [^\\x00-\\x1F\"\\\\]*\n",
+        "root ::= (\n  \"a\"\n  | \"b\"\n)* \"c\"?\n",
+        "root ::= \"\\u00e9\\U0001F600\\x41\\t\\\"\" [\\]\\[a-z-] .\n",
+        "root::=x\nx::=\"\"",
+        "root ::= item{3}\nitem ::= [a-c] | \"(\" root? \")\"\n",
+        "root ::= (\"a\" | ) \"b\"{0,}\n",
+        "root ::= \"ü\" [α-ω]",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) okv_grammar_free(parse(good[i]));
+    okv_grammar *g = parse("root ::= \"a\"*");
+    CHECK(okv_grammar_n_rules(g) == 2, "a* is a rule of its own: %d rules", (int)okv_grammar_n_rules(g));
+    okv_grammar_free(g);
+    okv_error err;
+    g = okv_grammar_parse("start ::= \"x\"", 13, "start", &err);
+    CHECK(g != NULL, "another start rule: %s", err.message);
+    okv_grammar_free(g);
+}
+
+static void test_bad(void) {
+    const struct {
+        const char *text, *want1, *want2;
+    } bad[] = {
+        {"root ::= foo\n", "undefined rule 'foo'", "line 1 column 10"},
+        {"root ::= \"a\"\n\nx ::= \"b\" (\"c\"\n", "expected ')'", "rule 'x'"},
+        {"root ::= \"abc\n", "unterminated string", "line 1 column 10"},
+        {"root ::= \"\\q\"", "unknown escape \\q", "rule 'root'"},
+        {"root ::= \"\\x4\"", "needs 2 hex digits", "column 11"},
+        {"root ::= [z-a]", "below its start", "rule 'root'"},
+        {"root ::= []", "empty character class", "column 10"},
+        {"root ::= \"a\"{3,1}", "maximum is below the minimum", "rule 'root'"},
+        {"root ::= \"a\" )", "unexpected ')'", "line 1 column 14"},
+        {"root ::= * \"a\"", "needs an item before it", "rule 'root'"},
+        {"root \"a\"", "expected '::='", "line 1 column 6"},
+        {"x ::= \"a\"", "no start rule 'root'", ""},
+        {"root ::= \"a\"\nroot ::= \"b\"", "defined twice", "line 2 column 1"},
+        {"root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"", "'expr' is left-recursive", ""},
+        {"root ::= a\na ::= b? a \"x\"\nb ::= \"y\"", "left-recursive", "'a"},
+        {"root ::= \"a\" b ::= \"c\"", "missing newline before rule 'b'", "line 1 column 14"},
+        {"root ::= \"a\"{99999}", "repetition count above", "rule 'root'"},
+        {"root ::= <foo>", "token references", "column 10"},
+        {"root ::= \"\xff\"", "invalid UTF-8", "column 11"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        okv_error err;
+        okv_grammar *g = okv_grammar_parse(bad[i].text, strlen(bad[i].text), NULL, &err);
+        CHECK(g == NULL && err.status == OKV_ERR_INVALID, "should fail: %s", bad[i].text);
+        okv_grammar_free(g);
+        CHECK(strstr(err.message, bad[i].want1) && strstr(err.message, bad[i].want2), "%s: message '%s' lacks '%s' / '%s'",
+              bad[i].text, err.message, bad[i].want1, bad[i].want2);
+    }
+}
+
+/* ---- reference recognizers (whole strings) ---- */
+
+static bool ref_parens(const char *s, size_t n) { /* root ::= ("(" root ")")* */
+    int depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        depth += s[i] == '(' ? 1 : -1;
+        if (depth < 0) return false;
+    }
+    return depth == 0;
+}
+
+static bool ref_reps(const char *s, size_t n) { /* "a"{2,4} "b"* ("c" | "dd")? */
+    size_t i = 0, a = 0;
+    while (i < n && s[i] == 'a') i++, a++;
+    if (a < 2 || a > 4) return false;
+    while (i < n && s[i] == 'b') i++;
+    if (i == n) return true;
+    if (s[i] == 'c') return i + 1 == n;
+    return n - i == 2 && s[i] == 'd' && s[i + 1] == 'd';
+}
+
+/* expr ::= term ("+" term)*   term ::= "1" | "(" expr ")" */
+static bool rexpr(const char *s, size_t n, size_t *i);
+static bool rterm(const char *s, size_t n, size_t *i) {
+    if (*i < n && s[*i] == '1') return ++*i, true;
+    if (*i < n && s[*i] == '(') {
+        ++*i;
+        if (!rexpr(s, n, i)) return false;
+        if (*i < n && s[*i] == ')') return ++*i, true;
+    }
+    return false;
+}
+static bool rexpr(const char *s, size_t n, size_t *i) {
+    if (!rterm(s, n, i)) return false;
+    while (*i < n && s[*i] == '+') {
+        ++*i;
+        if (!rterm(s, n, i)) return false;
+    }
+    return true;
+}
+static bool ref_expr(const char *s, size_t n) {
+    size_t i = 0;
+    return rexpr(s, n, &i) && i == n;
+}
+
+static bool ref_class(const char *s, size_t n) { /* [a-c]+ [^a-c\n] | "x" */
+    if (n == 1 && s[0] == 'x') return true;
+    if (n < 2) return false;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] < 'a' || s[i] > 'c') return false;
+    char last = s[n - 1];
+    return !(last >= 'a' && last <= 'c') && last != '\n';
+}
+
+/* "k" ( "=" [0-9]+ )? ( "," "k" ( "=" [0-9]+ )? ){0,2} */
+static bool ref_list(const char *s, size_t n) {
+    size_t i = 0;
+    for (int item = 0; item < 3; item++) {
+        if (item) {
+            if (i == n) return true;
+            if (s[i++] != ',') return false;
+        }
+        if (i >= n || s[i++] != 'k') return false;
+        if (i < n && s[i] == '=') {
+            i++;
+            size_t d = i;
+            while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+            if (i == d) return false;
+        }
+    }
+    return i == n;
+}
+
+typedef struct refcase {
+    const char *name, *gbnf, *alphabet;
+    bool (*ref)(const char *, size_t);
+    int max_len;
+    int max_prefix; /* prefixes this short can always be finished within max_len */
+} refcase;
+
+/* Every string of the alphabet up to max_len: the matcher (fed the whole
+ * string at once, and also byte by byte) against the reference; prefixes
+ * against "some accepted string of length <= max_len starts with it",
+ * checked for prefixes short enough that any continuation fits. */
+static void check_exhaustive(const refcase *rc) {
+    okv_grammar *g = parse(rc->gbnf);
+    if (!g) return;
+    okv_error err;
+    okv_grammar_matcher *m0 = okv_grammar_matcher_create(g, &err);
+    CHECK(m0 != NULL, "matcher: %s", err.message);
+    const int A = (int)strlen(rc->alphabet), L = rc->max_len;
+    /* All strings by length, as base-A counters. */
+    size_t total = 0;
+    for (int len = 0, p = 1; len <= L; len++, p *= A) total += (size_t)p;
+    char (*str)[16] = calloc(total, sizeof *str);
+    uint8_t *slen = calloc(total, 1), *acc = calloc(total, 1);
+    size_t k = 0;
+    for (int len = 0, p = 1; len <= L; len++, p *= A) {
+        for (int x = 0; x < p; x++, k++) {
+            int y = x;
+            for (int j = len - 1; j >= 0; j--, y /= A) str[k][j] = rc->alphabet[y % A];
+            slen[k] = (uint8_t)len;
+            acc[k] = rc->ref(str[k], (size_t)len);
+        }
+    }
+    int bad_whole = 0, bad_prefix = 0, bad_split = 0, checked_prefix = 0;
+    for (size_t i = 0; i < total; i++) {
+        okv_grammar_matcher *m = okv_grammar_matcher_clone(m0, &err);
+        bool kept = okv_grammar_matcher_accept_bytes(m, str[i], slen[i]);
+        bool whole = kept && okv_grammar_matcher_can_end(m);
+        if (whole != (bool)acc[i]) {
+            if (bad_whole++ < 5)
+                fprintf(stderr, "  %s: '%.*s' matcher %d reference %d\n", rc->name, slen[i], str[i], whole, acc[i]);
+        }
+        /* Byte by byte through one matcher gives the same answer. */
+        okv_grammar_matcher_reset(m);
+        bool kept2 = true;
+        for (int j = 0; j < slen[i] && kept2; j++) kept2 = okv_grammar_matcher_accept_bytes(m, str[i] + j, 1);
+        bad_split += (kept2 && okv_grammar_matcher_can_end(m)) != whole || kept2 != kept;
+        if (slen[i] <= rc->max_prefix) {
+            bool viable = false;
+            for (size_t j = 0; j < total && !viable; j++)
+                viable = acc[j] && slen[j] >= slen[i] && memcmp(str[j], str[i], slen[i]) == 0;
+            checked_prefix++;
+            if (viable != kept && bad_prefix++ < 5)
+                fprintf(stderr, "  %s: prefix '%.*s' matcher %d reference %d\n", rc->name, slen[i], str[i], kept, viable);
+        }
+        okv_grammar_matcher_free(m);
+    }
+    CHECK(bad_whole == 0, "%s: %d of %zu strings judged differently from the reference", rc->name, bad_whole, total);
+    CHECK(bad_prefix == 0, "%s: %d of %d prefixes judged differently", rc->name, bad_prefix, checked_prefix);
+    CHECK(bad_split == 0, "%s: %d strings differ when fed byte by byte", rc->name, bad_split);
+    int n_acc = 0;
+    for (size_t i = 0; i < total; i++) n_acc += acc[i];
+    CHECK(n_acc > 3 && (size_t)n_acc < total, "%s: the reference accepts %d of %zu (a useless case)", rc->name, n_acc, total);
+    free(str);
+    free(slen);
+    free(acc);
+    okv_grammar_matcher_free(m0);
+    okv_grammar_free(g);
+}
+
+static void test_against_references(void) {
+    const refcase cases[] = {
+        {"parens", "root ::= (\"(\" root \")\")*", "()", ref_parens, 12, 6},
+        {"reps", "root ::= \"a\"{2,4} \"b\"* (\"c\" | \"dd\")?", "abcd", ref_reps, 8, 5},
+        {"expr", "root ::= expr\nexpr ::= term (\"+\" term)*\nterm ::= \"1\" | \"(\" expr \")\"", "1+()", ref_expr, 9, 4},
+        {"class", "root ::= [a-c]+ [^a-c\\n] | \"x\"", "abxd\n", ref_class, 7, 5},
+        {"list", "root ::= kv (\",\" kv){0,2}\nkv ::= \"k\" (\"=\" [0-9]+)?", "k=1,", ref_list, 9, 6},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_exhaustive(&cases[i]);
+}
+
+static void test_utf8(void) {
+    okv_grammar *g = parse("root ::= [α-ω]+ \"!\" | \"é\" .");
+    okv_error err;
+    okv_grammar_matcher *m = okv_grammar_matcher_create(g, &err);
+    const char *alpha = "αβω!"; /* 2-byte characters, fed one byte at a time */
+    bool ok = true;
+    for (size_t i = 0; i < strlen(alpha); i++) {
+        ok &= okv_grammar_matcher_accept_bytes(m, alpha + i, 1);
+        if (i == 0) CHECK(!okv_grammar_matcher_can_end(m), "half a character is not an end");
+    }
+    CHECK(ok && okv_grammar_matcher_can_end(m), "split characters accepted");
+    okv_grammar_matcher_reset(m);
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xce\xb1" "a", 3), "ascii after a Greek letter refused");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xd0", 1), "a lead byte of Cyrillic (U+0400..) cannot become α-ω");
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xce", 1), "a lead byte of Greek can");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\x41", 1), "an unfinished character then ascii is refused");
+    okv_grammar_matcher_reset(m);
+    CHECK(okv_grammar_matcher_accept_bytes(m, "é\xf0\x9f\x98\x80", 6) && okv_grammar_matcher_can_end(m), "'.' takes an emoji");
+    CHECK(okv_grammar_matcher_must_end(m), "nothing may follow");
+    okv_grammar_matcher_reset(m);
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc3\x28", 2), "invalid UTF-8 refused");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    /* Overlong forms, surrogates and code points past U+10FFFF are not
+     * characters, not even to '.': refused at the byte that decides it
+     * (byte-fallback tokens could spell '{' as F0 80 81 BB). */
+    g = parse("root ::= \"{\" | . .");
+    m = okv_grammar_matcher_create(g, &err);
+    const struct {
+        const char *b;
+        size_t keep; /* bytes accepted before the refusal */
+    } bad[] = {{"\xf0\x80\x81\xbb", 1}, {"\xc1\xbb", 0}, {"\xe0\x81\xbb", 1}, {"\xed\xa0\x80", 1}, {"\xf4\x90\x80\x80", 1}, {"\xf5", 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        okv_grammar_matcher_reset(m);
+        size_t j = 0;
+        while (bad[i].b[j] && okv_grammar_matcher_accept_bytes(m, bad[i].b + j, 1)) j++;
+        CHECK(j == bad[i].keep, "case %zu: %zu bytes accepted, want %zu", i, j, bad[i].keep);
+    }
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    /* And a lead byte is kept only if a real character it begins fits. */
+    g = parse("root ::= \"{\" | [\\u0800-\\u0FFF] | [\\U00010000-\\U00010001]");
+    m = okv_grammar_matcher_create(g, &err);
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xe0", 1), "E0 can begin U+0800");
+    okv_grammar_matcher_reset(m);
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xf0", 1), "F0 can begin U+10000");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\x8f", 1), "F0 8F would be overlong");
+    okv_grammar_matcher_reset(m);
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc2", 1), "C2 begins U+0080..U+00BF: none fits");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xe1", 1), "E1 begins U+1000..: none fits");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    g = parse("root ::= \"{\"");
+    m = okv_grammar_matcher_create(g, &err);
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xf0", 1), "F0 cannot begin '{'");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xe0", 1), "E0 cannot begin '{'");
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc2", 1), "C2 cannot begin '{'");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    g = parse("root ::= \"{\" | . .");
+    m = okv_grammar_matcher_create(g, &err);
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xed\x9f\xbf\xf4\x8f\xbf\xbf", 7) && okv_grammar_matcher_can_end(m),
+          "U+D7FF and U+10FFFF are characters");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+}
+
+/* The vocabulary mask against per-token answers, at positions along a JSON
+ * text, on Qwen 3's vocabulary. */
+static void test_mask_qwen(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("skipped mask on a real vocabulary: ../shared not found\n");
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-qwen3.gguf", shared);
+    okv_error err;
+    okv_gguf *gg = okv_gguf_open(path, &err);
+    CHECK(gg != NULL, "%s: %s", path, err.message);
+    if (!gg) return;
+    okv_tokenizer *tok = okv_tokenizer_from_gguf(gg, &err);
+    okv_gguf_close(gg);
+    CHECK(tok != NULL, "tokenizer: %s", err.message);
+    if (!tok) return;
+    okv_grammar_vocab *v = okv_grammar_vocab_create(tok, NULL, 0, &err);
+    CHECK(v != NULL, "vocab: %s", err.message);
+    const int32_t n = okv_tokenizer_n_vocab(tok);
+    static const char schema[] =
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\",\"minimum\":0,"
+        "\"maximum\":150},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\"]}}},\"required\":[\"name\",\"age\"]}";
+    char *gbnf = okv_json_schema_to_gbnf(schema, strlen(schema), &err);
+    CHECK(gbnf != NULL, "schema: %s", err.message);
+    okv_grammar *g = gbnf ? parse(gbnf) : NULL;
+    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+    bool *mask = malloc((size_t)n);
+    const char *doc = "{\"name\": \"Zoë \\\"Z\\\"\", \"age\": 42, \"tags\": [\"a\"]}";
+    int bad = 0, positions = 0;
+    for (size_t pos = 0; m && v && pos <= strlen(doc); pos++) {
+        if (pos == 0 || pos == 3 || pos == 12 || pos == 25 || pos == 27 || pos == strlen(doc)) {
+            int32_t count = okv_grammar_matcher_mask(m, v, mask);
+            int32_t ref = 0;
+            for (int32_t id = 0; id < n; id++) {
+                bool a = okv_grammar_matcher_allows(m, v, id);
+                ref += a;
+                if (a != mask[id] && bad++ < 5) fprintf(stderr, "  position %zu token %d: mask %d, per token %d\n", pos, id, mask[id], a);
+            }
+            CHECK(count == ref, "position %zu: mask counts %d, per token %d", pos, count, ref);
+            /* A second call hits the cache and says the same. */
+            CHECK(okv_grammar_matcher_mask(m, v, mask) == count, "cached mask");
+            positions++;
+            if (pos == strlen(doc)) {
+                CHECK(mask[okv_tokenizer_eos(tok)], "EOS allowed at the end");
+                CHECK(count < 40, "only whitespace and EOS after the object: %d tokens", count);
+            }
+            if (pos == 0) CHECK(!mask[okv_tokenizer_eos(tok)] && count < 50, "start: '{' tokens only (%d)", count);
+        }
+        if (pos < strlen(doc)) CHECK(okv_grammar_matcher_accept_bytes(m, doc + pos, 1), "document byte %zu", pos);
+    }
+    CHECK(bad == 0 && positions == 6, "%d mask entries differ from per-token answers", bad);
+    /* Tokens, not bytes: encode the document and accept token by token. */
+    okv_grammar_matcher_reset(m);
+    int32_t ids[256];
+    size_t nid = 0;
+    okv_status st = okv_tokenizer_encode(tok, doc, strlen(doc), 0, ids, 256, &nid, &err);
+    CHECK(st == OKV_OK, "encode: %s", err.message);
+    for (size_t i = 0; i < nid && st == OKV_OK; i++) {
+        CHECK(okv_grammar_matcher_allows(m, v, ids[i]), "token %zu allowed", i);
+        st = okv_grammar_matcher_accept_token(m, v, ids[i], &err);
+        CHECK(st == OKV_OK, "token %zu: %s", i, err.message);
+    }
+    CHECK(okv_grammar_matcher_accept_token(m, v, okv_tokenizer_eos(tok), &err) == OKV_OK, "EOS at the end: %s", err.message);
+    okv_grammar_matcher_reset(m);
+    st = okv_grammar_matcher_accept_token(m, v, okv_tokenizer_eos(tok), &err);
+    CHECK(st == OKV_ERR_INVALID && strstr(err.message, "before the grammar is complete"), "EOS first refused: %s", err.message);
+    free(mask);
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    free(gbnf);
+    okv_grammar_vocab_free(v);
+    okv_tokenizer_free(tok);
+}
+
+/* A hostile grammar: 30 nested nullable rules, each two copies of the next,
+ * is ambiguous past counting; a step must still end quickly (refusing the
+ * byte when its expansion budget runs out), never hang. */
+static void test_ambiguous(void) {
+    char text[4096];
+    size_t n = 0;
+    n += (size_t)snprintf(text + n, sizeof text - n, "root ::= r1 r1\n");
+    for (int i = 1; i < 30; i++) n += (size_t)snprintf(text + n, sizeof text - n, "r%d ::= | r%d r%d\n", i, i + 1, i + 1);
+    n += (size_t)snprintf(text + n, sizeof text - n, "r30 ::= | \"x\"\n");
+    okv_error err;
+    okv_grammar *g = okv_grammar_parse(text, n, NULL, &err);
+    CHECK(g != NULL, "ambiguous grammar parses: %s", err.message);
+    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+    if (m) {
+        bool a = okv_grammar_matcher_accept_bytes(m, "x", 1);
+        printf("ambiguous grammar: 'x' %s within the expansion budget\n", a ? "accepted" : "refused");
+    }
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+}
+
+int main(void) {
+    test_ambiguous();
+    test_good();
+    test_bad();
+    test_against_references();
+    test_utf8();
+    test_mask_qwen();
+    return check_done();
+}
