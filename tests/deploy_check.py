@@ -17,7 +17,7 @@ except ImportError:
     sys.exit(77)
 
 # offkv serve lets the answers go out for at most 10 s after SIGTERM
-# (srv_stop in tools/offkv/serve/http.c).
+# (srv_stop in tools/offkv/serve/lifecycle.c).
 DRAIN_S = 10
 
 POD_KEYS = {"terminationGracePeriodSeconds", "containers", "volumes", "initContainers", "nodeSelector",

@@ -7,7 +7,9 @@
  *               llm_chat_detect_template does, rendered to prompt text;
  *   sched.c     the sequences (one cache each, one model) and the worker
  *               thread that decodes all active ones together;
- *   http.c      the wire (libmicrohttpd): routes, auth, streaming, metrics.
+ *   http.c, openai.c, lifecycle.c  the HTTP server (libmicrohttpd): the
+ *               wire, the OpenAI shaping of answers and SSE, the process's
+ *               life (server.h, internal to them, says what each offers).
  * The HTTP and JSON libraries stay out of liboffkv: this folder is its own
  * static library, linked into the offkv program and its tests. */
 #ifndef OFFKV_SERVE_H
@@ -376,7 +378,7 @@ srv_gate *srv_gate_start(const srv_gate_config *cfg, srv_gate_pass_fn pass, srv_
 /* Stops accepting and closes every connection still waiting.  NULL is a no-op. */
 void srv_gate_stop(srv_gate *g);
 
-/* ---- the HTTP server (http.c) ---- */
+/* ---- the HTTP server (lifecycle.c) ---- */
 
 typedef struct srv_config {
     const char *model_path;
