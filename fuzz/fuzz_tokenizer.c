@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "offkv/offkv.h"
-#include "tokenizer/utf8_stream.h"
+#include "offkv/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -157,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf = malloc(cap), *joined = malloc(len * 4 + 64);
     size_t joined_cap = len * 4 + 64;
     if (!buf || !joined) abort();
-    okv_utf8_stream us = {0};
+    okv_detok_stream us = {0};
     char *streamed = NULL;
     size_t streamed_len = 0;
     for (size_t i = 0; i < n_need; i++) {
@@ -170,11 +170,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         memcpy(joined + joined_len, buf, k);
         joined_len += k;
-        if (!(streamed = realloc(streamed, streamed_len + okv_utf8_stream_room(k)))) abort();
-        streamed_len += okv_utf8_stream_feed(&us, buf, k, streamed + streamed_len);
+        if (!(streamed = realloc(streamed, streamed_len + OKV_DETOK_ROOM(k)))) abort();
+        streamed_len += okv_detok_stream_feed(&us, buf, k, streamed + streamed_len);
     }
     if (!(streamed = realloc(streamed, streamed_len + 4))) abort();
-    streamed_len += okv_utf8_stream_finish(&us, streamed + streamed_len);
+    streamed_len += okv_detok_stream_finish(&us, streamed + streamed_len);
     if (!valid_utf8((const unsigned char *)streamed, streamed_len)) __builtin_trap();
     if (is_bpe[v] && !(flags & OKV_TOKENIZE_PARSE_SPECIAL) && !(flags & OKV_TOKENIZE_ADD_SPECIAL) &&
         valid_utf8((const unsigned char *)text, len) && all_bytes_known(v, (const unsigned char *)text, len) &&

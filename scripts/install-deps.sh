@@ -37,6 +37,8 @@ printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (v
 # binding's tests with the system python3.
 command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
+# The deploy_yaml test reads deploy/offkv.yaml with PyYAML (it skips without).
+python3 -c 'import yaml' >/dev/null 2>&1 || need="$need python3-yaml"
 [ -n "$need" ] || exit 0
 echo "offkv: installing missing packages:$need"
 if [ "$(id -u)" -ne 0 ]; then

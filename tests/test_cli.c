@@ -13,7 +13,7 @@
 #include "check.h"
 #include "golden.h"
 #include "kernels/quant.h"
-#include "tokenizer/utf8_stream.h"
+#include "offkv/tokenizer.h"
 #include "offkv/offkv.h"
 
 extern char **environ;
@@ -422,13 +422,13 @@ static void test_model_commands(const char *model) {
         n_seq++;
     }
     okv_gguf_close(g);
-    /* run streams valid UTF-8 only (utf8_stream.h, tested on its own in
+    /* run streams valid UTF-8 only (okv_detok_stream, tested on its own in
      * test_utf8_stream): the byte tokens of this random model pass through it. */
     {
         static char shown[sizeof expect_text * 3 + 16];
-        okv_utf8_stream us = {0};
-        size_t n = okv_utf8_stream_feed(&us, expect_text, strlen(expect_text), shown);
-        n += okv_utf8_stream_finish(&us, shown + n);
+        okv_detok_stream us = {0};
+        size_t n = okv_detok_stream_feed(&us, expect_text, strlen(expect_text), shown);
+        n += okv_detok_stream_finish(&us, shown + n);
         shown[n++] = '\n';
         CHECK(n < sizeof expect_text, "expected text of %zu bytes", n);
         if (n >= sizeof expect_text) n = sizeof expect_text - 1;

@@ -4,24 +4,24 @@
  * Unicode standard's table of well-formed byte sequences (and its
  * "maximal subpart" rule for where one U+FFFD ends). */
 #include "check.h"
-#include "tokenizer/utf8_stream.h"
+#include "offkv/tokenizer.h"
 
 #define FFFD "\xEF\xBF\xBD"
 
 /* Feeds the pieces (NULL-terminated) one by one, then finishes; checks the
  * concatenated output and what came out after each piece. */
 static void feed(const char *what, const char *const *pieces, const char *const *after, const char *want) {
-    okv_utf8_stream s = {0};
+    okv_detok_stream s = {0};
     char all[256] = "", out[64];
     size_t n_all = 0;
     for (int i = 0; pieces[i]; i++) {
-        size_t n = okv_utf8_stream_feed(&s, pieces[i], strlen(pieces[i]), out);
+        size_t n = okv_detok_stream_feed(&s, pieces[i], strlen(pieces[i]), out);
         CHECK(n == strlen(after[i]) && memcmp(out, after[i], n) == 0, "%s: piece %d gave %zu bytes '%.*s', want '%s'",
               what, i, n, (int)n, out, after[i]);
         memcpy(all + n_all, out, n);
         n_all += n;
     }
-    n_all += okv_utf8_stream_finish(&s, all + n_all);
+    n_all += okv_detok_stream_finish(&s, all + n_all);
     all[n_all] = '\0';
     CHECK(strcmp(all, want) == 0, "%s: '%s', want '%s'", what, all, want);
 }

@@ -96,6 +96,15 @@ size_t okv_ggml_type_size(int32_t t);
  * n is not a multiple of the block size, or the size would overflow. */
 size_t okv_ggml_row_size(int32_t t, int64_t n);
 
+/* Quantizes the k floats at x into one row of type t at dst
+ * (okv_ggml_row_size(t, k) bytes) exactly as ggml's reference quantizers do
+ * (llama-quantize without an importance matrix): the bytes equal what
+ * llama.cpp writes for the same input.  t is one of the types offkv writes:
+ * F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K and MXFP4.
+ * Returns 1, or 0 (writing nothing) for another type or a k that is not
+ * whole blocks of t. */
+int okv_quantize_row(int32_t t, const float *x, void *dst, int64_t k);
+
 /* ------------------------------------------------------------------ */
 /* Reading                                                             */
 

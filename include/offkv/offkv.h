@@ -14,6 +14,7 @@
 #include "offkv/batch.h"
 #include "offkv/sampler.h"
 #include "offkv/prompt_cache.h"
+#include "offkv/outfile.h"
 #include "offkv/speculative.h"
 
 #endif

@@ -30,6 +30,21 @@ void okv_threadpool_free(okv_threadpool *pool);
 /* Number of threads work is spread over (1 for a NULL pool). */
 int32_t okv_threadpool_size(const okv_threadpool *pool);
 
+/* A job body: called once for each share ith = 0 .. nth-1, each share by
+ * one thread (which one, and whether one thread runs several shares one
+ * after another, depends on timing).  Splitting work by (ith, nth) alone
+ * keeps results independent of timing; a share must not wait for another
+ * share (no barriers inside a job). */
+typedef void (*okv_job_fn)(void *arg, int32_t ith, int32_t nth);
+
+/* Runs fn's nth = okv_threadpool_size(pool) shares on the pool's threads
+ * (the caller's among them) and returns when all are done: the engine's own
+ * kernels run so, and a program can spread its own work (offkv synth fills
+ * tensors so) over the pool it already made.  A NULL pool runs fn(arg, 0, 1)
+ * on the caller's thread.  As every use of a pool, not concurrently with
+ * other work on the same pool. */
+void okv_parallel(okv_threadpool *pool, okv_job_fn fn, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -146,6 +146,39 @@ int32_t okv_tokenizer_eos(const okv_tokenizer *tok);
 int okv_tokenizer_adds_bos(const okv_tokenizer *tok);
 int okv_tokenizer_adds_eos(const okv_tokenizer *tok);
 
+/* Streaming text out of pieces without splitting characters.
+ *
+ * A piece (okv_tokenizer_token_to_piece) is bytes, and with byte-fallback
+ * or byte-level vocabularies one character can span several tokens
+ * (<0xE2><0x80><0x99>).  Shown piece by piece, a terminal or a streamed
+ * HTTP answer would carry broken characters in between.  The stream holds
+ * back the bytes of an incomplete UTF-8 sequence until the piece that
+ * completes it arrives, and replaces bytes that can never be part of a
+ * valid character by U+FFFD (one per maximal invalid run, as the Unicode
+ * standard recommends), so what comes out is always valid UTF-8 and,
+ * joined, equals the joined pieces wherever those were valid.
+ *
+ * Start one per sequence zeroed (okv_detok_stream s = {0};): it owns no
+ * memory, so there is nothing to free.  Its fields are the stream's own. */
+typedef struct okv_detok_stream {
+    unsigned char held[4]; /* the start of an incomplete character */
+    size_t n_held;
+} okv_detok_stream;
+
+/* Room okv_detok_stream_feed may need for n input bytes: every byte, held
+ * ones included, may become a 3-byte U+FFFD. */
+#define OKV_DETOK_ROOM(n) (3 * ((size_t)(n) + 4))
+
+/* Feeds the n bytes of a piece; writes the text now complete to out, which
+ * has room for OKV_DETOK_ROOM(n) bytes (not NUL-terminated), and returns its
+ * length. */
+size_t okv_detok_stream_feed(okv_detok_stream *s, const char *piece, size_t n, char *out);
+
+/* Ends the stream: what is still held can no longer complete and comes out
+ * as U+FFFD (written to out, which has room for 3 bytes); returns its
+ * length (0 or 3).  The stream is then empty, ready for a new sequence. */
+size_t okv_detok_stream_finish(okv_detok_stream *s, char *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,4 @@
-#include "core/outfile.h"
+#include "offkv/outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -15,7 +15,7 @@
 
 #include "cache/cache_impl.h"
 #include "core/error.h"
-#include "core/outfile.h"
+#include "offkv/outfile.h"
 #include "gguf/bytes.h"
 #include "offkv/prompt_cache.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/outfile.h"
+#include "offkv/outfile.h"
 #include "gguf/bytes.h"
 #include "offkv/gguf.h"
 

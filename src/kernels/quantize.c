@@ -561,7 +561,7 @@ void okv_quantize_row_mxfp4(const float *x, block_mxfp4 *y, int64_t k) {
     }
 }
 
-int okv_quantize_row(int type, const float *x, void *dst, int64_t k) {
+int okv_quantize_row(int32_t type, const float *x, void *dst, int64_t k) {
     if (okv_ggml_row_size(type, k) == 0 && k != 0) return 0;
     switch (type) {
     case OKV_GGML_F32: memcpy(dst, x, (size_t)k * sizeof *x); return 1;

@@ -32,9 +32,7 @@ void okv_quantize_row_q6_K(const float *x, block_q6_K *y, int64_t k);
  * the nearest of the 16 (the first of equals). */
 void okv_quantize_row_mxfp4(const float *x, block_mxfp4 *y, int64_t k);
 
-/* Any type offkv can write: f32, f16, bf16, q8_0, q4_0 and the eight above.
- * Returns 0 (writing nothing) for another type or a k that is not whole
- * blocks of it, else 1. */
-int okv_quantize_row(int type, const float *x, void *dst, int64_t k);
+/* okv_quantize_row, for any type offkv can write (these and f32, f16, bf16,
+ * q8_0, q4_0), is public: offkv/gguf.h. */
 
 #endif

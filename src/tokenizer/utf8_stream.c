@@ -1,4 +1,4 @@
-#include "tokenizer/utf8_stream.h"
+#include "offkv/tokenizer.h"
 
 #include <string.h>
 
@@ -29,7 +29,7 @@ static size_t put_fffd(char *out) {
     return 3;
 }
 
-size_t okv_utf8_stream_feed(okv_utf8_stream *s, const char *in, size_t n, char *out) {
+size_t okv_detok_stream_feed(okv_detok_stream *s, const char *in, size_t n, char *out) {
     size_t o = 0, i = 0;
     /* Work on held bytes followed by the input, without copying the input. */
     const size_t total = s->n_held + n;
@@ -65,7 +65,7 @@ size_t okv_utf8_stream_feed(okv_utf8_stream *s, const char *in, size_t n, char *
     return o;
 }
 
-size_t okv_utf8_stream_finish(okv_utf8_stream *s, char *out) {
+size_t okv_detok_stream_finish(okv_detok_stream *s, char *out) {
     size_t o = s->n_held ? put_fffd(out) : 0;
     s->n_held = 0;
     return o;

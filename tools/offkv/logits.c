@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "core/outfile.h"
+#include "offkv/outfile.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -9,6 +9,19 @@
 
 #include "cli.h"
 
+#ifdef OKV_NO_SERVER
+/* Configured without the HTTP server (CMake said why, and OKV_NO_SERVER
+ * holds it): the subcommand stays, so that a user learns why it cannot run
+ * rather than reading "unknown command". */
+int cmd_serve(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    cli_error("serve", "this offkv was built without the HTTP server (%s when it was configured); "
+                       "install libmicrohttpd and cJSON (scripts/install-deps.sh) and build again", OKV_NO_SERVER);
+    return CLI_FAIL;
+}
+#endif
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);

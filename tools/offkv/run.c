@@ -16,7 +16,6 @@
 #include "offkv/sampler.h"
 #include "offkv/speculative.h"
 #include "offkv/tokenizer.h"
-#include "tokenizer/utf8_stream.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -85,8 +84,8 @@ static bool put_text(const char *cmd, const char *text, size_t n) {
 }
 
 /* Streams token id's text; a character split across tokens waits for its
- * last byte (utf8_stream.h). */
-static bool emit(const char *cmd, const okv_tokenizer *tok, okv_utf8_stream *us, int32_t id) {
+ * last byte (okv_detok_stream). */
+static bool emit(const char *cmd, const okv_tokenizer *tok, okv_detok_stream *us, int32_t id) {
     char small[256], *buf = small;
     size_t n = 0;
     okv_error err = {0};
@@ -98,10 +97,10 @@ static bool emit(const char *cmd, const okv_tokenizer *tok, okv_utf8_stream *us,
         if (buf != small) free(buf);
         return false;
     }
-    char out_small[3 * (sizeof small + 4)]; /* okv_utf8_stream_room(sizeof small) */
-    char *out = n <= sizeof small ? out_small : malloc(okv_utf8_stream_room(n));
+    char out_small[3 * (sizeof small + 4)]; /* OKV_DETOK_ROOM(sizeof small) */
+    char *out = n <= sizeof small ? out_small : malloc(OKV_DETOK_ROOM(n));
     bool ok = out != NULL;
-    if (ok) ok = put_text(cmd, out, okv_utf8_stream_feed(us, buf, n, out));
+    if (ok) ok = put_text(cmd, out, okv_detok_stream_feed(us, buf, n, out));
     else cli_error(cmd, "token %d: out of memory for its text", (int)id);
     if (out != out_small) free(out);
     if (buf != small) free(buf);
@@ -398,7 +397,7 @@ int cmd_run(int argc, char **argv) {
     const int32_t eos = okv_tokenizer_eos(tok);
     int32_t n_gen = 0, p = n_prompt;
     const char *stop = "n reached";
-    okv_utf8_stream us = {0};
+    okv_detok_stream us = {0};
     t0 = cli_now();
     if (spc) {
         /* The first token comes from the prompt's logits; then each step
@@ -467,7 +466,7 @@ int cmd_run(int argc, char **argv) {
     }
     double t_gen = cli_now() - t0;
     char tail[8];
-    size_t n_tail = okv_utf8_stream_finish(&us, tail);
+    size_t n_tail = okv_detok_stream_finish(&us, tail);
     tail[n_tail++] = '\n';
     if (!put_text(cmd, tail, n_tail)) goto done;
 

@@ -18,9 +18,6 @@
 #include "cli.h"
 #include "offkv/gguf.h"
 #include "offkv/threads.h"
-#include "kernels/quant.h"
-#include "kernels/quantize.h"
-#include "threads/pool.h"
 
 enum {
     ARCH_LLAMA,

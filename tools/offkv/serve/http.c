@@ -1,10 +1,8 @@
-/* The wire: libmicrohttpd with a thread per connection.  A request's
- * thread reads the body, parses it, tokenizes the prompt, submits a job to
- * the scheduler and then waits on it: for a plain answer until the end, for
- * a stream inside the content reader, which turns each new piece of text
- * into one Server-Sent Event.  Waiting threads wake at least every 50 ms to
- * look at their socket, so a client that goes away frees its sequence even
- * while it waits in the queue. */
+/* The wire (libmicrohttpd, a thread per connection, fed by the gate): the
+ * route table and the checks before a handler, the connections' bodies
+ * and per-client counts, sending answers and errors, /health, /metrics and
+ * the page.  What the handlers answer is openai.c's; starting and stopping
+ * is lifecycle.c's (server.h says what each part offers). */
 #include <arpa/inet.h>
 #include <malloc.h>
 #include <errno.h>
@@ -28,43 +26,9 @@
 
 #include "offkv/gguf.h"
 #include "offkv/tokenizer.h"
-#include "serve.h"
+#include "server.h"
 
-enum { N_STATUS = 10 };
 static const int counted_status[N_STATUS] = {200, 400, 401, 404, 405, 408, 413, 500, 503, 0};
-
-typedef struct server {
-    const srv_config *cfg;
-    struct MHD_Daemon *daemon;
-    okv_model *model;
-    srv_sched *sched;
-    srv_chat *chat;
-    char model_name[256];
-    atomic_bool ready;
-    atomic_uint_fast64_t next_id;
-    atomic_int n_calls;             /* completions being answered */
-    pthread_mutex_t mu;             /* the counters below */
-    uint64_t by_status[N_STATUS];   /* the last: any other status */
-    double t_start;
-    srv_gate *gate;
-    /* Requests being answered, by client address (under mu): one address
-     * gets at most cfg->max_per_client at a time. */
-    struct client_count {
-        struct sockaddr_storage addr;
-        int n;
-    } *clients;
-    int n_clients, cap_clients;
-} server;
-
-/* One HTTP request: its body as it arrives. */
-typedef struct conn_ctx {
-    char *body;
-    size_t n, cap;
-    bool too_big;
-    double t0;                      /* when its head was read: the body has cfg->timeout from then */
-    bool counted;                   /* in srv->clients under addr */
-    struct sockaddr_storage addr;
-} conn_ctx;
 
 /* Counts a request of c's client in; false when that client already has
  * its share of requests being answered. */
@@ -115,7 +79,7 @@ static void client_out(server *srv, conn_ctx *cc) {
     cc->counted = false;
 }
 
-static void count_status(server *srv, int status) {
+void wire_count_status(server *srv, int status) {
     int i = 0;
     while (counted_status[i] && counted_status[i] != status) i++;
     pthread_mutex_lock(&srv->mu);
@@ -126,19 +90,19 @@ static void count_status(server *srv, int status) {
 /* Restarts the connection's idle clock (libmicrohttpd's timeout counts
  * from the last byte moved, and a long generation moves none): the
  * timeout then measures only the client's own stalls. */
-static void touch(server *srv, struct MHD_Connection *c) {
+void wire_touch(server *srv, struct MHD_Connection *c) {
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(srv->cfg->timeout + 0.999));
 }
 
-static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
-                                  size_t n) {
+enum MHD_Result wire_send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
+                                size_t n) {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
         return MHD_NO;
     }
-    touch(srv, c);
+    wire_touch(srv, c);
     MHD_add_response_header(r, "Content-Type", type);
     /* One request per connection: every request's head passes the gate
      * (gate.c), which libmicrohttpd's keep-alive would let a second one skip. */
@@ -148,29 +112,27 @@ static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int sta
         MHD_add_response_header(r, "Allow", "GET, POST");
     }
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    count_status(srv, status);
+    wire_count_status(srv, status);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result send_json(server *srv, struct MHD_Connection *c, int status, cJSON *root) {
+enum MHD_Result wire_send_json(server *srv, struct MHD_Connection *c, int status, cJSON *root) {
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!s) return MHD_NO;
-    return send_owned(srv, c, status, "application/json", s, strlen(s));
+    return wire_send_owned(srv, c, status, "application/json", s, strlen(s));
 }
 
-static enum MHD_Result send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
+enum MHD_Result wire_send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
     char *s = srv_error_json(f);
     if (!s) return MHD_NO;
-    return send_owned(srv, c, f->status, "application/json", s, strlen(s));
+    return wire_send_owned(srv, c, f->status, "application/json", s, strlen(s));
 }
 
-static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
-                            const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
-                            const char *fmt, ...) {
+enum MHD_Result wire_fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
+                          const char *fmt, ...) {
     srv_fail f = {.status = status};
     snprintf(f.type, sizeof f.type, "%s", type);
     snprintf(f.param, sizeof f.param, "%s", param ? param : "");
@@ -178,7 +140,7 @@ static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, c
     va_start(ap, fmt);
     vsnprintf(f.message, sizeof f.message, fmt, ap);
     va_end(ap);
-    return send_error(srv, c, &f);
+    return wire_send_error(srv, c, &f);
 }
 
 /* True when the connection broke or is closed both ways.  A client that
@@ -187,110 +149,14 @@ static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, c
  * (POLLRDHUP) is not a cancel.  (A fully closed client of a plain answer
  * is then noticed when the answer cannot be written; a stream's next
  * write fails sooner.) */
-static bool client_gone(struct MHD_Connection *c) {
+bool wire_client_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
     struct pollfd p = {.fd = ci->connect_fd, .events = 0};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
-/* ---- completions ---- */
-
-/* What one request runs: a job per prompt (chat: one). */
-typedef struct call {
-    server *srv;
-    struct MHD_Connection *conn;
-    srv_kind kind;
-    bool include_usage;
-    char id[48];
-    long long created;
-    int n;
-    srv_job *jobs[SRV_MAX_PROMPTS];
-    size_t consumed[SRV_MAX_PROMPTS];
-    srv_finish fin[SRV_MAX_PROMPTS];
-    char *text[SRV_MAX_PROMPTS];    /* plain answers: the whole text */
-    size_t n_text[SRV_MAX_PROMPTS];
-    /* streams: bytes ready to go */
-    char *out;
-    size_t n_out, off, cap;
-    bool role_sent[SRV_MAX_PROMPTS], done;
-    int32_t top_logprobs;           /* -1: no logprobs */
-    size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
-    srv_chat_stream cs[SRV_MAX_PROMPTS]; /* chat: each choice's answer's parse (tool calls, reasoning) */
-} call;
-
-static void call_free(call *k) {
-    for (int i = 0; i < k->n; i++) {
-        srv_job_release(k->srv->sched, k->jobs[i]);
-        free(k->text[i]);
-    }
-    free(k->out);
-    for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
-    atomic_fetch_sub(&k->srv->n_calls, 1);
-    free(k);
-}
-
-static const char *finish_name(srv_finish f) { return f == SRV_FINISH_LENGTH ? "length" : "stop"; }
-
-static cJSON *usage_json(call *k) {
-    int64_t p = 0, g = 0, cached = 0;
-    for (int i = 0; i < k->n; i++) {
-        srv_job_usage u;
-        srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
-        p += u.prompt_tokens;
-        g += u.completion_tokens;
-        cached += u.cached_tokens;
-    }
-    cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", (double)p);
-    cJSON_AddNumberToObject(u, "completion_tokens", (double)g);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)(p + g));
-    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    if (d) cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
-    return u;
-}
-
-static cJSON *head_json(call *k, const char *object) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "id", k->id);
-    cJSON_AddStringToObject(r, "object", object);
-    cJSON_AddNumberToObject(r, "created", (double)k->created);
-    cJSON_AddStringToObject(r, "model", k->srv->model_name);
-    cJSON_AddStringToObject(r, "system_fingerprint", "offkv");
-    return r;
-}
-
-/* The first job that failed, or -1. */
-static int failed_job(call *k, char *msg, size_t cap) {
-    for (int i = 0; i < k->n; i++)
-        if (k->fin[i] == SRV_FINISH_ERROR) {
-            srv_job_usage u;
-            srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
-            snprintf(msg, cap, "generation failed: %s", u.error);
-            return i;
-        }
-    return -1;
-}
-
-/* The first job a shutdown cut off (or refused), or -1; *admitted says
- * whether any of the call's jobs had started. */
-static int shutdown_job(call *k, int32_t *made, bool *admitted) {
-    int first = -1;
-    *made = 0;
-    *admitted = false;
-    for (int i = 0; i < k->n; i++) {
-        srv_job_usage u;
-        srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
-        *admitted |= u.admitted;
-        if (k->fin[i] == SRV_FINISH_SHUTDOWN && first < 0) {
-            first = i;
-            *made = u.completion_tokens;
-        }
-    }
-    return first;
-}
-
-static bool append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t len) {
+bool wire_append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t len) {
     if (*n + len + 1 > *cap) {
         size_t c = *cap ? *cap : 256;
         while (c < *n + len + 1) c *= 2;
@@ -305,422 +171,8 @@ static bool append_text(char **buf, size_t *n, size_t *cap, const char *s, size_
     return true;
 }
 
-/* Choice i's logprobs made since the last call (JSON null when not asked). */
-static cJSON *choice_logprobs(call *k, int i) {
-    if (k->top_logprobs < 0) return cJSON_CreateNull();
-    srv_logprob *lp = NULL;
-    const size_t n = srv_job_logprobs(k->srv->sched, k->jobs[i], &k->lp_consumed[i], &lp);
-    cJSON *j = srv_logprobs_json(okv_model_tokenizer(k->srv->model), k->kind, lp, n, &k->lp_offset[i]);
-    free(lp);
-    return j ? j : cJSON_CreateNull();
-}
-
-/* Waits for every job to end, then answers with the whole text. */
-static enum MHD_Result answer_plain(call *k) {
-    server *srv = k->srv;
-    struct MHD_Connection *conn = k->conn;
-    size_t cap[SRV_MAX_PROMPTS] = {0};
-    for (;;) {
-        bool all = true;
-        for (int i = 0; i < k->n; i++) {
-            if (k->fin[i] != SRV_RUNNING) continue;
-            char *t;
-            size_t nt;
-            k->fin[i] = srv_job_poll(srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, all ? 50 : 0);
-            if (t && !append_text(&k->text[i], &k->n_text[i], &cap[i], t, nt)) {
-                free(t);
-                call_free(k);
-                return fail(srv, conn, 500, "server_error", NULL, "out of memory for the answer");
-            }
-            free(t);
-            if (k->fin[i] == SRV_RUNNING) all = false;
-        }
-        if (all) break;
-        if (client_gone(k->conn)) {
-            call_free(k); /* cancels the jobs */
-            return MHD_NO;
-        }
-    }
-    char msg[320];
-    if (failed_job(k, msg, sizeof msg) >= 0) {
-        call_free(k);
-        return fail(srv, conn, 500, "server_error", NULL, "%s", msg);
-    }
-    /* A shutdown: the answer is cut off (or never began), so no 200 that
-     * would read as a natural end; the client may retry elsewhere. */
-    int32_t made;
-    bool admitted;
-    if (shutdown_job(k, &made, &admitted) >= 0) {
-        call_free(k);
-        return fail(srv, conn, 503, "server_shutting_down", NULL,
-                    admitted ? "the server is shutting down: the answer was cut off after %d tokens; try again"
-                             : "the server is shutting down: the request was not started; try again",
-                    (int)made);
-    }
-    cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion" : "text_completion");
-    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
-    for (int i = 0; i < k->n; i++) {
-        cJSON *ch = cJSON_CreateObject();
-        cJSON_AddNumberToObject(ch, "index", i);
-        bool called = false;
-        if (k->kind == SRV_CHAT) {
-            cJSON *m = srv_chat_message(&k->cs[i], k->text[i] ? k->text[i] : "", &called);
-            if (m) cJSON_AddItemToObject(ch, "message", m);
-        } else {
-            cJSON_AddStringToObject(ch, "text", k->text[i] ? k->text[i] : "");
-        }
-        cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
-        cJSON_AddStringToObject(ch, "finish_reason", called ? "tool_calls" : finish_name(k->fin[i]));
-        cJSON_AddItemToArray(choices, ch);
-    }
-    cJSON_AddItemToObject(r, "usage", usage_json(k));
-    call_free(k);
-    return send_json(srv, conn, 200, r);
-}
-
-/* Appends "data: JSON\n\n" to the stream's output. */
-static bool sse(call *k, cJSON *j) {
-    char *s = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    if (!s) return false;
-    bool ok = append_text(&k->out, &k->n_out, &k->cap, "data: ", 6) && append_text(&k->out, &k->n_out, &k->cap, s, strlen(s)) &&
-              append_text(&k->out, &k->n_out, &k->cap, "\n\n", 2);
-    free(s);
-    return ok;
-}
-
-/* One chunk: text (may be NULL) and/or the finish of choice i.  A chat
- * answer's text goes through its parse (srv_chat_stream_feed): a piece
- * that adds nothing yet (the start of a tool call's markup) sends no chunk. */
-static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fin) {
-    cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
-    cJSON *choices = cJSON_AddArrayToObject(r, "choices");
-    cJSON *ch = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ch, "index", i);
-    if (k->kind == SRV_CHAT) {
-        cJSON *d = cJSON_AddObjectToObject(ch, "delta");
-        bool any = false;
-        if (!srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any)) {
-            cJSON_Delete(ch);
-            cJSON_Delete(r);
-            return false;
-        }
-        if (!any && fin == SRV_RUNNING && k->role_sent[i]) {
-            cJSON_Delete(ch);
-            cJSON_Delete(r);
-            return true;
-        }
-        if (!k->role_sent[i]) {
-            cJSON_AddStringToObject(d, "role", "assistant");
-            k->role_sent[i] = true;
-        }
-    } else {
-        cJSON_AddStringToObject(ch, "text", text ? text : "");
-    }
-    cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
-    if (fin == SRV_RUNNING) cJSON_AddNullToObject(ch, "finish_reason");
-    else
-        cJSON_AddStringToObject(ch, "finish_reason",
-                                k->kind == SRV_CHAT && srv_chat_stream_called(&k->cs[i]) ? "tool_calls" : finish_name(fin));
-    cJSON_AddItemToArray(choices, ch);
-    if (k->include_usage) cJSON_AddNullToObject(r, "usage");
-    return sse(k, r);
-}
-
-/* Fills the stream's output with what the jobs have made; waits up to
- * 50 ms when they have made nothing.  False when the stream must stop
- * (out of memory). */
-static bool produce(call *k) {
-    bool any = false, all = true;
-    for (int i = 0; i < k->n; i++) {
-        if (k->fin[i] != SRV_RUNNING) continue;
-        char *t;
-        size_t nt;
-        k->fin[i] = srv_job_poll(k->srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, 0);
-        if (t) {
-            any = true;
-            bool ok = chunk(k, i, t, nt, SRV_RUNNING);
-            free(t);
-            if (!ok) return false;
-        }
-        if (k->fin[i] != SRV_RUNNING) {
-            any = true;
-            if (k->fin[i] != SRV_FINISH_ERROR && k->fin[i] != SRV_FINISH_SHUTDOWN && !chunk(k, i, NULL, 0, k->fin[i]))
-                return false;
-        } else {
-            all = false;
-        }
-    }
-    if (all) {
-        char msg[320];
-        int32_t made;
-        bool admitted;
-        const bool failed = failed_job(k, msg, sizeof msg) >= 0;
-        const bool cut = !failed && shutdown_job(k, &made, &admitted) >= 0;
-        if (failed || cut) {
-            /* An error event instead of a finish_reason: a stream cut off by
-             * a shutdown must not read as one that ended. */
-            srv_fail f;
-            if (failed) srv_fail_set(&f, 500, "server_error", NULL, "%s", msg);
-            else
-                srv_fail_set(&f, 503, "server_shutting_down", NULL,
-                             "the server is shutting down: the answer was cut off after %d tokens", (int)made);
-            char *e = srv_error_json(&f);
-            bool ok = e && append_text(&k->out, &k->n_out, &k->cap, "data: ", 6) &&
-                      append_text(&k->out, &k->n_out, &k->cap, e, strlen(e)) &&
-                      append_text(&k->out, &k->n_out, &k->cap, "\n\n", 2);
-            free(e);
-            if (!ok) return false;
-        } else if (k->include_usage) {
-            cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
-            cJSON_AddArrayToObject(r, "choices");
-            cJSON_AddItemToObject(r, "usage", usage_json(k));
-            if (!sse(k, r)) return false;
-        }
-        if (!append_text(&k->out, &k->n_out, &k->cap, "data: [DONE]\n\n", 14)) return false;
-        k->done = true;
-        return true;
-    }
-    if (!any) {
-        /* Nothing new: sleep on the first running job until it makes something. */
-        for (int i = 0; i < k->n; i++)
-            if (k->fin[i] == SRV_RUNNING) {
-                char *t;
-                size_t nt;
-                size_t before = k->consumed[i];
-                srv_finish f = srv_job_poll(k->srv->sched, k->jobs[i], &before, &t, &nt, 50);
-                (void)f;
-                free(t); /* not consumed: the next produce() reads it again */
-                break;
-            }
-    }
-    return true;
-}
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    (void)pos;
-    call *k = cls;
-    while (k->off == k->n_out) {
-        if (k->done) return MHD_CONTENT_READER_END_OF_STREAM;
-        k->off = k->n_out = 0;
-        if (!produce(k)) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (k->off == k->n_out && client_gone(k->conn)) return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = k->n_out - k->off;
-    if (n > max) n = max;
-    touch(k->srv, k->conn);
-    memcpy(buf, k->out + k->off, n);
-    k->off += n;
-    return (ssize_t)n;
-}
-
-static void stream_free(void *cls) { call_free(cls); }
-
-static enum MHD_Result answer_stream(call *k) {
-    /* The status line waits until every job has a sequence: a request still
-     * queued when the server shuts down gets a 503 it can retry, not a
-     * 200 stream that ends at once. */
-    for (int i = 0; i < k->n; i++)
-        while (!srv_job_wait_admitted(k->srv->sched, k->jobs[i], 50))
-            if (client_gone(k->conn)) {
-                call_free(k);
-                return MHD_NO;
-            }
-    int32_t made;
-    bool admitted;
-    for (int i = 0; i < k->n; i++) {
-        char *t;
-        size_t nt;
-        size_t at = 0;
-        const srv_finish f = srv_job_poll(k->srv->sched, k->jobs[i], &at, &t, &nt, 0);
-        free(t);
-        k->fin[i] = f == SRV_FINISH_SHUTDOWN ? f : SRV_RUNNING;
-    }
-    if (shutdown_job(k, &made, &admitted) >= 0 && !admitted) {
-        server *srv = k->srv;
-        struct MHD_Connection *c = k->conn;
-        call_free(k);
-        return fail(srv, c, 503, "server_shutting_down", NULL,
-                    "the server is shutting down: the request was not started; try again");
-    }
-    for (int i = 0; i < k->n; i++) k->fin[i] = SRV_RUNNING;
-    touch(k->srv, k->conn);
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, k, stream_free);
-    if (!r) {
-        server *srv = k->srv;
-        struct MHD_Connection *c = k->conn;
-        call_free(k);
-        return fail(srv, c, 500, "server_error", NULL, "cannot create the stream");
-    }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "Connection", "close");
-    count_status(k->srv, 200);
-    enum MHD_Result ret = MHD_queue_response(k->conn, 200, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-/* Tokenizes text for a job, once, into at most cap ids (the context):
- * chat text parses the template's control tokens.  A text that needs more
- * is given up as soon as that is certain (its cost is bounded by cap, not
- * by its size): NULL with *n above cap.  NULL with *n 0 when it cannot be
- * tokenized. */
-static int32_t *tokenize(server *srv, const char *text, bool special, size_t cap, size_t *n) {
-    const okv_tokenizer *tok = okv_model_tokenizer(srv->model);
-    unsigned flags = OKV_TOKENIZE_ADD_SPECIAL | (special ? OKV_TOKENIZE_PARSE_SPECIAL : 0u);
-    okv_error err = {0};
-    *n = 0;
-    int32_t *ids = malloc((cap ? cap : 1) * sizeof *ids);
-    if (ids && okv_tokenizer_encode_max(tok, text, strlen(text), flags, ids, cap, n, &err) != OKV_OK) {
-        free(ids);
-        ids = NULL;
-        if (*n <= cap) *n = 0;
-    }
-    return ids;
-}
-
-static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_kind kind, const conn_ctx *cc) {
-    srv_request req;
-    srv_fail f;
-    if (!srv_request_parse(kind, cc->body ? cc->body : "", cc->n, &req, &f)) return send_error(srv, c, &f);
-    call *k = calloc(1, sizeof *k);
-    if (!k) {
-        srv_request_clear(&req);
-        return fail(srv, c, 500, "server_error", NULL, "out of memory");
-    }
-    atomic_fetch_add(&srv->n_calls, 1);
-    k->srv = srv;
-    k->conn = c;
-    k->kind = kind;
-    k->include_usage = req.stream && req.include_usage;
-    k->created = (long long)time(NULL);
-    const uint64_t id = atomic_fetch_add(&srv->next_id, 1);
-    snprintf(k->id, sizeof k->id, "%s-%" PRIx64 "%06" PRIx64, kind == SRV_CHAT ? "chatcmpl" : "cmpl",
-             (uint64_t)k->created, id);
-    const int n_texts = kind == SRV_CHAT ? 1 : req.n_prompts;
-    const char *param = kind == SRV_CHAT ? "messages" : "prompt";
-    int status = 0;
-    k->top_logprobs = req.top_logprobs;
-    const int32_t n_vocab = okv_model_n_vocab(srv->model);
-    for (int32_t b = 0; b < req.n_bias && !status; b++)
-        if (req.bias_ids[b] >= n_vocab)
-            status = fail(srv, c, 400, "invalid_request_error", "logit_bias",
-                          "'logit_bias' names token %d; the vocabulary has %d tokens", (int)req.bias_ids[b],
-                          (int)n_vocab) == MHD_YES ? 1 : -1;
-    for (int i = 0; i < n_texts && !status; i++) {
-        char *rendered = NULL;
-        const char *text;
-        if (kind == SRV_CHAT) {
-            srv_fail rf;
-            if (!(rendered = srv_chat_render(srv->chat, &req, true, &rf))) {
-                status = send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
-                break;
-            }
-            okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
-            /* One parse per choice: n answers stream side by side. */
-            for (int c2 = 0; c2 < req.n && c2 < SRV_MAX_PROMPTS; c2++)
-                srv_chat_stream_init(&k->cs[c2], &syn, &req,
-                                     ((uint64_t)k->created * 0x9e3779b97f4a7c15ull ^ atomic_load(&srv->next_id)) + (uint64_t)c2);
-            text = srv_chat_model_text(srv->chat, rendered);
-        } else {
-            text = req.prompts[i];
-        }
-        size_t n = 0;
-        const int32_t cap = srv_sched_capacity(srv->sched);
-        int32_t *ids = tokenize(srv, text, kind == SRV_CHAT, (size_t)cap, &n);
-        free(rendered);
-        if (!ids && n > (size_t)cap)
-            status = fail(srv, c, 400, "invalid_request_error", param,
-                          "the prompt has more than %d tokens (at least %zu), more than the context's %d positions (-c)",
-                          (int)cap, n, (int)cap) == MHD_YES ? 1 : -1;
-        else if (!ids) status = fail(srv, c, 500, "server_error", NULL, "cannot tokenize the prompt") == MHD_YES ? 1 : -1;
-        else if (n == 0)
-            status = fail(srv, c, 400, "invalid_request_error", param,
-                          "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate") == MHD_YES ? 1 : -1;
-        if (status) {
-            free(ids);
-            break;
-        }
-        static atomic_uint_fast64_t seed_counter;
-        const int nf = req.n;
-        srv_job_params p = {
-            .prompt = ids,
-            .n_prompt = (int32_t)n,
-            .max_tokens = req.max_tokens,
-            .sampling = {.temperature = req.temperature, .top_k = req.top_k, .top_p = req.top_p,
-                         .seed = req.has_seed ? req.seed + (uint64_t)i * (uint64_t)nf
-                                              : (uint64_t)time(NULL) * 6364136223846793005ull +
-                                                    atomic_fetch_add(&seed_counter, (uint64_t)nf)},
-            .stops = req.stops,
-            .n_stops = req.n_stops,
-            .ignore_eos = req.ignore_eos,
-            .controls = req.controls,
-            .bias_ids = req.bias_ids,
-            .bias = req.bias,
-            .n_bias = req.n_bias,
-            .grammar = req.grammar,
-            .top_logprobs = req.top_logprobs,
-            .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
-            /* The hook for constrained tool calls (the grammar's part of
-             * issue 17): with req.tool_choice REQUIRED or NAMED, a grammar
-             * of the call format (okv_chat_tool_call_opener(k->cs[0].syn.format))
-             * with req.tools_json's schemas as arguments goes here, forced
-             * from the first token; with AUTO, lazily from the opener on. */
-        };
-        bool busy = false;
-        const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy);
-        free(ids);
-        if (!ok) {
-            status = (busy ? fail(srv, c, 503, "server_busy", NULL,
-                                  "every sequence is busy and the queue is full: try again later")
-                           : fail(srv, c, 500, "server_error", NULL, "out of memory for the request")) == MHD_YES
-                         ? 1
-                         : -1;
-            break;
-        }
-        k->n = (i + 1) * nf;
-    }
-    const bool stream = req.stream;
-    srv_request_clear(&req);
-    if (status) {
-        call_free(k);
-        return status > 0 ? MHD_YES : MHD_NO;
-    }
-    return stream ? answer_stream(k) : answer_plain(k);
-}
-
-/* ---- the other endpoints ---- */
-
-/* POST /apply-template (llama.cpp's): {messages, tools?, add_generation_prompt?,
- * chat_template_kwargs?} -> {"prompt": the text the template renders}. */
-static enum MHD_Result apply_template(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
-    srv_request req;
-    srv_fail f;
-    if (!srv_request_parse(SRV_CHAT, cc->body ? cc->body : "", cc->n, &req, &f)) return send_error(srv, c, &f);
-    char *text = srv_chat_render(srv->chat, &req, false, &f);
-    srv_request_clear(&req);
-    if (!text) return send_error(srv, c, &f);
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "prompt", text);
-    free(text);
-    return send_json(srv, c, 200, r);
-}
-
-static enum MHD_Result models(server *srv, struct MHD_Connection *c) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(r, "data");
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", srv->model_name);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)(long long)time(NULL));
-    cJSON_AddStringToObject(m, "owned_by", "offkv");
-    cJSON_AddItemToArray(data, m);
-    return send_json(srv, c, 200, r);
-}
-
-static enum MHD_Result metrics(server *srv, struct MHD_Connection *c) {
+static enum MHD_Result metrics(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    (void)cc;
     srv_sched_stats st;
     srv_sched_stats_get(srv->sched, &st);
     uint64_t by[N_STATUS];
@@ -729,11 +181,11 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c) {
     pthread_mutex_unlock(&srv->mu);
     char *b = NULL;
     size_t n = 0, cap = 0;
-    char line[256];
+    char line[1024]; /* room for the longest line: a model_label (520) and a HELP text */
 #define OUT(...)                                                      \
     do {                                                              \
         int k_ = snprintf(line, sizeof line, __VA_ARGS__);            \
-        if (!append_text(&b, &n, &cap, line, (size_t)k_)) goto nomem; \
+        if (!wire_append_text(&b, &n, &cap, line, (size_t)k_)) goto nomem; \
     } while (0)
     OUT("# HELP offkv_requests_total HTTP requests answered, by status code.\n# TYPE offkv_requests_total counter\n");
     for (int i = 0; i < N_STATUS; i++)
@@ -766,29 +218,34 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c) {
     OUT("# HELP offkv_cache_bytes K/V cache storage held, by layer kind.\n# TYPE offkv_cache_bytes gauge\n");
     OUT("offkv_cache_bytes{kind=\"flat\"} %zu\n", st.cache_flat_bytes);
     OUT("offkv_cache_bytes{kind=\"ring\"} %zu\n", st.cache_ring_bytes);
+    /* What a router reads (the Gateway API Inference Extension's model-server
+     * protocol: requests waiting, requests running, K/V cache utilisation
+     * 0-1), under the names its endpoint picker reads from vLLM and from
+     * llama.cpp's server, so either setting finds them. */
+    const double kv_use = st.kv_total > 0 ? (double)st.kv_used / (double)st.kv_total : 0.0;
+    OUT("# HELP offkv_kv_cache_usage_ratio K/V positions held by running requests, of all sequences' capacity (0-1).\n"
+        "# TYPE offkv_kv_cache_usage_ratio gauge\n");
+    OUT("offkv_kv_cache_usage_ratio %.6f\n", kv_use);
+    OUT("# HELP vllm:num_requests_waiting Requests waiting for a sequence (as offkv_sequences_queued).\n"
+        "# TYPE vllm:num_requests_waiting gauge\n");
+    OUT("vllm:num_requests_waiting{model_name=\"%s\"} %d\n", srv->model_label, (int)st.queued);
+    OUT("# HELP vllm:num_requests_running Requests being decoded (as offkv_sequences_active).\n"
+        "# TYPE vllm:num_requests_running gauge\n");
+    OUT("vllm:num_requests_running{model_name=\"%s\"} %d\n", srv->model_label, (int)st.active);
+    OUT("# HELP vllm:kv_cache_usage_perc K/V cache usage, 1 is 100 percent (as offkv_kv_cache_usage_ratio).\n"
+        "# TYPE vllm:kv_cache_usage_perc gauge\n");
+    OUT("vllm:kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", srv->model_label, kv_use);
+    OUT("# HELP llamacpp:requests_deferred Requests waiting for a sequence.\n# TYPE llamacpp:requests_deferred gauge\n");
+    OUT("llamacpp:requests_deferred %d\n", (int)st.queued);
+    OUT("# HELP llamacpp:requests_processing Requests being decoded.\n# TYPE llamacpp:requests_processing gauge\n");
+    OUT("llamacpp:requests_processing %d\n", (int)st.active);
+    OUT("# HELP llamacpp:kv_cache_usage_ratio K/V cache usage (0-1).\n# TYPE llamacpp:kv_cache_usage_ratio gauge\n");
+    OUT("llamacpp:kv_cache_usage_ratio %.6f\n", kv_use);
 #undef OUT
-    return send_owned(srv, c, 200, "text/plain; version=0.0.4", b, n);
+    return wire_send_owned(srv, c, 200, "text/plain; version=0.0.4", b, n);
 nomem:
     free(b);
-    return fail(srv, c, 500, "server_error", NULL, "out of memory for the metrics");
-}
-
-/* /tokenize, /detokenize (r 6, 7) and /props (r 8), shaped in tokens.c. */
-static enum MHD_Result token_route(server *srv, struct MHD_Connection *c, int r, const conn_ctx *cc) {
-    const okv_tokenizer *tok = okv_model_tokenizer(srv->model);
-    srv_fail f = {0};
-    char *answer;
-    if (r == 8) {
-        const srv_props p = {.tok = tok, .model_path = srv->cfg->model_path, .model_name = srv->model_name,
-                             .chat_template = srv_chat_source(srv->chat), .build_info = "offkv",
-                             .n_ctx = srv_sched_capacity(srv->sched), .total_slots = srv->cfg->sched.n_parallel};
-        if (!(answer = srv_props_answer(&p))) return fail(srv, c, 500, "server_error", NULL, "out of memory");
-    } else {
-        const char *body = cc->body ? cc->body : "";
-        answer = r == 6 ? srv_tokenize_answer(tok, body, cc->n, &f) : srv_detokenize_answer(tok, body, cc->n, &f);
-        if (!answer) return send_error(srv, c, &f);
-    }
-    return send_owned(srv, c, 200, "application/json", answer, strlen(answer));
+    return wire_fail(srv, c, 500, "server_error", NULL, "out of memory for the metrics");
 }
 
 /* Compares without stopping at the first difference, so the time an answer
@@ -800,59 +257,81 @@ static bool key_ok(const char *got, const char *want) {
     return d == 0;
 }
 
+static enum MHD_Result page(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    (void)cc;
+    char *text = strdup(srv_page_html);
+    if (!text) return MHD_NO;
+    return wire_send_owned(srv, c, 200, "text/html; charset=utf-8", text, strlen(text));
+}
+
+static enum MHD_Result health(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    (void)cc;
+    const bool ready = atomic_load(&srv->ready);
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddStringToObject(h, "status", ready ? "ok" : "loading");
+    return wire_send_json(srv, c, ready ? 200 : 503, h);
+}
+
+/* A route's handler answers a request that passed the route's checks. */
+typedef enum MHD_Result (*handler)(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
+
+/* What the wire checks before a handler runs, in this order: the method;
+ * unless LOADING, that the model is loaded (else 503); unless NO_KEY, the
+ * API key (else 401); with BODY, that the body was not over --max-body
+ * (else 413). */
+enum { LOADING = 1, NO_KEY = 2, BODY = 4 };
+
+static const struct route {
+    const char *path;
+    bool post;      /* else GET (or HEAD) */
+    unsigned checks;
+    handler fn;
+} routes[] = {
+    {"/", false, LOADING | NO_KEY, page},
+    {"/health", false, LOADING | NO_KEY, health},
+    {"/metrics", false, NO_KEY, metrics},
+    {"/v1/models", false, 0, openai_models},
+    {"/v1/chat/completions", true, BODY, openai_chat_completions},
+    {"/v1/completions", true, BODY, openai_completions},
+    {"/apply-template", true, BODY, openai_apply_template},
+    {"/tokenize", true, BODY, openai_tokenize},
+    {"/detokenize", true, BODY, openai_detokenize},
+    /* (a GET: BODY only keeps the 413 its index-based route gave a GET
+     * announcing a body over --max-body) */
+    {"/props", false, BODY, openai_props},
+};
+
 static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *url, const char *method,
                              const conn_ctx *cc) {
     const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
-    static const struct {
-        const char *path;
-        bool post;
-    } routes[] = {{"/", false},        {"/health", false},          {"/metrics", false},
-                  {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true},
-                  {"/tokenize", true},   {"/detokenize", true},        {"/props", false},
-                  {"/apply-template", true}};
     /* An absolute-form target (RFC 9112 3.2.2, "POST http://host/v1/..."),
      * as proxies send, names the same resource as its path. */
     if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
         const char *path = strchr(strstr(url, "://") + 3, '/');
         url = path ? path : "/";
     }
-    int r = -1;
-    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
-        if (strcmp(url, routes[i].path) == 0) r = i;
-    if (r < 0) return fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
-    if (routes[r].post ? !post : !get)
-        return fail(srv, c, 405, "invalid_request_error", NULL, "%s takes %s", routes[r].path,
-                    routes[r].post ? "POST" : "GET");
-    if (r == 1) {
-        cJSON *h = cJSON_CreateObject();
-        cJSON_AddStringToObject(h, "status", atomic_load(&srv->ready) ? "ok" : "loading");
-        return send_json(srv, c, atomic_load(&srv->ready) ? 200 : 503, h);
-    }
-    if (r == 0) {
-        char *page = strdup(srv_page_html);
-        if (!page) return MHD_NO;
-        return send_owned(srv, c, 200, "text/html; charset=utf-8", page, strlen(page));
-    }
-    if (!atomic_load(&srv->ready))
-        return fail(srv, c, 503, "server_busy", NULL, "the model is still loading: try again shortly");
-    if (r == 2) return metrics(srv, c);
-    if (srv->cfg->api_key) {
+    const struct route *r = NULL;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (strcmp(url, routes[i].path) == 0) r = &routes[i];
+    if (!r) return wire_fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
+    if (r->post ? !post : !get)
+        return wire_fail(srv, c, 405, "invalid_request_error", NULL, "%s takes %s", r->path, r->post ? "POST" : "GET");
+    if (!(r->checks & LOADING) && !atomic_load(&srv->ready))
+        return wire_fail(srv, c, 503, "server_busy", NULL, "the model is still loading: try again shortly");
+    if (!(r->checks & NO_KEY) && srv->cfg->api_key) {
         /* The scheme's name is case-insensitive (RFC 7235): "bearer KEY" too. */
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
         if (auth && strncasecmp(auth, "Bearer ", 7) == 0)
             for (auth += 7; *auth == ' ';) auth++;
         else auth = NULL;
         if (!auth || !key_ok(auth, srv->cfg->api_key))
-            return fail(srv, c, 401, "authentication_error", NULL,
-                        "a missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key");
+            return wire_fail(srv, c, 401, "authentication_error", NULL,
+                             "a missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key");
     }
-    if (r == 3) return models(srv, c);
-    if (cc->too_big)
-        return fail(srv, c, 413, "invalid_request_error", NULL, "the body is larger than the server's %zu bytes (--max-body)",
-                    srv->cfg->max_body);
-    if (r == 9) return apply_template(srv, c, cc);
-    if (r >= 6) return token_route(srv, c, r, cc);
-    return completions(srv, c, r == 4 ? SRV_CHAT : SRV_COMPLETION, cc);
+    if ((r->checks & BODY) && cc->too_big)
+        return wire_fail(srv, c, 413, "invalid_request_error", NULL,
+                         "the body is larger than the server's %zu bytes (--max-body)", srv->cfg->max_body);
+    return r->fn(srv, c, cc);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -866,7 +345,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc->t0 = srv_now();
         if (!client_in(srv, c, cc)) {
             cc->too_big = true; /* its body, if any, is not kept */
-            return fail(srv, c, 503, "server_busy", NULL,
+            return wire_fail(srv, c, 503, "server_busy", NULL,
                         "this client address already has %d requests being answered (--max-per-client): try again "
                         "when one ends",
                         srv->cfg->max_per_client);
@@ -879,7 +358,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             unsigned long long n = strtoull(cl, &end, 10);
             if (errno || end == cl || n > srv->cfg->max_body) {
                 cc->too_big = true;
-                return fail(srv, c, 413, "invalid_request_error", NULL,
+                return wire_fail(srv, c, 413, "invalid_request_error", NULL,
                             "the body is larger than the server's %zu bytes (--max-body)", srv->cfg->max_body);
             }
         }
@@ -894,7 +373,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             srv_fail_set(&f, 408, "timeout_error", NULL, "the request's body did not arrive within the server's %.0f s (--timeout)",
                          srv->cfg->timeout);
             if (ci) srv_send_error_raw(ci->connect_fd, &f);
-            count_status(srv, 408);
+            wire_count_status(srv, 408);
             return MHD_NO;
         }
         if (!cc->too_big) {
@@ -903,7 +382,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 free(cc->body);
                 cc->body = NULL;
                 cc->n = cc->cap = 0;
-            } else if (!append_text(&cc->body, &cc->n, &cc->cap, upload, *upload_size)) {
+            } else if (!wire_append_text(&cc->body, &cc->n, &cc->cap, upload, *upload_size)) {
                 return MHD_NO;
             }
         }
@@ -942,90 +421,10 @@ static void gate_pass(void *cls, int fd, const struct sockaddr *addr, unsigned l
         fprintf(stderr, "offkv serve: a connection refused: %s\n", strerror(errno));
 }
 
-static void gate_count(void *cls, int status) { count_status(cls, status); }
+static void gate_count(void *cls, int status) { wire_count_status(cls, status); }
 
-/* The listening socket, made here so that the gate accepts on it. */
-static int listen_on(const struct addrinfo *ai, int *port) {
-    const int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    const int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    struct sockaddr_storage got;
-    socklen_t len = sizeof got;
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 512) != 0 ||
-        getsockname(fd, (struct sockaddr *)&got, &len) != 0) {
-        const int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    *port = ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
-                                            : ((struct sockaddr_in *)&got)->sin_port);
-    return fd;
-}
-
-/* The model's name in answers: its file name without folders. */
-static void set_model_name(server *srv, const char *path) {
-    const char *b = strrchr(path, '/');
-    snprintf(srv->model_name, sizeof srv->model_name, "%s", b ? b + 1 : path);
-}
-
-/* The template (--chat-template-file, --chat-template, the file's
- * tokenizer.chat_template, else ChatML), parsed before the model loads:
- * false after saying why (a syntax error names its line and column). */
-static bool choose_template(server *srv) {
-    char err[512];
-    srv->chat = srv_chat_load(srv->cfg->model_path, NULL, srv->cfg->chat_template, srv->cfg->chat_template_file, err,
-                              sizeof err);
-    if (!srv->chat) fprintf(stderr, "offkv serve: error: %s\n", err);
-    return srv->chat != NULL;
-}
-
-int srv_run(const srv_config *cfg) {
-    /* Signals are taken by sigwait below: block them before any thread
-     * starts, so that every thread inherits the mask. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    /* A thread per connection would otherwise give glibc's malloc up to
-     * 8 arenas per core, each keeping the memory its threads freed: the
-     * server's footprint would creep up with every new connection thread
-     * for a long while.  Two arenas are plenty: the requests' allocations
-     * are small and brief, and the decode loop allocates nothing per step. */
-    mallopt(M_ARENA_MAX, 2);
-
-    server *srv = calloc(1, sizeof *srv);
-    if (!srv) {
-        fprintf(stderr, "offkv serve: error: out of memory\n");
-        return 1;
-    }
-    srv->cfg = cfg;
-    srv->t_start = srv_now();
-    pthread_mutex_init(&srv->mu, NULL);
-    set_model_name(srv, cfg->model_path);
-    int rc = 1, listen_fd = -1;
-
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICHOST | AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    char port_s[16];
-    snprintf(port_s, sizeof port_s, "%d", cfg->port);
-    int gai = getaddrinfo(cfg->host, port_s, &hints, &ai);
-    if (gai != 0) {
-        fprintf(stderr, "offkv serve: error: bad --host '%s': %s (give a numeric address such as 127.0.0.1)\n",
-                cfg->host, gai_strerror(gai));
-        goto done;
-    }
-    int port = cfg->port;
-    listen_fd = listen_on(ai, &port);
-    freeaddrinfo(ai);
-    if (listen_fd < 0) {
-        fprintf(stderr, "offkv serve: error: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
-        goto done;
-    }
+bool wire_start(server *srv) {
+    const srv_config *cfg = srv->cfg;
     /* libmicrohttpd gets its connections from the gate (gate.c), which
      * accepts them and waits for their heads. */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
@@ -1036,62 +435,8 @@ int srv_run(const srv_config *cfg) {
                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->timeout + 0.999),
                                    MHD_OPTION_END);
-    const srv_gate_config gc = {.listen_fd = listen_fd, .timeout = cfg->timeout, .max_per_client = cfg->max_per_client,
-                                .max_waiting = 1024, .max_head = 16384, .max_body = cfg->max_body};
-    if (!srv->daemon || !(srv->gate = srv_gate_start(&gc, gate_pass, gate_count, srv))) {
-        fprintf(stderr, "offkv serve: error: cannot start the HTTP server on %s:%d: %s\n", cfg->host, port,
-                strerror(errno));
-        goto done;
-    }
-
-    /* /health says 503 while this runs. */
-    okv_error err = {0};
-    if (!choose_template(srv)) goto done;
-    if (!(srv->model = okv_model_load(cfg->model_path, cfg->model_options, &err))) {
-        fprintf(stderr, "offkv serve: error: cannot load %s: %s\n", cfg->model_path, err.message);
-        goto done;
-    }
-    if (!(srv->sched = srv_sched_create(srv->model, &cfg->sched, &err))) {
-        fprintf(stderr, "offkv serve: error: %s\n", err.message);
-        goto done;
-    }
-    srv_chat_use_tokenizer(srv->chat, okv_model_tokenizer(srv->model));
-    fprintf(stderr, "offkv serve: %s\n", okv_model_describe(srv->model));
-    fprintf(stderr, "offkv serve: %d sequences of %d positions, chat template %s, %s KV, %d threads\n",
-            (int)cfg->sched.n_parallel, (int)srv_sched_capacity(srv->sched), srv_chat_describe(srv->chat),
-            cfg->sched.kv_type, (int)cfg->sched.n_threads);
-    atomic_store(&srv->ready, true);
-    const bool v6 = strchr(cfg->host, ':') != NULL;
-    printf("listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg->host, v6 ? "]" : "", port);
-    fflush(stdout);
-
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "offkv serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    rc = 0;
-done:
-    /* Stop accepting (connections still waiting for their heads are
-     * closed), end every request (queued ones get a 503, running streams an
-     * error event and [DONE]), then wait for the connections' threads. */
-    srv_gate_stop(srv->gate);
-    if (listen_fd >= 0) close(listen_fd);
-    if (srv->daemon) {
-        if (srv->sched) srv_sched_stop(srv->sched);
-        /* Closing the connections now would cut the streams short of their
-         * last chunk: let the answers go out first (each ends within a
-         * poll interval once its job has ended), for at most 10 s. */
-        for (int i = 0; i < 1000 && atomic_load(&srv->n_calls) > 0; i++) {
-            struct timespec ts = {0, 10 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-        MHD_stop_daemon(srv->daemon);
-    }
-    srv_sched_free(srv->sched);
-    okv_model_free(srv->model);
-    srv_chat_free(srv->chat);
-    pthread_mutex_destroy(&srv->mu);
-    free(srv->clients);
-    free(srv);
-    if (rc == 0) fprintf(stderr, "offkv serve: stopped\n");
-    return rc;
+    const srv_gate_config gc = {.listen_fd = srv->listen_fd, .timeout = cfg->timeout,
+                                .max_per_client = cfg->max_per_client, .max_waiting = 1024, .max_head = 16384,
+                                .max_body = cfg->max_body};
+    return srv->daemon && (srv->gate = srv_gate_start(&gc, gate_pass, gate_count, srv)) != NULL;
 }

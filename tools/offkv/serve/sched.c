@@ -23,7 +23,6 @@
 #include "offkv/threads.h"
 #include "offkv/tokenizer.h"
 #include "serve.h"
-#include "tokenizer/utf8_stream.h"
 
 double srv_now(void) {
     struct timespec ts;
@@ -64,7 +63,7 @@ struct srv_job {
     okv_sampler *sampler;
     okv_grammar *grammar;
     okv_grammar_matcher *gm;
-    okv_utf8_stream us;
+    okv_detok_stream us;
     char *held;                     /* text that may be the start of a stop string */
     size_t n_held, cap_held;
 };
@@ -73,6 +72,7 @@ typedef struct slot {
     okv_cache *cache;
     int32_t *hist;                  /* the tokens the cache holds, positions 0..n_hist-1 */
     int32_t n_hist;
+    int32_t n_hist_seen;            /* n_hist as of the last step, for /metrics (under mu) */
     srv_job *job;                   /* NULL: free */
     int32_t n_prefilled;            /* prompt tokens in the cache */
     bool decoding;
@@ -504,6 +504,14 @@ void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st) {
     *st = s->stats;
     st->active = s->n_active;
     st->queued = s->n_queued;
+    /* The K/V positions the running requests hold, of all the sequences'
+     * caches could hold: a finished request's history, kept for the next
+     * prompt that shares it, is given up when a request needs its sequence,
+     * so it counts as free (as vLLM counts its evictable prefix blocks). */
+    st->kv_used = 0;
+    for (int32_t i = 0; i < s->cfg.n_parallel; i++)
+        if (s->slots[i].job) st->kv_used += s->slots[i].n_hist_seen;
+    st->kv_total = (int64_t)s->cfg.n_parallel * s->capacity;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -561,6 +569,7 @@ static void admit(srv_sched *s) {
             sl->n_hist = keep;
         }
         sl->job = j;
+        sl->n_hist_seen = sl->n_hist;
         sl->n_prefilled = keep;
         sl->decoding = false;
         sl->last_used = ++s->use_counter;
@@ -724,9 +733,9 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
         okv_status st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, sizeof small, &n, &err);
         if (st != OKV_OK && n > sizeof small && (piece = malloc(n)))
             st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, n, &n, &err);
-        char *utf = st == OKV_OK && piece ? malloc(okv_utf8_stream_room(n)) : NULL;
+        char *utf = st == OKV_OK && piece ? malloc(OKV_DETOK_ROOM(n)) : NULL;
         if (utf) {
-            const size_t k = okv_utf8_stream_feed(&j->us, piece, n, utf);
+            const size_t k = okv_detok_stream_feed(&j->us, piece, n, utf);
             if (add_text(j, utf, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
         } else {
             oom = true;
@@ -745,7 +754,7 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
          * what was held back can no longer start a stop string (after a
          * stop string was found nothing is held). */
         char tail[8];
-        const size_t k = okv_utf8_stream_finish(&j->us, tail);
+        const size_t k = okv_detok_stream_finish(&j->us, tail);
         if (k && add_text(j, tail, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
         if (!oom && j->n_held) {
             if (grow(&o->text, &o->cap, o->n + j->n_held + 1)) {
@@ -839,6 +848,7 @@ static void fork_followers(srv_sched *s, slot *src, const srv_job *lead) {
         s->n_queued--;
         s->n_active++;
         dst->job = q;
+        dst->n_hist_seen = dst->n_hist;
         dst->n_prefilled = q->n_prompt;
         dst->decoding = true;
         dst->last_used = ++s->use_counter;
@@ -979,6 +989,7 @@ static void *worker_main(void *arg) {
             if (items[i].prefill_done) fork_followers(s, sl, j);
         }
         cache_bytes(s, &s->stats.cache_flat_bytes, &s->stats.cache_ring_bytes);
+        for (int i = 0; i < n; i++) items[i].sl->n_hist_seen = items[i].sl->n_hist;
     }
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < np; i++) free(outs[i].text);

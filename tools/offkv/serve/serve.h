@@ -7,7 +7,9 @@
  *               llm_chat_detect_template does, rendered to prompt text;
  *   sched.c     the sequences (one cache each, one model) and the worker
  *               thread that decodes all active ones together;
- *   http.c      the wire (libmicrohttpd): routes, auth, streaming, metrics.
+ *   http.c, openai.c, lifecycle.c  the HTTP server (libmicrohttpd): the
+ *               wire, the OpenAI shaping of answers and SSE, the process's
+ *               life (server.h, internal to them, says what each offers).
  * The HTTP and JSON libraries stay out of liboffkv: this folder is its own
  * static library, linked into the offkv program and its tests. */
 #ifndef OFFKV_SERVE_H
@@ -301,6 +303,7 @@ typedef struct srv_sched_stats {
     double decode_seconds;           /* time the worker spent evaluating */
     double last_tokens_per_second;   /* over the last finished request */
     size_t cache_flat_bytes, cache_ring_bytes;
+    int64_t kv_used, kv_total;       /* K/V positions held by running requests, of all sequences' */
 } srv_sched_stats;
 
 void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st);
@@ -375,7 +378,7 @@ srv_gate *srv_gate_start(const srv_gate_config *cfg, srv_gate_pass_fn pass, srv_
 /* Stops accepting and closes every connection still waiting.  NULL is a no-op. */
 void srv_gate_stop(srv_gate *g);
 
-/* ---- the HTTP server (http.c) ---- */
+/* ---- the HTTP server (lifecycle.c) ---- */
 
 typedef struct srv_config {
     const char *model_path;
@@ -391,8 +394,29 @@ typedef struct srv_config {
     const char *const *model_options; /* okv_model_load options: NULL-terminated key, value pairs; NULL: none */
 } srv_config;
 
-/* Runs the server until SIGINT or SIGTERM; the process's exit code. */
+/* Runs the server until SIGINT or SIGTERM; the process's exit code.  It
+ * listens first (srv_start), loads (srv_load: /health answers 503
+ * {"status":"loading"} meanwhile), prints "listening on URL" on stdout
+ * when ready, and on a signal drains (srv_stop). */
 int srv_run(const srv_config *cfg);
+
+/* The same steps one at a time, for tests and embedders (srv_run also
+ * blocks SIGINT/SIGTERM and takes them by sigwait; these touch no signal).
+ * srv_start listens on cfg's host and port and answers at once: /health
+ * 503 {"status":"loading"}, the chat page 200, every other endpoint 503;
+ * NULL after saying why on stderr.  cfg must outlive the server. */
+typedef struct srv_server srv_server;
+srv_server *srv_start(const srv_config *cfg);
+/* The port it listens on (the one picked when cfg->port was 0). */
+int srv_port(const srv_server *srv);
+/* Parses the chat template, loads the model and starts the scheduler; from
+ * then on /health answers 200.  False after saying why on stderr (the
+ * server keeps answering 503: stop it). */
+bool srv_load(srv_server *srv);
+/* Stops accepting, ends every request (queued ones get a 503, running
+ * streams an error event and [DONE]), lets the answers go out, frees.  NULL
+ * is a no-op. */
+void srv_stop(srv_server *srv);
 
 /* The chat page (page.c). */
 extern const char srv_page_html[];

@@ -1,6 +1,6 @@
 /* Token-level answers: OpenAI's logprobs objects, and llama.cpp's
  * /tokenize, /detokenize and /props, shaped as those servers shape them.
- * Kept apart from http.c, which only routes to them. */
+ * Kept apart from openai.c, which only routes to them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

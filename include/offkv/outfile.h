@@ -1,5 +1,6 @@
-/* Internal: writing a file so that a failed or killed write never destroys
- * what was there.
+/* offkv — writing a file so that a failed or killed write never destroys
+ * what was there (the GGUF writer and the prompt cache write this way, and
+ * so can a program that writes its own results).
  *
  * A regular file (new, or existing, also reached through a symlink) is
  * written to a temporary file beside its real target and renamed over it
@@ -9,12 +10,16 @@
  * under the name (a device such as /dev/stdout or /dev/full, a FIFO) is
  * written directly, and is never removed: nothing is deleted that this run
  * did not create. */
-#ifndef OKV_CORE_OUTFILE_H
-#define OKV_CORE_OUTFILE_H
+#ifndef OFFKV_OUTFILE_H
+#define OFFKV_OUTFILE_H
 
 #include <stdio.h>
 
 #include "offkv/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct okv_outfile {
     FILE *f;      /* write here */
@@ -35,4 +40,7 @@ okv_status okv_outfile_commit(okv_outfile *o, okv_error *err);
  * Safe on a zeroed okv_outfile. */
 void okv_outfile_discard(okv_outfile *o);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
