@@ -1,7 +1,9 @@
 // Forced tool calls (issue 17): with tool_choice "required" or a named
-// function, decoding follows a grammar of the template's call format (here
-// Qwen 2.5's Hermes <tool_call> markup, via --chat-template-file) with the
-// tool's parameters schema as the arguments.  tiny-qwen2 has random weights,
+// function, decoding follows a grammar of the template's call format with
+// the tool's parameters schema as the arguments: Qwen 2.5's Hermes
+// <tool_call> markup, Llama 3.2's {"name", "parameters"} and, for Phi 3.5
+// (no tool section), the generic {"tool_call": ...} form (each template via
+// --chat-template-file).  tiny-qwen2 has random weights,
 // so only the grammar can make its calls valid: every call's arguments must
 // parse and pass ajv against the tool's own schema, plain and streamed, with
 // finish_reason "tool_calls"; the named tool is the one called; the tool's
@@ -14,10 +16,6 @@ need('shared');
 const { default: OpenAI } = requireNpm('openai');
 const Ajv2020 = requireNpm('ajv/dist/2020').default;
 
-const template = path.join(SHARED, 'templates', 'src', 'Qwen-Qwen2.5-7B-Instruct.jinja');
-const srv = await startServer(['--chat-template-file', template, '-c', '2048'],
-  { model: path.join(SHARED, 'models', 'tiny-qwen2.gguf') });
-const client = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
 const ajv = new Ajv2020({ strict: true, allErrors: true });
 
 const weather = {
@@ -44,7 +42,7 @@ const validators = { get_weather: ajv.compile(weather), get_time: ajv.compile(ti
 const messages = [{ role: 'user', content: 'What is the weather in Paris for 3 days?' }];
 
 // A call is valid when its tool is offered and its arguments pass the tool's schema.
-function validCall(call, what, only) {
+function validCallOf(call, what, only) {
   eq(call.type, 'function', `${what}: type`);
   const v = validators[call.function.name];
   check(v && (!only || call.function.name === only), `${what}: calls '${call.function.name}'${only ? `, want ${only}` : ''}`);
@@ -60,6 +58,12 @@ function validCall(call, what, only) {
   return ok;
 }
 
+for (const family of ['Qwen-Qwen2.5-7B-Instruct', 'meta-llama-Llama-3.2-3B-Instruct', 'microsoft-Phi-3.5-mini-instruct']) {
+const template = path.join(SHARED, 'templates', 'src', `${family}.jinja`);
+const srv = await startServer(['--chat-template-file', template, '-c', '2048'],
+  { model: path.join(SHARED, 'models', 'tiny-qwen2.gguf') });
+const client = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
+const validCall = (call, what, only) => validCallOf(call, `${family} ${what}`, only);
 try {
   // required: several seeds and temperatures, each answer one valid call
   let first;
@@ -107,14 +111,15 @@ try {
   // template shows the result to the model (Qwen's <tool_response>)
   if (first?.tool_calls?.length) {
     const call = first.tool_calls[0];
-    const back = [...messages, { role: 'assistant', content: first.content ?? null, tool_calls: [call] },
+    // '' not null: Phi 3.5's template adds the content to a string
+    const back = [...messages, { role: 'assistant', content: first.content ?? '', tool_calls: [call] },
       { role: 'tool', tool_call_id: call.id, content: '{"forecast": "sunny"}' }];
     const r = await client.chat.completions.create({ model: 'x', messages: back, tools, seed: 11, max_tokens: 16 });
     const ch = r.choices[0];
     eq(ch.message.role, 'assistant', 'round trip: an answer');
     check(['stop', 'length', 'tool_calls'].includes(ch.finish_reason), `round trip: finish_reason ${ch.finish_reason}`);
     const p = await post(srv, '/apply-template', { messages: back, tools });
-    check(p.status === 200 && p.json.prompt.includes('<tool_response>\n{"forecast": "sunny"}\n</tool_response>') &&
+    if (family.startsWith('Qwen')) check(p.status === 200 && p.json.prompt.includes('<tool_response>\n{"forecast": "sunny"}\n</tool_response>') &&
       p.json.prompt.includes(`<tool_call>\n{"name": "${call.function.name}", "arguments": `),
       `round trip: the prompt carries the call and its result: ${p.text.slice(0, 600)}`);
   }
@@ -129,5 +134,6 @@ try {
   check(g.status === 400 && g.json?.error?.param === 'tool_choice', `grammar clash: want a 400 on tool_choice, got ${g.status} ${g.text}`);
 } finally {
   await stopServer(srv);
+}
 }
 done();
