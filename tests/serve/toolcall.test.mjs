@@ -129,6 +129,12 @@ try {
   const b = await post(srv, '/v1/chat/completions', { messages, tools: badTools, tool_choice: 'required' });
   check(b.status === 400 && /'if'/.test(b.json?.error?.message) && /'odd'/.test(b.json?.error?.message) && b.json?.error?.param === 'tools',
     `unsupported keyword: want a 400 naming 'if' and 'odd', got ${b.status} ${b.text}`);
+  // the same with the one tool (the converter's place then has no rule name in it)
+  const solo = await post(srv, '/v1/chat/completions', { messages, tool_choice: 'required',
+    tools: [{ type: 'function', function: { name: 'solo', parameters: { type: 'object', properties: { a: { not: {} } } } } }] });
+  check(solo.status === 400 && /'not'/.test(solo.json?.error?.message) && /'solo'/.test(solo.json?.error?.message) &&
+    /#\/properties\/a/.test(solo.json?.error?.message) && !/tool-\d/.test(solo.json?.error?.message),
+    `unsupported keyword, one tool: want a 400 naming 'not', 'solo' and its place, got ${solo.status} ${solo.text}`);
   // a forced call with a grammar of the client's: refused, not one of them ignored
   const g = await post(srv, '/v1/chat/completions', { messages, tools, tool_choice: 'required', response_format: { type: 'json_object' } });
   check(g.status === 400 && g.json?.error?.param === 'tool_choice', `grammar clash: want a 400 on tool_choice, got ${g.status} ${g.text}`);

@@ -111,11 +111,18 @@ char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, srv_fa
     if (!oom && !(prims = okv_json_schemas_to_gbnf(k, (const char *const *)schemas, lens, (const char *const *)names, &err))) {
         if (err.status == OKV_ERR_NOMEM) oom = true;
         else {
-            /* err names the keyword and its place, which begins with tool-K */
-            const char *t = strstr(err.message, "tool-");
-            int at = t ? atoi(t + 5) : -1;
+            /* err names the keyword and its place, which begins with our
+             * rule's name tool-K when there are several schemas (only "#"
+             * for one): the tool is named instead, the rule name dropped. */
+            char *t = strstr(err.message, "tool-");
+            int at = t ? atoi(t + 5) : k == 1 ? 0 : -1;
+            if (t) {
+                char *e = t + 5;
+                while (*e >= '0' && *e <= '9') e++;
+                memmove(t, e, strlen(e) + 1);
+            }
             srv_fail_set(f, 400, "invalid_request_error", "tools", "the parameters of tool '%.60s' cannot constrain a call: %.150s",
-                         at >= 0 && at < k ? fn[at] : "?", err.message);
+                         at >= 0 && at < k ? fn[at] : "(unknown)", err.message);
             goto out;
         }
     }
