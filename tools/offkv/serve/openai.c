@@ -439,6 +439,23 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                 break;
             }
             okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
+            /* tool_choice "required" or named: the answer is a call in the
+             * template's format, arguments per the tool's schema, forced
+             * from the first token (a grammar of the client's would fight it). */
+            if (req.tool_choice == SRV_TOOLS_REQUIRED || req.tool_choice == SRV_TOOLS_NAMED) {
+                bool clash = req.grammar != NULL;
+                if (clash) {
+                    srv_fail_set(&rf, 400, "invalid_request_error", "tool_choice",
+                                 "'tool_choice' forces a tool call; it cannot come with 'response_format', 'grammar' or 'json_schema'");
+                } else {
+                    req.grammar = srv_tool_call_grammar(&req, syn.format, &rf);
+                }
+                if (clash || !req.grammar) {
+                    free(rendered);
+                    status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
+                    break;
+                }
+            }
             /* One parse per choice: n answers stream side by side. */
             for (int c2 = 0; c2 < req.n && c2 < SRV_MAX_PROMPTS; c2++)
                 srv_chat_stream_init(&k->cs[c2], &syn, &req,
@@ -483,11 +500,9 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .grammar = req.grammar,
             .top_logprobs = req.top_logprobs,
             .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
-            /* The hook for constrained tool calls (the grammar's part of
-             * issue 17): with req.tool_choice REQUIRED or NAMED, a grammar
-             * of the call format (okv_chat_tool_call_opener(k->cs[0].syn.format))
-             * with req.tools_json's schemas as arguments goes here, forced
-             * from the first token; with AUTO, lazily from the opener on. */
+            /* req.grammar holds the forced tool call's grammar (above);
+             * tool_choice "auto" with a lazy grammar from
+             * okv_chat_tool_call_opener on is not done yet. */
         };
         bool busy = false;
         const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy);

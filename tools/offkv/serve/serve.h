@@ -150,6 +150,15 @@ char *srv_error_json(const srv_fail *f);
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* ---- forced tool calls (toolgrammar.c) ---- */
+
+/* The GBNF of one call in format's markup to one of r's tools (the one
+ * tool_choice names, else any), its arguments following the tool's
+ * "parameters" schema: for tool_choice "required" and named.  NULL with *f
+ * set: 400 naming the tool and the schema keyword offkv cannot honour, or
+ * the format it cannot force; 500 when out of memory.  Free with free(). */
+char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, srv_fail *f);
+
 /* ---- the answer as OpenAI shapes it (toolcalls.c) ---- */
 
 /* A chat answer being streamed: the text so far and what was sent of it. */
