@@ -4,6 +4,18 @@
 #include <string.h>
 
 #include "cli.h"
+
+#ifdef OKV_NO_SERVE
+/* Built without libmicrohttpd or libcjson (CMakeLists.txt): the command is
+ * known, and says why it cannot run. */
+int cmd_serve(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    cli_error("serve", "this offkv was built without the HTTP server (libmicrohttpd and libcjson were not found "
+                       "when it was configured; Debian: libmicrohttpd-dev libcjson-dev)");
+    return CLI_FAIL;
+}
+#else
 #include "serve/serve.h"
 
 static void usage(FILE *f) {
@@ -99,3 +111,4 @@ int cmd_serve(int argc, char **argv) {
     }
     return srv_run(&cfg) == 0 ? CLI_OK : CLI_FAIL;
 }
+#endif
