@@ -100,6 +100,7 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
 /* Every ISA's quantizer gives the scalar one's bits (test_matmul, test_quant):
  * the SIMD ones only go faster. */
 void okv_mm_quantize_act(okv_isa kern, const float *x, int64_t k, int8_t *q, float *d) {
+    (void)kern; /* a scalar-only build has no other */
 #if defined(OKV_X86)
     if (okv_isa_is_x86(kern)) { okv_mm_quantize_act_avx2(x, k, q, d); return; }
 #endif
@@ -110,6 +111,7 @@ void okv_mm_quantize_act(okv_isa kern, const float *x, int64_t k, int8_t *q, flo
 }
 
 void okv_mm_quantize_q8_K(okv_isa kern, const float *x, block_q8_K *y, int64_t k) {
+    (void)kern;
 #if defined(OKV_X86)
     if (okv_isa_is_x86(kern)) { okv_mm_quantize_q8_K_avx2(x, y, k); return; }
 #endif

@@ -74,6 +74,9 @@ OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
 #define OKV_MM_TILES_ARM(t) OKV_MM_TILE(okv_mm_tile_##t##_neon); OKV_MM_TILE(okv_mm_tile_##t##_dotprod)
 OKV_MM_TILES_ARM(q4_0x16);
 OKV_MM_TILES_ARM(q8_0x16);
+OKV_MM_TILES_ARM(q4_Kx16);
+OKV_MM_TILES_ARM(q5_Kx16);
+OKV_MM_TILES_ARM(q6_Kx16);
 /* Q8_0 sixteen blocks wide (kernels/q8_0x16.h). */
 OKV_MM_TILE(okv_mm_tile_q8_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx2);

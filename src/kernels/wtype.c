@@ -87,13 +87,13 @@ static const okv_wtype types[OKV_WT_END] = {
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON(q8_0x16),
                         .block_min_n = 5},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
-                        .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16(q6_Kx16),
+                        .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16_NEON(q6_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q5_KX16] = {.name = "q5_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q5_Kx16),
-                        .to_float = okv_dequantize_row_q5_Kx16, .act = OKV_ACT_Q8_KX16, X16(q5_Kx16),
+                        .to_float = okv_dequantize_row_q5_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON(q5_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q4_Kx16),
-                        .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, X16(q4_Kx16),
+                        .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON(q4_Kx16),
                         .block_min_n = 5},
 };
 

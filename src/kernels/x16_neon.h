@@ -19,6 +19,7 @@
 
 #if defined(OKV_ARM)
 #include <arm_neon.h>
+#include <string.h>
 
 #include "kernels/f16.h"
 #include "kernels/x16.h"
@@ -35,6 +36,14 @@ OKV_NEON_INLINE float okv_x16_sum16_neon(const float32x4_t a[4]) {
 /* Four f16 scales to f32 (exact). */
 OKV_NEON_INLINE float32x4_t okv_x16_f16x4_neon(const okv_f16 *h) {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+}
+
+/* Four bytes from p in the low half of a vector (the high half repeats
+ * them): a quartet's 8-bit scales. */
+OKV_NEON_INLINE uint8x8_t okv_x16_bytes4_neon(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return vreinterpret_u8_u32(vdup_n_u32(v));
 }
 
 /* The int16 sums of products of bytes 0..7 (lo) and 8..15 (hi) of one
