@@ -66,7 +66,8 @@ clean:
 # OKV_ISA=neon and OKV_ISA=dotprod (kquant_golden runs the best level only
 # there: OKV_TEST_EMULATED).  Emulation is 10-50x slower, so these stay out
 # (each runs natively in make test-fast, none has ARM-specific code):
-# ARM_SKIP_TESTS.  Skipped, saying so, without the cross compiler or qemu
+# ARM_SKIP_TESTS.  About 10 minutes on 2 busy cores (x16, every layout at
+# every level, is half of it).  Skipped, saying so, without the cross compiler or qemu
 # (scripts/install-deps.sh installs them; OKV_NO_ARM=1 leaves them out).
 ARM_SKIP_TESTS := cli cli_spec cache_attend batch ring_memory prompt_cache quantize_ggml \
   fuzz_alloc_fail fuzz_alloc_fail_bpe fuzz_cli fuzz_cli_logits_output fuzz_cli_synth_window \
