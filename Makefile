@@ -72,7 +72,7 @@ clean:
 ARM_SKIP_TESTS := cli cli_spec cache_attend batch ring_memory prompt_cache quantize_ggml \
   fuzz_alloc_fail fuzz_alloc_fail_bpe fuzz_cli fuzz_cli_logits_output fuzz_cli_synth_window \
   fuzz_context_alloc fuzz_eval fuzz_model_bytes fuzz_replay_model speculative probe_cli
-ARM_GOLDEN_TESTS := llama_golden swa_golden kquant_golden attend_kernel kv_q8 f16
+ARM_GOLDEN_TESTS := llama_golden swa_golden kquant_golden dense_golden attend_kernel kv_q8 f16
 ARM_LEVELS := neon dotprod
 arm_skip_re = ^($(subst $() ,|,$(strip $(ARM_SKIP_TESTS))))$$
 arm_golden_re = ^($(subst $() ,|,$(strip $(ARM_GOLDEN_TESTS))))$$
@@ -97,16 +97,18 @@ test-arm: build-arm
 # shared tiny models seed the model and GGUF targets when ../shared exists.
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 12
-FUZZ_TARGETS := gguf model tokenizer cache
+FUZZ_TARGETS := gguf model tokenizer cache jinja
 FUZZ_CC ?= clang
 SHARED ?= ../shared
 fuzz_seeds_gguf := fuzz/corpus/model
 fuzz_seeds_model := $(wildcard $(SHARED)/models)
+fuzz_seeds_jinja := $(wildcard $(SHARED)/templates/src)
 # Inputs past these sizes are cut; a cut model is just a refused file.
 fuzz_max_len_gguf := 65536
 fuzz_max_len_model := 3000000
 fuzz_max_len_tokenizer := 4096
 fuzz_max_len_cache := 1024
+fuzz_max_len_jinja := 16384
 have_libfuzzer = printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
   $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
 
@@ -146,7 +148,9 @@ install: build
 # The tests that run the thread pool, share caches through the registry or
 # run several contexts and batches; each must finish without a report.
 TSAN_TESTS := threads attend_kernel cache_attend cache_sequence ring_memory matmul batch \
-  model_rewind probe_api fuzz_context_alloc llama_golden cli
+  model_rewind probe_api fuzz_context_alloc llama_golden cli serve_sched
+# The server's node tests drive build-tsan's offkv (built above) over HTTP.
+TSAN_NODE_TESTS := serve_hostile serve_openai
 .PHONY: build-tsan test-tsan
 build-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -156,7 +160,7 @@ build-tsan: deps
 
 test-tsan: build-tsan
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(strip $(TSAN_TESTS))))$$'
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -R '^($(subst $() ,|,$(strip $(TSAN_TESTS) $(TSAN_NODE_TESTS))))$$'
 
 # ---- valgrind memcheck: make test-valgrind (in make test), make check-deep ----
 # 0 errors and 0 bytes definitely lost, or the target fails.  test-valgrind
@@ -173,7 +177,12 @@ test-valgrind: build
 	  $(foreach t,$(VALGRIND_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
 	    $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true; fi
 
-check-deep: test-valgrind
+# check-deep also runs the server's request fuzzer (bodies and request
+# heads, test_fuzz_serve_request) under ASan + UBSan for ten minutes
+# (DEEP_SERVE_FUZZ_SECONDS).
+check-deep: test-valgrind build-san
 	@$(foreach t,$(VALGRIND_DEEP_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
 	  $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true
+	@echo "fuzz_serve_request: $(or $(DEEP_SERVE_FUZZ_SECONDS),600) s under ASan + UBSan" && \
+	  OKV_FUZZ_SECONDS=$(or $(DEEP_SERVE_FUZZ_SECONDS),600) ./build-san/tests/test_fuzz_serve_request | tail -n 2
 	$(MAKE) fuzz FUZZ_SECONDS=$(or $(DEEP_FUZZ_SECONDS),300)

@@ -5,8 +5,10 @@
  * than any cache), so the matvec runs cycle through enough copies of the
  * matrix (>= 512 MiB) that each call reads from DRAM, not from L3.
  *
- *   build/bench/matmul [reps] [kernel] [type]
- *     kernel: scalar|avx2|avx512|avx512vnni; type: a ggml name, q4_0|q4_K|f16|... (default all)
+ *   build/bench/matmul [reps] [kernel] [type] [n] [threads]
+ *     kernel: scalar|avx2|avx512|avx512vnni; type: a ggml name, q4_0|q4_K|f16|... (default all);
+ *     n: only the 5632x2048 product with n columns (prefill: 64 or more);
+ *     threads: only that many (default 1 and 2)
  *
  * The "hot" line multiplies one small matrix (1024 rows per thread) over and
  * over from cache: the kernel's compute ceiling for decode. */
@@ -29,6 +31,15 @@
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process (all threads): on a machine shared with
+ * other work, flops per CPU second hold still where wall-clock rates
+ * follow the load. */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -169,21 +180,22 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
     }
     for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * mbytes, w, mbytes);
     for (int64_t i = 0; i < k * n; i++) x[i] = frand();
-    double t[256];
+    double t[256], tc[256];
     int runs = n == 1 ? reps * 4 : reps;
     if (runs > 256) runs = 256;
     for (int r = -copies; r < runs; r++) { /* the first pass over the copies warms page tables */
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         okv_status st = okv_matmul_with(kern, pool, type, w + (size_t)((r + copies) % copies) * mbytes, rows, k,
                                         x, n, y, scratch, NULL);
-        double dt = now() - t0;
+        double dt = now() - t0, dc = cpu_now() - c0;
         if (st != OKV_OK) { printf("%s: matmul failed (%d)\n", okv_wtype_get(type)->name, st); goto done; }
-        if (r >= 0) t[r] = dt;
+        if (r >= 0) { t[r] = dt; tc[r] = dc; }
     }
-    double tm = median(t, runs);
-    printf("%-5s %5lldx%-5lld n=%-3lld t=%d  %8.3f ms  %7.1f GFLOP/s  %6.1f GB/s weights%s\n",
+    double tm = median(t, runs), tcm = median(tc, runs);
+    const double flop = 2.0 * (double)rows * (double)k * (double)n;
+    printf("%-5s %5lldx%-5lld n=%-3lld t=%d  %8.3f ms  %7.1f GFLOP/s  %6.1f GB/s weights  %7.1f GFLOP/cpu-s%s\n",
            okv_wtype_get(type)->name, (long long)rows, (long long)k, (long long)n, okv_threadpool_size(pool),
-           tm * 1e3, 2.0 * (double)rows * (double)k * (double)n / tm / 1e9, (double)mbytes / tm / 1e9,
+           tm * 1e3, flop / tm / 1e9, (double)mbytes / tm / 1e9, flop / tcm / 1e9,
            hot ? " (hot: in cache)" : "");
 done:
     free(w); free(row); free(x); free(y); free(scratch);
@@ -203,9 +215,19 @@ int main(int argc, char **argv) {
     const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
                          OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K, OKV_GGML_Q3_K, OKV_GGML_Q2_K,
                          OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1};
+    const int64_t only_n = argc > 4 ? atoll(argv[4]) : 0;
+    const int only_t = argc > 5 ? atoi(argv[5]) : 0;
     for (int nt = 1; nt <= 2; nt++) {
+        if (only_t > 0 && nt != only_t) continue;
         okv_threadpool *pool = okv_threadpool_create(nt, NULL);
         if (!pool) return 1;
+        if (only_n > 0) {
+            for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+                if (argc <= 3 || !strcmp(argv[3], okv_wtype_get(types[ti])->name))
+                    bench(kern, pool, types[ti], 5632, 2048, only_n, reps, 0);
+            okv_threadpool_free(pool);
+            continue;
+        }
         peers(pool, reps);
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
             if (argc > 3 && strcmp(argv[3], okv_wtype_get(types[ti])->name)) continue;

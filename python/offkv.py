@@ -20,8 +20,11 @@ library reports raises OffkvError carrying its status and message.
 
 import array
 import ctypes
+import math
+import operator
 import os
 import sys
+import weakref
 
 __all__ = ["OffkvError", "Model", "Context", "Sampler", "version", "load_library"]
 
@@ -143,6 +146,45 @@ def _raise(err):
     _check(err.status if err.status else 1, err)
 
 
+def _int(name, v, lo=None, hi=None):
+    """v as an int (an int, or what operator.index takes; not a bool or a
+    float), in [lo, hi]: TypeError or ValueError naming it otherwise.  The C
+    API takes int32 and friends: a larger value would be cut silently."""
+    if isinstance(v, bool):
+        raise TypeError("%s must be an integer, not a bool" % name)
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError("%s must be an integer, not %s" % (name, type(v).__name__)) from None
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError("%s is %d, outside %s..%s" % (name, v, "" if lo is None else lo, "" if hi is None else hi))
+    return v
+
+
+def _float(name, v, lo, hi):
+    """v as a finite float in [lo, hi]."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError("%s must be a number, not %s" % (name, type(v).__name__))
+    v = float(v)
+    if not math.isfinite(v) or v < lo or v > hi:
+        raise ValueError("%s is %r, outside %g..%g" % (name, v, lo, hi))
+    return v
+
+
+def _text(name, text):
+    """A str (encoded as UTF-8) or bytes-like text; anything else (an int, a
+    list of ints, which bytes() would turn into NULs or characters) is a
+    TypeError."""
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    raise TypeError("%s must be str or bytes, not %s" % (name, type(text).__name__))
+
+
+_I32_MAX = 2**31 - 1
+
+
 def _options(opts):
     """A dict of options as the NULL-terminated char *[] the C API takes."""
     flat = []
@@ -162,19 +204,27 @@ class Sampler:
     draw from the temperature-scaled softmax with its own seeded state."""
 
     def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, seed=None):
+        self._s = None
         lib = load_library()
+        n_vocab = _int("n_vocab", n_vocab, 1, _I32_MAX)
+        temperature = _float("temperature", temperature, 0.0, 1e30)
+        top_k = _int("top_k", top_k, 0, _I32_MAX)
+        top_p = _float("top_p", top_p, 0.0, 1.0)
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little")
-        p = _SamplerParams(float(temperature), int(top_k), float(top_p), int(seed) & (2**64 - 1))
+        seed = _int("seed", seed)
+        p = _SamplerParams(temperature, top_k, top_p, seed & (2**64 - 1))
         err = _Error()
-        self._s = lib.okv_sampler_create(ctypes.byref(p), int(n_vocab), ctypes.byref(err))
+        self._s = lib.okv_sampler_create(ctypes.byref(p), n_vocab, ctypes.byref(err))
         if not self._s:
             _raise(err)
-        self.n_vocab = int(n_vocab)
+        self.n_vocab = n_vocab
         self.seed = seed
 
     def sample(self, logits):
         """Picks a token id from n_vocab logits (an array('f') or any floats)."""
+        if not self._s:
+            raise OffkvError("OKV_ERR_INVALID", "the sampler is closed")
         if not isinstance(logits, array.array) or logits.typecode != "f":
             logits = array.array("f", logits)
         if len(logits) != self.n_vocab:
@@ -183,19 +233,26 @@ class Sampler:
         return int(load_library().okv_sampler_sample(self._s, buf))
 
     def close(self):
+        """Frees the sampler; sample() then raises OffkvError.  Closing twice is fine."""
         # _lib may already be gone when the interpreter shuts down
         if getattr(self, "_s", None) and _lib is not None:
             _lib.okv_sampler_free(self._s)
-            self._s = None
+        self._s = None
 
     __del__ = close
 
 
 class Model:
-    """A GGUF model (llama, mistral, gemma3, muse-glimmer), memory-mapped.
+    """A GGUF model (llama, mistral, gemma3, muse-glimmer, qwen2, qwen3, smollm3,
+    gemma2, phi3), memory-mapped.
     options: the okv_model_load options, e.g. {"sliding_window": 4096}."""
 
     def __init__(self, path, options=None):
+        # Set first: close() (and __del__ after a failed load) reads them.
+        self._m = None
+        self._tok = None
+        # Held weakly: a context keeps its model alive, not the other way.
+        self._contexts = weakref.WeakSet()
         lib = load_library()
         err = _Error()
         self._opts = _options(options)
@@ -208,16 +265,22 @@ class Model:
         self.arch = lib.okv_model_arch(self._m).decode()
         self.bos = int(lib.okv_tokenizer_bos(self._tok))
         self.eos = int(lib.okv_tokenizer_eos(self._tok))
-        self._contexts = []
+
+    def _live(self):
+        """The model's handle; OffkvError once it is closed (its memory is gone)."""
+        if not self._m:
+            raise OffkvError("OKV_ERR_INVALID", "the model is closed")
+        return self._m
 
     def describe(self):
         """The library's one-line description: arch, layers, widths, weight types."""
-        return load_library().okv_model_describe(self._m).decode()
+        return load_library().okv_model_describe(self._live()).decode()
 
     def tokenize(self, text, add_special=True, parse_special=False):
         """Token ids of text (str or bytes); BOS/EOS as the vocabulary asks when add_special."""
         lib = load_library()
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        self._live()
+        data = _text("text", text)
         flags = (_ADD_SPECIAL if add_special else 0) | (_PARSE_SPECIAL if parse_special else 0)
         need = _SZ(0)
         err = _Error()
@@ -231,14 +294,16 @@ class Model:
     def token_bytes(self, token, special=False):
         """The bytes token stands for (a piece may be part of a UTF-8 character)."""
         lib = load_library()
+        self._live()
+        token = _int("token", token, 0, _I32_MAX)
         buf = ctypes.create_string_buffer(64)
         n = _SZ(0)
         err = _Error()
-        st = lib.okv_tokenizer_token_to_piece(self._tok, int(token), int(special), buf, len(buf), ctypes.byref(n),
+        st = lib.okv_tokenizer_token_to_piece(self._tok, token, int(bool(special)), buf, len(buf), ctypes.byref(n),
                                               ctypes.byref(err))
         if st != 0 and n.value > len(buf):
             buf = ctypes.create_string_buffer(n.value)
-            st = lib.okv_tokenizer_token_to_piece(self._tok, int(token), int(special), buf, len(buf),
+            st = lib.okv_tokenizer_token_to_piece(self._tok, token, int(bool(special)), buf, len(buf),
                                                   ctypes.byref(n), ctypes.byref(err))
         _check(st, err)
         return buf.raw[:n.value]
@@ -258,11 +323,21 @@ class Model:
         prints with the same flags, without its final newline.  Stops early at
         the end-of-sequence token or when the context is full.  seed None is a
         random seed; temperature 0 is greedy."""
+        self._live()
+        prompt = _text("prompt", prompt)
+        n = _int("n", n, 0)
+        temperature = _float("temperature", temperature, 0.0, 1e30)
+        top_k = _int("top_k", top_k, 0, _I32_MAX)
+        top_p = _float("top_p", top_p, 0.0, 1.0)
+        if seed is not None:
+            seed = _int("seed", seed)
+        if context_size is not None:
+            context_size = _int("context_size", context_size, 1, _I32_MAX)
         ids = self.tokenize(prompt)
         if not ids:
             raise OffkvError("OKV_ERR_INVALID", "the prompt is empty and the vocabulary adds no BOS")
         opts = {}
-        if context_size:
+        if context_size is not None:
             opts["capacity"] = context_size
             if context_size < 512:
                 opts["max_write"] = context_size
@@ -289,14 +364,16 @@ class Model:
         return b"".join(out).decode("utf-8", "replace")
 
     def close(self):
-        """Frees the model; its contexts are closed first."""
-        for c in self._contexts:
+        """Frees the model; its open contexts are closed first.  Every method of
+        a closed model (and of its contexts) then raises OffkvError."""
+        contexts = getattr(self, "_contexts", None)
+        for c in list(contexts or ()):
             c.close()
-        self._contexts = []
         # _lib may already be gone when the interpreter shuts down
         if getattr(self, "_m", None) and _lib is not None:
             _lib.okv_model_free(self._m)
-            self._m = None
+        self._m = None
+        self._tok = None
 
     def __enter__(self):
         return self
@@ -315,13 +392,20 @@ class Context:
     split), kv_type ("f16" or "f32"), n_threads (default: cores, at most 8)."""
 
     def __init__(self, model, n_threads=None, **options):
+        # Set first: close() (and __del__ after a failed create) reads them.
+        self._c = None
+        self._cache = None
+        if not isinstance(model, Model):
+            raise TypeError("model must be an offkv.Model, not %s" % type(model).__name__)
         lib = load_library()
+        # A strong reference: the model outlives its contexts whatever order
+        # they are dropped or collected in.
         self.model = model
         opts = dict(options)
-        opts["n_threads"] = n_threads or _default_threads()
+        opts["n_threads"] = _default_threads() if n_threads is None else _int("n_threads", n_threads, 1, _I32_MAX)
         self._opts = _options(opts)
         err = _Error()
-        self._c = lib.okv_context_create(model._m, self._opts, None, ctypes.byref(err))
+        self._c = lib.okv_context_create(model._live(), self._opts, None, ctypes.byref(err))
         if not self._c:
             _raise(err)
         self._cache = lib.okv_context_cache(self._c)
@@ -329,12 +413,18 @@ class Context:
         cfg = _CacheConfig()
         lib.okv_cache_get_config(self._cache, ctypes.byref(cfg))
         self.capacity = int(cfg.capacity)
-        model._contexts.append(self)
+        model._contexts.add(self)
+
+    def _live(self):
+        """The cache's handle; OffkvError once the context (or its model) is closed."""
+        if not self._c:
+            raise OffkvError("OKV_ERR_INVALID", "the context is closed")
+        return self._cache
 
     @property
     def length(self):
         """Positions the cache holds (the next eval starts here)."""
-        return int(load_library().okv_cache_length(self._cache))
+        return int(load_library().okv_cache_length(self._live()))
 
     def eval(self, tokens, start=None, all_logits=False):
         """Evaluates tokens at positions start, start+1, ... (start: the current
@@ -342,11 +432,15 @@ class Context:
         the last token as array('f') of n_vocab, or with all_logits a list of
         such arrays, one per token."""
         lib = load_library()
-        tokens = [int(t) for t in tokens]
+        self._live()
+        nv = self.model.n_vocab
+        if isinstance(tokens, (str, bytes, bytearray)):
+            raise TypeError("tokens must be a sequence of token ids, not %s (tokenize it first)"
+                            % type(tokens).__name__)
+        tokens = [_int("tokens[%d]" % i, t, 0, nv - 1) for i, t in enumerate(tokens)]
         if not tokens:
             raise ValueError("eval of no tokens")
-        pos0 = self.length if start is None else int(start)
-        nv = self.model.n_vocab
+        pos0 = self.length if start is None else _int("start", start, 0, _I32_MAX - len(tokens))
         rows = []
         last = None
         err = _Error()
@@ -370,23 +464,31 @@ class Context:
 
     def can_rewind(self, pos):
         """Whether rewind(pos) would succeed (sliding-window layers forget)."""
-        return bool(load_library().okv_cache_can_rewind(self._cache, int(pos)))
+        return bool(load_library().okv_cache_can_rewind(self._live(), _int("pos", pos, 0, _I32_MAX)))
 
     def rewind(self, pos):
         """Shortens the sequence to pos positions (speculative decoding's undo)."""
+        cache = self._live()
+        pos = _int("pos", pos, 0, _I32_MAX)
         err = _Error()
-        _check(load_library().okv_cache_rewind(self._cache, int(pos), ctypes.byref(err)), err)
+        _check(load_library().okv_cache_rewind(cache, pos, ctypes.byref(err)), err)
 
     def clear(self):
         """Empties the sequence."""
+        cache = self._live()
         err = _Error()
-        _check(load_library().okv_cache_clear(self._cache, ctypes.byref(err)), err)
+        _check(load_library().okv_cache_clear(cache, ctypes.byref(err)), err)
 
     def close(self):
+        """Frees the context; every method then raises OffkvError.  Closing twice is fine."""
         # _lib may already be gone when the interpreter shuts down
         if getattr(self, "_c", None) and _lib is not None:
             _lib.okv_context_free(self._c)
-            self._c = None
+        self._c = None
+        self._cache = None
+        model = getattr(self, "model", None)
+        if model is not None:
+            model._contexts.discard(self)
 
     def __enter__(self):
         return self

@@ -2,9 +2,11 @@
 
 The library comes from $OFFKV_LIB (ctest sets it to the build's liboffkv.so),
 the offkv program from $OKV_BIN; the model is models/stories260K.gguf."""
+import gc
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +52,22 @@ class TestOffkv(unittest.TestCase):
         text = self.model.generate(PROMPT, n=64, temperature=0, n_threads=1)
         self.assertEqual(text + "\n", offkv_run("-n", "64", "--temp", "0", "-t", "1"))
         self.assertIn("Lily", text)
+
+    def test_new_families_match_cli(self):
+        # the 2026 dense families, written by offkv synth: greedy text equal to offkv run's
+        offkv_bin = os.path.join(BIN, "offkv")
+        with tempfile.TemporaryDirectory() as d:
+            for arch in ("qwen2", "qwen3", "smollm3", "gemma2", "phi3"):
+                path = os.path.join(d, arch + ".gguf")
+                subprocess.run([offkv_bin, "synth", "--arch", arch, "--n-layer", "2", "--seed", "5", "-o", path],
+                               check=True, stderr=subprocess.DEVNULL)
+                with offkv.Model(path) as m:
+                    self.assertTrue(m.describe().startswith(arch + ":"), m.describe())
+                    text = m.generate(PROMPT, n=24, temperature=0, n_threads=1)
+                out = subprocess.run([offkv_bin, "run", "-m", path, "-p", PROMPT, "--no-display-prompt", "-n", "24",
+                                      "--temp", "0", "-t", "1"], check=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
+                self.assertEqual(text + "\n", out, arch)
 
     def test_sampled_matches_cli(self):
         a = self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1)
@@ -111,6 +129,124 @@ class TestOffkv(unittest.TestCase):
         cmd = [sys.executable, "-m", "offkv", "-m", MODEL, "-p", PROMPT, "-n", "16", "--temp", "0", "-t", "1"]
         out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout.decode()
         self.assertEqual(out, PROMPT + offkv_run("-n", "16", "--temp", "0", "-t", "1"))
+
+
+class TestHostile(unittest.TestCase):
+    """What a hostile (or careless) caller does: closed objects, wrong types,
+    out-of-range values (issue 15, items 1, 8, 9 and 13)."""
+
+    def assertClosed(self, fn):
+        with self.assertRaises(offkv.OffkvError) as e:
+            fn()
+        self.assertIn("closed", e.exception.message)
+
+    def test_closed_context(self):
+        with offkv.Model(MODEL) as m:
+            ids = m.tokenize(PROMPT)
+            ctx = m.context(n_threads=1)
+            ctx.eval(ids)
+            ctx.close()
+            ctx.close()  # twice is fine
+            for fn in (lambda: ctx.length, ctx.clear, lambda: ctx.rewind(1), lambda: ctx.can_rewind(1),
+                       lambda: ctx.eval(ids)):
+                self.assertClosed(fn)
+            # The model still works after its context is closed.
+            self.assertEqual(m.tokenize(PROMPT), ids)
+
+    def test_closed_model(self):
+        with offkv.Model(MODEL) as m:
+            ctx = m.context(n_threads=1)
+            ids = m.tokenize(PROMPT)
+        # The with block closed the model and, before it, its context.
+        for fn in (lambda: m.tokenize(PROMPT), m.describe, lambda: m.token_bytes(1), lambda: m.context(),
+                   lambda: m.generate(PROMPT, n=2), lambda: ctx.length, ctx.clear, lambda: ctx.rewind(0),
+                   lambda: ctx.eval(ids)):
+            self.assertClosed(fn)
+        m.close()
+
+    def test_context_keeps_model_alive(self):
+        m = offkv.Model(MODEL)
+        ids = m.tokenize(PROMPT)
+        ctx = m.context(n_threads=1)
+        ref = ctx.eval(ids)
+        ctx.clear()
+        del m
+        gc.collect()
+        # The model is still held by its context: evaluating reads its weights.
+        self.assertEqual(list(ctx.eval(ids)), list(ref))
+        model = ctx.model
+        del ctx
+        gc.collect()
+        self.assertEqual(len(model._contexts), 0)
+        model.close()
+
+    def test_contexts_not_kept(self):
+        with offkv.Model(MODEL) as m:
+            for _ in range(20):
+                m.generate(PROMPT, n=1, temperature=0, n_threads=1)
+            c = m.context(n_threads=1)
+            self.assertEqual(len(m._contexts), 1)
+            c.close()
+            self.assertEqual(len(m._contexts), 0)
+            c = m.context(n_threads=1)
+            del c
+            gc.collect()
+            self.assertEqual(len(m._contexts), 0)
+
+    def test_arguments_checked(self):
+        with offkv.Model(MODEL) as m:
+            with m.context(n_threads=1) as ctx:
+                for bad, exc in ((2**40, ValueError), (-1, ValueError), (m.n_vocab, ValueError), (1.5, TypeError),
+                                 ("a", TypeError), (True, TypeError)):
+                    with self.assertRaises(exc, msg=repr(bad)) as e:
+                        ctx.eval([1, bad])
+                    self.assertIn("tokens[1]", str(e.exception))
+                    self.assertEqual(ctx.length, 0)
+                with self.assertRaises(TypeError):
+                    ctx.eval("abc")
+                with self.assertRaises(ValueError):
+                    ctx.eval([1], start=-1)
+                ctx.eval([1, 2])
+                with self.assertRaises(ValueError):
+                    ctx.rewind(2**32)  # would be 0 as an int32: the cache emptied
+                self.assertEqual(ctx.length, 2)
+                with self.assertRaises(TypeError):
+                    ctx.rewind(1.0)
+            for bad in (5, [65, 66], None, 2.5):
+                with self.assertRaises(TypeError, msg=repr(bad)) as e:
+                    m.generate(bad, n=2)
+                self.assertIn("prompt", str(e.exception))
+                with self.assertRaises(TypeError, msg=repr(bad)):
+                    m.tokenize(bad)
+            for kw, exc in (({"n": 2.5}, TypeError), ({"n": -1}, ValueError), ({"n": "3"}, TypeError),
+                            ({"temperature": float("nan")}, ValueError), ({"temperature": -1}, ValueError),
+                            ({"temperature": "0"}, TypeError), ({"top_k": 1.5}, TypeError),
+                            ({"top_p": 2}, ValueError), ({"seed": 1.5}, TypeError),
+                            ({"n_threads": 0}, ValueError), ({"context_size": 0}, ValueError)):
+                with self.assertRaises(exc, msg=repr(kw)) as e:
+                    m.generate(PROMPT, **kw)
+                self.assertIn(next(iter(kw)), str(e.exception))
+            with self.assertRaises(ValueError):
+                m.token_bytes(-1)
+            with self.assertRaises(TypeError):
+                m.token_bytes(1.0)
+            s = offkv.Sampler(m.n_vocab, temperature=0)
+            logits = [0.0] * m.n_vocab
+            s.close()
+            self.assertClosed(lambda: s.sample(logits))
+            with self.assertRaises(TypeError):
+                offkv.Sampler(m.n_vocab, top_k=2.5)
+            with self.assertRaises(ValueError):
+                offkv.Sampler(0)
+
+    def test_failed_load_is_quiet(self):
+        # A failed load raises once; its __del__ prints nothing to stderr.
+        code = ("import offkv\ntry:\n    offkv.Model('/nonexistent')\nexcept offkv.OffkvError:\n    pass\n"
+                "import gc; gc.collect()\n")
+        env = dict(os.environ, PYTHONPATH=HERE)
+        r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stderr.decode(), "")
 
 
 if __name__ == "__main__":

@@ -58,5 +58,26 @@ out_static=$("$tmp/embed-static" "$model") || fail "embed-static failed"
 echo "static: $out_static" | tr '\n' ' '; echo
 [ "$out_static" = "$out_shared" ] || fail "static and shared programs disagree"
 
+# Every global name liboffkv.a defines is okv_-prefixed: none of its
+# internal helpers or of PCRE2's (linked in, made local) can clash with a
+# program's own (issue 15, item 10).
+nm -g --defined-only "$p/lib/liboffkv.a" 2>/dev/null | awk 'NF == 3 && $2 ~ /^[A-Z]$/ {print $3}' | sort -u >"$tmp/globals"
+[ "$(wc -l <"$tmp/globals")" -gt 50 ] || fail "liboffkv.a defines only $(wc -l <"$tmp/globals") global names"
+strays=$(grep -v '^okv_' "$tmp/globals" | head -n 20 | tr '\n' ' ')
+[ -z "$strays" ] || fail "liboffkv.a defines global names without the okv_ prefix: $strays"
+echo "liboffkv.a: $(wc -l <"$tmp/globals") global names, all okv_"
+# A program that defines those names itself links statically and runs; its
+# own pcre2_compile_8 is not the one the library's pre-tokenizer calls.
+# shellcheck disable=SC2046
+$cc -static -o "$tmp/clash" "$src/tests/embed/clash.c" $(pkg-config --static --cflags --libs offkv) \
+  >"$tmp/clash.log" 2>&1 || { cat "$tmp/clash.log"; fail "a program with its own heap_push, pcre2_compile_8, ... does not link"; }
+vocab="$src/../shared/vocab/ggml-vocab-gpt-2.gguf"
+if [ -f "$vocab" ]; then
+  "$tmp/clash" "$vocab" || fail "clash: the library's BPE pre-tokenizer with the program's own PCRE2 names"
+else
+  "$tmp/clash" || fail "clash"
+  echo "clash: ../shared not found: the BPE pre-tokenizer run skipped"
+fi
+
 "$p/bin/offkv" run -m "$model" -p "Once upon a time" -n 4 --temp 0 >/dev/null 2>&1 || fail "installed offkv run"
 echo "install: ok"

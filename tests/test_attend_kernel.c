@@ -1,7 +1,8 @@
 /* The attention kernel (okv_attend_run) against a plain double-precision
  * softmax attention, on every ISA path this processor has, for f32 and f16
  * storage, flat and ring layouts, windows, GQA ratios, head dims with and
- * without SIMD tails, one and many queries, and pools of 1, 2 and 4 threads. */
+ * without SIMD tails, one and many queries, pools of 1, 2 and 4 threads, and
+ * with and without attention sinks (a logit per head in every denominator). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ typedef struct tcase {
     okv_dtype dtype;
     int32_t hd, n_kv, group, window, ring, rows, lo_pos, start, n_tokens;
     float scale;
+    int sinks;        /* nonzero: a sink logit per head, some above every score */
 } tcase;
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -33,7 +35,8 @@ static double stored(const void *base, okv_dtype dt, size_t i) {
 
 /* The definition: query at p sees keys max(lo_pos, p - W + 1 if W) .. p,
  * key k in row k (flat) or k % rows (ring), q head h reads kv head h / group. */
-static void reference(const tcase *c, const void *K, const void *V, const float *q, double *out) {
+static void reference(const tcase *c, const void *K, const void *V, const float *q, const float *sinks,
+                      double *out) {
     const int32_t nh = c->n_kv * c->group, hd = c->hd;
     double *s = malloc(sizeof(double) * (size_t)(c->start + c->n_tokens));
     for (int32_t t = 0; t < c->n_tokens; t++)
@@ -50,7 +53,9 @@ static void reference(const tcase *c, const void *K, const void *V, const float 
                 s[k] = d * c->scale;
                 if (s[k] > mx) mx = s[k];
             }
-            double *o = out + ((size_t)t * nh + h) * hd, sum = 0;
+            /* a sink joins the max and the denominator, unscaled, and adds no value */
+            if (sinks && sinks[h] > mx) mx = sinks[h];
+            double *o = out + ((size_t)t * nh + h) * hd, sum = sinks ? exp(sinks[h] - mx) : 0;
             for (int32_t i = 0; i < hd; i++) o[i] = 0;
             for (int32_t k = lo; k <= p; k++) {
                 const size_t row = (size_t)g * c->rows + (size_t)(c->ring ? k % c->rows : k);
@@ -92,16 +97,18 @@ static void run_case(const tcase *c, const char *what, int all_isas_threaded) {
     fill_storage(K, c->dtype, n_store);
     fill_storage(V, c->dtype, n_store);
     for (size_t i = 0; i < n_q; i++) q[i] = frand();
-    reference(c, K, V, q, ref);
+    float *sinks = c->sinks ? malloc(sizeof(float) * (size_t)nh) : NULL;
+    for (int32_t h = 0; sinks && h < nh; h++) sinks[h] = 4.0f * frand() + (h % 3 == 0 ? 6.0f : 0.0f);
+    reference(c, K, V, q, sinks, ref);
 
     okv_attend_job job = {.k = K, .v = V, .dtype = c->dtype, .n_kv_heads = c->n_kv, .rows = c->rows,
                           .head_dim = hd, .window = c->window, .ring = c->ring, .lo_pos = c->lo_pos,
                           .q = q, .out = out, .n_heads = nh, .n_tokens = c->n_tokens,
-                          .start = c->start, .scale = c->scale};
+                          .start = c->start, .scale = c->scale, .sinks = sinks};
     char desc[200];
-    snprintf(desc, sizeof desc, "%s: %s hd=%d kv=%d G=%d W=%d ring=%d rows=%d lo=%d start=%d n=%d",
+    snprintf(desc, sizeof desc, "%s: %s hd=%d kv=%d G=%d W=%d ring=%d rows=%d lo=%d start=%d n=%d sinks=%d",
              what, c->dtype == OKV_F16 ? "f16" : "f32", hd, c->n_kv, c->group, c->window, c->ring,
-             c->rows, c->lo_pos, c->start, c->n_tokens);
+             c->rows, c->lo_pos, c->start, c->n_tokens, c->sinks);
     const int threaded_isa = case_counter++ % 3;
     for (int isa = OKV_ISA_SCALAR; isa <= OKV_ISA_AVX512; isa++) {
         if (!okv_cpu_has_isa((okv_isa)isa)) continue;
@@ -145,7 +152,7 @@ static void run_case(const tcase *c, const char *what, int all_isas_threaded) {
             free(scratch);
         }
     }
-    free(K); free(V); free(q); free(out); free(single); free(first); free(ref);
+    free(K); free(V); free(q); free(out); free(single); free(first); free(ref); free(sinks);
 }
 
 int main(void) {
@@ -166,7 +173,7 @@ int main(void) {
                 const int32_t n_kv = 1 + (hi + wi) % 3;
                 const float scale = 1.0f / sqrtf((float)hd) * (float)(1 + wi);
                 tcase c = {.dtype = dt ? OKV_F16 : OKV_F32, .hd = hd, .n_kv = n_kv, .group = G,
-                           .window = W, .ring = W > 0, .scale = scale};
+                           .window = W, .ring = W > 0, .scale = scale, .sinks = (hi + wi) % 2};
                 /* prefill wider than the window, ring already wrapped */
                 c.n_tokens = 13;
                 c.start = W ? 45 : 20;
@@ -191,7 +198,8 @@ int main(void) {
         const okv_dtype d = dt ? OKV_F16 : OKV_F32;
         for (int32_t n_kv = 1; n_kv <= 3; n_kv++) {
             tcase c = {.dtype = d, .hd = 40, .n_kv = n_kv, .group = 4, .window = 0, .ring = 0,
-                       .rows = 1100, .lo_pos = 0, .start = 1099, .n_tokens = 1, .scale = 0.125f};
+                       .rows = 1100, .lo_pos = 0, .start = 1099, .n_tokens = 1, .scale = 0.125f,
+                       .sinks = n_kv != 1};
             run_case(&c, "split flat", 1);
             c.window = 1030; c.ring = 1; c.rows = 1030 + 4 - 1; c.start = 7000; c.n_tokens = 2;
             run_case(&c, "split ring", 1);

@@ -191,7 +191,71 @@ static void threaded_case(okv_dtype store) {
     okv_threadpool_free(pools[2]);
 }
 
+/* okv_update_and_attend_opts with a soft cap (gemma2) against a naive
+ * capped attention in double (the cap is applied to the kernel's scores;
+ * test_dense_golden runs gemma2 under every ISA); a bad cap is refused. */
+static void softcap_case(void) {
+    enum { T = 7, H = 4, KVH = 2, HD = 24 };
+    okv_layer_geometry geo[1] = {{KVH, HD, 0, 0}};
+    okv_cache_config cfg = {.capacity = 16, .initial_capacity = 4, .max_write = T, .dtype = OKV_F32};
+    okv_error err;
+    float q[T * H * HD], k[T * KVH * HD], v[T * KVH * HD], out[T * H * HD];
+    uint64_t r = 99;
+    for (int i = 0; i < T * H * HD; i++) { r = r * 6364136223846793005ull + 1; q[i] = (float)((int)(r >> 40) % 2001 - 1000) / 250.0f; }
+    for (int i = 0; i < T * KVH * HD; i++) {
+        r = r * 6364136223846793005ull + 1; k[i] = (float)((int)(r >> 40) % 2001 - 1000) / 250.0f;
+        r = r * 6364136223846793005ull + 1; v[i] = (float)((int)(r >> 40) % 2001 - 1000) / 1000.0f;
+    }
+    const float scale = 0.2f, cap = 3.0f;
+    okv_cache *c = okv_cache_create(geo, 1, &cfg, &err);
+    int32_t pos[T];
+    for (int i = 0; i < T; i++) pos[i] = i;
+    okv_step *st = c ? okv_step_begin(c, pos, T, NULL, &err) : NULL;
+    CHECK(st != NULL, "softcap: step: %s", err.message);
+    if (!st) { okv_cache_release(c); return; }
+    const okv_attend_opts bad = {.scale = scale, .softcap = -1.0f};
+    CHECK(okv_update_and_attend_opts(st, 0, q, H, k, v, OKV_F32, &bad, out, &err) == OKV_ERR_INVALID &&
+              strstr(err.message, "softcap"), "a negative cap is refused: %s", err.message);
+    okv_step_abort(st);
+    st = okv_step_begin(c, pos, T, NULL, &err);
+    const okv_attend_opts opts = {.scale = scale, .softcap = cap};
+    okv_status rc = okv_update_and_attend_opts(st, 0, q, H, k, v, OKV_F32, &opts, out, &err);
+    CHECK_STATUS(rc, OKV_OK, err);
+    if (rc == OKV_OK) CHECK_STATUS(okv_step_commit(st, &err), OKV_OK, err);
+    else okv_step_abort(st);
+    double worst = 0, uncapped_gap = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            const int g = h / (H / KVH);
+            double w[T], wu[T], sum = 0, sumu = 0, m = -1e300, mu = -1e300;
+            for (int j = 0; j <= t; j++) {
+                double d = 0;
+                for (int x = 0; x < HD; x++) d += (double)q[(t * H + h) * HD + x] * k[(j * KVH + g) * HD + x];
+                w[j] = cap * tanh(scale * d / cap);
+                wu[j] = scale * d;
+                if (w[j] > m) m = w[j];
+                if (wu[j] > mu) mu = wu[j];
+            }
+            for (int j = 0; j <= t; j++) { w[j] = exp(w[j] - m); sum += w[j]; wu[j] = exp(wu[j] - mu); sumu += wu[j]; }
+            for (int x = 0; x < HD; x++) {
+                double o = 0, ou = 0;
+                for (int j = 0; j <= t; j++) {
+                    o += w[j] / sum * v[(j * KVH + g) * HD + x];
+                    ou += wu[j] / sumu * v[(j * KVH + g) * HD + x];
+                }
+                worst = fmax(worst, fabs(o - out[(t * H + h) * HD + x]));
+                uncapped_gap = fmax(uncapped_gap, fabs(ou - out[(t * H + h) * HD + x]));
+            }
+        }
+    printf("soft cap %g: max |diff| %.3g from a naive capped attention (%.3g from an uncapped one)\n", cap, worst,
+           uncapped_gap);
+    CHECK(worst < TOL, "softcap: max err %g", worst);
+    CHECK(uncapped_gap > 100 * TOL, "softcap: the cap changed nothing (%g)", uncapped_gap);
+    okv_cache_release(c);
+}
+
 int main(void) {
+    softcap_case();
     const int32_t hds[] = {16, 64, 128, 256}, gqas[] = {1, 2, 4};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++)

@@ -222,7 +222,8 @@ int main(void) {
         printf("skipped (forks on real models): ../shared not found\n");
         return check_done();
     }
-    const char *models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer"};
-    for (int i = 0; i < 5; i++) model_level(shared, models[i]);
+    const char *models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer",
+                            "tiny-qwen2", "tiny-qwen3", "tiny-smollm3", "tiny-gemma2", "tiny-phi3"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) model_level(shared, models[i]);
     return check_done();
 }

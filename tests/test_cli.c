@@ -257,6 +257,59 @@ static void test_synth_archs(void) {
     CHECK_ERR_HAS("--sliding-window-pattern");
 }
 
+/* The mixture-of-experts architectures: expert tensors of three dimensions,
+ * MXFP4_MOE's types, presets overridden by flags, and errors. */
+static void test_synth_moe(void) {
+    char p[4200];
+    path_in(p, sizeof p, "synth-gpt-oss.gguf");
+    CHECK(offkv("synth", "--arch", "gpt-oss", "--type", "mxfp4_moe", "-o", p, NULL) == 0, "synth gpt-oss: %s",
+          err_text);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(p, &err);
+    CHECK(g != NULL, "open: %s", err.message);
+    if (g) {
+        int64_t i = okv_gguf_find_tensor(g, "blk.1.ffn_down_exps.weight");
+        const okv_gguf_tensor *t = i >= 0 ? okv_gguf_tensor_at(g, i) : NULL;
+        CHECK(t && t->type == OKV_GGML_MXFP4 && t->n_dims == 3 && t->ne[0] == 64 && t->ne[2] == 8,
+              "experts in MXFP4, 3-D");
+        i = okv_gguf_find_tensor(g, "blk.1.attn_q.weight");
+        CHECK(i >= 0 && okv_gguf_tensor_at(g, i)->type == OKV_GGML_Q8_0, "attention in Q8_0");
+        i = okv_gguf_find_tensor(g, "blk.1.ffn_gate_inp.weight");
+        CHECK(i >= 0 && okv_gguf_tensor_at(g, i)->type == OKV_GGML_F32, "router in F32");
+        CHECK(okv_gguf_find_tensor(g, "blk.1.attn_sinks.weight") >= 0 &&
+                  okv_gguf_find_tensor(g, "blk.1.ffn_down_exps.bias") >= 0, "sinks and expert biases");
+        uint32_t u = 0;
+        CHECK(okv_gguf_get_u32(g, "gpt-oss.expert_count", &u, &err) == OKV_OK && u == 8, "expert_count");
+        okv_gguf_close(g);
+    }
+    CHECK(offkv("run", "-m", p, "-p", "Once upon a time", "-n", "4", "--temp", "0", NULL) == 0, "run gpt-oss: %s",
+          err_text);
+    /* a preset's shape, with flags overriding it (small enough to write) */
+    path_in(p, sizeof p, "synth-qwen3moe.gguf");
+    CHECK(offkv("synth", "--n-layer", "1", "--preset", "qwen3-30b-a3b", "--n-expert", "4", "--n-expert-used", "2", "--n-vocab", "600",
+                "--n-ff-exp", "256", "--type", "q8_0", "-o", p, NULL) == 0, "synth preset: %s", err_text);
+    g = okv_gguf_open(p, &err);
+    CHECK(g != NULL, "open: %s", err.message);
+    if (g) {
+        uint32_t u[5] = {0};
+        okv_gguf_get_u32(g, "qwen3moe.embedding_length", &u[0], &err);
+        okv_gguf_get_u32(g, "qwen3moe.block_count", &u[1], &err);
+        okv_gguf_get_u32(g, "qwen3moe.expert_count", &u[2], &err);
+        okv_gguf_get_u32(g, "qwen3moe.expert_used_count", &u[3], &err);
+        okv_gguf_get_u32(g, "qwen3moe.attention.key_length", &u[4], &err);
+        CHECK(u[0] == 2048 && u[1] == 1 && u[2] == 4 && u[3] == 2 && u[4] == 128,
+              "preset and overrides: %u %u %u %u %u", u[0], u[1], u[2], u[3], u[4]);
+        okv_gguf_close(g);
+    }
+    CHECK(offkv("synth", "--preset", "gpt-oss-200b", "-o", p, NULL) == 2, "unknown preset");
+    CHECK_ERR_HAS("gpt-oss-200b");
+    CHECK(offkv("synth", "--arch", "qwen3moe", "--n-expert", "4", "--n-expert-used", "5", "-o", p, NULL) == 2,
+          "more used than experts");
+    CHECK_ERR_HAS("--n-expert-used");
+    CHECK(offkv("synth", "--n-expert", "4", "-o", p, NULL) == 2, "experts on llama");
+    CHECK_ERR_HAS("--n-expert");
+}
+
 /* Reads n x n_vocab floats. */
 static float *read_logits(const char *path, size_t want) {
     size_t size = 0;
@@ -428,6 +481,18 @@ static void test_model_commands(const char *model) {
     CHECK(offkv("bench", "-m", model, "--n-depth", "4k", NULL) == 2, "bench --n-depth 4k exits 2");
     CHECK_ERR_HAS("'4k' for --n-depth");
     CHECK(offkv("bench", "-m", model, "-d", NULL) == 2, "bench -d without a value exits 2");
+    /* --verify K: a row of evals of K tokens (N / K of them: 2 of 5 for N 12,
+     * from depth 3: positions 3 .. 12 must fit the context) and its cost in
+     * decode steps */
+    CHECK(offkv("bench", "-m", model, "-p", "0", "-n", "12", "-d", "3", "--verify", "5", "-r", "1", "-t", "1", NULL) == 0,
+          "bench --verify: %s", err_text);
+    CHECK(strstr(out_text, " verify5 @ d3 |") && strstr(out_text, "verify5: one eval of 5 tokens") &&
+              strstr(out_text, "single decode steps"),
+          "bench --verify table: %s", out_text);
+    CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "0", "--verify", "5", NULL) == 2, "bench --verify -n 0 exits 2");
+    CHECK_ERR_HAS("needs the tg test");
+    CHECK(offkv("bench", "-m", model, "--verify", "0", NULL) == 2, "bench --verify 0 exits 2");
+    CHECK_ERR_HAS("'0' for --verify");
 
     /* --turns: one line on stdin per run (warm-ups included), each run's t/s
      * on stderr; stdin ending early is a failure, not a hang */
@@ -552,6 +617,7 @@ int main(void) {
     CHECK(offkv("synth", "--seed", "5", "-o", model, NULL) == 0, "synth: %s", err_text);
     test_synth(model);
     test_synth_archs();
+    test_synth_moe();
     test_model_commands(model);
     test_warmup_families();
     test_logits_goldens();

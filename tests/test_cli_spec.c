@@ -8,11 +8,17 @@
  *  - --prompt-cache: the first run writes the file, a second run with a
  *    longer prompt reuses the common prefix and says how many tokens, and
  *    its text is the text without a cache; a damaged file is refused (exit
- *    1, the file left as it was); flag misuse exits 2. */
+ *    1, the file left as it was); flag misuse exits 2; a path that cannot
+ *    work (a FIFO, a missing folder, "") is refused before anything is
+ *    generated, without blocking. */
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -52,10 +58,23 @@ static int offkv(const char *first, ...) {
         out_text[0] = err_text[0] = '\0';
         return -1;
     }
+    /* At most two minutes: a run that blocks (a FIFO as the prompt cache)
+     * is killed and reported, not left to hang the suite. */
     int status = 0;
-    waitpid(pid, &status, 0);
+    bool timed_out = false;
+    for (int waited_ms = 0; waitpid(pid, &status, WNOHANG) != pid; waited_ms += 5) {
+        if (waited_ms > 120 * 1000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = true;
+            break;
+        }
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
     slurp(o, out_text, sizeof out_text);
     slurp(e, err_text, sizeof err_text);
+    if (timed_out) return -2;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -69,12 +88,17 @@ static void model_path(char *buf, size_t cap, const char *name) { snprintf(buf, 
 #define RUN_ARGS(path, prompt) "run", "-m", path, "-p", prompt, "-n", "80", "--temp", "0", "-c", "256", "--chunk", "8", "-t", "2"
 
 static void speculative_families(void) {
-    const char *models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer"};
+    /* every family on stories' vocabulary (tiny-phi3 has Phi-3's own, so no
+     * neighbour could draft for it) */
+    const char *models[] = {"stories260K",       "tiny-llama", "tiny-gemma3",  "tiny-gemma3-allswa",
+                            "tiny-muse-glimmer", "tiny-qwen2", "tiny-qwen3",   "tiny-smollm3",
+                            "tiny-gemma2"};
+    const int n_models = (int)(sizeof models / sizeof models[0]);
     const char *prompt = "Once upon a time there was a little dog. The little dog";
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < n_models; i++) {
         char path[4096], other[4096];
         model_path(path, sizeof path, models[i]);
-        model_path(other, sizeof other, models[(i + 1) % 5]);
+        model_path(other, sizeof other, models[(i + 1) % n_models]);
         CHECK(offkv(RUN_ARGS(path, prompt), NULL) == 0, "%s plain: %s", models[i], err_text);
         snprintf(plain, sizeof plain, "%s", out_text);
         /* p-min 0: itself as the draft proposes K every step, all kept */
@@ -85,7 +109,7 @@ static void speculative_families(void) {
         CHECK_ERR_HAS("acceptance 100.0%");
         CHECK(offkv(RUN_ARGS(path, prompt), "--draft", other, "--draft-n", "3", NULL) == 0, "%s --draft other: %s",
               models[i], err_text);
-        CHECK(strcmp(out_text, plain) == 0, "%s: --draft %s changed the text", models[i], models[(i + 1) % 5]);
+        CHECK(strcmp(out_text, plain) == 0, "%s: --draft %s changed the text", models[i], models[(i + 1) % n_models]);
         CHECK_ERR_HAS("3 per step");
         CHECK(offkv(RUN_ARGS(path, prompt), "--lookup", "2", NULL) == 0, "%s --lookup: %s", models[i], err_text);
         CHECK(strcmp(out_text, plain) == 0, "%s: --lookup changed the text", models[i]);
@@ -184,6 +208,23 @@ static void prompt_cache(void) {
         CHECK(offkv(PC_ARGS(path, second, "4"), "--prompt-cache", file, NULL) == 1, "truncated cache: %s", err_text);
         CHECK_ERR_HAS("truncated");
     }
+    /* Paths that cannot work are refused at once: no text, no hang (a FIFO
+     * blocked the open for reading until a writer came), no file made. */
+    char fifo[4200], nodir[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.cache", dir);
+    snprintf(nodir, sizeof nodir, "%s/no-such-folder/p.cache", dir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    int rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", fifo, NULL);
+    CHECK(rc == 1 && strstr(err_text, "not a regular file") && !out_text[0], "a FIFO (rc %d): %s", rc, err_text);
+    remove(fifo);
+    rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", nodir, NULL);
+    CHECK(rc == 1 && strstr(err_text, "no-such-folder' does not exist") && !out_text[0], "a missing folder (rc %d): %s",
+          rc, err_text);
+    rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", "", NULL);
+    CHECK(rc == 2 && strstr(err_text, "--prompt-cache: the path is empty") && !out_text[0], "an empty path (rc %d): %s",
+          rc, err_text);
+    rc = offkv(PC_ARGS(path, second, "4"), "--prompt-cache", dir, NULL);
+    CHECK(rc == 1 && strstr(err_text, "not a regular file") && !out_text[0], "a folder (rc %d): %s", rc, err_text);
     /* Ring layers: a prompt-only save (-n 0) extended by the next prompt is
      * reused whole; after 30 generated tokens the window layers no longer
      * hold the common prefix, which is said, and nothing is reused. */

@@ -2,11 +2,11 @@
  * OKV_ERR_NOMEM, not OKV_ERR_UNSUPPORTED (found by fuzzing; fixed).
  *
  * The rule: an allocation that fails is OKV_ERR_NOMEM with a message.
- * pretok_create (src/tokenizer/pretok.c, the pcre2_compile failure branch,
+ * okv_pretok_create (src/tokenizer/pretok.c, the pcre2_compile failure branch,
  * ~line 76) turns every compile failure into "regex N of pre-tokenizer ...
  * does not compile ...: failed to allocate heap memory" with
  * OKV_ERR_UNSUPPORTED, which tells a caller the vocabulary is not served,
- * when it only ran out of memory; pretok_split does the same for a
+ * when it only ran out of memory; okv_pretok_split does the same for a
  * pcre2_match that fails with PCRE2_ERROR_NOMEMORY.  Expected: NOMEM when
  * PCRE2 says PCRE2_ERROR_HEAP_FAILED / PCRE2_ERROR_NOMEMORY.
  * tests/fuzz_alloc.h makes the k-th allocation fail for every k. */

@@ -4,7 +4,12 @@
  * request whose every field is in range or an error whose body is JSON of
  * OpenAI's shape; nothing crashes or leaks (the sanitizer build runs it
  * under ASan and UBSan).  Accepted chat requests are also rendered through
- * every template. */
+ * the named templates.  The gate's head check (gate.c) gets the same
+ * treatment: mutated request heads (bad Content-Lengths, binary garbage,
+ * cut lines) get a verdict, and every refusal is a 4xx/5xx of OpenAI's
+ * shape.  OKV_FUZZ_SECONDS=N runs rounds for N seconds instead of the
+ * fixed count (make check-deep: 600). */
+#include <time.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,8 +38,32 @@ static const char *const seeds[] = {
     "\"max_completion_tokens\":5,\"n\":1}",
     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi \"},{\"type\":\"text\",\"text\":\"there\"}]},"
     "{\"role\":\"assistant\",\"content\":null},{\"role\":\"developer\",\"content\":\"\\u00e9\\ud83d\\ude00\"}],\"stop\":\"\\n\"}",
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
+    "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"2\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+    "{\"name\":\"f\",\"parameters\":{}}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+    "\"parallel_tool_calls\":false,\"chat_template_kwargs\":{\"x\":1}}",
     "{\"prompt\":\"x\",\"temperature\":2,\"top_p\":1,\"max_tokens\":1073741824,\"seed\":-5,\"presence_penalty\":0.5,"
     "\"logit_bias\":{\"1\":2},\"user\":\"u\"}",
+    /* issue 15: a NUL, an escaped backslash before u0000, duplicate keys (the first two are refused) */
+    "{\"prompt\":\"Once\\u0000 upon a time\",\"max_tokens\":2}",
+    "{\"prompt\":\"x\",\"max_tokens\":2,\"max_tokens\":-5}",
+    "{\"prompt\":\"a \\\\u0000 b\",\"stop\":[\"\\u0001\"]}",
+};
+/* How many of the seeds above parse (the rest are refused on purpose). */
+static const bool seed_parses[] = {true, true, true, true, true, true, false, false, true};
+
+/* Request heads for the gate: valid ones and the hostile ones of issue 15. */
+static const char *const heads[] = {
+    "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 42\r\n\r\n",
+    "GET /health HTTP/1.0\r\n\r\n",
+    "POST http://h:1/v1/chat/completions HTTP/1.1\nTransfer-Encoding: chunked\n\n",
+    "POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+    "POST /v1/completions HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+    "POST /v1/completions HTTP/1.1\r\nContent-Length: 10abc\r\n\r\n",
+    "POST /v1/completions%00 HTTP/1.1\r\nAuthorization: bearer k\r\n\r\n",
+    "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le",
+    "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
 };
 
 static const char *const fragments[] = {
@@ -55,10 +84,16 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
                   r.n_stops <= SRV_MAX_STOPS;
         if (kind == SRV_CHAT) {
             ok = ok && r.n_msgs >= 1;
-            for (int t = SRV_TMPL_CHATML; ok && t <= SRV_TMPL_GEMMA; t++) {
-                char *p = srv_template_apply((srv_template)t, r.msgs, r.n_msgs);
+            ok = ok && r.messages_json != NULL;
+            static const char *const names[] = {"chatml", "llama2-sys", "mistral-v3", "mistral-v7", "llama3", "gemma"};
+            for (size_t t = 0; ok && t < sizeof names / sizeof names[0]; t++) {
+                char err[256];
+                srv_chat *c = srv_chat_load(NULL, NULL, names[t], NULL, err, sizeof err);
+                srv_fail rf;
+                char *p = c ? srv_chat_render(c, &r, true, &rf) : NULL;
                 ok = p != NULL;
                 free(p);
+                srv_chat_free(c);
             }
         } else {
             ok = ok && r.n_prompts >= 1 && r.n_prompts <= SRV_MAX_PROMPTS;
@@ -81,11 +116,35 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
     return ok;
 }
 
+/* One head through the gate's check: a verdict, and a refusal that says why. */
+static bool probe_head(const char *h, size_t n) {
+    srv_fail f;
+    memset(&f, 0, sizeof f);
+    const int v = srv_head_check(h, n, 1024, 1 << 20, &f);
+    if (v == 0 || v == 1) return n <= 1024 || v == 1;
+    if (v != -1 || f.status < 400 || f.status > 505 || !f.message[0]) return false;
+    char *e = srv_error_json(&f);
+    cJSON *j = e ? cJSON_Parse(e) : NULL;
+    const bool ok = cJSON_GetObjectItemCaseSensitive(j, "error") != NULL;
+    cJSON_Delete(j);
+    free(e);
+    return ok;
+}
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 int main(void) {
     enum { ROUNDS = 6000, CAP = 4096 };
+    const char *dur = getenv("OKV_FUZZ_SECONDS");
+    const double limit = dur ? atof(dur) : 0, t_start = seconds();
     static char buf[CAP];
     int accepted = 0, refused = 0, bad = 0;
-    for (int round = 0; round < ROUNDS; round++) {
+    int round = 0;
+    for (; limit > 0 ? seconds() - t_start < limit : round < ROUNDS; round++) {
         const char *seed = seeds[below(sizeof seeds / sizeof seeds[0])];
         size_t n = strlen(seed);
         memcpy(buf, seed, n);
@@ -141,16 +200,40 @@ int main(void) {
             }
             CHECK(ok, "round %d", round);
         }
+        /* A head, bent the same ways (bytes flipped, runs cut, truncated). */
+        const char *hs = heads[below(sizeof heads / sizeof heads[0])];
+        size_t hn = strlen(hs);
+        memcpy(buf, hs, hn);
+        for (int e = 0, k = 1 + (int)below(4); e < k; e++) {
+            const int op = (int)below(3);
+            if (op == 0 && hn) buf[below(hn)] = (char)next();
+            else if (op == 1 && hn) {
+                const size_t at = below(hn), cut = 1 + below(hn - at);
+                memmove(buf + at, buf + at + cut, hn - at - cut);
+                hn -= cut;
+            } else hn = below(hn + 1);
+        }
+        if (below(4) == 0) { /* an endless head */
+            while (hn + 8 < 2000) memcpy(buf + hn, "X: y\r\n", 6), hn += 6;
+        }
+        char *exact = malloc(hn ? hn : 1);
+        memcpy(exact, buf, hn);
+        const bool hok = probe_head(exact, hn);
+        free(exact);
+        if (!hok && bad++ < 5) fprintf(stderr, "head contract broken (%zu bytes): %.*s\n", hn, (int)hn, buf);
+        CHECK(hok, "head round %d", round);
     }
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) CHECK(probe_head(heads[i], strlen(heads[i])), "head seed %zu", i);
     /* The seeds themselves parse (a parser refusing everything would pass the rest). */
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         srv_request r;
         srv_fail f;
         const srv_kind k = strstr(seeds[i], "messages") ? SRV_CHAT : SRV_COMPLETION;
-        CHECK(srv_request_parse(k, seeds[i], strlen(seeds[i]), &r, &f), "seed %zu refused: %s", i, f.message);
-        srv_request_clear(&r);
+        const bool parsed = srv_request_parse(k, seeds[i], strlen(seeds[i]), &r, &f);
+        CHECK(parsed == seed_parses[i], "seed %zu: parsed %d: %s", i, parsed, parsed ? "" : f.message);
+        if (parsed) srv_request_clear(&r);
     }
-    printf("%d bodies accepted, %d refused\n", accepted, refused);
+    printf("%d rounds in %.1f s: %d bodies accepted, %d refused\n", round, seconds() - t_start, accepted, refused);
     CHECK(accepted > 100 && refused > 1000, "the mutations reach both outcomes (%d, %d)", accepted, refused);
     return check_done();
 }

@@ -2,8 +2,8 @@
  * d = amax / 127 rounded to f16, q = round(x / d); a short last run padded
  * with zeros) and attended as they are.
  *  - The kernel, on every ISA here, against a plain double-precision
- *    attention over K/V quantized by the test's own quantizer: the only
- *    difference allowed is float rounding.
+ *    attention over K/V quantized by the test's own quantizer, with and
+ *    without attention sinks: the only difference allowed is float rounding.
  *  - Steps through the cache (flat and ring layers, prefill wider than the
  *    window, f32 and f16 input) against the same reference.
  *  - Storage bytes: 34 per 32 values.
@@ -57,7 +57,8 @@ static void quantize_row(const float *x, int hd, unsigned char *out, double *val
 /* Plain attention; K and V values are [n_kv][rows][hd] doubles, key k in
  * row k (flat) or k % rows (ring). */
 static void reference(int n_kv, int group, int hd, int rows, int ring, int window, int start, int n_tok,
-                      float scale, const double *K, const double *V, const float *q, double *out) {
+                      float scale, const double *K, const double *V, const float *q, const float *sinks,
+                      double *out) {
     const int nh = n_kv * group;
     double *s = malloc(sizeof(double) * (size_t)(start + n_tok));
     for (int t = 0; t < n_tok; t++)
@@ -71,6 +72,8 @@ static void reference(int n_kv, int group, int hd, int rows, int ring, int windo
                 s[k] = d * scale;
                 mx = fmax(mx, s[k]);
             }
+            /* a sink logit (gpt-oss) joins the max and the denominator */
+            if (sinks) { mx = fmax(mx, sinks[h]); sum = exp(sinks[h] - mx); }
             double *o = out + ((size_t)t * nh + h) * hd;
             for (int i = 0; i < hd; i++) o[i] = 0;
             for (int k = lo; k <= p; k++) {
@@ -112,10 +115,15 @@ static void kernel_every_isa(void) {
         }
         for (int i = 0; i < n_tok * nh * hd; i++) q[i] = frand();
         const float scale = 1.0f / sqrtf((float)hd);
-        reference(n_kv, group, hd, rows, ring, window, start, n_tok, scale, K, V, q, want);
+        /* every other case with a sink per head, some above every score */
+        float sinks[8];
+        for (int h = 0; h < nh; h++) sinks[h] = 3.0f * frand() + (h % 2 ? 4.0f : 0.0f);
+        const float *sk = c % 2 ? NULL : sinks;
+        reference(n_kv, group, hd, rows, ring, window, start, n_tok, scale, K, V, q, sk, want);
         okv_attend_job job = {.k = Kq, .v = Vq, .dtype = OKV_Q8_0, .n_kv_heads = n_kv, .rows = rows, .head_dim = hd,
                               .window = window, .ring = ring, .lo_pos = ring ? start - window + 1 : 0, .q = q,
-                              .out = out, .n_heads = nh, .n_tokens = n_tok, .start = start, .scale = scale};
+                              .out = out, .n_heads = nh, .n_tokens = n_tok, .start = start, .scale = scale,
+                              .sinks = sk};
         static const okv_isa isas[] = {OKV_ISA_SCALAR, OKV_ISA_AVX2, OKV_ISA_AVX512};
         for (int k = 0; k < 3; k++) {
             if (!okv_cpu_has_isa(isas[k])) continue;
@@ -177,7 +185,7 @@ static void steps_through_cache(void) {
             for (int layer = 0; layer < 2; layer++) {
                 const void *kp = in == OKV_F16 ? (const void *)k16 : kin, *vp = in == OKV_F16 ? (const void *)v16 : vin;
                 CHECK_STATUS(okv_update_and_attend(s, layer, q, nh, kp, vp, in, 0.3f, out, &err), OKV_OK, err);
-                reference(n_kv, group, hd, T, 0, layer ? window : 0, start, n, 0.3f, K, V, q, want);
+                reference(n_kv, group, hd, T, 0, layer ? window : 0, start, n, 0.3f, K, V, q, NULL, want);
                 worst = fmax(worst, max_err(out, want, (size_t)n * nh * hd));
             }
             CHECK_STATUS(okv_step_commit(s, &err), OKV_OK, err);
@@ -198,7 +206,7 @@ static void steps_through_cache(void) {
 
 static void goldens(void) {
     static const char *const models[] = {"stories260K", "tiny-llama", "tiny-gemma3", "tiny-gemma3-allswa",
-                                         "tiny-muse-glimmer"};
+                                         "tiny-muse-glimmer", "tiny-qwen2", "tiny-qwen3", "tiny-smollm3", "tiny-gemma2", "tiny-phi3"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char path[1024], json_path[1024], f32_path[1024];
         snprintf(path, sizeof path, "%s/models/%s.gguf", shared, models[i]);

@@ -20,6 +20,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
+#include "kernels/quantize.h"
 #include "kernels/wtype.h"
 #include "offkv/offkv.h"
 
@@ -31,7 +32,7 @@ static float frand(void) {
 
 static const int TYPES[] = {OKV_GGML_F32,  OKV_GGML_F16,  OKV_GGML_BF16, OKV_GGML_Q8_0, OKV_GGML_Q4_0,
                             OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1, OKV_GGML_Q2_K, OKV_GGML_Q3_K,
-                            OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K};
+                            OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K, OKV_GGML_MXFP4};
 
 /* The formats without a quantizer here: random bytes, with the f16 scale
  * fields (d, and m or dmin) at these byte offsets set to small values. */
@@ -119,6 +120,19 @@ static void make_weights_split(int t, int64_t rows, int64_t k, uint8_t *w, float
                 o[i] = (float)(int8_t)blk[2 + i % 32] * h2f((uint16_t)(blk[0] | blk[1] << 8));
             }
             break;
+        case OKV_GGML_MXFP4:
+            /* E2M1 doubled: 0 .. 6 in halves as integers, sign in bit 3;
+             * the scale byte e is 2^(e - 128) */
+            okv_quantize_row_mxfp4(row, (block_mxfp4 *)wr, k);
+            if (r == 1) ((block_mxfp4 *)wr)[0].e = 1; /* a subnormal scale */
+            for (int64_t i = 0; i < k; i++) {
+                static const int e2m1x2[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+                const uint8_t *blk = wr + (i / 32) * 17;
+                int j = (int)(i % 32);
+                int q = j < 16 ? blk[1 + j] & 15 : blk[1 + j - 16] >> 4;
+                o[i] = (float)((q & 8 ? -1 : 1) * e2m1x2[q & 7]) * ldexpf(1.0f, (int)blk[0] - 128);
+            }
+            break;
         case OKV_GGML_Q4_0:
             okv_quantize_row_q4_0(row, (block_q4_0 *)wr, k);
             for (int64_t i = 0; i < k; i++) {
@@ -171,7 +185,7 @@ typedef struct shape { int64_t rows, k, n; } shape;
 static void check_type_shape(int t, shape s, okv_threadpool **pools) {
     const int64_t rows = s.rows, k = s.k, n = s.n;
     const raw_format *rf = raw_of(t);
-    const int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0 || rf;
+    const int quant = t == OKV_GGML_Q8_0 || t == OKV_GGML_Q4_0 || t == OKV_GGML_MXFP4 || rf;
     const int act = rf ? rf->act : ACT_Q8_0;
     const int64_t ab = act == ACT_Q8_K ? 256 : 32; /* activation block */
     uint8_t *w = malloc(okv_ggml_row_size(t, k) * (size_t)rows);
@@ -438,11 +452,13 @@ int main(void) {
     /* odd block counts (3, 7) take the AVX-512 single-block tail; rows 37
      * and 67 leave partial row tiles; n 9 leaves a partial column tile */
     const shape qshapes[] = {{1, 32, 1}, {5, 64, 3}, {37, 96, 1}, {67, 320, 9}, {8, 224, 5}, {13, 32, 4}};
-    /* n >= 16 takes the AVX-512 block pass: k 1100 spans three weight panels
-     * and ends in a partial step, n 70 two column blocks, rows 29 every
-     * strip height */
+    /* n >= 16 takes the AVX-512 block pass, n >= 10 AVX2's: k 1100 spans
+     * three weight panels and ends in a partial step, n 70 two column
+     * blocks, rows 29 every strip height; k 5 leaves AVX2's panels empty
+     * (all of it the scalar tail), k 521 a panel of 8 and a tail of 1, n 11
+     * column tiles of 3 and 1 */
     const shape fshapes[] = {{1, 16, 1}, {5, 37, 3}, {37, 96, 1}, {67, 320, 9}, {9, 19, 6}, {4, 33, 4},
-                             {29, 1100, 70}};
+                             {29, 1100, 70}, {7, 5, 12}, {13, 521, 11}};
     /* the same for the 256-value K-quant blocks */
     const shape kshapes[] = {{1, 256, 1}, {5, 512, 3}, {37, 768, 1}, {67, 1280, 9}, {8, 256, 5}, {13, 2304, 4}};
     for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {

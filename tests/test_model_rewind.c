@@ -95,7 +95,8 @@ static void rewind_case(const char *model) {
 int main(void) {
     shared = check_shared_dir();
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
-    const char *models[] = {"stories260K", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer"};
-    for (int i = 0; i < 4; i++) rewind_case(models[i]);
+    const char *models[] = {"stories260K", "tiny-gemma3", "tiny-gemma3-allswa", "tiny-muse-glimmer",
+                            "tiny-qwen2", "tiny-qwen3", "tiny-smollm3", "tiny-gemma2", "tiny-phi3"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) rewind_case(models[i]);
     return check_done();
 }

@@ -12,8 +12,13 @@
  *    max_write, length, a layer's geometry), a flipped data byte or token,
  *    another model, another cache config, a missing file.  Each is refused
  *    with a message naming what differs, and the cache it was loaded into
- *    is exactly as before: rows, length, limits, and its next logits. */
+ *    is exactly as before: rows, length, limits, and its next logits.
+ *  - Odd paths and types: a FIFO or a folder is refused at once (the load
+ *    must not block waiting for a writer), and a file of another storage
+ *    type names both types (q8_0 included). */
+#include <signal.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -118,6 +123,41 @@ static okv_model *load(const char *name, const char *window) {
 }
 
 enum { MW = 5, T = 70 };
+
+/* Issue 15 (items 2 and 11): what a hostile user passes as a prompt cache. */
+static void odd_files(void) {
+    const okv_layer_geometry geo[1] = {{.n_kv_heads = 1, .head_dim = 32, .window = 0}};
+    okv_cache_config cfg = {.capacity = 64, .initial_capacity = 64, .max_write = 4, .dtype = OKV_F16};
+    okv_error err;
+    okv_cache *f16 = okv_cache_create(geo, 1, &cfg, &err);
+    cfg.dtype = OKV_Q8_0;
+    okv_cache *q8 = okv_cache_create(geo, 1, &cfg, &err);
+    CHECK(f16 && q8, "create: %s", err.message);
+    if (!f16 || !q8) goto out;
+    char f16_file[4200], q8_file[4200], fifo[4200];
+    path_in(f16_file, sizeof f16_file, "f16.seq");
+    path_in(q8_file, sizeof q8_file, "q8.seq");
+    path_in(fifo, sizeof fifo, "fifo.seq");
+    CHECK_STATUS(okv_cache_save(f16, f16_file, 7, NULL, 0, &err), OKV_OK, err);
+    CHECK_STATUS(okv_cache_save(q8, q8_file, 7, NULL, 0, &err), OKV_OK, err);
+    CHECK_STATUS(okv_cache_load(q8, f16_file, 7, NULL, 0, NULL, &err), OKV_ERR_INVALID, err);
+    CHECK(strstr(err.message, "stored as f16 (type 1), this cache stores q8_0"), "message: %s", err.message);
+    CHECK_STATUS(okv_cache_load(f16, q8_file, 7, NULL, 0, NULL, &err), OKV_ERR_INVALID, err);
+    CHECK(strstr(err.message, "stored as q8_0 (type 2), this cache stores f16"), "message: %s", err.message);
+    /* A FIFO: an open for reading would wait for a writer forever; the
+     * alarm's default action ends the test (a failure) if it does. */
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    alarm(30);
+    CHECK_STATUS(okv_cache_load(f16, fifo, 7, NULL, 0, NULL, &err), OKV_ERR_IO, err);
+    alarm(0);
+    CHECK(strstr(err.message, "not a regular file") && strstr(err.message, "fifo.seq"), "message: %s", err.message);
+    CHECK_STATUS(okv_cache_load(f16, dir, 7, NULL, 0, NULL, &err), OKV_ERR_IO, err);
+    CHECK(strstr(err.message, "not a regular file"), "message: %s", err.message);
+    remove(fifo);
+out:
+    okv_cache_release(f16);
+    okv_cache_release(q8);
+}
 
 static okv_context *context(okv_model *m, int32_t max_write) {
     char mw[16];
@@ -299,6 +339,8 @@ static void refusals(void) {
         {0, 0x4b464f58, OKV_ERR_FORMAT, "magic"},
         {8, 2, OKV_ERR_UNSUPPORTED, "version 2"},
         {12, 0, OKV_ERR_INVALID, "stored as f32"},
+        {12, 2, OKV_ERR_INVALID, "stored as q8_0 (type 2)"},
+        {12, 9, OKV_ERR_INVALID, "stored as unknown (type 9)"},
         {16, 0xdeadbeef, OKV_ERR_INVALID, "another model"},
         {24, 5, OKV_ERR_INVALID, "layers 5"},
         {28, 4096, OKV_ERR_INVALID, "capacity 4096"},
@@ -367,6 +409,7 @@ int main(void) {
     }
     cache_level(OKV_F16);
     cache_level(OKV_F32);
+    odd_files();
     shared = check_shared_dir();
     if (!shared) {
         printf("skipped (saved sequences of real models): ../shared not found\n");
@@ -377,6 +420,11 @@ int main(void) {
         model_case("tiny-gemma3", NULL);
         model_case("tiny-gemma3-allswa", NULL);
         model_case("tiny-muse-glimmer", NULL);
+        model_case("tiny-qwen2", NULL);
+        model_case("tiny-qwen3", NULL);
+        model_case("tiny-smollm3", NULL);
+        model_case("tiny-gemma2", NULL);
+        model_case("tiny-phi3", NULL);
         refusals();
     }
     if (check_failed_ == 0) {

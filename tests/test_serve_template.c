@@ -1,20 +1,36 @@
-/* Chat templates: recognised by their markers as llama.cpp recognises them
- * (the Jinja texts below are the families' published templates, cut to the
- * parts that carry the markers), and rendered as llama.cpp renders them. */
+/* The chat templates --chat-template names: Jinja texts, rendered by
+ * liboffkv's interpreter, that must give exactly llama.cpp's
+ * llm_chat_apply_template output for its test conversation (the texts
+ * below are llama.cpp's; they were the hand-written renderers' test before
+ * the Jinja texts replaced them). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "offkv/chat.h"
 #include "offkv/gguf.h"
 #include "offkv/tokenizer.h"
 #include "serve/serve.h"
 
-/* Renders conv with t and tokenizes it as the server does (BOS as the
- * vocabulary asks, the template's markers parsed as control tokens);
- * returns how many of want[] (ids) occur, or -1 when the vocabulary is
- * missing. */
-static int count_ids(const char *shared, const char *vocab, srv_template t, const srv_message *m, int n,
-                     const int32_t *want, int n_want, int32_t *first) {
+/* Renders conv (messages JSON) with the template llama.cpp names name,
+ * through liboffkv's interpreter, as the server does; NULL on failure. */
+static char *render(const char *name, const char *conv) {
+    const char *j = srv_template_builtin(name);
+    if (!j) return NULL;
+    okv_chat_template *t = okv_chat_template_parse(j, strlen(j), NULL);
+    okv_chat_input in = {.messages_json = conv, .add_generation_prompt = true};
+    char *out = NULL;
+    if (t) okv_chat_template_render(t, &in, &out, NULL, NULL);
+    okv_chat_template_free(t);
+    return out;
+}
+
+/* Renders conv with the template and tokenizes it as the server does (BOS
+ * as the vocabulary asks, the template's markers parsed as control
+ * tokens); returns how many of want[] (ids) occur, or -1 when the
+ * vocabulary is missing. */
+static int count_ids(const char *shared, const char *vocab, const char *name, const char *conv, const int32_t *want,
+                     int n_want, int32_t *first) {
     char path[4096];
     snprintf(path, sizeof path, "%s/vocab/%s", shared, vocab);
     okv_error err = {0};
@@ -23,7 +39,7 @@ static int count_ids(const char *shared, const char *vocab, srv_template t, cons
     okv_tokenizer *tok = okv_tokenizer_from_gguf(g, &err);
     okv_gguf_close(g);
     if (!tok) return -1;
-    char *text = srv_template_apply(t, m, n);
+    char *text = render(name, conv);
     int32_t ids[512];
     size_t n_ids = 0;
     int found = 0;
@@ -42,86 +58,52 @@ static int count_ids(const char *shared, const char *vocab, srv_template t, cons
     return found;
 }
 
-static void expect_render(srv_template t, const srv_message *m, int n, const char *want) {
-    char *got = srv_template_apply(t, m, n);
-    CHECK(got && strcmp(got, want) == 0, "%s renders\n%s\nwant\n%s", srv_template_name(t), got ? got : "(null)", want);
+static void expect_render(const char *name, const char *conv, const char *want) {
+    char *got = render(name, conv);
+    CHECK(got && strcmp(got, want) == 0, "%s renders\n%s\nwant\n%s", name, got ? got : "(null)", want);
     free(got);
 }
 
 int main(void) {
-    /* detection by marker */
-    CHECK(srv_template_detect("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-                              "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}") == SRV_TMPL_CHATML,
-          "ChatML");
-    CHECK(srv_template_detect("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
-                              "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}") ==
-              SRV_TMPL_LLAMA3,
-          "Llama 3");
-    CHECK(srv_template_detect("{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + role + '\\n' + "
-                              "message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}") == SRV_TMPL_GEMMA,
-          "Gemma");
-    CHECK(srv_template_detect("{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\\n' + "
-                              "messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}{% endif %}{{ bos_token + '[INST] ' + "
-                              "content.strip() + ' [/INST]' }}") == SRV_TMPL_LLAMA2_SYS_STRIP,
-          "Llama 2 (strip)");
-    CHECK(srv_template_detect("{{ '[INST] <<SYS>>' }}") == SRV_TMPL_LLAMA2_SYS, "Llama 2 with system");
-    CHECK(srv_template_detect("{{ '[INST] ' + message['content'] + ' [/INST]' }}") == SRV_TMPL_LLAMA2, "Llama 2");
-    CHECK(srv_template_detect("{%- if messages[0]['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' + x + '[/SYSTEM_PROMPT]' }}"
-                              "{%- endif %}{{- '[INST]' + c + '[/INST]' }}") == SRV_TMPL_MISTRAL_V7,
-          "Mistral v7");
-    CHECK(srv_template_detect("{{ bos_token }}{% set system_message = ' [INST] ' + system_message %}{%- if message['role'] == 'user' %}"
-                              "{%- if tools is not none %}{{- '[AVAILABLE_TOOLS] [' }}{%- endif %}{{- '[INST] ' + "
-                              "message['content'] + '[/INST]' }}{%- endif %}{%- endfor %}") == SRV_TMPL_MISTRAL_V1,
-          "Mistral v1 ( [INST])");
-    CHECK(srv_template_detect("{%- if tools %}{{- \"[AVAILABLE_TOOLS]\" }}{%- endif %}{{- \"[INST]\" + c + \"[/INST]\" }}") ==
-              SRV_TMPL_MISTRAL_V3_TEKKEN,
-          "Mistral v3 tekken");
-    CHECK(srv_template_detect("{{ '[AVAILABLE_TOOLS]' }}{{'[INST]'}}") == SRV_TMPL_MISTRAL_V3, "Mistral v3");
-    CHECK(srv_template_detect("mistral-v3") == SRV_TMPL_MISTRAL_V3, "by name");
-    CHECK(srv_template_detect("llama3") == SRV_TMPL_LLAMA3, "by name");
-    /* Families offkv does not render must not be taken for one it does. */
-    CHECK(srv_template_detect("{{'<|im_start|>' + role + '<|im_sep|>'}}") == SRV_TMPL_UNKNOWN, "Phi-4 is not ChatML");
-    CHECK(srv_template_detect("{{'<|user|>' + c + '<|end|>\\n<|assistant|>'}}") == SRV_TMPL_UNKNOWN, "Phi-3");
-    CHECK(srv_template_detect("{{ 'USER: ' + c + ' ASSISTANT: ' }}") == SRV_TMPL_UNKNOWN, "Vicuna");
-    CHECK(srv_template_detect("") == SRV_TMPL_UNKNOWN, "empty");
-    CHECK(srv_template_detect(NULL) == SRV_TMPL_UNKNOWN, "NULL");
+    CHECK(srv_template_builtin("llama3") && srv_template_builtin("mistral-v3") && !srv_template_builtin("vicuna") &&
+              !srv_template_builtin(NULL),
+          "names");
 
     /* rendering: llama.cpp's test-chat-template conversation */
-    srv_message conv[] = {
-        {"system", "You are a helpful assistant"}, {"user", "Hello"},         {"assistant", "Hi there"},
-        {"user", "Who are you"},                    {"assistant", "   I am an assistant   "}, {"user", "Another question"},
-    };
-    const int n = 6;
-    expect_render(SRV_TMPL_CHATML, conv, n,
+    const char *conv = "[{\"role\": \"system\", \"content\": \"You are a helpful assistant\"}, {\"role\": \"user\", "
+                       "\"content\": \"Hello\"}, {\"role\": \"assistant\", \"content\": \"Hi there\"}, {\"role\": \"user\", "
+                       "\"content\": \"Who are you\"}, {\"role\": \"assistant\", \"content\": \"   I am an assistant   \"}, "
+                       "{\"role\": \"user\", \"content\": \"Another question\"}]";
+    expect_render("chatml", conv,
                   "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
                   "<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n"
                   "<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother question<|im_end|>\n"
                   "<|im_start|>assistant\n");
-    expect_render(SRV_TMPL_LLAMA2_SYS, conv, n,
+    expect_render("llama2-sys", conv,
                   "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>[INST] Who are you "
                   "[/INST]   I am an assistant   </s>[INST] Another question [/INST]");
-    expect_render(SRV_TMPL_LLAMA2_SYS_BOS, conv, n,
+    expect_render("llama2-sys-bos", conv,
                   "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s><s>[INST] Who are "
                   "you [/INST]   I am an assistant   </s><s>[INST] Another question [/INST]");
-    expect_render(SRV_TMPL_LLAMA2_SYS_STRIP, conv, n,
+    expect_render("llama2-sys-strip", conv,
                   "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>[INST] Who are you "
                   "[/INST]I am an assistant</s>[INST] Another question [/INST]");
-    expect_render(SRV_TMPL_MISTRAL_V7, conv, n,
+    expect_render("mistral-v7", conv,
                   "[SYSTEM_PROMPT] You are a helpful assistant[/SYSTEM_PROMPT][INST] Hello[/INST] Hi there</s>[INST] Who "
                   "are you[/INST]    I am an assistant   </s>[INST] Another question[/INST]");
-    expect_render(SRV_TMPL_MISTRAL_V3, conv, n,
+    expect_render("mistral-v3", conv,
                   "[INST] You are a helpful assistant\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST] I am an "
                   "assistant</s>[INST] Another question[/INST]");
-    expect_render(SRV_TMPL_MISTRAL_V1, conv, n,
+    expect_render("mistral-v1", conv,
                   " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]    I am "
                   "an assistant   </s> [INST] Another question [/INST]");
-    expect_render(SRV_TMPL_LLAMA3, conv, n,
+    expect_render("llama3", conv,
                   "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|><|start_header_id|>"
                   "user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHi "
                   "there<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|><|start_header_id|>"
                   "assistant<|end_header_id|>\n\nI am an assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
                   "Another question<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-    expect_render(SRV_TMPL_GEMMA, conv, n,
+    expect_render("gemma", conv,
                   "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi "
                   "there<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an "
                   "assistant<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n");
@@ -134,11 +116,11 @@ int main(void) {
     } else {
         int32_t first = -1;
         const int32_t l3[] = {128006, 128007, 128009}; /* <|start_header_id|> <|end_header_id|> <|eot_id|> */
-        int got = count_ids(shared, "ggml-vocab-llama3.gguf", SRV_TMPL_LLAMA3, conv, n, l3, 3, &first);
+        int got = count_ids(shared, "ggml-vocab-llama3.gguf", "llama3", conv, l3, 3, &first);
         CHECK(got == 3, "Llama 3 markers as tokens: %d of 3", got);
         CHECK(first == 128000, "Llama 3 starts with <|begin_of_text|>: %d", (int)first);
         const int32_t gm[] = {105, 106}; /* <start_of_turn> <end_of_turn> */
-        got = count_ids(shared, "ggml-vocab-gemma3.gguf", SRV_TMPL_GEMMA, conv, n, gm, 2, &first);
+        got = count_ids(shared, "ggml-vocab-gemma3.gguf", "gemma", conv, gm, 2, &first);
         CHECK(got == 2, "Gemma markers as tokens: %d of 2", got);
         CHECK(first == 2, "Gemma starts with <bos>: %d", (int)first);
     }

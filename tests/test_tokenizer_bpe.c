@@ -1,8 +1,12 @@
 /* Byte-level BPE ("gpt2") tokenizer: merge order and byte handling on
  * hand-built vocabularies, the pre-tokenizer splits of every known name on
- * hand-written cases (llama-bpe and qwen2 have no vocab file here), and
- * llama.cpp's expected ids for the real gpt-2, starcoder and
- * deepseek-coder vocabularies. */
+ * hand-written cases, llama.cpp's expected ids for the real gpt-2,
+ * starcoder and deepseek-coder vocabularies, Hugging Face's for qwen3
+ * (pre-tokenizer qwen2) and gpt-oss (gpt-4o), and gpt-4o's time on long
+ * runs of combining marks. */
+#include <math.h>
+#include <time.h>
+
 #include "tokenizer/internal.h"
 #include "tokenizer_util.h"
 
@@ -184,7 +188,7 @@ static const char *split(const char *pre, const char *text, char *out, size_t ca
     }
     char *words;
     size_t *ends, n;
-    okv_status st = pretok_split(t, text, strlen(text), &words, &ends, &n, &err);
+    okv_status st = okv_pretok_split(t, text, strlen(text), &words, &ends, &n, &err);
     CHECK(st == OKV_OK, "split: %s", err.message);
     size_t o = 0;
     for (size_t i = 0, start = 0; st == OKV_OK && i < n; start = ends[i++]) {
@@ -194,7 +198,7 @@ static const char *split(const char *pre, const char *text, char *out, size_t ca
         size_t k = 0;
         for (size_t p = start; p < ends[i] && k < 256;) {
             size_t cl = tok_utf8_len((unsigned char)words[p]);
-            ids[k++] = tok_find(t, words + p, cl);
+            ids[k++] = okv_tok_find(t, words + p, cl);
             p += cl;
         }
         o += tu_decode(t, ids, k, 0, out + o, cap - o);
@@ -295,6 +299,74 @@ static void test_from_gguf_errors(void) {
     okv_gguf_writer_free(w);
 }
 
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); /* CPU time: the machine may be shared */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds to tokenize lead + n copies of unit (UTF-8); -1 on an error. */
+static double time_run(const okv_tokenizer *t, const char *lead, const char *unit, int n, size_t *n_ids) {
+    const size_t ul = strlen(unit), ll = strlen(lead), len = ll + (size_t)n * ul;
+    char *text = malloc(len + 1);
+    int32_t *ids = malloc(sizeof *ids * (len + 1));
+    if (!text || !ids) { free(text); free(ids); return -1; }
+    memcpy(text, lead, ll);
+    for (int i = 0; i < n; i++) memcpy(text + ll + (size_t)i * ul, unit, ul);
+    okv_error err;
+    const double t0 = seconds_now();
+    okv_status st = okv_tokenizer_encode(t, text, len, 0, ids, len + 1, n_ids, &err);
+    const double dt = seconds_now() - t0;
+    CHECK(st == OKV_OK, "%d repeats of a %zu-byte unit: %s", n, ul, err.message);
+    free(text);
+    free(ids);
+    return st == OKV_OK ? dt : -1;
+}
+
+/* gpt-4o's regex keeps \p{M} in two alternatives whose classes overlap
+ * ([A]*[B]+ and [A]+[B]*): a backtracking matcher could turn a long run of
+ * combining marks (or of capitals, or of marks after a letter) quadratic.
+ * 200k of them must take under 3 CPU seconds (~0.1 s here; a quadratic
+ * matcher takes minutes, or stops at PCRE2's match limit, which is an
+ * error here).  The ratio of 4x the text is printed, not checked: measured
+ * 4-8.5 against a quadratic 16, too close for a check that a loaded
+ * machine must not fail. */
+static void test_long_marks(const char *shared) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-oss.gguf", shared);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(path, &err);
+    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
+    okv_gguf_close(g);
+    CHECK(t != NULL, "gpt-oss vocabulary: %s", err.message);
+    if (!t) return;
+    static const struct { const char *what, *lead, *unit; } runs[] = {
+        {"combining acute accents", "", "\xcc\x81"},
+        {"accents after a letter", "a", "\xcc\x81"},
+        {"accents after a space", " ", "\xcc\x81"},
+        {"capitals then marks", "", "A\xcc\x81"},
+        {"Khmer vowel signs", "\xe1\x9e\x80", "\xe1\x9e\xb6"},
+        {"capitals", "", "A"},
+    };
+#if defined(__SANITIZE_ADDRESS__)
+    const double limit = 30.0; /* unoptimized and instrumented */
+#else
+    const double limit = 3.0;
+#endif
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        size_t n_small = 0, n_big = 0;
+        /* the better of two runs each: the machine may be shared */
+        const double small = fmin(time_run(t, runs[i].lead, runs[i].unit, 50000, &n_small),
+                                  time_run(t, runs[i].lead, runs[i].unit, 50000, &n_small));
+        const double big = fmin(time_run(t, runs[i].lead, runs[i].unit, 200000, &n_big),
+                                time_run(t, runs[i].lead, runs[i].unit, 200000, &n_big));
+        printf("gpt-4o, %s: 50k in %.3f s, 200k in %.3f s (%.1fx; %zu ids)\n", runs[i].what, small, big,
+               small > 0 ? big / small : 0.0, n_big);
+        CHECK(big >= 0 && big < limit, "%s: 200k took %.3f s", runs[i].what, big);
+    }
+    okv_tokenizer_free(t);
+}
+
 int main(void) {
     test_merges();
     test_bytes_and_pieces();
@@ -306,12 +378,15 @@ int main(void) {
         printf("skipped: ../shared not found (hand-built cases only)\n");
         return check_done() ? 1 : CHECK_SKIP;
     }
-    const char *names[] = {"gpt-2", "starcoder", "deepseek-coder"};
-    for (int i = 0; i < 3; i++) {
+    /* qwen3 (pre-tokenizer qwen2) and gpt-oss (gpt-4o): the .out files hold
+     * Hugging Face's ids; llama.cpp differs from them on 2 gpt-oss lines. */
+    const char *names[] = {"gpt-2", "starcoder", "deepseek-coder", "qwen3", "gpt-oss"};
+    for (int i = 0; i < 5; i++) {
         int total = 0;
         int passed = tu_run_vocab(shared, names[i], 0, &total);
-        printf("%s: %d/%d strings give llama.cpp's ids\n", names[i], passed, total);
+        printf("%s: %d/%d strings give the reference ids\n", names[i], passed, total);
         CHECK(total == 46, "%s: %d test strings, want 46", names[i], total);
     }
+    test_long_marks(shared);
     return check_done();
 }

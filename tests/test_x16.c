@@ -1,4 +1,4 @@
-/* Q4_0, Q8_0, Q4_K, Q5_K and Q6_K repacked sixteen blocks wide
+/* Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 repacked sixteen blocks wide
  * (kernels/q4_0x16.h, q8_0x16.h, q4_Kx16.h, q6_Kx16.h), the layouts the
  * model keeps them in.
  * Checked against things written here:
@@ -11,6 +11,8 @@
  *   - every ISA gives the same bits as the scalar kernel, and a column's
  *     result does not depend on n or on the columns beside it (the batch
  *     invariance a server promises);
+ *   - (also qwen3moe and gpt-oss MXFP4_MOE models, whose expert matrices are
+ *     repacked too: MXFP4 into mxfp4x16)
  *   - a model loaded with its Q4_0 matrices repacked gives the logits of the
  *     same model loaded without repacking (option "repack" = "off") to
  *     float rounding, and bit for bit alone and in a batch. */
@@ -21,6 +23,7 @@
 #include "check.h"
 #include "gguf_copy.h"
 #include "kernels/matmul.h"
+#include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -60,6 +63,16 @@ static void decode_q8_0(const block_q8_0 *b, int64_t k, float *out) {
  * and min m packed in 12 bytes (j < 4: bytes j and j + 4, low 6 bits; else
  * the nibbles of byte j + 4 and the top 2 bits of bytes j - 4 and j); its
  * value l is nibble j % 2 of qs[32 (j / 2) + l], times d sc, minus dmin m. */
+/* MXFP4: the nibble's E2M1 value doubled (bit 3 the sign), times 2^(e - 128). */
+static void decode_mxfp4(const uint8_t *b, int64_t k, float *out) {
+    static const int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+    for (int64_t i = 0; i < k; i++) {
+        const uint8_t *blk = b + (i / 32) * 17;
+        const int j = (int)(i % 32), q = j < 16 ? blk[1 + j] & 15 : blk[1 + j - 16] >> 4;
+        out[i] = (float)((q & 8 ? -1 : 1) * mag[q & 7]) * ldexpf(1.0f, (int)blk[0] - 128);
+    }
+}
+
 static void decode_q4_K(const block_q4_K *b, int64_t k, float *out, float *off) {
     for (int64_t s = 0; s < k / 256; s++) {
         const uint8_t *q = b[s].scales;
@@ -138,7 +151,8 @@ static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"},
                                  {OKV_WT_Q8_0X16, OKV_GGML_Q8_0, "q8_0x16"},
                                  {OKV_WT_Q4_KX16, OKV_GGML_Q4_K, "q4_Kx16"},
                                  {OKV_WT_Q5_KX16, OKV_GGML_Q5_K, "q5_Kx16"},
-                                 {OKV_WT_Q6_KX16, OKV_GGML_Q6_K, "q6_Kx16"}};
+                                 {OKV_WT_Q6_KX16, OKV_GGML_Q6_K, "q6_Kx16"},
+                                 {OKV_WT_MXFP4X16, OKV_GGML_MXFP4, "mxfp4x16"}};
 
 /* Blocks whose every value has the format's largest magnitude (with all
  * activations at +-127 too, each lane's integer dot is as large as it gets:
@@ -153,6 +167,10 @@ static void fill_extreme(int32_t src, uint8_t *q, size_t bytes) {
         if (src == OKV_GGML_Q6_K) {
             memset(b + 192, 0x7F, 16); /* scales 127 */
             memcpy(b + 208, &d, 2);
+            continue;
+        }
+        if (src == OKV_GGML_MXFP4) { /* every value -12 (nibble 15), scale 2^-8 */
+            b[0] = 120;
             continue;
         }
         memcpy(b, &d, 2);
@@ -182,6 +200,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
         switch (L->src) {
         case OKV_GGML_Q4_0: decode_q4_0(qr, k, wv + r * k); break;
         case OKV_GGML_Q8_0: decode_q8_0(qr, k, wv + r * k); break;
+        case OKV_GGML_MXFP4: decode_mxfp4(qr, k, wv + r * k); break;
         case OKV_GGML_Q4_K: decode_q4_K(qr, k, wv + r * k, off + r * k); break;
         case OKV_GGML_Q5_K: decode_q5_K(qr, k, wv + r * k, off + r * k); break;
         default: decode_q6_K(qr, k, wv + r * k); break;
@@ -191,6 +210,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
     else if (L->type == OKV_WT_Q8_0X16) okv_repack_q8_0x16(w, q, rows, k);
     else if (L->type == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(w, q, rows, k);
     else if (L->type == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(w, q, rows, k);
+    else if (L->type == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(w, q, rows, k);
     else okv_repack_q4_Kx16(w, q, rows, k);
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -201,7 +221,8 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
           (long long)k);
     for (int64_t i = 0; i < n * k; i++) x[i] = extreme ? 1.0f : frand() * (i % 97 == 0 ? 8.0f : 1.0f);
     for (int64_t j = 0; j < n; j++) {
-        if (L->src == OKV_GGML_Q4_0 || L->src == OKV_GGML_Q8_0) quantize_ref(x + j * k, k, xq + j * k);
+        if (L->src == OKV_GGML_Q4_0 || L->src == OKV_GGML_Q8_0 || L->src == OKV_GGML_MXFP4)
+            quantize_ref(x + j * k, k, xq + j * k);
         else quantize_ref_k(x + j * k, k, xq + j * k);
     }
 
@@ -253,16 +274,21 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
  * in a part-padded group: repacked for Q4_0, Q8_0 and Q6_K, left in ggml's
  * layout for Q4_K, where padding would add 9 %), written by `offkv synth`
  * into the build folder. */
-static const char *synth_model(const char *type) {
+static const char *synth_model(const char *type, int moe) {
     static char path[64];
-    snprintf(path, sizeof path, "test_x16.%s.tmp.gguf", type);
+    snprintf(path, sizeof path, "test_x16.%s%s.tmp.gguf", type, moe == 2 ? ".gpt-oss" : moe ? ".moe" : "");
     const char *bin = getenv("OKV_BIN");
     if (!bin) return NULL;
+    /* moe: a qwen3moe whose experts (4, 2 a token, 1024 wide) are matrices
+     * repacked like any other */
+    const char *shape = moe == 2   ? "--arch gpt-oss --n-expert 4 --n-expert-used 2 --n-ff-exp 1024"
+                        : moe == 1 ? "--arch qwen3moe --n-expert 4 --n-expert-used 2 --n-ff-exp 1024"
+                                   : "--arch llama --n-ff 4352";
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "'%s/offkv' synth --arch llama --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 --n-ff 4352 "
+             "'%s/offkv' synth %s --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 "
              "--n-vocab 512 --type %s --seed 5 -o %s 2> /dev/null",
-             bin, type, path);
+             bin, shape, type, path);
     return system(cmd) == 0 ? path : NULL;
 }
 
@@ -287,8 +313,8 @@ static const char *untie(const char *src) {
     return ok ? path : NULL;
 }
 
-static void check_model(const char *type, int tied) {
-    const char *path = synth_model(type);
+static void check_model(const char *type, int tied, int moe) {
+    const char *path = synth_model(type, moe);
     if (path && tied) {
         const char *t = untie(path);
         remove(path);
@@ -305,6 +331,10 @@ static void check_model(const char *type, int tied) {
     CHECK(mp->packed && !mn->packed && mp->output.type >= OKV_GGML_TYPE_END && mn->output.type < OKV_GGML_TYPE_END &&
               mp->output.data != mp->tok_embd.data && mp->tok_embd.type < OKV_GGML_TYPE_END,
           "%s: repacked %p (output type %d), repack=off %p", type, mp->packed, (int)mp->output.type, mn->packed);
+    CHECK(!moe || (mp->moe[1].down.w.type >= OKV_GGML_TYPE_END && mn->moe[1].down.w.type < OKV_GGML_TYPE_END &&
+                   mp->moe[0].gate.w.type >= OKV_GGML_TYPE_END && mp->moe[1].up.w.type >= OKV_GGML_TYPE_END),
+          "%s: experts repacked (type %d) or not (%d)", type, moe ? (int)mp->moe[1].down.w.type : 0,
+          moe ? (int)mn->moe[1].down.w.type : 0);
     static const char *const bad[] = {"repack", "maybe", NULL};
     CHECK(okv_model_load(path, bad, &err) == NULL && strstr(err.message, "maybe"), "bad repack value: %s", err.message);
     const int32_t nl = okv_model_n_layers(mp), nv = okv_model_n_vocab(mp);
@@ -363,8 +393,10 @@ static void check_model(const char *type, int tied) {
           "repacked vs ggml layout: %d of %d rows beyond float rounding, max |diff| %.3g (max |logit| %.3g)", moved,
           S * T, worst, amax);
     CHECK(memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0, "repacked: a batch of %d changes the logits", S);
-    printf("model %s%s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
-           "batch bit-identical\n", type, tied ? " (tied output)" : "", moved, S * T, worst, amax);
+    printf("model %s%s%s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
+           "batch bit-identical\n", type, tied ? " (tied output)" : "", moe == 2 ? " (gpt-oss)" : moe ? " (qwen3moe)" : "",
+           moved, S * T, worst,
+           amax);
     free(lp); free(ln); free(lb);
     okv_model_free(mp);
     okv_model_free(mn);
@@ -391,11 +423,15 @@ int main(void) {
               okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL &&
               okv_ggml_type_name(OKV_WT_Q6_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q5_KX16) == NULL,
           "offkv's own layout is not a ggml type");
-    check_model("q4_0", 0);
-    check_model("q4_k_m", 0);
-    check_model("q8_0", 0);
-    check_model("q6_k", 0);
-    check_model("q5_k_m", 0);
-    check_model("q4_0", 1);
+    check_model("q4_0", 0, 0);
+    check_model("q4_k_m", 0, 0);
+    check_model("q8_0", 0, 0);
+    check_model("q6_k", 0, 0);
+    check_model("q5_k_m", 0, 0);
+    check_model("q4_0", 1, 0);
+    check_model("q4_0", 0, 1);
+    check_model("q4_k_m", 0, 1);
+    check_model("q8_0", 0, 1);
+    check_model("mxfp4_moe", 0, 2);
     return check_done();
 }

@@ -13,9 +13,20 @@
 //    greedy next token is asked for: llama.cpp's argmax over the vocabulary
 //    is the only sampling cost, microseconds against the milliseconds of a
 //    step).  The tokens are fixed random ids, not the generated ones.
-//  - tg @ dD: the cache first holds D tokens (evaluated untimed), then as tg.
+//  - pp @ dD, tg @ dD: the cache first holds D tokens (evaluated untimed),
+//    then as pp and tg.
 //  - Each measured run follows one unmeasured warm-up run, as llama-bench
 //    and offkv bench do.
+//  - llama.cpp twice: through node-llama-cpp (the runs interleaved with
+//    offkv's), and as today's llama.cpp's own llama-bench (LLAMA_BENCH: the
+//    build in ../shared/llama.cpp/, which loads the best CPU variant as
+//    llama.cpp's releases do), run after the type's turns with -r REPS; its
+//    median is over its samples_ts.
+//  - Prefill is also stated as a share of the cores' compute peak
+//    (build/bench/peak, BENCH_PEAK: FMA for float weights, int8 dot
+//    products for quantized ones, of the widest ISA the kernels use here,
+//    OKV_ISA's cap included), counting 2 flops per weight of the layers'
+//    matrices and 4 x head_dim per head and cached position for attention.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -38,6 +49,7 @@ if (!Number.isInteger(THREADS) || THREADS < 1) throw new Error(`BENCH_THREADS '$
 const REPS = Number(env.BENCH_REPS ?? 3);
 if (!Number.isInteger(REPS) || REPS < 1) throw new Error(`BENCH_REPS '${env.BENCH_REPS}': expected an integer >= 1`);
 const FA = { auto: "auto", on: true, off: false }[env.BENCH_FA ?? "auto"];
+const LLAMA_BENCH = env.LLAMA_BENCH && fs.existsSync(env.LLAMA_BENCH) ? env.LLAMA_BENCH : null;
 if (FA === undefined) throw new Error(`BENCH_FA '${env.BENCH_FA}': expected auto, on or off`);
 const models = need("BENCH_MODELS").trim().split(/\s+/).map((s) => {
     const i = s.indexOf("=");
@@ -145,10 +157,10 @@ async function resetTo(seq, start) {
     if (seq.nextTokenIndex !== start) throw new Error(`llama.cpp sequence at ${seq.nextTokenIndex}, wanted ${start}`);
 }
 
-async function llamaPp(seq, toks) {
-    await resetTo(seq, 0);
+async function llamaPp(seq, toks, start) {
+    await resetTo(seq, start);
     const t0 = now();
-    await seq.controlledEvaluate(toks.slice(0, P).map((t, i) => (i === P - 1 ? [t, GREEDY] : t)));
+    await seq.controlledEvaluate(toks.slice(start, start + P).map((t, i) => (i === P - 1 ? [t, GREEDY] : t)));
     return P / (now() - t0);
 }
 
@@ -164,8 +176,9 @@ async function llamaTg(seq, toks, start) {
 // a depth includes the depth fill (untimed).  Returns {test: {offkv, llama}}
 // of per-run t/s lists.
 async function phase(model, path, toks, depth) {
-    const tests = depth === 0 ? [`pp${P}`, `tg${N}`] : [`tg${N} @ d${depth}`];
-    const o = offkvTurns(path, depth === 0 ? ["-p", String(P), "-n", String(N)] : ["-p", "0", "-n", String(N), "-d", String(depth)]);
+    const at = depth === 0 ? "" : ` @ d${depth}`;
+    const tests = [`pp${P}${at}`, `tg${N}${at}`];
+    const o = offkvTurns(path, ["-p", String(P), "-n", String(N), "-d", String(depth)]);
     await o.ready();
     const ctx = await llamaContext(model, depth + Math.max(P, N));
     const out = {};
@@ -175,13 +188,13 @@ async function phase(model, path, toks, depth) {
             out[test] = { offkv: [], llama: [] };
             for (let r = -1; r < REPS; r++) { // r = -1: the warm-up
                 const ov = await o.run();
-                if (r < 0 && depth > 0) {
+                if (r < 0 && depth > 0 && seq.nextTokenIndex < depth) {
                     await resetTo(seq, 0);
                     const t0 = now();
                     await seq.evaluateWithoutGeneratingNewTokens(toks.slice(0, depth));
                     say(`  llama.cpp: depth ${depth} filled in ${(now() - t0).toFixed(2)} s (not timed)`);
                 }
-                const lv = test.startsWith("pp") ? await llamaPp(seq, toks) : await llamaTg(seq, toks, depth);
+                const lv = test.startsWith("pp") ? await llamaPp(seq, toks, depth) : await llamaTg(seq, toks, depth);
                 say(`  ${test} ${r < 0 ? "warm-up" : `run ${r + 1}/${REPS}`}: offkv ${ov.toFixed(2)}, llama.cpp ${lv.toFixed(2)} t/s`);
                 if (r < 0) continue;
                 out[test].offkv.push(ov);
@@ -195,6 +208,56 @@ async function phase(model, path, toks, depth) {
     return out;
 }
 
+// --- llama-bench: today's llama.cpp on its own -----------------------------
+// {test: [t/s samples]} for pp and tg at depth 0 and D, and the CPU variant
+// its log names; null without LLAMA_BENCH.
+let lbVariant = null;
+async function llamaBench(path) {
+    if (!LLAMA_BENCH) return null;
+    const fa = { auto: "auto", on: "on", off: "off" }[env.BENCH_FA ?? "auto"];
+    const argv = ["-m", path, "-p", String(P), "-n", String(N), "-d", `0,${D}`, "-t", String(THREADS),
+        "-r", String(REPS), "-fa", fa, "-ctk", "f16", "-ctv", "f16", "-o", "jsonl"];
+    const child = spawn(LLAMA_BENCH, argv, { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "", err = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (err += d));
+    const code = await new Promise((res) => child.on("close", res));
+    if (code !== 0) throw new Error(`${LLAMA_BENCH} ${argv.join(" ")} ended (${code}):\n${err}`);
+    const m = err.match(/loaded CPU backend from \S*?(libggml-cpu[^/\s]*\.so)/);
+    if (m) lbVariant = m[1];
+    const runs = {};
+    for (const line of out.split("\n").filter((l) => l.trim().startsWith("{"))) {
+        const j = JSON.parse(line);
+        const test = `${j.n_prompt > 0 ? `pp${j.n_prompt}` : `tg${j.n_gen}`}${j.n_depth > 0 ? ` @ d${j.n_depth}` : ""}`;
+        runs[test] = j.samples_ts ?? [j.avg_ts];
+        say(`  llama-bench ${test}: ${median(runs[test]).toFixed(2)} t/s`);
+    }
+    return runs;
+}
+
+// --- the compute peak (build/bench/peak) ----------------------------------
+// The figure the kernels can reach: FMA for float weights, int8 dot products
+// for quantized ones, of the widest ISA the kernels use (OKV_ISA caps it).
+const peak = (() => {
+    if (!env.BENCH_PEAK || !fs.existsSync(env.BENCH_PEAK)) return null;
+    const text = fs.readFileSync(env.BENCH_PEAK, "utf8"), got = {};
+    for (const l of text.split("\n")) {
+        const m = l.match(/^(\S+(?: \S+)?)\s+(\d+) thread\(s\)\s+([\d.]+) G(?:FLOP|op)\/s\s+wall/);
+        if (m && Number(m[2]) === THREADS) got[m[1]] = Number(m[3]) * 1e9;
+    }
+    const flags = new Set(((fs.readFileSync("/proc/cpuinfo", "utf8").match(/^flags\s*:\s*(.*)$/m) ?? [, ""])[1]).split(/\s+/));
+    const cap = { scalar: 0, avx2: 1, avx512: 2, avx512vnni: 3 }[env.OKV_ISA ?? "avx512vnni"] ?? 3;
+    const has512 = flags.has("avx512bw") && cap >= 2, vnni = has512 && flags.has("avx512_vnni") && cap >= 3;
+    const fma = has512 ? "fma512" : "fma256", i8 = vnni ? "i8 vnni512" : has512 ? "i8 avx512" : "i8 avx2";
+    if (!got[fma] || !got[i8]) return null;
+    return { fma: got[fma], i8: got[i8], names: `${fma} ${(got[fma] / 1e9).toFixed(0)} GFLOP/s, ${i8} ${(got[i8] / 1e9).toFixed(0)} Gop/s` };
+})();
+const isFloat = (type) => /^(f16|bf16|f32)$/.test(type);
+// flops per prompt token at mean cache position `pos`
+const ppFlops = (f, pos) => 2 * f.matElems + 4 * f.nLayer * f.nHead * f.kDim * pos;
+const ppShare = (type, f, tps, start) =>
+    peak ? tps * ppFlops(f, start + (P + 1) / 2) / (isFloat(type) ? peak.fma : peak.i8) : NaN;
+
 // --- what a token costs in bytes ------------------------------------------
 function modelFacts(model, path) {
     const info = model.fileInfo;
@@ -205,23 +268,38 @@ function modelFacts(model, path) {
     const fileSize = fs.statSync(path).size;
     let weights = 0, all = 0;
     const tied = !ts.some((t) => t.name === "output.weight");
+    const md = info.metadata, arch = md.general.architecture, a = md[arch];
+    // a mixture of experts reads expert_used_count of expert_count experts a token
+    const active = a.expert_count ? a.expert_used_count / a.expert_count : 1;
     ts.forEach((t, i) => {
         const bytes = (i + 1 < ts.length ? ts[i + 1].off : fileSize) - t.off;
         all += bytes;
         // token_embd: one row per token, unless it is also the output matrix
-        weights += t.name === "token_embd.weight" && !tied ? bytes / t.dims[1] : bytes;
+        weights += t.name === "token_embd.weight" && !tied ? bytes / t.dims[1] : /_exps\./.test(t.name) ? bytes * active : bytes;
     });
-    const md = info.metadata, arch = md.general.architecture, a = md[arch];
     const nLayer = a.block_count, nHead = a.attention.head_count, nKv = a.attention.head_count_kv ?? nHead;
     const kDim = a.attention.key_length ?? a.embedding_length / nHead, vDim = a.attention.value_length ?? kDim;
     const nVocab = ts.find((t) => t.name === "token_embd.weight").dims[1];
-    // f16 K and V rows, every layer, per cached position
-    return { weights, all, nVocab, kvPerPos: nLayer * nKv * (kDim + vDim) * 2 };
+    // the layers' matrices (norms are vectors; token_embd and output are
+    // looked up or, in prefill, multiplied for the last token only)
+    const matElems = ts.filter((t) => t.name.startsWith("blk.") && t.dims.length >= 2 && t.dims[1] > 1)
+        .reduce((s, t) => s + t.dims[0] * t.dims[1], 0);
+    // f16 K and V rows per cached position: every layer, or (gpt-oss) the
+    // full layers, and the sliding ones (even layers, period 2) up to the window
+    const window = arch === "gpt-oss" ? a.attention.sliding_window ?? 0 : 0;
+    const nSwa = window ? Math.ceil(nLayer / 2) : 0;
+    const row = nKv * (kDim + vDim) * 2;
+    return { weights, all, nVocab, kvPerPos: (nLayer - nSwa) * row, kvSwaPerPos: nSwa * row, window, matElems, nLayer,
+             nHead, kDim };
 }
 
 // decode roofline (t/s) for N steps starting at `start` cached tokens: every
-// step reads the weights once and the K/V of start+i+1 positions
-const roof = (f, start) => BW / (f.weights + f.kvPerPos * (start + (N + 1) / 2));
+// step reads the weights once (a mixture of experts: the active ones) and the
+// K/V of start+i+1 positions (a sliding layer: at most its window)
+const roof = (f, start) => {
+    const depth = start + (N + 1) / 2;
+    return BW / (f.weights + f.kvPerPos * depth + f.kvSwaPerPos * Math.min(depth, f.window));
+};
 
 // --- the table: rewritten after each type, so a long run that is stopped
 // still leaves what it measured --------------------------------------------
@@ -240,40 +318,71 @@ function writeTable(done) {
     const fmt = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
     const pct = (v) => `${(100 * v).toFixed(0)}%`;
     const gb = (b) => `${(b / 1e9).toFixed(2)} GB`;
-    const pp = `pp${P}`, tg = `tg${N}`, tgd = `tg${N} @ d${D}`;
+    const pp = `pp${P}`, tg = `tg${N}`, ppd = `pp${P} @ d${D}`, tgd = `tg${N} @ d${D}`;
+    const na = "–";
 
     const lines = [];
     lines.push(`offkv vs llama.cpp, ${new Date().toISOString().replace(/\.\d+Z$/, "Z")}${quick ? " (BENCH_QUICK: short tests)" : ""}` +
         `${done ? "" : ` (partial: ${results.length} of ${models.length} types so far)`}`);
     lines.push(`CPU: ${cpuModel}, ${os.cpus().length} cores online; SIMD: ${simd}`);
     lines.push(`llama.cpp: node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release}, prebuilt), CPU variant ${variant}, flash attention ${faResolved}`);
+    lines.push(LLAMA_BENCH ? `llama-bench: ${LLAMA_BENCH} (CPU variant ${lbVariant ?? "?"}), run after each type's turns, -r ${REPS}, f16 K/V, -fa ${env.BENCH_FA ?? "auto"}; median of its samples${env.OKV_ISA ? "; OKV_ISA caps offkv only (llama.cpp picks its own variant)" : ""}`
+        : "llama-bench: not run (LLAMA_BENCH unset or missing)");
+    lines.push(peak ? `compute peak (build/bench/peak, ${THREADS} thread(s), best wall run): ${peak.names}${env.OKV_ISA ? ` (OKV_ISA=${env.OKV_ISA})` : ""}; prefill share = t/s x flops per token / peak`
+        : "compute peak: not measured (BENCH_PEAK unset)");
     lines.push(`offkv: ${env.OFFKV_COMMIT ?? "?"}; model: synthetic ${env.BENCH_SHAPE ?? "?"} shape (offkv synth --seed 1)`);
     lines.push(`${THREADS} thread(s), f16 K/V; median of ${REPS} runs after a warm-up run, the engines taking turns run by run; depth ${D} filled untimed`);
     lines.push(`memory read bandwidth (build/bench/membw, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${(BW / 1e9).toFixed(2)} GB/s; roofline = that / (weight bytes + f16 K/V bytes read per token, at the test's mean depth)`);
     lines.push(`load average (1 min) before ${load0[0].toFixed(2)}, after ${load1[0].toFixed(2)}, on ${os.cpus().length} cores; ${((now() - t00) / 60).toFixed(1)} min; ratio = offkv / llama.cpp`);
     lines.push("");
-    const head = ["type", "weights/token", `offkv ${pp}`, `llama.cpp ${pp}`, "ratio",
-        `offkv ${tg}`, `llama.cpp ${tg}`, "ratio", "roofline", "offkv share", "llama.cpp share",
-        `offkv ${tgd}`, `llama.cpp ${tgd}`, "ratio", "roofline", "offkv share", "llama.cpp share"];
-    lines.push(`| ${head.join(" | ")} |`);
-    lines.push(`|${head.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
-    for (const { type, f, med } of results) {
-        const row = [type.toUpperCase(), gb(f.weights)];
-        row.push(fmt(med("offkv", pp)), fmt(med("llama", pp)), (med("offkv", pp) / med("llama", pp)).toFixed(2));
-        for (const [k, start] of [[tg, 0], [tgd, D]]) {
-            const o = med("offkv", k), l = med("llama", k), rf = roof(f, start);
-            row.push(fmt(o), fmt(l), (o / l).toFixed(2), fmt(rf), pct(o / rf), pct(l / rf));
+    const lb = (r, k) => (r.lb && r.lb[k] ? median(r.lb[k]) : NaN);
+    const num = (v) => (Number.isFinite(v) ? fmt(v) : na);
+    const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) ? (a / b).toFixed(2) : na);
+    const share = (v) => (Number.isFinite(v) ? pct(v) : na);
+    // prefill: t/s, ratios against both llama.cpps, shares of the compute peak
+    lines.push("Prefill (t/s; ratio = offkv / that llama.cpp; % of the compute peak):");
+    lines.push("");
+    const ph = ["type"];
+    for (const k of [pp, ppd])
+        ph.push(`offkv ${k}`, "node-llama-cpp", "ratio", "llama-bench", "ratio", "offkv % peak", "llama-bench % peak");
+    lines.push(`| ${ph.join(" | ")} |`);
+    lines.push(`|${ph.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
+    for (const r of results) {
+        const row = [r.type.toUpperCase()];
+        for (const [k, start] of [[pp, 0], [ppd, D]]) {
+            const o = r.med("offkv", k), l = r.med("llama", k), b = lb(r, k);
+            row.push(num(o), num(l), ratio(o, l), num(b), ratio(o, b), share(ppShare(r.type, r.f, o, start)),
+                share(ppShare(r.type, r.f, b, start)));
         }
         lines.push(`| ${row.join(" | ")} |`);
     }
     lines.push("");
-    lines.push("t/s (tokens per second); the roofline columns are t/s too.");
+    // decode: t/s, ratios, shares of the roofline
+    lines.push("Decode (t/s; roofline = read bandwidth / bytes per token, in t/s; share = t/s / roofline):");
+    lines.push("");
+    const dh = ["type", "weights/token"];
+    for (const k of [tg, tgd])
+        dh.push(`offkv ${k}`, "node-llama-cpp", "ratio", "llama-bench", "ratio", "roofline", "offkv share", "llama-bench share");
+    lines.push(`| ${dh.join(" | ")} |`);
+    lines.push(`|${dh.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
+    for (const r of results) {
+        const row = [r.type.toUpperCase(), gb(r.f.weights)];
+        for (const [k, start] of [[tg, 0], [tgd, D]]) {
+            const o = r.med("offkv", k), l = r.med("llama", k), b = lb(r, k), rf = roof(r.f, start);
+            row.push(num(o), num(l), ratio(o, l), num(b), ratio(o, b), fmt(rf), share(o / rf), share(b / rf));
+        }
+        lines.push(`| ${row.join(" | ")} |`);
+    }
+    lines.push("");
+    lines.push("t/s: tokens per second; – where that engine was not run.");
     const text = lines.join("\n") + "\n";
     if (done) process.stdout.write(text);
     fs.writeFileSync(OUT, text);
     fs.writeFileSync(OUT.replace(/\.md$/, "") + ".json", JSON.stringify({
         P, N, D, REPS, threads: THREADS, bandwidth_GBs: BW / 1e9, variant: loaded, flash_attention: faResolved,
-        results: results.map(({ type, path, f, runs }) => ({ type, path, weight_bytes_per_token: f.weights, kv_bytes_per_position: f.kvPerPos, runs })),
+        llama_bench: LLAMA_BENCH, llama_bench_variant: lbVariant, peak: peak && { fma: peak.fma, i8: peak.i8, names: peak.names },
+        results: results.map(({ type, path, f, runs, lb }) => ({ type, path, weight_bytes_per_token: f.weights,
+            kv_bytes_per_position: f.kvPerPos, matrix_weights: f.matElems, runs, llama_bench: lb })),
     }, null, 1) + "\n");
     fs.writeFileSync(OUT.replace(/\.md$/, "") + ".llama.log", logLines.join("\n") + "\n");
 }
@@ -294,8 +403,9 @@ for (const { type, path } of models) {
     });
     const runs = { ...(await phase(model, path, toks, 0)), ...(await phase(model, path, toks, D)) };
     await model.dispose();
+    const lb = await llamaBench(path);
     const med = (e, k) => median(runs[k][e]);
-    results.push({ type, path, f, runs, med });
+    results.push({ type, path, f, runs, med, lb });
     writeTable(false);
 }
 writeTable(true);

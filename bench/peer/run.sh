@@ -1,12 +1,16 @@
 #!/bin/sh
 # make bench-peer: offkv beside llama.cpp on the same synthetic GGUF files.
 #
-# llama.cpp comes from npm as node-llama-cpp (pinned below) with its
-# prebuilt CPU libraries, installed into a cache folder outside the source
-# tree on first use; nothing is compiled.  The TinyLlama-1.1B-shaped models
+# llama.cpp twice: today's, as its own llama-bench (../shared/llama.cpp/,
+# built from source with llama.cpp's run-time CPU variants; LLAMA_BENCH),
+# and node-llama-cpp from npm (pinned below) with its prebuilt CPU
+# libraries, installed into a cache folder outside the source tree on first
+# use; nothing is compiled.  The TinyLlama-1.1B-shaped models
 # are written by `offkv synth` into the same cache folder when missing.
-# bench/peer/llama.mjs then times both engines, taking turns run by run,
-# and prints the table (also written to $BUILD/bench-peer.md).
+# bench/peer/llama.mjs then times offkv and node-llama-cpp, taking turns
+# run by run, runs llama-bench after each type, and prints the tables (also
+# written to $BUILD/bench-peer.md), prefill also as a share of the compute
+# peak that build/bench/peak measures first.
 #
 # Knobs (environment):
 #   BENCH_TYPES   weight types (default "f16 q8_0 q4_0 q4_k_m q6_k"); a type
@@ -19,6 +23,14 @@
 #                 for working on the script; its numbers mean little)
 #   BENCH_FA      llama.cpp flash attention: auto (default, llama.cpp's CPU
 #                 default), on or off
+#   BENCH_MOE     1 (default): also two mixture-of-experts rows, cut to a
+#                 size a 24 GB machine holds: Qwen3-30B-A3B's shape with 12
+#                 of its 48 layers in Q4_K_M (about 4.6 GB) and gpt-oss-20b's
+#                 with 8 of its 24 layers in MXFP4_MOE (about 4 GB), both
+#                 with a 32000-token vocabulary; 0 leaves them out.  Their
+#                 roofline counts the active experts' bytes only
+#   LLAMA_BENCH   llama.cpp's llama-bench (default ../shared/llama.cpp/bin/llama-bench
+#                 beside this checkout; when missing, its columns say –)
 #   BUILD         offkv's build folder (default ./build)
 set -eu
 
@@ -34,6 +46,9 @@ die() { say "error: $*"; exit 1; }
 
 [ -x "$BUILD/offkv" ] || die "$BUILD/offkv not built (run make bench-peer, which builds first)"
 [ -x "$BUILD/bench/membw" ] || die "$BUILD/bench/membw not built"
+[ -x "$BUILD/bench/peak" ] || die "$BUILD/bench/peak not built"
+LLAMA_BENCH=${LLAMA_BENCH:-$ROOT/../shared/llama.cpp/bin/llama-bench}
+[ -x "$LLAMA_BENCH" ] || say "no llama-bench at $LLAMA_BENCH: its columns stay empty (set LLAMA_BENCH)"
 command -v node >/dev/null || die "node (Node.js >= 20) not found: node-llama-cpp runs llama.cpp"
 command -v npm >/dev/null || die "npm not found: it installs node-llama-cpp"
 
@@ -83,13 +98,31 @@ for t in $TYPES; do
     fi
     models="$models $t=$f"
 done
+if [ "${BENCH_MOE:-1}" = 1 ]; then
+    for m in "qwen3moe-q4_k_m:--preset qwen3-30b-a3b --n-layer 12 --n-vocab 32000 --type q4_k_m" \
+             "gpt-oss-mxfp4_moe:--preset gpt-oss-20b --n-layer 8 --n-vocab 32000 --type mxfp4_moe"; do
+        name=${m%%:*} flags=${m#*:}
+        f=$CACHE/models/$name.gguf
+        if [ ! -f "$f" ]; then
+            say "writing $f (offkv synth $flags)"
+            # shellcheck disable=SC2086 # $flags is a list of flags
+            "$BUILD/offkv" synth $flags --seed 1 -o "$f.tmp" || die "offkv synth $flags failed"
+            mv "$f.tmp" "$f"
+        fi
+        models="$models $name=$f"
+    done
+fi
 [ -n "$models" ] || die "no model to measure (BENCH_TYPES='$TYPES')"
 
 # --- memory read bandwidth, with the engines' thread count ----------------
 bw=$("$BUILD/bench/membw" "${BENCH_THREADS:-2}" 5 | sed -n 's/^read GB\/s: //p')
 [ -n "$bw" ] || die "build/bench/membw gave no bandwidth"
 
+# --- the cores' compute peak, with the engines' thread count --------------
+"$BUILD/bench/peak" "${BENCH_THREADS:-2}" >"$BUILD/bench-peak.txt" || die "build/bench/peak failed"
+
 exec env OFFKV="$BUILD/offkv" NLC_DIR="$CACHE/node_modules/node-llama-cpp" BENCH_MODELS="$models" \
     BENCH_BW_GBS="$bw" BENCH_OUT="$BUILD/bench-peer.md" BENCH_SHAPE="$SHAPE" \
+    BENCH_PEAK="$BUILD/bench-peak.txt" LLAMA_BENCH="$LLAMA_BENCH" \
     OFFKV_COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
     node "$ROOT/bench/peer/llama.mjs"

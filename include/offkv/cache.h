@@ -183,6 +183,25 @@ okv_status okv_update_and_attend(okv_step *s, int32_t layer,
                                  const void *k, const void *v, okv_dtype kv_type,
                                  float scale, float *out, okv_error *err);
 
+/* What a layer's softmax takes besides q and K/V. */
+typedef struct okv_attend_opts {
+    float scale;    /* multiplies q.k (finite) */
+    float softcap;  /* > 0: each score s = scale q.k becomes softcap * tanh(s / softcap) before the
+                       softmax (gemma2's attention logit soft-capping); 0: none */
+    const float *sinks; /* NULL, or n_heads logits, one per query head (gpt-oss's attention
+                           sinks): each joins every softmax denominator of its head as
+                           exp(sinks[h]) (not multiplied by scale) while attending to nothing */
+} okv_attend_opts;
+
+/* okv_update_and_attend with the softmax's options: opts->scale as scale
+ * there, opts->softcap and opts->sinks.  A softcap that is negative or not
+ * finite, or a sink that is not finite, is OKV_ERR_INVALID and marks the
+ * step failed, as a bad scale does. */
+okv_status okv_update_and_attend_opts(okv_step *s, int32_t layer,
+                                      const float *q, int32_t n_heads,
+                                      const void *k, const void *v, okv_dtype kv_type,
+                                      const okv_attend_opts *opts, float *out, okv_error *err);
+
 /* Ends a step whose every layer was attended exactly once: the length
  * becomes start + n_tokens and the step is freed.  A step with an error or a
  * layer left unattended is refused (OKV_ERR_INVALID) and stays open; the

@@ -100,6 +100,19 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *tok, const char *text, size
                                 unsigned flags, int32_t *ids, size_t max, size_t *n_out,
                                 okv_error *err);
 
+/* okv_tokenizer_encode for a caller with a limit (a context of max
+ * positions): the text may need at most max ids.  When it needs more the
+ * call is OKV_ERR_INVALID with *n_out set above max (to a lower bound of
+ * what it needs, not the exact count), found without tokenizing all of a
+ * long text: a text longer than max times the longest token's bytes is
+ * refused before any work, and the text's fragments (split at special
+ * tokens) stop being encoded once their ids pass max.  So the cost of
+ * refusing a prompt is bounded by max, not by the prompt's size.  ids may
+ * be NULL only with max 0 (then any text that needs an id is refused). */
+okv_status okv_tokenizer_encode_max(const okv_tokenizer *tok, const char *text, size_t len,
+                                    unsigned flags, int32_t *ids, size_t max, size_t *n_out,
+                                    okv_error *err);
+
 /* Writes the bytes token id stands for into buf[0..cap-1] (no NUL) and sets
  * *n_out to their count: U+2581 becomes a space (llama), byte-level
  * characters become their bytes (gpt2), <0xXX> byte tokens become one byte.

@@ -107,6 +107,30 @@ typedef struct attend_ctx {
     float *part;
 } attend_ctx;
 
+/* Gemma 2's attention logit soft-capping of a block of scores: as ggml
+ * computes it (scale by 1/cap, tanh, scale by cap), then into base-2 units. */
+static void soft_cap(float *S, int32_t nq, int32_t nr, float cap) {
+    const float inv = 1.0f / cap;
+    for (int32_t i = 0; i < nq; i++)
+        for (int32_t r = 0; r < nr; r++) {
+            float *s = S + (size_t)i * OKV_ATTEND_BR + r;
+            *s = tanhf(*s * inv) * cap * LOG2E;
+        }
+}
+
+/* A sink logit (natural units, not scaled) joins a query's denominator: with
+ * the running max m and sum l (log2 units), the new max is max(m, sink),
+ * the sum l 2^(m - max) + 2^(sink - max), and the accumulator is scaled by
+ * 2^(m - max).  Done once per query, after every row, in scalar code that
+ * every ISA shares, so the kernels need not know. */
+static void add_sink(float sink, float m, float *l, float *acc_scale) {
+    const float s2 = sink * LOG2E;
+    const float mx = m > s2 ? m : s2;
+    const float c = *l > 0.0f ? okv_attend_exp2_scalar(m - mx) : 0.0f;
+    *l = *l * c + okv_attend_exp2_scalar(s2 - mx);
+    *acc_scale = c;
+}
+
 static void run_item(const attend_ctx *c, int64_t it, float *ws) {
     const okv_attend_job *j = c->job;
     const plan *p = &c->p;
@@ -131,7 +155,9 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
     int32_t *qhi = qlo + round16((size_t)p->nq);
     float *wk = (float *)(qhi + round16((size_t)p->nq)), *wv = wk + round16((size_t)BR * hd);
 
-    const float qscale = j->scale * LOG2E;
+    /* Scores come out in base-2 units (the kernels use exp2); a soft cap
+     * needs them in natural units first, as llama.cpp caps them. */
+    const float qscale = j->softcap > 0.0f ? j->scale : j->scale * LOG2E;
     for (int32_t tt = 0; tt < nt; tt++) {
         const int32_t pos = j->start + t0 + tt;
         for (int32_t hh = 0; hh < nh; hh++) {
@@ -188,6 +214,7 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             kb = (const char *)wk;
         }
         c->kern->scores(qs, nq, hdp, kb, f16, hd, nr, S);
+        if (j->softcap > 0.0f) soft_cap(S, nq, nr, j->softcap);
         for (int32_t i = 0; i < nq; i++) {
             int32_t lo = qlo[i] - x, hi = qhi[i] - x;
             if (lo < 0) lo = 0;
@@ -224,7 +251,9 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             float *o = j->out + ((int64_t)(t0 + tt) * j->n_heads + h0 + hh) * hd;
             /* l > 0 whenever the query sees itself; a job with lo_pos above a
              * query's position would leave it empty, and it then reads zeros. */
-            const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+            float scale_acc = 1.0f, L = l[i];
+            if (j->sinks) add_sink(j->sinks[h0 + hh], m[i], &L, &scale_acc);
+            const float inv = L > 0.0f ? scale_acc / L : 0.0f;
             const float *ac = acc + (size_t)i * hdp;
             for (int32_t d = 0; d < hd; d++) o[d] = ac[d] * inv;
         }
@@ -267,7 +296,9 @@ static void merge_chunks(const attend_ctx *c) {
                     L += w * e[1];
                     for (int32_t d = 0; d < hd; d++) o[d] += w * e[16 + d];
                 }
-                const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+                float scale_acc = 1.0f;
+                if (j->sinks) add_sink(j->sinks[h0 + hh], M, &L, &scale_acc);
+                const float inv = L > 0.0f ? scale_acc / L : 0.0f;
                 for (int32_t d = 0; d < hd; d++) o[d] *= inv;
             }
     }

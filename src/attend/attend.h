@@ -26,13 +26,18 @@ typedef struct okv_attend_job {
     int32_t n_heads, n_tokens;
     int32_t start;    /* position of query 0; query t is at start + t */
     float scale;
+    float softcap;    /* > 0: scores s = scale q.k become softcap tanh(s / softcap) */
+    /* NULL, or one logit per query head (gpt-oss's attention sinks): it
+     * joins every softmax denominator of that head, unscaled, and attends
+     * to nothing */
+    const float *sinks;
 } okv_attend_job;
 
 /* Scratch bytes okv_attend_run needs for this job on nth threads. */
 size_t okv_attend_scratch_bytes(const okv_attend_job *job, int32_t nth);
 
 /* Computes out = softmax(scale * q k^T, masked by position) v for every
- * query and head.  Query head h reads kv head h / (n_heads / n_kv_heads).
+ * query and head (with a sink, the denominator gains exp(sink[h])).  Query head h reads kv head h / (n_heads / n_kv_heads).
  * scratch holds okv_attend_scratch_bytes(job, okv_threadpool_size(pool))
  * bytes, 64-byte aligned.  The split of work depends only on the job and the
  * thread count, so results are bit-identical run to run. */

@@ -208,6 +208,13 @@ static void write_rows(okv_step_state *s, int32_t layer, const void *src, okv_dt
 okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, int32_t n_heads,
                                  const void *k, const void *v, okv_dtype kv_type, float scale,
                                  float *out, okv_error *err) {
+    const okv_attend_opts opts = {.scale = scale};
+    return okv_update_and_attend_opts(step, layer, q, n_heads, k, v, kv_type, &opts, out, err);
+}
+
+okv_status okv_update_and_attend_opts(okv_step *step, int32_t layer, const float *q, int32_t n_heads,
+                                      const void *k, const void *v, okv_dtype kv_type,
+                                      const okv_attend_opts *opts, float *out, okv_error *err) {
     okv_step_state *s = live(step, "update_and_attend", err);
     if (!s) return OKV_ERR_INVALID;
     okv_cache *c = s->cache;
@@ -218,7 +225,9 @@ okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, 
     }
     const okv_layer_geometry *g = &c->layers[layer].geom;
     const int32_t donor = g->kv_from - 1;
-    if (!q || !out) return step_error(s, err, OKV_ERR_INVALID, "NULL q or out", layer);
+    if (!q || !out || !opts) return step_error(s, err, OKV_ERR_INVALID, "NULL q, out or opts", layer);
+    const float scale = opts->scale, softcap = opts->softcap;
+    const float *sinks = opts->sinks;
     if (g->kv_from == 0 && (!k || !v)) return step_error(s, err, OKV_ERR_INVALID, "NULL k or v", layer);
     if (g->kv_from && (k || v)) {
         s->failed = true;
@@ -251,6 +260,18 @@ okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, 
         return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: scale %g is not a finite number",
                         (int)layer, (double)scale);
     }
+    if (!(softcap >= 0.0f) || !isfinite(softcap)) {
+        s->failed = true;
+        return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: softcap %g is not a finite number >= 0",
+                        (int)layer, (double)softcap);
+    }
+
+    for (int32_t h = 0; sinks && h < n_heads; h++)
+        if (!isfinite(sinks[h])) {
+            s->failed = true;
+            return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: sink %d = %g is not a finite number",
+                            (int)layer, (int)h, (double)sinks[h]);
+        }
 
     okv_storage *st = s->storage[layer];
     okv_attend_job job = {
@@ -258,7 +279,7 @@ okv_status okv_update_and_attend(okv_step *step, int32_t layer, const float *q, 
         .n_kv_heads = g->n_kv_heads, .rows = st->rows, .head_dim = g->head_dim,
         .window = g->window, .ring = g->window > 0, .lo_pos = s->plans[layer].read_base_pos,
         .q = q, .out = out, .n_heads = n_heads, .n_tokens = s->n_tokens,
-        .start = s->start, .scale = scale,
+        .start = s->start, .scale = scale, .softcap = softcap, .sinks = sinks,
     };
     /* q8_0 storage quantizes f16 input through f32: one row of floats, after the kernel's part. */
     const size_t kern = (okv_attend_scratch_bytes(&job, okv_threadpool_size(s->pool)) + 63) & ~(size_t)63;

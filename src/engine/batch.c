@@ -66,7 +66,16 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
                                    &w->ffn_gate, &w->ffn_up, &w->ffn_down};
         for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
             scratch = max_size(scratch, scratch_for(all[j], b->max_rows));
+        if (m->moe) {
+            const okv_moe_weights *x = &m->moe[i];
+            const okv_weight *moe[] = {&x->gate_inp, &x->gate.w, &x->up.w, &x->down.w};
+            for (size_t j = 0; j < sizeof moe / sizeof moe[0]; j++)
+                scratch = max_size(scratch, scratch_for(moe[j], b->max_rows));
+        }
     }
+    const size_t NE = (size_t)m->n_expert, K = (size_t)m->n_expert_used;
+    /* a decode row's experts keep their gate and up side by side (moe.c one_row) */
+    const size_t ff = max_size(max_size((size_t)m->n_ff, (size_t)m->n_ff_exp), (T > 0 ? (K * m->n_ff_exp + T - 1) / T : 0));
     const size_t floats[] = {
         T * m->n_embd,                      /* x */
         T * wide,                           /* xb */
@@ -77,10 +86,17 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
         T * q_w,                            /* att */
         T * q_w,                            /* gate */
         T * (q_w + 2 * kv_w),               /* qkv */
-        T * m->n_ff,                        /* hb */
-        T * m->n_ff,                        /* hb2 */
+        T * ff,                             /* hb */
+        T * ff,                             /* hb2 */
         (size_t)head_rows * m->n_embd,      /* head_x */
         (size_t)head_rows * m->n_vocab,     /* head_y */
+        T * NE,                             /* moe_logits */
+        T * K,                              /* moe_ids (int32) */
+        T * K,                              /* moe_w */
+        T * K,                              /* moe_rows (int32) */
+        NE ? T * m->n_embd : 0,             /* moe_x */
+        NE ? T * m->n_embd : 0,             /* moe_y */
+        T * K * m->n_embd,                  /* moe_out */
     };
     const size_t n_buf = sizeof floats / sizeof floats[0];
     size_t total = (scratch + 63) & ~(size_t)63;
@@ -94,12 +110,15 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
                         (int)b->max_rows);
     okv_fwd *f = &b->fwd;
     char *p = b->block;
+    float *ids, *rows; /* int32 buffers, carved as the float ones */
     float **dst[] = {&f->x, &f->xb, &f->xb2, &f->q, &f->k, &f->v, &f->att, &f->gate, &f->qkv, &f->hb, &f->hb2,
-                     &f->head_x, &f->head_y};
+                     &f->head_x, &f->head_y, &f->moe_logits, &ids, &f->moe_w, &rows, &f->moe_x, &f->moe_y, &f->moe_out};
     for (size_t i = 0; i < n_buf; i++) {
         *dst[i] = (float *)p;
         p += (floats[i] * sizeof(float) + 63) & ~(size_t)63;
     }
+    f->moe_ids = (int32_t *)(void *)ids;
+    f->moe_rows = (int32_t *)(void *)rows;
     f->mm_scratch = p;
     f->head_rows = head_rows;
     return OKV_OK;
@@ -203,6 +222,8 @@ okv_status okv_batch_eval(okv_batch *b, const okv_batch_seq *seqs, int32_t n_seq
         g->n_rows = s->n_tokens;
         g->logits = s->logits;
         g->all_logits = s->all_logits;
+        okv_cache_config cc;
+        g->n_ctx = okv_cache_get_config(s->cache, &cc) ? cc.capacity : 0;
         memcpy(b->tokens + row, s->tokens, (size_t)s->n_tokens * sizeof *b->tokens);
         memcpy(b->pos + row, s->positions, (size_t)s->n_tokens * sizeof *b->pos);
         row += s->n_tokens;

@@ -5,11 +5,13 @@
  * and hands its state over only at the end (okv_cache_adopt), so a refused
  * file leaves the cache as it was. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cache/cache_impl.h"
 #include "core/error.h"
@@ -34,7 +36,10 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-static const char *dtype_name(uint32_t t) { return t == OKV_F16 ? "f16" : t == OKV_F32 ? "f32" : "unknown"; }
+/* Every okv_dtype by name: a type from a newer writer (or a damaged file) is "unknown". */
+static const char *dtype_name(uint32_t t) {
+    return t == OKV_F16 ? "f16" : t == OKV_F32 ? "f32" : t == OKV_Q8_0 ? "q8_0" : "unknown";
+}
 
 /* ---- saving ---- */
 
@@ -174,14 +179,23 @@ okv_status okv_cache_load(okv_cache *c, const char *path, uint64_t fingerprint, 
     int32_t *toks = NULL;
     void *kb = NULL, *vb = NULL;
     reader r = {.path = path, .hash = FNV_OFFSET};
-    r.f = fopen(path, "rb");
+    /* Opened without blocking and checked before any read: a FIFO (or a
+     * device) would otherwise block in the open until a writer comes. */
     struct stat sb;
-    if (!r.f || fstat(fileno(r.f), &sb) != 0) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) != 0) {
         st = okv_fail(err, OKV_ERR_IO, "load '%s': %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         goto done;
     }
     if (!S_ISREG(sb.st_mode)) {
         st = okv_fail(err, OKV_ERR_IO, "load '%s': not a regular file", path);
+        close(fd);
+        goto done;
+    }
+    if (!(r.f = fdopen(fd, "rb"))) {
+        st = okv_fail(err, OKV_ERR_IO, "load '%s': %s", path, strerror(errno));
+        close(fd);
         goto done;
     }
     r.size = (uint64_t)sb.st_size;

@@ -18,6 +18,12 @@
  * ~50 against ~70 GFLOP/s), with 16 it gained ~10%. */
 enum { MM_BLOCK_MIN_N = 16 };
 
+/* The same for AVX2's float block pass, whose tiles (4 rows by 4 columns in
+ * 16 registers) spill: F16 5632x2048, one thread, per CPU second: n = 12
+ * ~65 against ~52 GFLOP/s for the tiles, n = 8 the same, n = 4 ~38 against
+ * ~60. */
+enum { MM_BLOCK_MIN_N_AVX2 = 10 };
+
 /* Row chunks per thread and column block: enough that a thread that starts
  * late costs little, few enough that taking one (an atomic add) is noise. */
 enum { MM_CHUNKS_PER_THREAD = 8 };
@@ -194,7 +200,9 @@ static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops,
         job.tile[i] = okv_wtype_tile(op->wtype, kern);
         /* a block pass converts each float weight once per column block,
          * which pays from a few columns on; decode keeps the plain tiles */
-        const int64_t min_n = okv_wtype_get(op->wtype)->block_min_n ? okv_wtype_get(op->wtype)->block_min_n : MM_BLOCK_MIN_N;
+        const int64_t min_n = okv_wtype_get(op->wtype)->block_min_n ? okv_wtype_get(op->wtype)->block_min_n
+                              : kern == OKV_ISA_AVX2                   ? MM_BLOCK_MIN_N_AVX2
+                                                                       : MM_BLOCK_MIN_N;
         job.block[i] = n >= min_n ? okv_wtype_block(op->wtype, kern) : NULL;
         job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_wtype_row_size(op->wtype, k), .rows = op->rows,
                                   .k = k, .n = n, .x = x, .y = op->y};

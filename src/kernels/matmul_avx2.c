@@ -253,6 +253,44 @@ KERNEL void q4_0_step(const qtile *t, int64_t b, const int TWO, const int NC, __
     }
 }
 
+/* MXFP4: the nibbles index okv_mxfp4_values (a byte shuffle), then as
+ * Q8_0; the scales are powers of two, 2^(e - 128). */
+KERNEL void mxfp4_step(const qtile *t, int64_t b, const int TWO, const int NC, __m256 acc[MM_TC]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values));
+    __m256i wlo[QROWS], whi[QROWS];
+    float s[8];
+    UNROLL for (int r = 0; r < QROWS; r++) {
+        const block_mxfp4 *blk = (const block_mxfp4 *)t->rows[r] + b;
+        _mm_prefetch((const char *)blk + PREFETCH_AHEAD, _MM_HINT_T1);
+        __m256i q;
+        if (TWO) {
+            q = load_pair(blk[0].qs, blk[1].qs);
+            s[4 + r] = okv_e8m0_half(blk[1].e);
+        } else {
+            q = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)blk[0].qs));
+            s[4 + r] = 0.0f;
+        }
+        s[r] = okv_e8m0_half(blk[0].e);
+        wlo[r] = _mm256_shuffle_epi8(table, _mm256_and_si256(q, low4));
+        whi[r] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
+    }
+    const __m256 sw = _mm256_loadu_ps(s);
+    UNROLL for (int j = 0; j < NC; j++) {
+        const xstep x = load_x(t->xq[j] + b * OKV_QK, t->xd[j] + b, TWO);
+        __m256i p[QROWS];
+        UNROLL for (int r = 0; r < QROWS; r++) {
+            const __m256i plo = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_sign_epi8(wlo[r], wlo[r]), _mm256_sign_epi8(x.lo, wlo[r])), ones);
+            const __m256i phi = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(_mm256_sign_epi8(whi[r], whi[r]), _mm256_sign_epi8(x.hi, whi[r])), ones);
+            p[r] = _mm256_add_epi32(plo, phi);
+        }
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum4x4(p)), _mm256_mul_ps(sw, x.d), acc[j]);
+    }
+}
+
 #define QUANT_TILE(kind)                                                                          \
     KERNEL void kind##_tile(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, const int NC) { \
         const int64_t nb = c->k / OKV_QK;                                                         \
@@ -275,6 +313,7 @@ KERNEL void q4_0_step(const qtile *t, int64_t b, const int TWO, const int NC, __
 
 QUANT_TILE(q8_0)
 QUANT_TILE(q4_0)
+QUANT_TILE(mxfp4)
 
 KERNEL __m256 load8(int wtype, const uint8_t *row, int64_t i) {
     if (wtype == OKV_GGML_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i)));
@@ -291,6 +330,15 @@ KERNEL float load1(int wtype, const uint8_t *row, int64_t i) {
     if (wtype == OKV_GGML_BF16) { memcpy(&h, row + 2 * i, 2); return okv_bf16_to_f32(h); }
     memcpy(&f, row + 4 * i, 4);
     return f;
+}
+
+/* An output from its accumulator (lane l: the products of elements l, l+8,
+ * ... below k8 = k & ~7, in order) and the last k - k8 elements, one by one:
+ * the tile and the block pass both end here, so they round alike. */
+KERNEL float float_finish(int wtype, __m256 acc, const uint8_t *row, const float *x, int64_t k8, int64_t k) {
+    float s = hsum256(acc);
+    for (int64_t e = k8; e < k; e++) s += load1(wtype, row, e) * x[e];
+    return s;
 }
 
 /* One 8-wide step of a float tile at element i. */
@@ -325,13 +373,8 @@ KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR,
         float_step(wtype, rows, xs, NR, NC, i + 8, acc);
     }
     for (; i < k8; i += 8) float_step(wtype, rows, xs, NR, NC, i, acc);
-    UNROLL for (int r = 0; r < NR; r++) {
-        UNROLL for (int j = 0; j < NC; j++) {
-            float s = hsum256(acc[r][j]);
-            for (int64_t e = k8; e < k; e++) s += load1(wtype, rows[r], e) * xs[j][e];
-            c->y[(c0 + j) * c->rows + r0 + r] = s;
-        }
-    }
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = float_finish(wtype, acc[r][j], rows[r], xs[j], k8, k);
 }
 
 KERNEL void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
@@ -342,6 +385,125 @@ KERNEL void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
 }
 KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
+}
+
+/* The block pass for float weights (prefill), as AVX-512's (matmul_avx512.c):
+ * each weight row is converted to f32 once per column block into a panel
+ * (FP_ROWS rows of FP_K elements, 16 KiB, in L1), instead of once per
+ * 4-column tile, and tiles of 4 rows by 3 columns (12 accumulators, 3
+ * activation registers and 1 weight register: all 16 that AVX2 has) run on
+ * it with two loads per three FMAs, near the FMA rate.  The accumulators
+ * are carried between panels in acc_buf.  Every output sees the same FMAs on
+ * the same values in the same order as in float_tile (the conversion is
+ * exact; panels cover k8 = k & ~7 and float_finish adds the rest), so the
+ * results are bit-identical to the tile's, whatever n: the tests check. */
+enum { FP_ROWS = 8, FP_K = 512, FP_TR = 4, FP_TC = 3 };
+
+typedef struct fpanel {
+    const float *panel;   /* FP_ROWS rows of FP_K floats */
+    const float *x;       /* activations of column c0 at element kc */
+    int64_t k;            /* column stride of x */
+    int64_t len;          /* elements in this panel, a multiple of 8 */
+    __m256 *acc_buf;      /* [FP_ROWS][MM_COL_BLOCK], column 0 = c0 */
+    const uint8_t *next;  /* the next panel's weights (NULL: none): pf_rows rows */
+    size_t wrow;          /* of pf_bytes each, wrow apart */
+    int pf_rows;
+    int64_t pf_bytes;
+} fpanel;
+
+/* Rows pr0 .. pr0+NR-1 of the panel by columns jb .. jb+NC-1 of the block.
+ * The accumulators always come from and go back to acc_buf (a conditional
+ * start or end keeps them in memory in the loop). */
+KERNEL void fpanel_tile(const fpanel *p, int pr0, const int NR, int jb, const int NC) {
+    __m256 acc[FP_TR][FP_TC];
+    const float *xs[FP_TC], *ws[FP_TR];
+    UNROLL for (int r = 0; r < NR; r++) {
+        ws[r] = p->panel + (pr0 + r) * FP_K;
+        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j];
+    }
+    UNROLL for (int j = 0; j < NC; j++) xs[j] = p->x + (jb + j) * p->k;
+    for (int64_t i = 0; i < p->len; i += 8) {
+        __m256 xv[FP_TC];
+        UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm256_loadu_ps(xs[j] + i);
+        UNROLL for (int r = 0; r < NR; r++) {
+            __m256 wv = _mm256_load_ps(ws[r] + i);
+            /* one load per row, not one folded into each FMA */
+            __asm__("" : "+x"(wv));
+            UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
+        }
+    }
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++) p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j] = acc[r][j];
+}
+
+/* nr rows of the panel by nc columns: column tiles of 3 (then 1), each
+ * over the panel's rows in strips of 4 (then 1), so a tile's activations
+ * are read from L2 once and from L1 for the second strip. */
+KERNEL void fpanel_pass(const fpanel *p, int nr, int nc) {
+    /* The next panel's weights stream into L2 meanwhile, a few lines per
+     * column tile: all at once (128 lines), the prefetches filled the
+     * line-fill buffers and stalled the tiles (5632x2048 at 85 GFLOP per
+     * CPU second against 99 for 512 rows that stay in L2). */
+    const int64_t lines_per_row = (p->pf_bytes + 63) / 64, lines = p->next ? p->pf_rows * lines_per_row : 0;
+    const int tiles = (nc + FP_TC - 1) / FP_TC;
+    int64_t line = 0;
+    int j = 0;
+    for (int t = 0; j + FP_TC <= nc; j += FP_TC, t++) {
+        for (const int64_t end = lines * (t + 1) / tiles; line < end; line++)
+            _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
+                         _MM_HINT_T1);
+        int r = 0;
+        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC);
+        for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC);
+    }
+    for (; j < nc; j++) {
+        int r = 0;
+        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, 1);
+        for (; r < nr; r++) fpanel_tile(p, r, 1, j, 1);
+    }
+}
+
+KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c0, int64_t c1) {
+    _Alignas(32) float panel[FP_ROWS * FP_K];
+    __m256 acc_buf[FP_ROWS * MM_COL_BLOCK];
+    const int nc = (int)(c1 - c0);
+    const int64_t k8 = c->k & ~(int64_t)7;
+    const int64_t wbytes = wtype == OKV_GGML_F32 ? 4 : 2;
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += FP_ROWS) {
+        const int nr = (int)(r_end - r0 < FP_ROWS ? r_end - r0 : FP_ROWS);
+        for (int r = 0; r < nr; r++)
+            for (int j = 0; j < nc; j++) acc_buf[r * MM_COL_BLOCK + j] = _mm256_setzero_ps();
+        for (int64_t kc = 0; kc < k8; kc += FP_K) {
+            const int64_t len = k8 - kc < FP_K ? k8 - kc : FP_K;
+            for (int r = 0; r < nr; r++) {
+                const uint8_t *row = c->w + (r0 + r) * c->wrow;
+                for (int64_t i = 0; i < len; i += 8) _mm256_store_ps(panel + r * FP_K + i, load8(wtype, row, kc + i));
+            }
+            /* the next panel: this strip's next one or the next strip's first */
+            const int64_t nk = kc + FP_K < k8 ? kc + FP_K : 0, nr0 = nk ? r0 : r0 + FP_ROWS;
+            const int64_t nrows = r_end - nr0 < FP_ROWS ? r_end - nr0 : FP_ROWS;
+            const fpanel p = {.panel = panel, .x = c->x + c0 * c->k + kc, .k = c->k, .len = len, .acc_buf = acc_buf,
+                              .next = nrows > 0 ? c->w + nr0 * c->wrow + nk * wbytes : NULL, .wrow = c->wrow,
+                              .pf_rows = (int)nrows, .pf_bytes = (k8 - nk < FP_K ? k8 - nk : FP_K) * wbytes};
+            fpanel_pass(&p, nr, nc);
+        }
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *row = c->w + (r0 + r) * c->wrow;
+            for (int j = 0; j < nc; j++)
+                c->y[(c0 + j) * c->rows + r0 + r] =
+                    float_finish(wtype, acc_buf[r * MM_COL_BLOCK + j], row, c->x + (c0 + j) * c->k, k8, c->k);
+        }
+    }
+}
+
+OKV_TARGET_AVX2 void okv_mm_block_f32_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    float_block(OKV_GGML_F32, c, r0, r1, c0, c1);
+}
+OKV_TARGET_AVX2 void okv_mm_block_f16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    float_block(OKV_GGML_F16, c, r0, r1, c0, c1);
+}
+OKV_TARGET_AVX2 void okv_mm_block_bf16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    float_block(OKV_GGML_BF16, c, r0, r1, c0, c1);
 }
 
 

@@ -150,6 +150,72 @@ KERNEL void NAME(q4_0_tile)(const okv_mm_ctx *c, int64_t r0, const int NR, int64
         for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
+/* MXFP4 against Q8_0 activations: the nibbles (as Q4_0's) index
+ * okv_mxfp4_values by a byte shuffle, then as q8_0_step; the scales are
+ * 2^(e - 128). */
+KERNEL void NAME(mxfp4_step)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC,
+                             int64_t b, const int TWO, __m512 acc[MM_TR][MM_TC]) {
+    const int64_t nb = c->k / OKV_QK;
+    __m512i xv[MM_TC];
+#if USE_VNNI
+    __m512i xc[MM_TC];
+#endif
+    __m512 sx[MM_TC];
+    for (int j = 0; j < NC; j++) {
+        const int8_t *xq = c->xq + (c0 + j) * c->k + b * OKV_QK;
+        const float *xd = c->xd + (c0 + j) * nb + b;
+        xv[j] = TWO ? _mm512_loadu_si512(xq) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
+        sx[j] = NAME(scale2)(xd[0], TWO ? xd[1] : 0.0f);
+#if USE_VNNI
+        xc[j] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), xv[j]));
+#endif
+    }
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)okv_mxfp4_values));
+    for (int r = 0; r < NR; r++) {
+        const block_mxfp4 *blk = (const block_mxfp4 *)(c->w + (r0 + r) * c->wrow) + b;
+        _mm_prefetch((const char *)blk + PREFETCH_AHEAD, _MM_HINT_T1);
+        const __m256i q0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blk[0].qs));
+        const __m256i q1 = TWO ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)blk[1].qs))
+                               : _mm256_setzero_si256();
+        const __m512i idx = _mm512_and_si512(
+            _mm512_srlv_epi64(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1), shifts), low4);
+        /* a lone last block's upper half indexes value 0 (zero) */
+        const __m512i wv = _mm512_shuffle_epi8(table, idx);
+        const __m512 sw = NAME(scale2)(okv_e8m0_half(blk[0].e), TWO ? okv_e8m0_half(blk[1].e) : 0.0f);
+#if USE_VNNI
+        const __m512i wu = _mm512_xor_si512(wv, _mm512_set1_epi8((char)0x80));
+        for (int j = 0; j < NC; j++) {
+            const __m512i p = _mm512_dpbusd_epi32(xc[j], wu, xv[j]);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
+        }
+#else
+        const __m512i wa = _mm512_abs_epi8(wv);
+        const __mmask64 neg = _mm512_movepi8_mask(wv);
+        const __m512i ones = _mm512_set1_epi16(1);
+        for (int j = 0; j < NC; j++) {
+            const __m512i xs = _mm512_mask_sub_epi8(xv[j], neg, _mm512_setzero_si512(), xv[j]);
+            const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(wa, xs), ones);
+            acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, sx[j]), acc[r][j]);
+        }
+#endif
+    }
+}
+
+KERNEL void NAME(mxfp4_tile)(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const int64_t nb = c->k / OKV_QK;
+    __m512 acc[MM_TR][MM_TC];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) NAME(mxfp4_step)(c, r0, NR, c0, NC, b, 1, acc);
+    if (b < nb) NAME(mxfp4_step)(c, r0, NR, c0, NC, b, 0, acc);
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
 /* The legacy formats with a fifth bit or an offset, two blocks per step as
  * Q4_0: values in the same byte order (block b's 0-31, then block b+1's). */
 
@@ -264,6 +330,7 @@ NAME_LEGACY_TILE(q5_1, Q5_1_STEP)
 
 OKV_MM_DISPATCH(TARGET, TILE_NAME(q8_0), NAME(q8_0_tile))
 OKV_MM_DISPATCH(TARGET, TILE_NAME(q4_0), NAME(q4_0_tile))
+OKV_MM_DISPATCH(TARGET, TILE_NAME(mxfp4), NAME(mxfp4_tile))
 OKV_MM_DISPATCH(TARGET, TILE_NAME(q5_0), NAME(q5_0_tile))
 OKV_MM_DISPATCH(TARGET, TILE_NAME(q4_1), NAME(q4_1_tile))
 OKV_MM_DISPATCH(TARGET, TILE_NAME(q5_1), NAME(q5_1_tile))

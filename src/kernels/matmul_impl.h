@@ -54,7 +54,7 @@ typedef void (*okv_mm_block_fn)(const okv_mm_ctx *c, int64_t r0, int64_t r1, int
     OKV_MM_TILE(okv_mm_tile_q5_0_##isa); OKV_MM_TILE(okv_mm_tile_q5_1_##isa);                      \
     OKV_MM_TILE(okv_mm_tile_q2_K_##isa); OKV_MM_TILE(okv_mm_tile_q3_K_##isa);                      \
     OKV_MM_TILE(okv_mm_tile_q4_K_##isa); OKV_MM_TILE(okv_mm_tile_q5_K_##isa);                      \
-    OKV_MM_TILE(okv_mm_tile_q6_K_##isa)
+    OKV_MM_TILE(okv_mm_tile_q6_K_##isa); OKV_MM_TILE(okv_mm_tile_mxfp4_##isa)
 OKV_MM_TILES_OF(scalar);
 OKV_MM_TILES_OF(avx2);
 OKV_MM_TILES_OF(avx512);
@@ -63,11 +63,13 @@ OKV_MM_TILE(okv_mm_tile_q4_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_mxfp4_avx512vnni);
 /* Q4_0 sixteen blocks wide (kernels/q4_0x16.h), every ISA its own. */
 OKV_MM_TILE(okv_mm_tile_q4_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx2);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
 /* aarch64 (kernels/..._neon.c): NEON and DOTPROD per sixteen-wide layout. */
@@ -77,6 +79,13 @@ OKV_MM_TILES_ARM(q8_0x16);
 OKV_MM_TILES_ARM(q4_Kx16);
 OKV_MM_TILES_ARM(q5_Kx16);
 OKV_MM_TILES_ARM(q6_Kx16);
+/* MXFP4 sixteen blocks wide (kernels/mxfp4x16.h). */
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_scalar);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx2);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512vnni);
 /* Q8_0 sixteen blocks wide (kernels/q8_0x16.h). */
 OKV_MM_TILE(okv_mm_tile_q8_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx2);
@@ -89,6 +98,7 @@ OKV_MM_TILE(okv_mm_tile_q6_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q6_Kx16_avx512vnni);
 /* Q4_K and Q5_K sixteen sub-blocks wide (kernels/q4_Kx16.h). */
@@ -102,9 +112,14 @@ OKV_MM_TILE(okv_mm_tile_q4_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_Kx16_avx512vnni);
-/* The AVX-512 block pass for float weights (prefill), also AVX512_VNNI's. */
+/* The block pass for float weights (prefill), AVX2's and AVX-512's (also
+ * AVX512_VNNI's). */
+OKV_MM_BLOCK(okv_mm_block_f32_avx2);
+OKV_MM_BLOCK(okv_mm_block_f16_avx2);
+OKV_MM_BLOCK(okv_mm_block_bf16_avx2);
 OKV_MM_BLOCK(okv_mm_block_f32_avx512);
 OKV_MM_BLOCK(okv_mm_block_f16_avx512);
 OKV_MM_BLOCK(okv_mm_block_bf16_avx512);

@@ -60,6 +60,30 @@ ALWAYS_INLINE void q4_0_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int6
         for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = acc[r][j];
 }
 
+/* MXFP4 against Q8_0 activations, as ggml's vec_dot_mxfp4_q8_0: integer
+ * sums of the looked-up values, times the two scales. */
+ALWAYS_INLINE void mxfp4_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const int64_t nb = c->k / OKV_QK;
+    float acc[MM_TR][MM_TC] = {{0}};
+    for (int64_t b = 0; b < nb; b++) {
+        for (int r = 0; r < NR; r++) {
+            const block_mxfp4 *blk = (const block_mxfp4 *)(c->w + (r0 + r) * c->wrow) + b;
+            const float dw = okv_e8m0_half(blk->e);
+            for (int j = 0; j < NC; j++) {
+                const int8_t *xq = c->xq + (c0 + j) * c->k + b * OKV_QK;
+                int32_t s = 0;
+                for (int i = 0; i < OKV_QK / 2; i++) {
+                    s += okv_mxfp4_values[blk->qs[i] & 0x0F] * xq[i];
+                    s += okv_mxfp4_values[blk->qs[i] >> 4] * xq[i + OKV_QK / 2];
+                }
+                acc[r][j] += dw * c->xd[(c0 + j) * nb + b] * (float)s;
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = acc[r][j];
+}
+
 ALWAYS_INLINE float wval(int wtype, const uint8_t *row, int64_t i) {
     if (wtype == OKV_GGML_F16) {
         okv_f16 h;
@@ -284,6 +308,7 @@ TYPED_TILE(q6_K_tile, kq_tile, OKV_GGML_Q6_K)
 
 OKV_MM_DISPATCH(, okv_mm_tile_q8_0_scalar, q8_0_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_q4_0_scalar, q4_0_tile)
+OKV_MM_DISPATCH(, okv_mm_tile_mxfp4_scalar, mxfp4_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_f32_scalar, f32_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_f16_scalar, f16_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_bf16_scalar, bf16_tile)

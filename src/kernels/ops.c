@@ -31,14 +31,40 @@ void okv_rmsnorm_heads(float *y, const float *x, int32_t n_heads, int32_t head_d
         okv_rmsnorm(y + (int64_t)h * head_dim, x + (int64_t)h * head_dim, head_dim, gain, eps);
 }
 
+/* Dimensions in YaRN's correction range turn n_turns times over n_ctx_orig positions. */
+static float yarn_corr_dim(int32_t n_rot, int32_t n_ctx_orig, float n_turns, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * 3.14159265358979323846f)) / (2.0f * logf(base));
+}
+
+void okv_yarn_corr_dims(int32_t n_rot, int32_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                        float dims[2]) {
+    const float lo = floorf(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, freq_base));
+    const float hi = ceilf(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, freq_base));
+    dims[0] = lo > 0.0f ? lo : 0.0f;
+    dims[1] = hi < (float)(n_rot - 1) ? hi : (float)(n_rot - 1);
+}
+
 void okv_rope_cache(const okv_rope *rope, int32_t pos, float *cs) {
     const float theta_scale = powf(rope->freq_base, -2.0f / (float)rope->n_rot);
+    const okv_yarn *y = rope->yarn;
+    float mscale = y ? y->attn_factor : 1.0f;
+    /* ggml corrects the magnitude only when it mixes */
+    if (y && y->ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / rope->freq_scale);
     float theta = (float)pos;
     for (int32_t i = 0; i < rope->n_rot / 2; i++) {
         const float ff = rope->freq_factors ? rope->freq_factors[i] : 1.0f;
-        const float angle = rope->freq_scale * (theta / ff);
-        cs[2 * i] = cosf(angle);
-        cs[2 * i + 1] = sinf(angle);
+        const float extrap = theta / ff;
+        float angle = rope->freq_scale * extrap;
+        if (y && y->ext_factor != 0.0f) {
+            /* the ramp runs over pair index i (ggml: i0 / 2) */
+            const float span = y->corr_dims[1] - y->corr_dims[0];
+            float r = ((float)i - y->corr_dims[0]) / (span > 0.001f ? span : 0.001f);
+            r = 1.0f - (r < 0.0f ? 0.0f : r > 1.0f ? 1.0f : r);
+            const float mix = r * y->ext_factor;
+            angle = angle * (1.0f - mix) + extrap * mix;
+        }
+        cs[2 * i] = cosf(angle) * mscale;
+        cs[2 * i + 1] = sinf(angle) * mscale;
         theta *= theta_scale;
     }
 }

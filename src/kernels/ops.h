@@ -21,12 +21,29 @@ void okv_rmsnorm(float *y, const float *x, int64_t n, const float *gain, float e
 void okv_rmsnorm_heads(float *y, const float *x, int32_t n_heads, int32_t head_dim, const float *gain,
                        float eps);
 
-/* Rotary embedding parameters, as llama.cpp's ggml_rope_ext without YaRN. */
+/* YaRN's part of ggml_rope_ext: ext_factor mixes, for the dimensions
+ * between corr_dims[0] and corr_dims[1], the interpolated angle with the
+ * original one (a linear ramp: 1 below corr_dims[0], 0 above corr_dims[1]),
+ * and cos/sin are multiplied by attn_factor (1 + 0.1 ln(1 / freq_scale)). */
+typedef struct okv_yarn {
+    float ext_factor;           /* 0: no mixing and no magnitude correction */
+    float attn_factor;          /* magnitude scale (1 for none) */
+    float corr_dims[2];         /* okv_yarn_corr_dims */
+} okv_yarn;
+
+/* ggml_rope_yarn_corr_dims: the first and last dimension pair whose
+ * wavelength at the original context n_ctx_orig lies between beta_fast and
+ * beta_slow rotations, clamped to 0 .. n_rot - 1. */
+void okv_yarn_corr_dims(int32_t n_rot, int32_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                        float dims[2]);
+
+/* Rotary embedding parameters, as llama.cpp's ggml_rope_ext. */
 typedef struct okv_rope {
     int32_t n_rot;              /* dimensions rotated (even, <= head_dim); the rest pass through */
     float freq_base;            /* e.g. 10000 */
     float freq_scale;           /* 1 / linear scaling factor; 1 for none */
     const float *freq_factors;  /* n_rot/2 divisors of each frequency, or NULL */
+    const okv_yarn *yarn;       /* NULL: no YaRN */
 } okv_rope;
 
 /* cos/sin for position pos: cs[2i] = cos(theta_i), cs[2i+1] = sin(theta_i),

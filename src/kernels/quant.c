@@ -193,6 +193,17 @@ void okv_f32_to_bf16_row(okv_bf16 *dst, const float *src, int64_t k) {
     for (int64_t i = 0; i < k; i++) dst[i] = okv_f32_to_bf16(src[i]);
 }
 
+void okv_dequantize_row_mxfp4(const void *src, float *dst, int64_t k) {
+    const block_mxfp4 *b = src;
+    for (int64_t i = 0; i < k / OKV_QK; i++) {
+        const float d = okv_e8m0_half(b[i].e);
+        for (int j = 0; j < OKV_QK / 2; j++) {
+            dst[i * OKV_QK + j] = okv_mxfp4_values[b[i].qs[j] & 0x0F] * d;
+            dst[i * OKV_QK + j + OKV_QK / 2] = okv_mxfp4_values[b[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
 int okv_dequantize_row(int type, const void *src, float *dst, int64_t k) {
     if (!okv_wtype_runnable(type) || k < 0 || (okv_wtype_row_size(type, k) == 0 && k != 0)) return 0;
     okv_wtype_get(type)->to_float(src, dst, k);

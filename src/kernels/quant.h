@@ -29,6 +29,25 @@ typedef struct block_q4_0 {
     uint8_t qs[OKV_QK / 2];
 } block_q4_0;
 
+/* MXFP4 (OCP microscaling, ggml type 39): 32 values, one E8M0 exponent e
+ * and 16 bytes of E2M1 nibbles laid out as Q4_0's (value j in the low
+ * nibble of qs[j], value j+16 in the high one).  As ggml stores them, a
+ * nibble indexes okv_mxfp4_values (twice the E2M1 value, so integers) and
+ * the scale is 2^(e - 128), half of E8M0's 2^(e - 127). */
+typedef struct block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[OKV_QK / 2];
+} block_mxfp4;
+
+static const int8_t okv_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* 2^(e - 128), exactly (ggml's GGML_E8M0_TO_FP32_HALF, subnormals included). */
+static inline float okv_e8m0_half(uint8_t e) {
+    union { uint32_t u; float f; } v;
+    v.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return v.f;
+}
+
 /* The legacy formats beside Q4_0/Q8_0, 32 values a block (ggml-common.h). */
 
 /* value j (0..15) = (qs[j] & 0x0F) * d + m, value j+16 = (qs[j] >> 4) * d + m */
@@ -121,6 +140,7 @@ _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K must match ggml's layout")
 _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K must match ggml's layout");
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 must match ggml's 34-byte layout");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 must match ggml's 18-byte layout");
+_Static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 must match ggml's 17-byte layout");
 
 /* nearbyintf(v) as int8 for |v| <= 127; 0 for a NaN, which a NaN or
  * infinite activation makes; +-127 beyond, which a block whose largest
@@ -166,6 +186,7 @@ void okv_dequantize_row_q3_K(const void *src, float *dst, int64_t k);
 void okv_dequantize_row_q4_K(const void *src, float *dst, int64_t k);
 void okv_dequantize_row_q5_K(const void *src, float *dst, int64_t k);
 void okv_dequantize_row_q6_K(const void *src, float *dst, int64_t k);
+void okv_dequantize_row_mxfp4(const void *src, float *dst, int64_t k);
 void okv_bf16_to_f32_row(float *dst, const okv_bf16 *src, int64_t k);
 /* Any runnable type (kernels/wtype.h); returns 0 for another type or a bad
  * k, else 1. */

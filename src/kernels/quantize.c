@@ -538,6 +538,29 @@ void okv_quantize_row_q6_K(const float *x, block_q6_K *y, int64_t k) {
     }
 }
 
+void okv_quantize_row_mxfp4(const float *x, block_mxfp4 *y, int64_t k) {
+    for (int64_t i = 0; i < k / OKV_QK; i++) {
+        const float *xb = x + i * OKV_QK;
+        float amax = 0.0f;
+        for (int j = 0; j < OKV_QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d = okv_e8m0_half(e);
+        y[i].e = e;
+        for (int j = 0; j < OKV_QK / 2; j++) {
+            int best[2] = {0, 0};
+            for (int h = 0; h < 2; h++) {
+                const float v = xb[j + h * OKV_QK / 2];
+                float best_err = fabsf(okv_mxfp4_values[0] * d - v);
+                for (int q = 1; q < 16; q++) {
+                    const float err = fabsf(okv_mxfp4_values[q] * d - v);
+                    if (err < best_err) { best[h] = q; best_err = err; }
+                }
+            }
+            y[i].qs[j] = (uint8_t)(best[0] | best[1] << 4);
+        }
+    }
+}
+
 int okv_quantize_row(int type, const float *x, void *dst, int64_t k) {
     if (okv_ggml_row_size(type, k) == 0 && k != 0) return 0;
     switch (type) {
@@ -554,6 +577,7 @@ int okv_quantize_row(int type, const float *x, void *dst, int64_t k) {
     case OKV_GGML_Q4_K: okv_quantize_row_q4_K(x, dst, k); return 1;
     case OKV_GGML_Q5_K: okv_quantize_row_q5_K(x, dst, k); return 1;
     case OKV_GGML_Q6_K: okv_quantize_row_q6_K(x, dst, k); return 1;
+    case OKV_GGML_MXFP4: okv_quantize_row_mxfp4(x, dst, k); return 1;
     }
     return 0;
 }

@@ -28,6 +28,9 @@ void okv_quantize_row_q3_K(const float *x, block_q3_K *y, int64_t k);
 void okv_quantize_row_q4_K(const float *x, block_q4_K *y, int64_t k);
 void okv_quantize_row_q5_K(const float *x, block_q5_K *y, int64_t k);
 void okv_quantize_row_q6_K(const float *x, block_q6_K *y, int64_t k);
+/* ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127, each value
+ * the nearest of the 16 (the first of equals). */
+void okv_quantize_row_mxfp4(const float *x, block_mxfp4 *y, int64_t k);
 
 /* Any type offkv can write: f32, f16, bf16, q8_0, q4_0 and the eight above.
  * Returns 0 (writing nothing) for another type or a k that is not whole

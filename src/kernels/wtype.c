@@ -2,6 +2,7 @@
  * offkv/gguf.h, which read it. */
 #include <string.h>
 
+#include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -21,11 +22,17 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define TILES_VNNI(t) \
     {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, okv_mm_tile_##t##_avx512vnni}
 #define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t), \
-                 .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
+                 .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
+                                [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
 /* a sixteen-wide layout: every ISA's tiles, AVX-512's block passes */
 #define X16(t) .tile = TILES_VNNI(t), \
                .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
+/* ... and AVX2's block pass too */
+#define X16_AVX2(t) .tile = TILES_VNNI(t), \
+               .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
+                              [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
 #define X16_NEON(t) X16(t)
+#define X16_NEON_AVX2(t) X16_AVX2(t)
 #else
 /* aarch64 (kernels/..._neon.c: the sixteen-wide layouts' tiles per level,
  * I8MM taking DOTPROD's; no block passes, the tiles already convert a row
@@ -40,6 +47,7 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #else
 #define X16_NEON(t) X16(t)
 #endif
+#define X16_NEON_AVX2(t) X16_NEON(t)
 #endif
 
 /* Block layouts as ggml-common.h defines them (quant.h has the structs);
@@ -57,6 +65,7 @@ static const okv_wtype types[OKV_WT_END] = {
     [OKV_GGML_Q3_K] = {.name = "q3_K", .block = 256, .size = sizeof(block_q3_K), .to_float = okv_dequantize_row_q3_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q3_K)},
     [OKV_GGML_Q4_K] = {.name = "q4_K", .block = 256, .size = sizeof(block_q4_K), .to_float = okv_dequantize_row_q4_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q4_K)},
     [OKV_GGML_Q5_K] = {.name = "q5_K", .block = 256, .size = sizeof(block_q5_K), .to_float = okv_dequantize_row_q5_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q5_K)},
+    [OKV_GGML_MXFP4] = {.name = "mxfp4", .block = 32, .size = sizeof(block_mxfp4), .to_float = okv_dequantize_row_mxfp4, .act = OKV_ACT_Q8_0, .tile = TILES_VNNI(mxfp4)},
     [OKV_GGML_Q6_K] = {.name = "q6_K", .block = 256, .size = sizeof(block_q6_K), .to_float = okv_dequantize_row_q6_K, .act = OKV_ACT_Q8_K, .tile = TILES_SIMD(q6_K)},
     /* activation formats: never weights, in ggml either */
     [OKV_GGML_Q8_1] = {.name = "q8_1", .block = 32, .size = sizeof(block_q8_1)},
@@ -78,22 +87,25 @@ static const okv_wtype types[OKV_WT_END] = {
     [OKV_GGML_IQ1_M] = {.name = "iq1_m", .block = 256, .size = 32 + 16 + 8},
     [OKV_GGML_TQ1_0] = {.name = "tq1_0", .block = 256, .size = 48 + 4 + 2},
     [OKV_GGML_TQ2_0] = {.name = "tq2_0", .block = 256, .size = 64 + 2},
-    [OKV_GGML_MXFP4] = {.name = "mxfp4", .block = 32, .size = 1 + 16},
+
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
-                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON(q4_0x16),
+                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVX2(q4_0x16),
                         .block_min_n = 5},
     [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON(q8_0x16),
                         .block_min_n = 5},
+    [OKV_WT_MXFP4X16] = {.name = "mxfp4x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_mxfp4x16),
+                         .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, X16(mxfp4x16),
+                         .block_min_n = 5},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
-                        .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16_NEON(q6_Kx16),
+                        .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16_NEON_AVX2(q6_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q5_KX16] = {.name = "q5_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q5_Kx16),
                         .to_float = okv_dequantize_row_q5_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON(q5_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q4_Kx16),
-                        .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON(q4_Kx16),
+                        .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON_AVX2(q4_Kx16),
                         .block_min_n = 5},
 };
 

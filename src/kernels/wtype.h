@@ -37,6 +37,7 @@ enum {
     OKV_WT_Q8_0X16,                     /* kernels/q8_0x16.h */
     OKV_WT_Q6_KX16,                     /* kernels/q6_Kx16.h */
     OKV_WT_Q5_KX16,                     /* kernels/q4_Kx16.h */
+    OKV_WT_MXFP4X16,                    /* kernels/mxfp4x16.h */
     OKV_WT_END
 };
 

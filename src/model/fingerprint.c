@@ -28,6 +28,14 @@ uint64_t okv_model_fingerprint(const okv_model *m) {
     h = MIX(h, m->embd_scale);
     h = MIX(h, m->logit_scale);
     h = MIX(h, m->final_softcap);
+    /* what only the metadata says of a mixture of experts and of YaRN */
+    h = MIX(h, m->n_expert_used);
+    h = MIX(h, m->expert_weights_scale);
+    h = MIX(h, m->yarn.ext_factor);
+    h = MIX(h, m->yarn.attn_factor);
+    h = MIX(h, m->yarn.beta_fast);
+    h = MIX(h, m->yarn.beta_slow);
+    h = MIX(h, m->yarn.orig_ctx);
     /* okv_layer_params is int32 and float fields only (no padding) and
      * calloc'd. */
     h = mix(h, m->layer, sizeof *m->layer * (size_t)m->n_layer);

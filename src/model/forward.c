@@ -55,24 +55,38 @@ okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *e
 }
 
 void okv_fwd_rope(okv_fwd *f, const okv_layer_params *p, bool neox) {
-    okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
-                     .freq_factors = f->m->rope_freqs};
+    const okv_model *m = f->m;
+    const okv_model_yarn *my = &m->yarn;
+    okv_yarn yarn = {.ext_factor = my->ext_factor, .attn_factor = my->attn_factor};
+    if (my->ext_factor != 0.0f)
+        okv_yarn_corr_dims(p->n_rot, my->orig_ctx, p->rope_base, my->beta_fast, my->beta_slow, yarn.corr_dims);
     float cs[512];
     if (p->rope_base == 0.0f) return;
-    for (int32_t t = 0; t < f->n; t++) {
-        okv_rope_cache(&rope, f->pos[t], cs);
-        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
-        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
-        if (neox) {
-            okv_rope_neox(q, p->n_head, p->head_dim, p->n_rot, cs);
-            okv_rope_neox(k, p->n_head_kv, p->head_dim, p->n_rot, cs);
-        } else {
-            okv_rope_normal(q, p->n_head, p->head_dim, p->n_rot, cs);
-            okv_rope_normal(k, p->n_head_kv, p->head_dim, p->n_rot, cs);
+    for (int32_t i = 0; i < f->n_seg; i++) {
+        const okv_fwd_seg *s = &f->seg[i];
+        /* LongRoPE (phi3) picks its divisors by the context, as llama.cpp
+         * does: the long ones when the sequence may grow past the context
+         * the short ones were trained for. */
+        const bool long_ctx = m->rope_long && s->n_ctx > m->n_ctx_orig;
+        okv_rope rope = {.n_rot = p->n_rot, .freq_base = p->rope_base, .freq_scale = p->rope_pos_scale,
+                         .freq_factors = long_ctx ? m->rope_long : m->rope_freqs,
+                         .yarn = my->ext_factor != 0.0f ? &yarn : NULL};
+        for (int32_t t = s->row0; t < s->row0 + s->n_rows; t++) {
+            okv_rope_cache(&rope, f->pos[t], cs);
+            /* ggml scales cos and sin by the attention factor (LongRoPE's) */
+            if (m->rope_attn_factor != 1.0f) okv_scale(cs, cs, m->rope_attn_factor, p->n_rot);
+            float *q = f->q + (size_t)t * p->n_head * p->head_dim;
+            float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
+            if (neox) {
+                okv_rope_neox(q, p->n_head, p->head_dim, p->n_rot, cs);
+                okv_rope_neox(k, p->n_head_kv, p->head_dim, p->n_rot, cs);
+            } else {
+                okv_rope_normal(q, p->n_head, p->head_dim, p->n_rot, cs);
+                okv_rope_normal(k, p->n_head_kv, p->head_dim, p->n_rot, cs);
+            }
         }
     }
 }
-
 
 void okv_fwd_norm_rows(okv_fwd *f, float *y, const float *x, int64_t width, const okv_weight *gain, float eps) {
     const float *g = gain && gain->data ? gain->data : NULL;
@@ -102,9 +116,12 @@ okv_status okv_fwd_attend(okv_fwd *f, int32_t il, const okv_layer_params *p) {
         const okv_fwd_seg *s = &f->seg[i];
         const size_t r = (size_t)s->row0;
         const bool own = p->kv_from == 0; /* a sharer passes no K/V */
-        okv_status st = okv_update_and_attend(s->step, il, f->q + r * nq, p->n_head, own ? f->k + r * nkv : NULL,
-                                              own ? f->v + r * nkv : NULL, OKV_F32, p->attn_scale, f->att + r * nq,
-                                              f->err);
+        /* gpt-oss's sinks; else NULL */
+        const okv_attend_opts opts = {.scale = p->attn_scale, .softcap = p->attn_softcap,
+                                      .sinks = f->m->w[il].attn_sinks.data};
+        okv_status st = okv_update_and_attend_opts(s->step, il, f->q + r * nq, p->n_head, own ? f->k + r * nkv : NULL,
+                                                   own ? f->v + r * nkv : NULL, OKV_F32, &opts, f->att + r * nq,
+                                                   f->err);
         if (st) return st;
     }
     return OKV_OK;
@@ -145,4 +162,19 @@ okv_status okv_fwd_head(okv_fwd *f) {
         for (int32_t j = 0; j < k; j++) memcpy(f->seg[took[j]].logits, f->head_y + (size_t)j * V, V * sizeof(float));
     }
     return OKV_OK;
+}
+
+void okv_fwd_add_bias(float *y, const okv_weight *bias, int32_t n, int64_t width) {
+    if (!bias || !bias->data) return;
+    const float *b = bias->data;
+    for (int32_t t = 0; t < n; t++) okv_add(y + (size_t)t * width, y + (size_t)t * width, b, width);
+}
+
+void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn, const okv_weight *kn, float eps) {
+    for (int32_t t = 0; t < f->n; t++) {
+        float *q = f->q + (size_t)t * p->n_head * p->head_dim;
+        float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
+        okv_rmsnorm_heads(q, q, p->n_head, p->head_dim, qn->data, eps);
+        okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, kn->data, eps);
+    }
 }

@@ -72,12 +72,7 @@ static okv_status gemma3_forward(okv_fwd *f) {
         /* attention, normed before and after */
         okv_fwd_norm_rows(f, f->xb, f->x, E, &w->attn_norm, m->norm_eps);
         if ((st = okv_fwd_qkv(f, il, NULL, NULL))) return st;
-        for (int32_t t = 0; t < n; t++) {
-            float *q = f->q + (size_t)t * p->n_head * p->head_dim;
-            float *k = f->k + (size_t)t * p->n_head_kv * p->head_dim;
-            okv_rmsnorm_heads(q, q, p->n_head, p->head_dim, w->attn_q_norm.data, m->norm_eps);
-            okv_rmsnorm_heads(k, k, p->n_head_kv, p->head_dim, w->attn_k_norm.data, m->norm_eps);
-        }
+        okv_fwd_qk_norm(f, p, &w->attn_q_norm, &w->attn_k_norm, m->norm_eps);
         okv_fwd_rope(f, p, true);
         if ((st = okv_fwd_attend(f, il, p))) return st;
         if ((st = okv_fwd_matmul(f, &w->wo, f->att, n, f->xb2))) return st;

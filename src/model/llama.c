@@ -15,22 +15,7 @@ static okv_status llama_forward(okv_fwd *f);
 
 okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *err) {
     okv_status st;
-    /* Linear RoPE scaling divides positions; other kinds are not served. */
-    char key[160];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
-    const char *type = "linear";
-    size_t type_len = 6;
-    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &type_len, err))
-        return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
-    float factor = 1.0f;
-    if ((st = okv_model_positive(m, "rope.scaling.factor", &factor, err))) return st;
-    const bool linear = type_len == 6 && memcmp(type, "linear", 6) == 0;
-    const bool none = type_len == 4 && memcmp(type, "none", 4) == 0;
-    if (!linear && !none && factor != 1.0f)
-        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' is not supported",
-                        (int)type_len, type);
-    if (linear && factor > 0.0f && factor != 1.0f)
-        for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_pos_scale = 1.0f / factor;
+    if ((st = okv_model_read_rope_scaling(m, err))) return st;
 
     /* A window makes every layer slide (Mistral 7B v0.1); the option wins
      * over the file so files that lack the key can still be served so. */

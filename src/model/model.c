@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/options.h"
+#include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -202,6 +203,33 @@ okv_status okv_model_bind_layer(okv_model *m, int32_t il, const okv_bind_spec *s
     return okv_model_bind_attention(m, il, err);
 }
 
+okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err) {
+    okv_status st;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    const char *type = "linear";
+    size_t type_len = 6;
+    if (okv_gguf_find_key(m->file, key) >= 0 && okv_gguf_get_str(m->file, key, &type, &type_len, err))
+        return okv_fail(err, OKV_ERR_FORMAT, "model: '%s' is not a string", key);
+    float factor = 1.0f;
+    if ((st = okv_model_positive(m, "rope.scaling.factor", &factor, err))) return st;
+    const bool linear = type_len == 6 && memcmp(type, "linear", 6) == 0;
+    const bool none = type_len == 4 && memcmp(type, "none", 4) == 0;
+    if (!linear && !none && factor != 1.0f)
+        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: rope scaling type '%.*s' is not supported",
+                        (int)type_len, type);
+    if (linear && factor > 0.0f && factor != 1.0f)
+        for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].rope_pos_scale = 1.0f / factor;
+    return OKV_OK;
+}
+
+okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t ne0,
+                               bool optional, okv_error *err) {
+    char full[96];
+    snprintf(full, sizeof full, "blk.%d.%s.bias", (int)il, name);
+    return okv_model_bind(m, w, full, ne0, 0, optional, err);
+}
+
 okv_status okv_model_read_kv_sharing(okv_model *m, okv_error *err) {
     uint32_t n = 0;
     okv_status st = okv_model_u32(m, "attention.shared_kv_layers", &n, false, err);
@@ -364,6 +392,7 @@ static int32_t repacked_type(const okv_weight *w) {
     case OKV_GGML_Q8_0: t = OKV_WT_Q8_0X16; break;
     case OKV_GGML_Q4_K: t = OKV_WT_Q4_KX16; break;
     case OKV_GGML_Q5_K: t = OKV_WT_Q5_KX16; break;
+    case OKV_GGML_MXFP4: t = OKV_WT_MXFP4X16; break;
     default: return -1;
     }
     const size_t mine = okv_wtype_row_size(t, w->ne0), ggml = okv_wtype_row_size(w->type, w->ne0);
@@ -378,33 +407,77 @@ static int32_t repacked_type(const okv_weight *w) {
  * what was copied are handed back (a tied table's too: lookups fault in the
  * rows they read), so resident memory does not double.
  * Without the memory the model keeps ggml's layouts: slower, never wrong. */
+/* The bytes of one repacked matrix of w's shape in layout t, 64-aligned. */
+static size_t packed_bytes(int32_t t, const okv_weight *w) {
+    return (okv_wtype_row_size(t, w->ne0) * (size_t)w->ne1 + 63) / 64 * 64;
+}
+
+static void repack_into(uint8_t *dst, int32_t t, const okv_weight *w) {
+    if (t == OKV_WT_Q4_0X16) okv_repack_q4_0x16(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_Q8_0X16) okv_repack_q8_0x16(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(dst, w->data, w->ne1, w->ne0);
+    else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
+}
+
+/* Hands back the file's pages of bytes at p: the copy is what is read now. */
+static void release_pages(const void *p, size_t bytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + bytes) / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* The experts of a mixture-of-experts layer: every expert's matrix is a
+ * matrix like any other, repacked one after another at a fixed stride. */
+static okv_experts *expert_tensor(okv_model *m, size_t i) {
+    if (!m->moe || i >= (size_t)m->n_layer * 3) return NULL;
+    okv_moe_weights *x = &m->moe[i / 3];
+    return i % 3 == 0 ? &x->gate : i % 3 == 1 ? &x->up : &x->down;
+}
+
 static void repack_weights(okv_model *m) {
     const size_t n = (size_t)m->n_layer * (sizeof(okv_layer_weights) / sizeof(okv_weight));
+    const size_t n_exps = m->moe ? (size_t)m->n_layer * 3 : 0;
     size_t total = 0;
     for (size_t i = 0; i <= n; i++) {
         const okv_weight *w = i < n ? (const okv_weight *)m->w + i : &m->output;
         const int32_t t = repacked_type(w);
-        if (t >= 0) total += (okv_wtype_row_size(t, w->ne0) * (size_t)w->ne1 + 63) / 64 * 64;
+        if (t >= 0) total += packed_bytes(t, w);
+    }
+    for (size_t i = 0; i < n_exps; i++) {
+        const okv_experts *x = expert_tensor(m, i);
+        const int32_t t = repacked_type(&x->w);
+        if (t >= 0) total += packed_bytes(t, &x->w) * (size_t)x->n;
     }
     if (total == 0 || !(m->packed = aligned_alloc(64, total))) return;
     uint8_t *dst = m->packed;
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (size_t i = 0; i <= n; i++) {
         okv_weight *w = i < n ? (okv_weight *)m->w + i : &m->output;
         const int32_t t = repacked_type(w);
         if (t < 0) continue;
-        if (t == OKV_WT_Q4_0X16) okv_repack_q4_0x16(dst, w->data, w->ne1, w->ne0);
-        else if (t == OKV_WT_Q8_0X16) okv_repack_q8_0x16(dst, w->data, w->ne1, w->ne0);
-        else if (t == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(dst, w->data, w->ne1, w->ne0);
-        else if (t == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(dst, w->data, w->ne1, w->ne0);
-        else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
-        const size_t bytes = okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
-        const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page, hi = ((uintptr_t)w->data + bytes) / page * page;
+        repack_into(dst, t, w);
         /* also a tied table's: the embedding reads back one row a token */
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        release_pages(w->data, okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1);
         w->data = dst;
         w->type = t;
-        dst += (okv_wtype_row_size(t, w->ne0) * (size_t)w->ne1 + 63) / 64 * 64;
+        dst += packed_bytes(t, w);
+    }
+    for (size_t i = 0; i < n_exps; i++) {
+        okv_experts *x = expert_tensor(m, i);
+        const int32_t t = repacked_type(&x->w);
+        if (t < 0) continue;
+        const size_t stride = packed_bytes(t, &x->w);
+        for (int32_t e = 0; e < x->n; e++) {
+            okv_weight one = x->w;
+            one.data = (const char *)x->w.data + (size_t)e * x->stride;
+            repack_into(dst + (size_t)e * stride, t, &one);
+        }
+        release_pages(x->w.data, x->stride * (size_t)x->n);
+        x->w.data = dst;
+        x->w.type = t;
+        x->stride = stride;
+        dst += stride * (size_t)x->n;
     }
 }
 
@@ -421,6 +494,7 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     if (!m) { okv_fail(err, OKV_ERR_NOMEM, "model: out of memory"); return NULL; }
     m->embd_scale = 1.0f;
     m->logit_scale = 1.0f;
+    m->rope_attn_factor = 1.0f;
     m->file = okv_gguf_open(path, err);
     okv_status st = OKV_OK;
     if (!m->file) goto fail;
@@ -433,14 +507,23 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     if (arch_len >= sizeof m->arch_name) arch_len = sizeof m->arch_name - 1;
     memcpy(m->arch_name, arch, arch_len);
     m->arch_name[arch_len] = '\0';
-    if (strcmp(m->arch_name, "llama") == 0) m->arch = OKV_ARCH_LLAMA;
-    else if (strcmp(m->arch_name, "gemma3") == 0) m->arch = OKV_ARCH_GEMMA3;
-    else if (strcmp(m->arch_name, "muse-glimmer") == 0) m->arch = OKV_ARCH_MUSE_GLIMMER;
-    else {
-        okv_fail(err, OKV_ERR_UNSUPPORTED, "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer)",
+    /* The architectures offkv runs: llama.cpp's names, one file each in src/model/. */
+    static const struct { const char *name; okv_arch arch; } archs[] = {
+        {"llama", OKV_ARCH_LLAMA},     {"gemma3", OKV_ARCH_GEMMA3}, {"muse-glimmer", OKV_ARCH_MUSE_GLIMMER},
+        {"qwen2", OKV_ARCH_QWEN2},     {"qwen3", OKV_ARCH_QWEN3},   {"smollm3", OKV_ARCH_SMOLLM3},
+        {"gemma2", OKV_ARCH_GEMMA2},   {"phi3", OKV_ARCH_PHI3},     {"qwen3moe", OKV_ARCH_QWEN3MOE},
+        {"gpt-oss", OKV_ARCH_GPT_OSS},
+    };
+    size_t ai = 0;
+    while (ai < sizeof archs / sizeof archs[0] && strcmp(m->arch_name, archs[ai].name) != 0) ai++;
+    if (ai == sizeof archs / sizeof archs[0]) {
+        okv_fail(err, OKV_ERR_UNSUPPORTED,
+                 "model: architecture '%s' is not supported (llama, gemma3, muse-glimmer, qwen2, qwen3, smollm3, "
+                 "gemma2, phi3, qwen3moe, gpt-oss)",
                  m->arch_name);
         goto fail;
     }
+    m->arch = archs[ai].arch;
     if (m->arch != OKV_ARCH_LLAMA && okv_option_get(options, "sliding_window")) {
         okv_fail(err, OKV_ERR_INVALID,
                  "model option sliding_window applies to llama models; %s takes its windows from the file",
@@ -456,11 +539,27 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     case OKV_ARCH_LLAMA: st = okv_llama_load(m, options, err); break;
     case OKV_ARCH_GEMMA3: st = okv_gemma3_load(m, err); break;
     case OKV_ARCH_MUSE_GLIMMER: st = okv_muse_glimmer_load(m, err); break;
+    case OKV_ARCH_QWEN2: st = okv_qwen2_load(m, err); break;
+    case OKV_ARCH_QWEN3: st = okv_qwen3_load(m, err); break;
+    case OKV_ARCH_SMOLLM3: st = okv_smollm3_load(m, err); break;
+    case OKV_ARCH_GEMMA2: st = okv_gemma2_load(m, err); break;
+    case OKV_ARCH_PHI3: st = okv_phi3_load(m, err); break;
+    case OKV_ARCH_QWEN3MOE: st = okv_qwen3moe_load(m, err); break;
+    case OKV_ARCH_GPT_OSS: st = okv_gpt_oss_load(m, err); break;
     }
     if (st) goto fail;
-    snprintf(m->desc, sizeof m->desc, "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights",
-             m->arch_name, (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
-             (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
+    if (m->moe)
+        snprintf(m->desc, sizeof m->desc,
+                 "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, %d experts (%d used) of ffn %d, vocab %d, "
+                 "%s experts",
+                 m->arch_name, (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
+                 (int)m->layer[0].head_dim, (int)m->n_expert, (int)m->n_expert_used, (int)m->n_ff_exp,
+                 (int)m->n_vocab, okv_ggml_type_name(m->moe[0].down.w.type));
+    else
+        snprintf(m->desc, sizeof m->desc,
+                 "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights", m->arch_name,
+                 (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
+                 (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
     if (!repack || strcmp(repack, "on") == 0) repack_weights(m);
     okv_error_clear(err);
     return m;
@@ -477,6 +576,7 @@ void okv_model_free(okv_model *m) {
     free(m->packed);
     free(m->layer);
     free(m->w);
+    free(m->moe);
     free(m);
 }
 

@@ -29,7 +29,37 @@ typedef struct okv_layer_weights {
     okv_weight attn_q_norm, attn_k_norm;      /* per-head norms (gemma3, muse-glimmer) */
     okv_weight attn_post_norm, attn_gate;     /* gemma3 post_attention_norm; muse-glimmer gate */
     okv_weight ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_post_norm;
+    okv_weight bq, bk, bv, bo;                /* attn_{q,k,v,output}.bias (qwen2, gpt-oss), or none */
+    okv_weight attn_sinks;                    /* gpt-oss: one logit per head, or none */
 } okv_layer_weights;
+
+/* A 3-D expert tensor: n matrices of ne1 rows of ne0 inputs (ggml order),
+ * expert e's at (char *)w.data + e * stride.  A weight of its own so that
+ * okv_layer_weights stays an array of 2-D weights (repacking walks it). */
+typedef struct okv_experts {
+    okv_weight w;      /* expert 0's matrix; w.type and shape are every expert's */
+    int32_t n;
+    size_t stride;     /* bytes from one expert's matrix to the next */
+} okv_experts;
+
+/* A layer's mixture-of-experts feed-forward (models/moe.c). */
+typedef struct okv_moe_weights {
+    okv_weight gate_inp, gate_inp_b;            /* router [n_embd -> n_expert], optional bias */
+    okv_experts gate, up, down;                 /* [n_embd -> n_ff_exp] x2, [n_ff_exp -> n_embd] */
+    okv_weight gate_b, up_b, down_b;            /* optional biases, [n_ff_exp or n_embd][n_expert] F32 */
+} okv_moe_weights;
+
+/* How a router's logits become the chosen experts' weights. */
+typedef enum okv_moe_gating {
+    OKV_MOE_SOFTMAX_NORM,  /* softmax over all experts, top k, the k renormalised to sum 1 (qwen3moe) */
+    OKV_MOE_TOPK_SOFTMAX   /* top k of the logits, softmax among those k (gpt-oss) */
+} okv_moe_gating;
+
+/* The experts' activation of gate g and up u. */
+typedef enum okv_moe_act {
+    OKV_MOE_SILU,          /* silu(g) u */
+    OKV_MOE_SWIGLU_OAI     /* gpt-oss: g' = min(g, 7), u' = clamp(u, -7, 7), g' sigmoid(1.702 g') (u' + 1) */
+} okv_moe_act;
 
 /* What one layer's attention looks like. */
 typedef struct okv_layer_params {
@@ -40,9 +70,27 @@ typedef struct okv_layer_params {
     float rope_base;      /* 0: no rotation (muse-glimmer global layers) */
     float rope_pos_scale; /* positions are multiplied by this (1 / linear scaling factor) */
     float attn_scale;     /* softmax scale of q.k */
+    float attn_softcap;   /* > 0: scores are soft-capped before the softmax (gemma2); 0: not */
 } okv_layer_params;
 
-typedef enum okv_arch { OKV_ARCH_LLAMA, OKV_ARCH_GEMMA3, OKV_ARCH_MUSE_GLIMMER } okv_arch;
+typedef enum okv_arch {
+    OKV_ARCH_LLAMA,
+    OKV_ARCH_GEMMA3,
+    OKV_ARCH_MUSE_GLIMMER,
+    OKV_ARCH_QWEN2,
+    OKV_ARCH_QWEN3,
+    OKV_ARCH_SMOLLM3,
+    OKV_ARCH_GEMMA2,
+    OKV_ARCH_PHI3,
+    OKV_ARCH_QWEN3MOE,
+    OKV_ARCH_GPT_OSS,
+} okv_arch;
+
+/* YaRN RoPE scaling as ggml applies it (ops.h okv_yarn); ext_factor 0: none. */
+typedef struct okv_model_yarn {
+    float ext_factor, attn_factor, beta_fast, beta_slow;
+    int32_t orig_ctx;
+} okv_model_yarn;
 
 typedef struct okv_fwd okv_fwd;
 
@@ -55,7 +103,19 @@ struct okv_model {
     okv_layer_params *layer;     /* n_layer */
     okv_layer_weights *w;        /* n_layer */
     okv_weight tok_embd, output_norm, output;
-    const float *rope_freqs;     /* llama 3: per-frequency divisors, head_dim/2, or NULL */
+    const float *rope_freqs;     /* per-frequency divisors, n_rot/2 (llama 3's rope_freqs, phi3's short
+                                    LongRoPE factors), or NULL */
+    const float *rope_long;      /* phi3 LongRoPE: the divisors for contexts beyond n_ctx_orig, or NULL */
+    int32_t n_ctx_orig;          /* phi3: the context rope_freqs (short) were trained for */
+    float rope_attn_factor;      /* phi3 LongRoPE: rotated q/k dimensions are multiplied by it; else 1 */
+    okv_model_yarn yarn;         /* gpt-oss */
+    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts; 0 when dense */
+    float expert_weights_scale;  /* qwen3moe's optional key: the chosen weights times this; 0: none */
+    okv_moe_weights *moe;        /* n_layer, or NULL when dense */
+    /* Tests only: when set, called for every row a router routes with the
+     * gap between its k-th and (k+1)-th logits (how near a tie moved it). */
+    void (*moe_probe)(void *ctx, int32_t layer, int32_t pos, float margin);
+    void *moe_probe_ctx;
     float embd_scale;            /* gemma3: sqrt(n_embd); else 1 */
     float logit_scale;           /* muse-glimmer; else 1 */
     float final_softcap;         /* 0: none */
@@ -76,6 +136,7 @@ typedef struct okv_fwd_seg {
     int32_t row0, n_rows;
     float *logits;             /* NULL: none; else the last row's, or all rows' (all_logits) */
     bool all_logits;
+    int32_t n_ctx;             /* positions the sequence's cache holds (its capacity) */
 } okv_fwd_seg;
 
 /* Per-eval state handed to an architecture's forward pass: a batch of n
@@ -95,7 +156,14 @@ struct okv_fwd {
     float *att;                /* [n][n_head * head_dim] attention output */
     float *gate;               /* [n][n_head * head_dim] (muse-glimmer) */
     float *qkv;                /* [n][(n_head + 2 n_head_kv) * head_dim] (fused weights) */
-    float *hb, *hb2;           /* [n][n_ff] */
+    float *hb, *hb2;           /* [n][max(n_ff, n_ff_exp)] */
+    float *moe_logits;         /* [n][n_expert] router logits, then probabilities */
+    int32_t *moe_ids;          /* [n][n_expert_used] the chosen experts, best first */
+    float *moe_w;              /* [n][n_expert_used] their weights */
+    int32_t *moe_rows;         /* [n] the rows routed to one expert, and their slots */
+    float *moe_x;              /* [n][n_embd] those rows' inputs, gathered */
+    float *moe_y;              /* [n][n_embd] one expert's outputs */
+    float *moe_out;            /* [n][n_expert_used][n_embd] every row's expert outputs by slot */
     float *head_x, *head_y;    /* [head_rows][n_embd], [head_rows][n_vocab]: last rows gathered */
     int32_t head_rows;
     void *mm_scratch;
@@ -137,6 +205,43 @@ okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err);
 okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *err);
 okv_status okv_gemma3_load(okv_model *m, okv_error *err);
 okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err);
+okv_status okv_qwen2_load(okv_model *m, okv_error *err);
+okv_status okv_qwen3_load(okv_model *m, okv_error *err);
+okv_status okv_smollm3_load(okv_model *m, okv_error *err);
+okv_status okv_gemma2_load(okv_model *m, okv_error *err);
+okv_status okv_phi3_load(okv_model *m, okv_error *err);
+
+/* Reads "{arch}.rope.scaling.type" and factor: linear scaling divides
+ * every layer's positions by the factor; "none" or a factor of 1 changes
+ * nothing; another type is OKV_ERR_UNSUPPORTED naming it. */
+okv_status okv_model_read_rope_scaling(okv_model *m, okv_error *err);
+
+/* Binds blk.{il}.{name}.bias, a vector of ne0 (optional: w->data stays
+ * NULL when the file has none). */
+okv_status okv_model_bind_bias(okv_model *m, okv_weight *w, int32_t il, const char *name, int64_t ne0,
+                               bool optional, okv_error *err);
+
+okv_status okv_qwen3moe_load(okv_model *m, okv_error *err);
+okv_status okv_gpt_oss_load(okv_model *m, okv_error *err);
+
+/* Mixture of experts (moe.c).  okv_model_read_moe reads expert_count,
+ * expert_used_count (1 <= used <= count <= 512) and
+ * expert_feed_forward_length into m and allocates m->moe; a key missing or
+ * out of range is OKV_ERR_FORMAT naming it.  okv_model_bind_moe binds layer
+ * il's router (ffn_gate_inp, refused naming it when absent) and
+ * ffn_{gate,up,down}_exps, with their biases when biases is set. */
+okv_status okv_model_read_moe(okv_model *m, okv_error *err);
+okv_status okv_model_bind_moe(okv_model *m, int32_t il, bool biases, okv_error *err);
+/* The feed-forward of layer il's experts on the n rows of f->xb into f->xb2:
+ * each row's router picks n_expert_used experts; each expert multiplies all
+ * the rows routed to it at once (its weights read once per batch), and a
+ * row's outputs are summed in its own slot order, so a row's result does not
+ * depend on the other rows of the batch. */
+okv_status okv_fwd_moe(okv_fwd *f, int32_t il, okv_moe_gating gating, okv_moe_act act);
+/* Adds a bias vector (F32, width wide) to each of n rows; a NULL bias adds nothing. */
+void okv_fwd_add_bias(float *y, const okv_weight *bias, int32_t n, int64_t width);
+/* Per-head RMSNorm of the step's q and k (qwen3, qwen3moe, gemma3), with gains qn, kn. */
+void okv_fwd_qk_norm(okv_fwd *f, const okv_layer_params *p, const okv_weight *qn, const okv_weight *kn, float eps);
 
 /* Metadata helpers: "{arch}.{suffix}". Missing and optional: *out keeps its
  * value.  Wrong type: OKV_ERR_FORMAT naming the key. */

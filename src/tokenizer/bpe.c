@@ -9,25 +9,25 @@
 static bool add_bigram(const okv_tokenizer *t, const char *w, const tok_symbol *sym,
                        int32_t left, int32_t right, bigram_heap *heap) {
     if (left < 0 || right < 0) return true;
-    int32_t rank = tok_merge_rank(t, w + sym[left].off, sym[left].n, w + sym[right].off,
+    int32_t rank = okv_tok_merge_rank(t, w + sym[left].off, sym[left].n, w + sym[right].off,
                                   sym[right].n);
     if (rank < 0) return true;
-    return heap_push(heap, (tok_bigram){left, right, 0.0f, rank, sym[left].n + sym[right].n});
+    return okv_tok_heap_push(heap, (tok_bigram){left, right, 0.0f, rank, sym[left].n + sym[right].n});
 }
 
 /* Merges one word and appends its ids. */
 static bool bpe_word(const okv_tokenizer *t, const char *w, size_t len, tok_symbol *sym,
                      bigram_heap *heap, id_list *out) {
     if (t->ignore_merges) {
-        int32_t id = tok_find(t, w, len);
-        if (id >= 0) return ids_push(out, id);
+        int32_t id = okv_tok_find(t, w, len);
+        if (id >= 0) return okv_tok_ids_push(out, id);
     }
     const int32_t n_sym = tok_split_chars(w, len, sym);
     heap->n = 0;
     for (int32_t i = 1; i < n_sym; i++)
         if (!add_bigram(t, w, sym, i - 1, i, heap)) return false;
     while (heap->n) {
-        tok_bigram b = heap_pop(heap);
+        tok_bigram b = okv_tok_heap_pop(heap);
         tok_symbol *l = &sym[b.left], *r = &sym[b.right];
         /* Stale when either side has changed since the pair was queued. */
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
@@ -39,26 +39,26 @@ static bool bpe_word(const okv_tokenizer *t, const char *w, size_t len, tok_symb
         if (!add_bigram(t, w, sym, b.left, l->next, heap)) return false;
     }
     for (int32_t i = 0; n_sym && i != -1; i = sym[i].next) {
-        int32_t id = tok_find(t, w + sym[i].off, sym[i].n);
+        int32_t id = okv_tok_find(t, w + sym[i].off, sym[i].n);
         if (id >= 0) {
-            if (!ids_push(out, id)) return false;
+            if (!okv_tok_ids_push(out, id)) return false;
             continue;
         }
         /* No token: llama.cpp tries each byte of the text alone and drops
          * the ones that are not tokens either. */
         for (size_t j = 0; j < sym[i].n; j++) {
-            int32_t bid = tok_find(t, w + sym[i].off + j, 1);
-            if (bid >= 0 && !ids_push(out, bid)) return false;
+            int32_t bid = okv_tok_find(t, w + sym[i].off + j, 1);
+            if (bid >= 0 && !okv_tok_ids_push(out, bid)) return false;
         }
     }
     return true;
 }
 
-okv_status bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
+okv_status okv_bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
                       okv_error *err) {
     char *words;
     size_t *ends, n_words;
-    okv_status st = pretok_split(t, text, len, &words, &ends, &n_words, err);
+    okv_status st = okv_pretok_split(t, text, len, &words, &ends, &n_words, err);
     if (st) return st;
     size_t longest = 0;
     for (size_t i = 0, start = 0; i < n_words; start = ends[i++])

@@ -55,14 +55,14 @@ struct okv_tokenizer {
 
 /* ---- string table ---- */
 
-uint64_t tok_hash(const void *s, size_t n, uint64_t h);
+uint64_t okv_tok_hash(const void *s, size_t n, uint64_t h);
 #define TOK_HASH_SEED 1469598103934665603ull
 
 /* Id of the token whose text is s[0..n), or -1. */
-int32_t tok_find(const okv_tokenizer *t, const char *s, size_t n);
+int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n);
 
 /* Rank of merging left and right, or -1. */
-int32_t tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn);
+int32_t okv_tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn);
 
 static inline const char *tok_text(const okv_tokenizer *t, int32_t id, size_t *n) {
     *n = t->text_off[id + 1] - t->text_off[id];
@@ -83,7 +83,7 @@ typedef struct id_list {
     size_t n, cap;
 } id_list;
 
-bool ids_push(id_list *l, int32_t id);
+bool okv_tok_ids_push(id_list *l, int32_t id);
 
 /* ---- symbols and the bigram heap both models merge with ---- */
 
@@ -120,47 +120,47 @@ typedef struct bigram_heap {
     bool by_rank; /* bpe order, else spm order */
 } bigram_heap;
 
-bool heap_push(bigram_heap *h, tok_bigram b);
-tok_bigram heap_pop(bigram_heap *h);
+bool okv_tok_heap_push(bigram_heap *h, tok_bigram b);
+tok_bigram okv_tok_heap_pop(bigram_heap *h);
 
 /* ---- the models ---- */
 
 /* SentencePiece: appends the ids of text[0..len) (already escaped: spaces
  * are U+2581) to out.  Returns false when memory runs out, or with
  * *no_byte set to the byte no token can stand for. */
-bool spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
+bool okv_spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
                 int *no_byte);
 
 /* Byte-level BPE: pre-tokenizes text[0..len) and appends the ids of each
  * piece.  Returns an okv_status (pretok failures carry a message). */
-okv_status bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
+okv_status okv_bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
                       okv_error *err);
 
 /* ---- pre-tokenizer (pretok.c) ---- */
 
 /* Compiles the regexes pre names; OKV_ERR_UNSUPPORTED for an unknown name.
  * *ignore_merges and *add_bos_default get llama.cpp's per-name flags. */
-okv_status pretok_create(const char *name, struct pretok **out, bool *ignore_merges,
+okv_status okv_pretok_create(const char *name, struct pretok **out, bool *ignore_merges,
                          bool *add_bos_default, okv_error *err);
-void pretok_free(struct pretok *p);
+void okv_pretok_free(struct pretok *p);
 
 /* Splits text[0..len) into words as llama.cpp's unicode_regex_split does,
  * each word already mapped to GPT-2's printable byte characters.  On OKV_OK
  * *buf holds the words back to back and (*ends)[i] is where word i ends; the
  * caller frees both. */
-okv_status pretok_split(const okv_tokenizer *t, const char *text, size_t len, char **buf,
+okv_status okv_pretok_split(const okv_tokenizer *t, const char *text, size_t len, char **buf,
                         size_t **ends, size_t *n_words, okv_error *err);
 
 /* Appends the UTF-8 encoding of code point cp to dst; returns bytes written. */
-size_t tok_utf8_put(uint32_t cp, char *dst);
+size_t okv_tok_utf8_put(uint32_t cp, char *dst);
 
 /* Decodes the code point at s[0..n) (n >= 1) as llama.cpp does and returns
  * the bytes it takes; an invalid or truncated sequence is U+FFFD taking
  * one byte. */
-size_t tok_utf8_next(const char *s, size_t n, uint32_t *cp);
+size_t okv_tok_utf8_next(const char *s, size_t n, uint32_t *cp);
 
 /* Decodes text into code points as llama.cpp does: each invalid byte is
  * U+FFFD.  cps must have room for len entries; returns the count. */
-size_t tok_utf8_decode(const char *text, size_t len, uint32_t *cps);
+size_t okv_tok_utf8_decode(const char *text, size_t len, uint32_t *cps);
 
 #endif

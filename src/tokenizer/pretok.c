@@ -46,15 +46,25 @@ static const pretok_def k_defs[] = {
     {{"qwen2"}, false, false,
      {RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
                       "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    /* o200k (gpt-oss, GPT-4o), as tiktoken and Hugging Face have it,
+     * combining marks (\p{M}) included: llama.cpp drops them and so splits
+     * Khmer and other scripts differently.  Each start position costs time
+     * linear in the run it scans and a match consumes that run (the two
+     * letter alternatives between them take any run of letters and marks),
+     * so long runs of marks stay linear; test_tokenizer_bpe times 100k. */
+    {{"gpt-4o"}, false, false,
+     {"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" RE_CONTRACTIONS "?"
+      "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" RE_CONTRACTIONS "?"
+      "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
 };
 
-void pretok_free(struct pretok *p) {
+void okv_pretok_free(struct pretok *p) {
     if (!p) return;
     for (int i = 0; i < p->n; i++) pcre2_code_free(p->code[i]);
     free(p);
 }
 
-okv_status pretok_create(const char *name, struct pretok **out, bool *ignore_merges,
+okv_status okv_pretok_create(const char *name, struct pretok **out, bool *ignore_merges,
                          bool *add_bos_default, okv_error *err) {
     const pretok_def *def = NULL;
     for (size_t i = 0; i < sizeof k_defs / sizeof k_defs[0] && !def; i++)
@@ -63,7 +73,7 @@ okv_status pretok_create(const char *name, struct pretok **out, bool *ignore_mer
     if (!def)
         return okv_fail(err, OKV_ERR_UNSUPPORTED,
                         "tokenizer: pre-tokenizer \"%s\" is not supported (known: default, "
-                        "gpt-2, starcoder, deepseek-coder, llama-bpe, qwen2)",
+                        "gpt-2, starcoder, deepseek-coder, llama-bpe, qwen2, gpt-4o)",
                         name);
     struct pretok *p = calloc(1, sizeof *p);
     if (!p) return okv_fail(err, OKV_ERR_NOMEM, "tokenizer: out of memory");
@@ -76,7 +86,7 @@ okv_status pretok_create(const char *name, struct pretok **out, bool *ignore_mer
         if (!p->code[i]) {
             PCRE2_UCHAR msg[128];
             pcre2_get_error_message(code, msg, sizeof msg);
-            pretok_free(p);
+            okv_pretok_free(p);
             return okv_fail(err, code == PCRE2_ERROR_HEAP_FAILED ? OKV_ERR_NOMEM : OKV_ERR_UNSUPPORTED,
                             "tokenizer: regex %d of pre-tokenizer \"%s\" does not compile at %zu: %s",
                             i, name, (size_t)at, (const char *)msg);
@@ -91,7 +101,7 @@ okv_status pretok_create(const char *name, struct pretok **out, bool *ignore_mer
     return OKV_OK;
 }
 
-size_t tok_utf8_next(const char *s_, size_t n, uint32_t *cp) {
+size_t okv_tok_utf8_next(const char *s_, size_t n, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)s_;
     unsigned c = s[0];
     size_t need;
@@ -130,13 +140,13 @@ bad:
     return 1;
 }
 
-size_t tok_utf8_decode(const char *text, size_t len, uint32_t *cps) {
+size_t okv_tok_utf8_decode(const char *text, size_t len, uint32_t *cps) {
     size_t n = 0;
-    for (size_t off = 0; off < len;) off += tok_utf8_next(text + off, len - off, &cps[n++]);
+    for (size_t off = 0; off < len;) off += okv_tok_utf8_next(text + off, len - off, &cps[n++]);
     return n;
 }
 
-size_t tok_utf8_put(uint32_t cp, char *dst) {
+size_t okv_tok_utf8_put(uint32_t cp, char *dst) {
     unsigned char *d = (unsigned char *)dst;
     if (cp < 0x80) {
         d[0] = (unsigned char)cp;
@@ -197,7 +207,7 @@ static bool span_push(span_list *l, size_t a, size_t b) {
     return true;
 }
 
-okv_status pretok_split(const okv_tokenizer *t, const char *text, size_t len, char **buf_out,
+okv_status okv_pretok_split(const okv_tokenizer *t, const char *text, size_t len, char **buf_out,
                         size_t **ends_out, size_t *n_words, okv_error *err) {
     *buf_out = NULL;
     *ends_out = NULL;
@@ -213,11 +223,11 @@ okv_status pretok_split(const okv_tokenizer *t, const char *text, size_t len, ch
     size_t *ends = NULL;
     if (!cps || !m || !cp_at || !md) goto nomem;
 
-    size_t n_cp = tok_utf8_decode(text, len, cps);
+    size_t n_cp = okv_tok_utf8_decode(text, len, cps);
     size_t mlen = 0;
     for (size_t i = 0; i < n_cp; i++) {
         cp_at[mlen] = i;
-        mlen += tok_utf8_put(match_cp(cps[i]), m + mlen);
+        mlen += okv_tok_utf8_put(match_cp(cps[i]), m + mlen);
     }
     cp_at[mlen] = n_cp;
 
@@ -271,8 +281,8 @@ okv_status pretok_split(const okv_tokenizer *t, const char *text, size_t len, ch
     for (size_t s = 0; s < cur.n; s++) {
         for (size_t i = cp_at[cur.v[s].a]; i < cp_at[cur.v[s].b]; i++) {
             char u[4];
-            size_t un = tok_utf8_put(cps[i], u);
-            for (size_t k = 0; k < un; k++) o += tok_utf8_put(t->byte_cp[(unsigned char)u[k]], buf + o);
+            size_t un = okv_tok_utf8_put(cps[i], u);
+            for (size_t k = 0; k < un; k++) o += okv_tok_utf8_put(t->byte_cp[(unsigned char)u[k]], buf + o);
         }
         ends[s] = o;
     }

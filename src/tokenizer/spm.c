@@ -11,22 +11,22 @@ static bool try_bigram(const okv_tokenizer *t, const char *text, const tok_symbo
                        int32_t left, int32_t right, bigram_heap *heap) {
     if (left < 0 || right < 0) return true;
     size_t n = sym[left].n + sym[right].n;
-    int32_t id = tok_find(t, text + sym[left].off, n);
+    int32_t id = okv_tok_find(t, text + sym[left].off, n);
     if (id < 0) return true;
-    return heap_push(heap, (tok_bigram){left, right, t->scores[id], 0, n});
+    return okv_tok_heap_push(heap, (tok_bigram){left, right, t->scores[id], 0, n});
 }
 
 /* The id standing for one byte: <0xXX>, else a one-byte token, else unk. */
 static int32_t byte_token(const okv_tokenizer *t, unsigned char b) {
     static const char hex[] = "0123456789ABCDEF";
     char name[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
-    int32_t id = tok_find(t, name, 6);
-    if (id < 0) id = tok_find(t, (const char *)&b, 1);
+    int32_t id = okv_tok_find(t, name, 6);
+    if (id < 0) id = okv_tok_find(t, (const char *)&b, 1);
     if (id < 0) id = t->unk_id;
     return id;
 }
 
-bool spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
+bool okv_spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
                 int *no_byte) {
     if (!len) return true;
     tok_symbol *sym = malloc(len * sizeof *sym);
@@ -38,7 +38,7 @@ bool spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *o
         if (!try_bigram(t, text, sym, i - 1, i, &heap)) goto done;
 
     while (heap.n) {
-        tok_bigram b = heap_pop(&heap);
+        tok_bigram b = okv_tok_heap_pop(&heap);
         tok_symbol *l = &sym[b.left], *r = &sym[b.right];
         /* A pair queued before one side merged with something else is stale:
          * its sides no longer add up to the text it was queued for. */
@@ -53,9 +53,9 @@ bool spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *o
 
     for (int32_t i = 0; i != -1; i = sym[i].next) {
         const char *s = text + sym[i].off;
-        int32_t id = tok_find(t, s, sym[i].n);
+        int32_t id = okv_tok_find(t, s, sym[i].n);
         if (id >= 0) {
-            if (!ids_push(out, id)) goto done;
+            if (!okv_tok_ids_push(out, id)) goto done;
             continue;
         }
         /* Merged symbols are always tokens, so only a single character can
@@ -66,7 +66,7 @@ bool spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *o
                 *no_byte = (unsigned char)s[j];
                 goto done;
             }
-            if (!ids_push(out, bid)) goto done;
+            if (!okv_tok_ids_push(out, bid)) goto done;
         }
     }
     ok = true;

@@ -10,7 +10,7 @@
 
 /* ---- hashing and tables ---- */
 
-uint64_t tok_hash(const void *s, size_t n, uint64_t h) {
+uint64_t okv_tok_hash(const void *s, size_t n, uint64_t h) {
     const unsigned char *p = s;
     for (size_t i = 0; i < n; i++) {
         h ^= p[i];
@@ -29,8 +29,8 @@ static bool table_init(str_table *tb, size_t n) {
     return true;
 }
 
-int32_t tok_find(const okv_tokenizer *t, const char *s, size_t n) {
-    size_t i = (size_t)tok_hash(s, n, TOK_HASH_SEED) & t->by_text.mask;
+int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n) {
+    size_t i = (size_t)okv_tok_hash(s, n, TOK_HASH_SEED) & t->by_text.mask;
     for (;;) {
         int32_t id = t->by_text.slots[i];
         if (id < 0) return -1;
@@ -41,12 +41,12 @@ int32_t tok_find(const okv_tokenizer *t, const char *s, size_t n) {
     }
 }
 
-int32_t tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r,
+int32_t okv_tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r,
                        size_t rn) {
     if (!t->n_merges) return -1;
-    uint64_t h = tok_hash(l, ln, TOK_HASH_SEED);
-    h = tok_hash(" ", 1, h);
-    h = tok_hash(r, rn, h);
+    uint64_t h = okv_tok_hash(l, ln, TOK_HASH_SEED);
+    h = okv_tok_hash(" ", 1, h);
+    h = okv_tok_hash(r, rn, h);
     size_t i = (size_t)h & t->by_merge.mask;
     for (;;) {
         int32_t rank = t->by_merge.slots[i];
@@ -62,7 +62,7 @@ int32_t tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const c
     }
 }
 
-bool ids_push(id_list *l, int32_t id) {
+bool okv_tok_ids_push(id_list *l, int32_t id) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
         int32_t *v = realloc(l->v, cap * sizeof *v);
@@ -87,7 +87,7 @@ static bool heap_before(const bigram_heap *h, const tok_bigram *a, const tok_big
     return a->left < b->left;
 }
 
-bool heap_push(bigram_heap *h, tok_bigram b) {
+bool okv_tok_heap_push(bigram_heap *h, tok_bigram b) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? 2 * h->cap : 64;
         tok_bigram *v = realloc(h->v, cap * sizeof *v);
@@ -106,7 +106,7 @@ bool heap_push(bigram_heap *h, tok_bigram b) {
     return true;
 }
 
-tok_bigram heap_pop(bigram_heap *h) {
+tok_bigram okv_tok_heap_pop(bigram_heap *h) {
     tok_bigram top = h->v[0];
     tok_bigram last = h->v[--h->n];
     size_t i = 0;
@@ -135,7 +135,7 @@ void okv_tokenizer_free(okv_tokenizer *t) {
     free(t->merge_text);
     free(t->merges);
     free(t->by_merge.slots);
-    pretok_free(t->pre);
+    okv_pretok_free(t->pre);
     free(t);
 }
 
@@ -193,7 +193,7 @@ static okv_status build_texts(okv_tokenizer *t, const okv_vocab_desc *d, okv_err
     for (int32_t id = 0; id < n; id++) {
         size_t len;
         const char *s = tok_text(t, id, &len);
-        size_t i = (size_t)tok_hash(s, len, TOK_HASH_SEED) & t->by_text.mask;
+        size_t i = (size_t)okv_tok_hash(s, len, TOK_HASH_SEED) & t->by_text.mask;
         while (t->by_text.slots[i] >= 0) {
             int32_t other = t->by_text.slots[i];
             size_t on;
@@ -237,7 +237,7 @@ static okv_status build_merges(okv_tokenizer *t, const okv_vocab_desc *d, okv_er
         t->merges[r] = (tok_merge){off, (uint32_t)len, sp ? (uint32_t)(sp - s) : 0};
         off += (uint32_t)len;
         if (!sp) continue; /* llama.cpp keys it as ("", ""), which never matches */
-        size_t i = (size_t)tok_hash(s, len, TOK_HASH_SEED) & t->by_merge.mask;
+        size_t i = (size_t)okv_tok_hash(s, len, TOK_HASH_SEED) & t->by_merge.mask;
         bool dup = false;
         while (t->by_merge.slots[i] >= 0) {
             const tok_merge *m = &t->merges[t->by_merge.slots[i]];
@@ -322,7 +322,7 @@ okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *d, okv_error *err) {
     bool bos_default = model == TOK_SPM;
     if (model == TOK_BPE) {
         const char *pre = d->pre ? d->pre : "default";
-        if ((st = pretok_create(pre, &t->pre, &t->ignore_merges, &bos_default, err))) goto fail;
+        if ((st = okv_pretok_create(pre, &t->pre, &t->ignore_merges, &bos_default, err))) goto fail;
         if ((st = build_merges(t, d, err))) goto fail;
     }
     t->add_bos = d->add_bos < 0 ? bos_default : d->add_bos != 0;
@@ -454,9 +454,24 @@ static char *spm_escape(const char *s, size_t len, bool prefix, size_t *out_len)
     return buf;
 }
 
-okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t len,
-                                unsigned flags, int32_t *ids, size_t max, size_t *n_out,
-                                okv_error *err) {
+/* The most input bytes one token can stand for: no more than the bytes of
+ * its text (SPM's U+2581 and GPT-2's printable code points are as long as
+ * or longer than the bytes they stand for; a byte token's "<0xXX>" and the
+ * unknown token, which can stand for one character of up to 4 bytes, are
+ * covered by the floor of 4). */
+static size_t longest_token(const okv_tokenizer *t) {
+    size_t most = 4;
+    for (int32_t i = 0; i < t->n_tokens; i++) {
+        const size_t n = t->text_off[i + 1] - t->text_off[i];
+        if (n > most) most = n;
+    }
+    return most;
+}
+
+/* okv_tokenizer_encode and okv_tokenizer_encode_max: bounded says max is
+ * a limit on the text's ids (stop once past it), not only the room in ids. */
+static okv_status encode(const okv_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t *ids,
+                         size_t max, size_t *n_out, bool bounded, okv_error *err) {
     okv_error_clear(err);
     if (!t || (!text && len) || !n_out || (!ids && max))
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: NULL %s",
@@ -465,16 +480,26 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: unknown flags 0x%x", flags);
     *n_out = 0;
     bool add_special = flags & OKV_TOKENIZE_ADD_SPECIAL;
+    if (bounded) {
+        /* Every id stands for at most longest_token bytes: a longer text
+         * needs more ids than max, known before any work. */
+        const size_t at_least = len / longest_token(t) + (len % longest_token(t) != 0);
+        if (at_least > max) {
+            *n_out = at_least;
+            return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: the text needs at least %zu ids, more than %zu",
+                            at_least, max);
+        }
+    }
     id_list out = {0};
     frag_list frags = {0};
     okv_status st = OKV_OK;
     if (!partition(t, text, len, flags & OKV_TOKENIZE_PARSE_SPECIAL, &frags)) goto nomem;
-    if (add_special && t->add_bos && !ids_push(&out, t->bos_id)) goto nomem;
+    if (add_special && t->add_bos && !okv_tok_ids_push(&out, t->bos_id)) goto nomem;
     bool prev_special = true;
     for (size_t f = 0; f < frags.n; f++) {
         fragment fr = frags.v[f];
         if (fr.id >= 0) {
-            if (!ids_push(&out, fr.id)) goto nomem;
+            if (!okv_tok_ids_push(&out, fr.id)) goto nomem;
             prev_special = true;
             continue;
         }
@@ -483,7 +508,7 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
             char *esc = spm_escape(text + fr.off, fr.len, t->add_space_prefix && prev_special, &elen);
             if (!esc) goto nomem;
             int no_byte = -1;
-            bool ok = spm_encode(t, esc, elen, &out, &no_byte);
+            bool ok = okv_spm_encode(t, esc, elen, &out, &no_byte);
             free(esc);
             if (!ok && no_byte >= 0) {
                 st = okv_fail(err, OKV_ERR_UNSUPPORTED,
@@ -494,13 +519,20 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t
             }
             if (!ok) goto nomem;
         } else {
-            if ((st = bpe_encode(t, text + fr.off, fr.len, &out, err))) goto done;
+            if ((st = okv_bpe_encode(t, text + fr.off, fr.len, &out, err))) goto done;
         }
         prev_special = false;
+        if (bounded && out.n > max) {
+            /* The rest can only add ids. */
+            *n_out = out.n;
+            st = okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: the text needs at least %zu ids, more than %zu",
+                          out.n, max);
+            goto done;
+        }
     }
-    if (add_special && t->add_eos && !ids_push(&out, t->eos_id)) goto nomem;
+    if (add_special && t->add_eos && !okv_tok_ids_push(&out, t->eos_id)) goto nomem;
     *n_out = out.n;
-    if (ids && max < out.n) {
+    if ((ids || bounded) && max < out.n) {
         st = okv_fail(err, OKV_ERR_INVALID,
                       "tokenizer_encode: the text needs %zu ids but the output holds %zu",
                       out.n, max);
@@ -514,6 +546,16 @@ done:
     free(out.v);
     free(frags.v);
     return st;
+}
+
+okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t *ids,
+                                size_t max, size_t *n_out, okv_error *err) {
+    return encode(t, text, len, flags, ids, max, n_out, false, err);
+}
+
+okv_status okv_tokenizer_encode_max(const okv_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                    int32_t *ids, size_t max, size_t *n_out, okv_error *err) {
+    return encode(t, text, len, flags, ids, max, n_out, true, err);
 }
 
 /* ---- decoding ---- */
@@ -585,7 +627,7 @@ okv_status okv_tokenizer_token_to_piece(const okv_tokenizer *t, int32_t id, int 
             }
         } else {
             uint32_t cp;
-            size_t used = tok_utf8_next(s + i, n - i, &cp);
+            size_t used = okv_tok_utf8_next(s + i, n - i, &cp);
             if (cp < 324 && t->cp_byte[cp] >= 0) {
                 tmp[0] = (char)t->cp_byte[cp];
                 piece = tmp;

@@ -3,6 +3,7 @@
 // test exits 77 (ctest: skipped) with a message when what it needs is
 // missing, and stops its servers itself.
 import { spawn, spawnSync } from 'node:child_process';
+import net from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -116,3 +117,37 @@ export function rssKiB(pid) {
 }
 
 export const sleep = ms => new Promise(r => setTimeout(r, ms));
+
+// Sends data on a raw connection to 127.0.0.1:port (then half-closes when
+// asked: shutdown(SHUT_WR)) and resolves with what was read until the
+// server closed, or until timeoutMs (then timedOut): {text, status, heads
+// (status lines seen), head, body, ms, timedOut}.  keep collects the sockets.
+export function raw(port, data, { localAddress, halfClose = false, timeoutMs = 20000, keep } = {}) {
+  return new Promise(resolve => {
+    const s = net.connect({ port, host: '127.0.0.1', localAddress });
+    const chunks = [];
+    const t0 = Date.now();
+    let timedOut = false;
+    const timer = setTimeout(() => { timedOut = true; s.destroy(); }, timeoutMs);
+    s.on('connect', () => {
+      s.write(data);
+      if (halfClose) s.end();
+    });
+    s.on('data', d => chunks.push(d));
+    s.on('error', () => {});
+    s.on('close', () => {
+      clearTimeout(timer);
+      const text = Buffer.concat(chunks).toString('latin1');
+      const m = text.match(/^HTTP\/1\.[01] (\d+)/);
+      const at = text.indexOf('\r\n\r\n');
+      resolve({ text, status: m ? Number(m[1]) : 0, heads: (text.match(/(^|\r\n)HTTP\/1\.[01] \d+/g) || []).length,
+        head: at >= 0 ? text.slice(0, at) : text, body: at >= 0 ? text.slice(at + 4) : '', ms: Date.now() - t0, timedOut });
+    });
+    if (keep) keep.push(s);
+  });
+}
+
+// An HTTP/1.1 request's bytes with a JSON body.
+export const rawRequest = (method, path, body = '', extra = '') =>
+  `${method} ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${extra}` +
+  `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;

@@ -2,8 +2,11 @@
 // sequences, a short queue), mixed prompt and answer lengths, streamed and
 // not, some cancelled mid-way.  Every request is answered (200) or cleanly
 // refused (503, OpenAI's error shape); the server logs no error; its memory
-// after the run is within 10 % of its memory after the first round.
-import { need, startServer, stopServer, post, metrics, rssKiB, check, eq, done, sleep } from './lib.mjs';
+// after the run is within 10 % of its memory after the first round.  Twice
+// during the run a hostile client joins in (issue 15): half-sent heads, bad
+// Content-Lengths, a half-closed request, a \u0000 and an oversized prompt; each
+// gets its answer and the others' requests go on.
+import { need, startServer, stopServer, post, metrics, rssKiB, check, eq, done, sleep, raw, rawRequest } from './lib.mjs';
 
 need('shared');
 // Under AddressSanitizer freed memory waits in a quarantine (256 MB by
@@ -68,10 +71,37 @@ async function one(client, round) {
   }
 }
 
+// The hostile client, beside a round of the others.
+const port = Number(new URL(srv.url).port);
+const held = [];
+async function hostile(round) {
+  const slow = Array.from({ length: 10 }, () =>
+    raw(port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le', { keep: held, timeoutMs: 60000 }));
+  const badCl = await Promise.all(['99999999999999999999999', '-1', '10abc'].map(cl =>
+    raw(port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ${cl}\r\n\r\n{}`)));
+  for (const r of badCl) {
+    let j = null;
+    try { j = JSON.parse(r.body); } catch { /* below */ }
+    check(r.heads === 1 && (r.status === 400 || r.status === 413) && j && j.error, `round ${round}: a bad Content-Length answered once, in JSON (${r.text.slice(0, 80)})`);
+  }
+  const half = await raw(port, rawRequest('POST', '/v1/completions', JSON.stringify({ prompt: 'Once upon a time', max_tokens: 4 })),
+    { halfClose: true });
+  check(half.status === 200 || half.status === 503, `round ${round}: a half-closed request answered (${half.status})`);
+  const nul = await post(srv, '/v1/completions', '{"prompt":"Once\\u0000 upon","max_tokens":2}');
+  check(nul.status === 400 && nul.json && nul.json.error.param === 'prompt', `round ${round}: \\u0000 refused naming prompt`);
+  const t0 = Date.now();
+  // (68 KB: past -c 256 many times over; serve_hostile sends 4 MB, which
+  // here would read as memory growth.)
+  const big = await post(srv, '/v1/completions', JSON.stringify({ prompt: 'once upon a time '.repeat(4000) }));
+  check(big.status === 400 && Date.now() - t0 < 5000, `round ${round}: an oversized prompt refused (${big.status}, ${Date.now() - t0} ms)`);
+  for (const s of held.splice(0)) s.destroy();
+  await Promise.all(slow);
+}
+
 try {
   let rssFirst = 0;
   for (let round = 0; round < ROUNDS; round++) {
-    await Promise.all(Array.from({ length: CLIENTS }, (_, c) => one(c, round)));
+    await Promise.all([...Array.from({ length: CLIENTS }, (_, c) => one(c, round)), ...(round % 10 === 5 ? [hostile(round)] : [])]);
     if (round === 0) rssFirst = rssKiB(srv.proc.pid);
     if (process.env.OKV_TRACE) console.log('round', round, rssKiB(srv.proc.pid));
   }

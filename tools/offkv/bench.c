@@ -8,7 +8,13 @@
  * evaluated once and every run rewinds the cache to length D, which leaves
  * the same cache state for far less time (a 4096-token fill costs more than
  * the runs it precedes).  Where a ring layer cannot rewind that far, the
- * cache is cleared and filled again. */
+ * cache is cleared and filled again.
+ *
+ * --verify K adds the cost of speculative verification: evals of K tokens
+ * that each compute all K tokens' logits (what checking a draft of K - 1
+ * tokens plus the next one takes), as many as fit in the tg test's N tokens,
+ * and states one such eval in single decode steps (the tg test's median):
+ * every speculative speedup is bounded by tokens accepted per that cost. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +37,9 @@ static void usage(FILE *f) {
             "  -d, --n-depth D       tokens already in the cache when each test starts (default 0);\n"
             "                        filled once, not timed; the test column says e.g. 'tg128 @ d4096'\n"
             "  --kv-type T           K/V cache storage: f16 (default), f32 or q8_0\n"
+            "  --verify K            also time evals of K tokens with all K logits (speculative\n"
+            "                        verification: a draft of K-1 and one more), N/K of them per run,\n"
+            "                        and print one's cost in single decode steps (needs -n > 0)\n"
             "  --turns               before each run (warm-up included; the first one does the -d fill)\n"
             "                        wait for a line on stdin, and after it print its t/s on stderr:\n"
             "                        lets a harness interleave another engine's runs (make bench-peer)\n"
@@ -40,8 +49,8 @@ static void usage(FILE *f) {
 typedef struct bench {
     okv_context *ctx;
     int32_t *tok, *pos; /* depth + the longest test: tokens and their positions 0, 1, ... */
-    float *logits;
-    int32_t depth, fill_chunk;
+    float *logits;      /* n_vocab floats, or verify x n_vocab */
+    int32_t depth, fill_chunk, verify;
 } bench;
 
 /* Evaluates tokens 0 .. depth-1 into an empty cache, fill_chunk at a time,
@@ -105,6 +114,24 @@ static bool run_tg(const char *cmd, bench *b, int32_t n, double *sec) {
     return true;
 }
 
+/* n / verify evals of verify tokens each (at least one), every one
+ * computing all its tokens' logits, positions advancing as in tg. */
+static bool run_verify(const char *cmd, bench *b, int32_t n, double *sec) {
+    okv_error err = {0};
+    if (!reset(cmd, b)) return false;
+    const int32_t evals = n / b->verify > 0 ? n / b->verify : 1;
+    double t0 = cli_now();
+    for (int32_t e = 0; e < evals; e++) {
+        const int32_t i = b->depth + e * b->verify;
+        if (okv_context_eval(b->ctx, &b->tok[i], &b->pos[i], b->verify, b->logits, &err) != OKV_OK) {
+            cli_error(cmd, "verify eval at %d: %s", (int)i, err.message);
+            return false;
+        }
+    }
+    *sec = cli_now() - t0;
+    return true;
+}
+
 /* --turns: another program (bench/peer's harness) runs its engine between
  * ours, so both see the same stretch of a noisy machine.  Before each run we
  * say so and wait for its go: one line on stdin. */
@@ -144,6 +171,8 @@ static void describe(const char *path, const okv_model *m, char *name, size_t ca
             ft = ftypes[f];
         else if (f == 32)
             ft = "BF16";
+        else if (f == 38)
+            ft = "MXFP4 MoE"; /* llama.cpp's name for LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
         okv_gguf_close(g);
     }
     double p = *params;
@@ -156,7 +185,7 @@ static void describe(const char *path, const okv_model *m, char *name, size_t ca
 
 int cmd_bench(int argc, char **argv) {
     const char *cmd = "bench", *model = NULL, *v;
-    int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, depth = 0;
+    int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, depth = 0, verify = 0;
     int kv = 0;
     bool turns = false;
     static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
@@ -171,7 +200,7 @@ int cmd_bench(int argc, char **argv) {
         }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--n-prompt") || cli_is(a, "-n", "--n-gen") ||
               cli_is(a, "-t", "--threads") || cli_is(a, "-r", "--repetitions") || cli_is(a, "-d", "--n-depth") ||
-              cli_is(a, "--kv-type", NULL)))
+              cli_is(a, "--kv-type", NULL) || cli_is(a, "--verify", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -182,6 +211,7 @@ int cmd_bench(int argc, char **argv) {
         else if (cli_is(a, "-r", "--repetitions")) ok = cli_int(cmd, a, v, 1, 1000, &reps);
         /* depth + test must fit the int32 positions and a context: 1 << 24 is far beyond any model */
         else if (cli_is(a, "-d", "--n-depth")) ok = cli_int(cmd, a, v, 0, 1 << 24, &depth);
+        else if (cli_is(a, "--verify", NULL)) ok = cli_int(cmd, a, v, 1, 256, &verify);
         else ok = cli_choice(cmd, a, v, kv_types, &kv);
         if (!ok) return CLI_USAGE;
     }
@@ -193,27 +223,36 @@ int cmd_bench(int argc, char **argv) {
         cli_error(cmd, "-p 0 and -n 0: nothing to measure");
         return CLI_USAGE;
     }
+    if (verify > 0 && n_gen == 0) {
+        cli_error(cmd, "--verify %d needs the tg test (-n > 0): its cost is stated in decode steps", (int)verify);
+        return CLI_USAGE;
+    }
     int rc = CLI_FAIL;
     bench b = {0};
     double *sec = NULL;
     okv_model *m = cli_load_model(cmd, model, 0, &rc);
     if (!m) goto done;
     rc = CLI_FAIL;
-    const int32_t longest = n_prompt > n_gen ? n_prompt : n_gen;
+    /* the verify test's evals cover at least one eval of verify tokens */
+    const int32_t n_verify = verify > 0 ? (n_gen / verify > 0 ? n_gen / verify : 1) * verify : 0;
+    int32_t longest = n_prompt > n_gen ? n_prompt : n_gen;
+    if (n_verify > longest) longest = n_verify;
     /* The fill evaluates the depth in chunks as long as the prompt test's
      * eval (at least 512, as llama.cpp's default batch): a tg-only run with
      * max_write 1 would otherwise fill one token at a time. */
     b.depth = depth;
     b.fill_chunk = depth < 512 ? depth : 512;
     if (b.fill_chunk < n_prompt) b.fill_chunk = n_prompt;
-    const int32_t max_write = b.fill_chunk > 0 ? b.fill_chunk : 1;
+    b.verify = verify;
+    int32_t max_write = b.fill_chunk > 0 ? b.fill_chunk : 1;
+    if (max_write < verify) max_write = verify;
     const int32_t total = depth + longest;
     cli_ctx_opts o = {.n_threads = threads, .capacity = total, .max_write = max_write, .kv_type = kv_types[kv]};
     if (!(b.ctx = cli_context(cmd, m, &o))) goto done;
     const int32_t n_vocab = okv_model_n_vocab(m);
     b.tok = malloc((size_t)total * sizeof *b.tok);
     b.pos = malloc((size_t)total * sizeof *b.pos);
-    b.logits = malloc((size_t)n_vocab * sizeof *b.logits);
+    b.logits = malloc((size_t)n_vocab * (size_t)(verify > 1 ? verify : 1) * sizeof *b.logits);
     sec = malloc((size_t)reps * sizeof *sec);
     if (!b.tok || !b.pos || !b.logits || !sec) {
         cli_error(cmd, "out of memory");
@@ -245,13 +284,15 @@ int cmd_bench(int argc, char **argv) {
     }
     printf("|\n");
     fflush(stdout);
-    for (int test = 0; test < 2; test++) {
-        int32_t n = test == 0 ? n_prompt : n_gen;
+    double tg_median = 0, verify_median = 0;
+    for (int test = 0; test < 3; test++) {
+        int32_t n = test == 0 ? n_prompt : test == 1 ? n_gen : verify > 0 ? n_verify : 0;
         if (n == 0) continue;
         char tname[48];
-        int at = snprintf(tname, sizeof tname, "%s%d", test == 0 ? "pp" : "tg", (int)n);
+        int at = test == 2 ? snprintf(tname, sizeof tname, "verify%d", (int)verify)
+                           : snprintf(tname, sizeof tname, "%s%d", test == 0 ? "pp" : "tg", (int)n);
         if (depth > 0) snprintf(tname + at, sizeof tname - (size_t)at, " @ d%d", (int)depth);
-        bool (*fn)(const char *, bench *, int32_t, double *) = test == 0 ? run_pp : run_tg;
+        bool (*fn)(const char *, bench *, int32_t, double *) = test == 0 ? run_pp : test == 1 ? run_tg : run_verify;
         double mean = 0, var = 0;
         for (int32_t r = -1; r < reps; r++) { /* r = -1: the warm-up */
             double s;
@@ -269,6 +310,8 @@ int cmd_bench(int argc, char **argv) {
         double sd = reps > 1 ? sqrt(var / (reps - 1)) : 0.0;
         qsort(sec, (size_t)reps, sizeof *sec, cmp_double);
         double median = reps % 2 ? sec[reps / 2] : 0.5 * (sec[reps / 2 - 1] + sec[reps / 2]);
+        if (test == 1) tg_median = median;
+        if (test == 2) verify_median = median;
         char ts[48], pstr[32];
         snprintf(ts, sizeof ts, "%.2f ± %.2f", median, sd);
         if (params >= 1e9) snprintf(pstr, sizeof pstr, "%.2f B", params / 1e9);
@@ -278,6 +321,13 @@ int cmd_bench(int argc, char **argv) {
                kv_types[kv], tname, ts);
         fflush(stdout);
     }
+    /* tokens per second: a verify eval takes verify / verify_median s, a
+     * decode step 1 / tg_median s */
+    if (verify > 0 && verify_median > 0)
+        printf("\nverify%d: one eval of %d tokens with all their logits costs %.2f single decode steps "
+               "(tg%d median %.2f t/s, verify%d median %.2f t/s)\n",
+               (int)verify, (int)verify, verify * tg_median / verify_median, (int)n_gen, tg_median, (int)verify,
+               verify_median);
     rc = CLI_OK;
 done:
     free(sec);

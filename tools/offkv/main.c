@@ -20,6 +20,7 @@ static const struct {
     {"synth", cmd_synth, "write a random-weight GGUF model of any shape"},
     {"bench", cmd_bench, "measure prompt (pp) and generation (tg) speed"},
     {"serve", cmd_serve, "serve the model over HTTP with OpenAI's API"},
+    {"template", cmd_template, "print the prompt a chat template makes of a conversation"},
 };
 
 static void usage(FILE *f) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,6 +105,55 @@ static bool emit(const char *cmd, const okv_tokenizer *tok, okv_utf8_stream *us,
     return ok;
 }
 
+
+/* The --prompt-cache path is checked before the model loads, so a path that
+ * can never work is refused before anything is generated: "" is no path; an
+ * existing file must be a regular file (a FIFO would block the read, a
+ * folder fails only at the save); a new file needs its folder, which must
+ * take the file (the save writes a temporary file beside it). */
+static bool prompt_cache_path_ok(const char *cmd, const char *path) {
+    if (!path[0]) {
+        cli_error(cmd, "--prompt-cache: the path is empty");
+        return false;
+    }
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode)) {
+            cli_error(cmd, "--prompt-cache '%s': not a regular file", path);
+            return false;
+        }
+        if (access(path, R_OK) != 0) {
+            cli_error(cmd, "--prompt-cache '%s': %s", path, strerror(errno));
+            return false;
+        }
+    } else if (errno != ENOENT) {
+        cli_error(cmd, "--prompt-cache '%s': %s", path, strerror(errno));
+        return false;
+    }
+    /* Its folder: what comes before the last '/' ("/" itself for "/x"). */
+    const char *slash = strrchr(path, '/');
+    char folder[4096];
+    if (!slash) snprintf(folder, sizeof folder, ".");
+    else if ((size_t)(slash - path) >= sizeof folder) {
+        cli_error(cmd, "--prompt-cache: the path is longer than %zu bytes", sizeof folder);
+        return false;
+    } else snprintf(folder, sizeof folder, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (stat(folder, &sb) != 0) {
+        cli_error(cmd, "--prompt-cache '%s': the folder '%s' %s", path, folder,
+                  errno == ENOENT ? "does not exist" : strerror(errno));
+        return false;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        cli_error(cmd, "--prompt-cache '%s': '%s' is not a folder", path, folder);
+        return false;
+    }
+    if (access(folder, W_OK | X_OK) != 0) {
+        cli_error(cmd, "--prompt-cache '%s': cannot write in the folder '%s': %s", path, folder, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *model = NULL, *prompt = "", *v;
     const char *draft_path = NULL, *cache_path = NULL;
@@ -171,6 +221,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "--draft-n %d needs --draft or --lookup", (int)n_draft);
         return CLI_USAGE;
     }
+    if (cache_path && !prompt_cache_path_ok(cmd, cache_path)) return cache_path[0] ? CLI_FAIL : CLI_USAGE;
     const bool spec = draft_path || lookup_n > 0;
     if (!seed_given) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 

@@ -34,11 +34,18 @@ static void usage(FILE *f) {
             "  --chunk N               most prompt tokens evaluated per step, all sequences together (default 128)\n"
             "  -t, --threads N         threads (default: this machine's cores, at most 8)\n"
             "  --kv-type T             K/V cache storage: f16 (default), f32 or q8_0\n"
-            "  --chat-template NAME    %s\n"
-            "                          (default: recognised from the file's tokenizer.chat_template; ChatML\n"
-            "                          when the file has none)\n"
+            "  --chat-template NAME    a template llama.cpp names (%s),\n"
+            "                          or a Jinja template's text (default: the file's\n"
+            "                          tokenizer.chat_template, rendered as Hugging Face does; ChatML when\n"
+            "                          the file has none)\n"
+            "  --chat-template-file F  a Jinja chat template file instead\n"
             "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
             "  --max-body BYTES        largest request body (default 8388608)\n"
+            "  --timeout SECONDS       time a client has to send a request's head, and again its body;\n"
+            "                          a slower one gets a 408 and is closed (default 15)\n"
+            "  --max-per-client N      requests one client address may have answered at once (more get a\n"
+            "                          503), and connections it may hold half-sent (a new one drops the\n"
+            "                          oldest) (default 64)\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
             "  -h, --help              this help\n",
             srv_template_names());
@@ -50,10 +57,12 @@ int cmd_serve(int argc, char **argv) {
         .host = "127.0.0.1",
         .port = 8080,
         .max_body = 8u << 20,
+        .timeout = 15,
+        .max_per_client = 64,
         .sched = {.n_parallel = 4, .n_queue = 64, .capacity = 0, .chunk = 128, .n_threads = cli_default_threads(),
                   .kv_type = "f16"},
     };
-    int32_t port = 8080, window = 0, max_body = 8 << 20;
+    int32_t port = 8080, window = 0, max_body = 8 << 20, timeout = 15;
     int kv = 0;
     static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
@@ -66,7 +75,9 @@ int cmd_serve(int argc, char **argv) {
         if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "--host", "--port") || cli_is(a, "--parallel", "--queue") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
-              cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window")))
+              cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window") ||
+              cli_is(a, "--timeout", "--max-per-client") ||
+              cli_is(a, "--chat-template-file", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -81,17 +92,21 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &cfg.sched.n_threads);
         else if (cli_is(a, "--chat-template", NULL)) {
             cfg.chat_template = v;
-            if (srv_template_detect(v) == SRV_TMPL_UNKNOWN || strcmp(srv_template_name(srv_template_detect(v)), v)) {
-                cli_error(cmd, "bad value '%s' for --chat-template: expected one of %s", v, srv_template_names());
+            if (!srv_template_builtin(v) && !strstr(v, "{%") && !strstr(v, "{{")) {
+                cli_error(cmd, "bad value '%s' for --chat-template: expected one of %s, or a Jinja template's text", v,
+                          srv_template_names());
                 ok = false;
             }
-        } else if (cli_is(a, "--api-key", NULL)) {
+        } else if (cli_is(a, "--chat-template-file", NULL)) cfg.chat_template_file = v;
+        else if (cli_is(a, "--api-key", NULL)) {
             cfg.api_key = v;
             if (!*v) {
                 cli_error(cmd, "bad value '' for --api-key: an empty key would let anyone in");
                 ok = false;
             }
         } else if (cli_is(a, "--max-body", NULL)) ok = cli_int(cmd, a, v, 64, 1 << 30, &max_body);
+        else if (cli_is(a, "--timeout", NULL)) ok = cli_int(cmd, a, v, 1, 3600, &timeout);
+        else if (cli_is(a, "--max-per-client", NULL)) ok = cli_int(cmd, a, v, 1, 1024, &cfg.max_per_client);
         else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
         if (!ok) return CLI_USAGE;
     }
@@ -102,12 +117,13 @@ int cmd_serve(int argc, char **argv) {
     if (!cli_model_file_ok(cmd, cfg.model_path)) return CLI_FAIL;
     cfg.port = port;
     cfg.max_body = (size_t)max_body;
+    cfg.timeout = timeout;
     cfg.sched.kv_type = kv_types[kv];
     char wbuf[16];
+    const char *options[] = {"sliding_window", wbuf, NULL};
     if (window > 0) {
         snprintf(wbuf, sizeof wbuf, "%d", (int)window);
-        cfg.model_options[0] = "sliding_window";
-        cfg.model_options[1] = wbuf;
+        cfg.model_options = options;
     }
     return srv_run(&cfg) == 0 ? CLI_OK : CLI_FAIL;
 }

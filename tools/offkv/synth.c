@@ -22,22 +22,110 @@
 #include "kernels/quantize.h"
 #include "threads/pool.h"
 
-enum { ARCH_LLAMA, ARCH_GEMMA3, ARCH_MUSE };
-static const char *const arch_names[] = {"llama", "gemma3", "muse-glimmer", NULL};
+enum {
+    ARCH_LLAMA,
+    ARCH_GEMMA3,
+    ARCH_MUSE,
+    ARCH_QWEN2,
+    ARCH_QWEN3,
+    ARCH_GEMMA2,
+    ARCH_PHI3,
+    ARCH_SMOLLM3,
+    ARCH_QWEN3MOE,
+    ARCH_GPT_OSS,
+};
+static const char *const arch_names[] = {
+    "llama",
+    "gemma3",
+    "muse-glimmer",
+    "qwen2",
+    "qwen3",
+    "gemma2",
+    "phi3",
+    "smollm3",
+    "qwen3moe",
+    "gpt-oss",
+    NULL,
+};
+
+/* What each architecture's files hold beyond llama's tensors and keys, one
+ * row each, in the order of arch_names. */
+typedef struct arch_traits {
+    bool qk_norm;     /* attn_q_norm, attn_k_norm */
+    bool post_norms;  /* post_attention_norm, post_ffw_norm */
+    bool qkv_bias;    /* attn_{q,k,v}.bias */
+    bool out_bias_sinks; /* attn_output.bias and attn_sinks (gpt-oss) */
+    bool moe;         /* expert tensors instead of ffn_gate/up/down (see build_specs) */
+    bool attn_gate;   /* muse-glimmer's attn_gate */
+    bool fused;       /* attn_qkv and one ffn_up of 2 n_ff rows, gate then up (phi3) */
+    bool tied;        /* never an output.weight */
+    bool windows;     /* sliding windows (--sliding-window defaults to 8) */
+    bool attn_softcap; /* attn_logit_softcapping 50 and final_logit_softcapping 30 unless --softcap */
+    float eps;        /* attention.layer_norm_rms_epsilon */
+} arch_traits;
+static const arch_traits traits[] = {
+    [ARCH_LLAMA] = {.eps = 1e-5f},
+    [ARCH_GEMMA3] = {.qk_norm = true, .post_norms = true, .tied = true, .windows = true, .eps = 1e-6f},
+    [ARCH_MUSE] = {.qk_norm = true, .post_norms = true, .attn_gate = true, .windows = true, .eps = 1e-6f},
+    [ARCH_QWEN2] = {.qkv_bias = true, .eps = 1e-6f},
+    [ARCH_QWEN3] = {.qk_norm = true, .eps = 1e-6f},
+    [ARCH_GEMMA2] = {.post_norms = true, .tied = true, .windows = true, .attn_softcap = true, .eps = 1e-6f},
+    [ARCH_PHI3] = {.fused = true, .eps = 1e-5f},
+    [ARCH_SMOLLM3] = {.eps = 1e-6f},
+    [ARCH_QWEN3MOE] = {.qk_norm = true, .moe = true, .eps = 1e-6f},
+    /* gpt-oss's post_attention_norm is the norm before its experts (no post_ffw_norm) */
+    [ARCH_GPT_OSS] = {.qkv_bias = true, .out_bias_sinks = true, .post_norms = true, .windows = true, .moe = true,
+                      .eps = 1e-6f},
+};
+
+/* --preset: the real shapes (from each model's config.json), so benchmarks
+ * need no download; every flag given beside it overrides its value.  Zero
+ * fields keep synth's defaults. */
+typedef struct preset {
+    const char *name;
+    int arch;
+    int32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, head_dim, ctx, window;
+    float rope_base;
+    bool tied;
+    int32_t n_expert, n_expert_used, n_ff_exp; /* mixture of experts */
+    float yarn_factor;
+    int32_t yarn_orig_ctx;
+} preset;
+static const preset presets[] = {
+    {.name = "qwen3-4b", .arch = ARCH_QWEN3, .n_embd = 2560, .n_layer = 36, .n_head = 32, .n_head_kv = 8,
+     .n_ff = 9728, .n_vocab = 151936, .head_dim = 128, .ctx = 40960, .rope_base = 1e6f, .tied = true},
+    {.name = "qwen2.5-7b", .arch = ARCH_QWEN2, .n_embd = 3584, .n_layer = 28, .n_head = 28, .n_head_kv = 4,
+     .n_ff = 18944, .n_vocab = 152064, .head_dim = 128, .ctx = 32768, .rope_base = 1e6f},
+    {.name = "gemma-2-9b", .arch = ARCH_GEMMA2, .n_embd = 3584, .n_layer = 42, .n_head = 16, .n_head_kv = 8,
+     .n_ff = 14336, .n_vocab = 256000, .head_dim = 256, .ctx = 8192, .window = 4096, .rope_base = 1e4f,
+     .tied = true},
+    {.name = "phi-4", .arch = ARCH_PHI3, .n_embd = 5120, .n_layer = 40, .n_head = 40, .n_head_kv = 10,
+     .n_ff = 17920, .n_vocab = 100352, .head_dim = 128, .ctx = 16384, .rope_base = 250000.0f},
+    {.name = "smollm3-3b", .arch = ARCH_SMOLLM3, .n_embd = 2048, .n_layer = 36, .n_head = 16, .n_head_kv = 4,
+     .n_ff = 11008, .n_vocab = 128256, .head_dim = 128, .ctx = 65536, .rope_base = 5e6f, .tied = true},
+    /* Qwen3-30B-A3B: 128 experts, 8 used, ~3.3 B active parameters */
+    {.name = "qwen3-30b-a3b", .arch = ARCH_QWEN3MOE, .n_embd = 2048, .n_layer = 48, .n_head = 32, .n_head_kv = 4,
+     .n_ff = 6144, .n_vocab = 151936, .head_dim = 128, .ctx = 40960, .rope_base = 1e6f, .n_expert = 128,
+     .n_expert_used = 8, .n_ff_exp = 768},
+    /* gpt-oss-20b: 32 experts, 4 used; window 128 on even layers; YaRN x32 of 4096 */
+    {.name = "gpt-oss-20b", .arch = ARCH_GPT_OSS, .n_embd = 2880, .n_layer = 24, .n_head = 64, .n_head_kv = 8,
+     .n_ff = 2880, .n_vocab = 201088, .head_dim = 64, .ctx = 131072, .window = 128, .rope_base = 150000.0f,
+     .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880, .yarn_factor = 32.0f, .yarn_orig_ctx = 4096},
+};
 /* --type: the first four make every matrix that one type; from q4_1 on
  * each is one of llama-quantize's file types, which mixes types per tensor
  * (see mixed_type).  type_ids is the file type's base tensor type. */
 static const char *const type_names[] = {"f32",  "f16",  "q8_0",   "q4_0",   "q4_1",   "q5_0", "q5_1",
-                                         "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", NULL};
+                                         "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "mxfp4_moe", NULL};
 enum { TYPE_FIRST_MIX = 4 };
 static const int type_ids[] = {OKV_GGML_F32,  OKV_GGML_F16,  OKV_GGML_Q8_0, OKV_GGML_Q4_0,
                                OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1, OKV_GGML_Q2_K,
-                               OKV_GGML_Q3_K, OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K};
+                               OKV_GGML_Q3_K, OKV_GGML_Q4_K, OKV_GGML_Q5_K, OKV_GGML_Q6_K, OKV_GGML_Q8_0};
 /* llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q8_0, MOSTLY_Q4_0, MOSTLY_Q4_1,
  * MOSTLY_Q5_0, MOSTLY_Q5_1, MOSTLY_Q2_K, MOSTLY_Q3_K_M, MOSTLY_Q4_K_M,
- * MOSTLY_Q5_K_M, MOSTLY_Q6_K. */
-enum { FT_Q2_K = 10, FT_Q3_K_M = 12, FT_Q4_K_M = 15, FT_Q5_K_M = 17 };
-static const uint32_t type_ftype[] = {0, 1, 7, 2, 3, 8, 9, FT_Q2_K, FT_Q3_K_M, FT_Q4_K_M, FT_Q5_K_M, 18};
+ * MOSTLY_Q5_K_M, MOSTLY_Q6_K, MOSTLY_MXFP4_MOE (experts MXFP4, the rest Q8_0). */
+enum { FT_Q2_K = 10, FT_Q3_K_M = 12, FT_Q4_K_M = 15, FT_Q5_K_M = 17, FT_MXFP4_MOE = 38 };
+static const uint32_t type_ftype[] = {0, 1, 7, 2, 3, 8, 9, FT_Q2_K, FT_Q3_K_M, FT_Q4_K_M, FT_Q5_K_M, 18, FT_MXFP4_MOE};
 
 typedef struct shape {
     int arch;
@@ -49,6 +137,9 @@ typedef struct shape {
     float softcap;        /* 0: no key */
     float logit_scale;    /* muse-glimmer */
     bool tied, fused_qkv;
+    int32_t n_expert, n_expert_used, n_ff_exp; /* qwen3moe, gpt-oss */
+    float yarn_factor;    /* gpt-oss: rope.scaling (yarn) factor; 0: no scaling keys */
+    int32_t yarn_orig_ctx;
     int type_idx;
     uint64_t seed;
     int32_t threads;
@@ -72,7 +163,7 @@ static uint64_t name_hash(const char *s) {
 /* ------------------------------------------------------------------ */
 /* Tensors                                                             */
 
-typedef enum { FILL_MATRIX, FILL_NORM } fill_kind;
+typedef enum { FILL_MATRIX, FILL_NORM, FILL_BIAS } fill_kind;
 
 typedef struct synth_run synth_run;
 
@@ -81,6 +172,7 @@ typedef struct tspec {
     fill_kind kind;
     int type;            /* ggml type number */
     int64_t ne0, ne1;    /* ne1 = 1 for vectors */
+    int64_t ne2;         /* experts of a 3-D tensor (filled as ne1 * ne2 rows); 1 otherwise */
     int32_t n_dims;
     float scale;         /* matrix: half-width of the uniform; norm: spread around 1 */
     synth_run *run;
@@ -109,7 +201,7 @@ static void fill_rows(void *arg, int32_t ith, int32_t nth) {
     const tspec *t = j->t;
     float *x = t->run->scratch + (size_t)ith * (size_t)t->run->max_ne0;
     const uint64_t tseed = mix64(t->run->seed ^ name_hash(t->name));
-    for (int64_t r = ith; r < t->ne1; r += nth) {
+    for (int64_t r = ith; r < t->ne1 * t->ne2; r += nth) {
         uint64_t state = mix64(tseed + (uint64_t)r * 0x9e3779b97f4a7c15ull);
         for (int64_t i = 0; i < t->ne0; i++) {
             state += 0x9e3779b97f4a7c15ull;
@@ -126,10 +218,10 @@ static void fill_rows(void *arg, int32_t ith, int32_t nth) {
 static okv_status fill_tensor(void *user, const char *name, void *dst, size_t n_bytes, okv_error *err) {
     const tspec *t = user;
     fill_job j = {t, dst, okv_ggml_row_size(t->type, t->ne0)};
-    if (j.row_bytes * (size_t)t->ne1 != n_bytes) {
+    if (j.row_bytes * (size_t)(t->ne1 * t->ne2) != n_bytes) {
         if (err) {
             snprintf(err->message, sizeof err->message, "synth: tensor '%s': %zu bytes, expected %zu", name,
-                     n_bytes, j.row_bytes * (size_t)t->ne1);
+                     n_bytes, j.row_bytes * (size_t)(t->ne1 * t->ne2));
             err->status = OKV_ERR_INVALID;
         }
         return OKV_ERR_INVALID;
@@ -153,7 +245,8 @@ static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type,
     t->kind = kind;
     t->ne0 = ne0;
     t->ne1 = ne1;
-    t->n_dims = kind == FILL_NORM ? 1 : 2;
+    t->ne2 = 1;
+    t->n_dims = kind == FILL_MATRIX ? 2 : 1;
     t->scale = scale;
     t->run = s;
     /* llama.cpp's quantizer keeps a row that does not split into 32-value
@@ -170,7 +263,8 @@ static tspec *add_spec(synth_run *s, const char *name, fill_kind kind, int type,
 /* What a matrix is for: the categories llama-quantize reads off tensor names. */
 typedef enum {
     ROLE_TOKEN_EMBD, ROLE_OUTPUT, ROLE_ATTN_Q, ROLE_ATTN_K, ROLE_ATTN_V, ROLE_ATTN_QKV, ROLE_ATTN_OUTPUT,
-    ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_OTHER
+    ROLE_FFN_GATE, ROLE_FFN_UP, ROLE_FFN_DOWN, ROLE_OTHER,
+    ROLE_FFN_GATE_EXPS, ROLE_FFN_UP_EXPS, ROLE_FFN_DOWN_EXPS /* ffn_*_exps: the ffn_* rules, and MXFP4_MOE's */
 } role;
 
 /* llama.cpp's use_more_bits: the first and last eighth of the layers and
@@ -188,6 +282,17 @@ static int mixed_type(synth_run *s, const shape *sh, role r, int32_t layer, int6
     const int base = type_ids[sh->type_idx];
     const int n = sh->n_layer;
     int t = base;
+    /* MXFP4_MOE: experts in MXFP4 (32-value rows only, else Q8_0), every
+     * other matrix Q8_0 (the routers stay F32: llama-quantize never touches
+     * ffn_gate_inp); the 8-expert special cases of llama-quantize (Mixtral's
+     * attn_v / attn_output bumps) are not reproduced for any mix */
+    if (ft == FT_MXFP4_MOE) {
+        const bool exps = r == ROLE_FFN_GATE_EXPS || r == ROLE_FFN_UP_EXPS || r == ROLE_FFN_DOWN_EXPS;
+        return exps && ne0 % 32 == 0 ? OKV_GGML_MXFP4 : OKV_GGML_Q8_0;
+    }
+    if (r == ROLE_FFN_GATE_EXPS) r = ROLE_FFN_GATE;
+    if (r == ROLE_FFN_UP_EXPS) r = ROLE_FFN_UP;
+    if (r == ROLE_FFN_DOWN_EXPS) r = ROLE_FFN_DOWN;
     /* the output matrix, or token_embd when it is also the output (tied) */
     if (r == ROLE_OUTPUT || (sh->tied && r == ROLE_TOKEN_EMBD)) {
         t = ne0 % okv_ggml_block_size(base) != 0 ? OKV_GGML_Q8_0 : OKV_GGML_Q6_K;
@@ -244,10 +349,33 @@ static bool build_specs(synth_run *s, const shape *sh) {
     char nm[64];
     int32_t l = -1;
 #define MT(role, ne0) matrix_type(s, sh, role, l, ne0)
+    const arch_traits *tr = &traits[sh->arch];
 #define ADD(kind, type, ne0, ne1)                                                   \
     do {                                                                            \
         if (!add_spec(s, nm, kind, type, ne0, ne1, kind == FILL_NORM ? NORM_SPREAD : W_SCALE)) \
             return false;                                                           \
+    } while (0)
+/* a random F32 vector (bias, sinks) named blk.l.NAME */
+#define ADD_VEC(name, n)                                                            \
+    do {                                                                            \
+        snprintf(nm, sizeof nm, "blk.%d.%s", (int)l, name);                         \
+        tspec *t_ = add_spec(s, nm, FILL_MATRIX, OKV_GGML_F32, n, 1, W_SCALE);      \
+        if (!t_) return false;                                                      \
+        t_->n_dims = 1;                                                             \
+    } while (0)
+/* a random F32 [n, X] matrix (the experts' biases) named blk.l.NAME */
+#define ADD_BIAS2(name, n, X)                                                       \
+    do {                                                                            \
+        snprintf(nm, sizeof nm, "blk.%d.%s", (int)l, name);                         \
+        if (!add_spec(s, nm, FILL_MATRIX, OKV_GGML_F32, n, X, W_SCALE)) return false; \
+    } while (0)
+/* a 3-D expert tensor [ne0, ne1, X], filled as ne1 * X rows */
+#define ADD_EXPS(role, ne0, ne1, X)                                                 \
+    do {                                                                            \
+        tspec *t_ = add_spec(s, nm, FILL_MATRIX, MT(role, ne0), ne0, ne1, W_SCALE); \
+        if (!t_) return false;                                                      \
+        t_->ne2 = X;                                                                \
+        t_->n_dims = 3;                                                             \
     } while (0)
     snprintf(nm, sizeof nm, "token_embd.weight");
     ADD(FILL_MATRIX, MT(ROLE_TOKEN_EMBD, E), E, sh->n_vocab);
@@ -259,6 +387,7 @@ static bool build_specs(synth_run *s, const shape *sh) {
     }
     for (l = 0; l < sh->n_layer; l++) {
 #define BLK(suffix) snprintf(nm, sizeof nm, "blk.%d.%s.weight", (int)l, suffix)
+#define BIAS(suffix) snprintf(nm, sizeof nm, "blk.%d.%s.bias", (int)l, suffix)
         BLK("attn_norm");
         ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         if (sh->fused_qkv) {
@@ -272,40 +401,84 @@ static bool build_specs(synth_run *s, const shape *sh) {
             BLK("attn_v");
             ADD(FILL_MATRIX, MT(ROLE_ATTN_V, E), E, nkv);
         }
-        if (sh->arch == ARCH_GEMMA3 || sh->arch == ARCH_MUSE) {
+        if (tr->qkv_bias) {
+            BIAS("attn_q");
+            ADD(FILL_BIAS, OKV_GGML_F32, nq, 1);
+            BIAS("attn_k");
+            ADD(FILL_BIAS, OKV_GGML_F32, nkv, 1);
+            BIAS("attn_v");
+            ADD(FILL_BIAS, OKV_GGML_F32, nkv, 1);
+        }
+        if (tr->out_bias_sinks) {
+            ADD_VEC("attn_output.bias", E);
+            ADD_VEC("attn_sinks.weight", sh->n_head);
+        }
+        if (tr->qk_norm) {
             BLK("attn_q_norm");
             ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
             BLK("attn_k_norm");
             ADD(FILL_NORM, OKV_GGML_F32, hd, 1);
         }
-        if (sh->arch == ARCH_MUSE) {
+        if (tr->attn_gate) {
             /* one gate value per query channel, from the attn_norm output */
             BLK("attn_gate");
             ADD(FILL_MATRIX, MT(ROLE_OTHER, E), E, nq);
         }
         BLK("attn_output");
         ADD(FILL_MATRIX, MT(ROLE_ATTN_OUTPUT, nq), nq, E);
-        if (sh->arch != ARCH_LLAMA) {
+        if (tr->post_norms) {
             /* muse-glimmer's attn_post_norm and ffn_post_norm are stored
-             * under gemma3's names, as its converter writes them */
+             * under gemma3's names, as its converter writes them; gpt-oss's
+             * is the norm before its experts */
             BLK("post_attention_norm");
             ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         }
+        if (traits[sh->arch].moe) {
+            const int64_t F = sh->n_ff_exp, X = sh->n_expert;
+            if (sh->arch == ARCH_QWEN3MOE) {
+                BLK("ffn_norm");
+                ADD(FILL_NORM, OKV_GGML_F32, E, 1);
+            }
+            BLK("ffn_gate_inp"); /* the router stays F32, as llama-quantize leaves it */
+            ADD(FILL_MATRIX, OKV_GGML_F32, E, X);
+            BLK("ffn_gate_exps");
+            ADD_EXPS(ROLE_FFN_GATE_EXPS, E, F, X);
+            BLK("ffn_up_exps");
+            ADD_EXPS(ROLE_FFN_UP_EXPS, E, F, X);
+            BLK("ffn_down_exps");
+            ADD_EXPS(ROLE_FFN_DOWN_EXPS, F, E, X);
+            if (sh->arch == ARCH_GPT_OSS) {
+                ADD_VEC("ffn_gate_inp.bias", X);
+                ADD_BIAS2("ffn_gate_exps.bias", F, X);
+                ADD_BIAS2("ffn_up_exps.bias", F, X);
+                ADD_BIAS2("ffn_down_exps.bias", E, X);
+            }
+            continue;
+        }
         BLK("ffn_norm");
         ADD(FILL_NORM, OKV_GGML_F32, E, 1);
-        BLK("ffn_gate");
-        ADD(FILL_MATRIX, MT(ROLE_FFN_GATE, E), E, sh->n_ff);
-        BLK("ffn_up");
-        ADD(FILL_MATRIX, MT(ROLE_FFN_UP, E), E, sh->n_ff);
+        if (tr->fused) {
+            BLK("ffn_up"); /* gate rows, then up rows */
+            ADD(FILL_MATRIX, MT(ROLE_FFN_UP, E), E, 2 * (int64_t)sh->n_ff);
+        } else {
+            BLK("ffn_gate");
+            ADD(FILL_MATRIX, MT(ROLE_FFN_GATE, E), E, sh->n_ff);
+            BLK("ffn_up");
+            ADD(FILL_MATRIX, MT(ROLE_FFN_UP, E), E, sh->n_ff);
+        }
         BLK("ffn_down");
         ADD(FILL_MATRIX, MT(ROLE_FFN_DOWN, sh->n_ff), sh->n_ff, E);
-        if (sh->arch != ARCH_LLAMA) {
+        if (tr->post_norms) {
             BLK("post_ffw_norm");
             ADD(FILL_NORM, OKV_GGML_F32, E, 1);
         }
 #undef BLK
+#undef BIAS
     }
 #undef ADD
+#undef ADD_VEC
+#undef ADD_BIAS2
+#undef ADD_EXPS
 #undef MT
     return true;
 }
@@ -460,7 +633,7 @@ static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab 
         TRY(okv_gguf_writer_add_u32(w, K("attention.key_length"), (uint32_t)sh->head_dim, err));
         TRY(okv_gguf_writer_add_u32(w, K("attention.value_length"), (uint32_t)sh->head_dim, err));
     }
-    TRY(okv_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), sh->arch == ARCH_LLAMA ? 1e-5f : 1e-6f, err));
+    TRY(okv_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), traits[sh->arch].eps, err));
     TRY(okv_gguf_writer_add_f32(w, K("rope.freq_base"), sh->rope_base, err));
     if (sh->rope_base_swa > 0.0f) TRY(okv_gguf_writer_add_f32(w, K("rope.freq_base_swa"), sh->rope_base_swa, err));
     if (sh->window > 0) TRY(okv_gguf_writer_add_u32(w, K("attention.sliding_window"), (uint32_t)sh->window, err));
@@ -474,8 +647,20 @@ static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab 
     } else if (sh->pattern >= 0) {
         TRY(okv_gguf_writer_add_u32(w, K("attention.sliding_window_pattern"), (uint32_t)sh->pattern, err));
     }
+    if (traits[sh->arch].attn_softcap) TRY(okv_gguf_writer_add_f32(w, K("attn_logit_softcapping"), 50.0f, err));
     if (sh->softcap > 0.0f) TRY(okv_gguf_writer_add_f32(w, K("final_logit_softcapping"), sh->softcap, err));
     if (sh->arch == ARCH_MUSE) TRY(okv_gguf_writer_add_f32(w, K("logit_scale"), sh->logit_scale, err));
+    if (traits[sh->arch].moe) {
+        TRY(okv_gguf_writer_add_u32(w, K("expert_count"), (uint32_t)sh->n_expert, err));
+        TRY(okv_gguf_writer_add_u32(w, K("expert_used_count"), (uint32_t)sh->n_expert_used, err));
+        TRY(okv_gguf_writer_add_u32(w, K("expert_feed_forward_length"), (uint32_t)sh->n_ff_exp, err));
+        TRY(okv_gguf_writer_add_u32(w, K("rope.dimension_count"), (uint32_t)sh->head_dim, err));
+    }
+    if (sh->yarn_factor > 0.0f) {
+        TRY(okv_gguf_writer_add_str(w, K("rope.scaling.type"), "yarn", err));
+        TRY(okv_gguf_writer_add_f32(w, K("rope.scaling.factor"), sh->yarn_factor, err));
+        TRY(okv_gguf_writer_add_u32(w, K("rope.scaling.original_context_length"), (uint32_t)sh->yarn_orig_ctx, err));
+    }
 
     TRY(okv_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", err));
     TRY(okv_gguf_writer_add_array(w, "tokenizer.ggml.tokens", OKV_GGUF_STRING, v->tok, (uint64_t)v->n, err));
@@ -500,14 +685,20 @@ static void usage(FILE *f) {
             "Writes a GGUF v3 model with deterministic random weights (same flags and seed: same bytes).\n"
             "Its text is gibberish; it is for tests, benchmarks and demos.\n\n"
             "  -o, --output FILE        file to write (required)\n"
-            "  --arch NAME              llama (default), gemma3 or muse-glimmer\n"
+            "  --arch NAME              llama (default), gemma3, muse-glimmer, qwen2, qwen3, gemma2, phi3 or\n"
+            "                           smollm3, qwen3moe or gpt-oss\n"
+            "  --preset NAME            a real model's shape, any flag beside it overriding: qwen3-4b,\n"
+            "                           qwen2.5-7b, gemma-2-9b, phi-4, smollm3-3b, qwen3-30b-a3b or\n"
+            "                           gpt-oss-20b\n"
             "  --type T                 matrix type: f32 (default), f16, q8_0 or q4_0 for every matrix, or\n"
             "                           llama-quantize's per-tensor mix of the file type q4_1, q5_0, q5_1,\n"
             "                           q2_k, q3_k_m, q4_k_m, q5_k_m or q6_k (e.g. q4_k_m: output.weight and\n"
             "                           some attn_v/ffn_down in q6_K, the rest q4_K).  Norms stay f32; a\n"
             "                           K-quant matrix whose rows do not split into 256-value blocks is\n"
             "                           q5_0 (for q4_K), q5_1 (q5_K), q8_0 (q6_K) or q4_0 (q2_K, q3_K); one\n"
-            "                           whose rows do not split into 32-value blocks is f16\n"
+            "                           whose rows do not split into 32-value blocks is f16.  mxfp4_moe:\n"
+            "                           experts in MXFP4, every other matrix q8_0, routers f32 (as\n"
+            "                           llama-quantize's MXFP4_MOE)\n"
             "  --seed S                 random seed (default 1)\n"
             "  --n-embd N               embedding width (default 64)\n"
             "  --n-layer N              layers (default 2)\n"
@@ -525,10 +716,17 @@ static void usage(FILE *f) {
             "                           a period n (layer i slides iff n == 0 or i mod n < n-1), or a string\n"
             "                           of 0/1, one per layer, written as a bool array (default: no key for\n"
             "                           gemma3, period 4 for muse-glimmer)\n"
-            "  --softcap F              final_logit_softcapping (gemma3, muse-glimmer; default: no key)\n"
+            "  --softcap F              final_logit_softcapping (gemma3, muse-glimmer: default no key;\n"
+            "                           gemma2: default 30)\n"
             "  --logit-scale F          muse-glimmer logit_scale (default 0.5)\n"
-            "  --tied                   no output.weight: the output reuses token_embd (always for gemma3)\n"
-            "  --fused-qkv              one attn_qkv tensor instead of attn_q/attn_k/attn_v\n"
+            "  --tied                   no output.weight: the output reuses token_embd (always for gemma3\n"
+            "                           and gemma2)\n"
+            "  --fused-qkv              one attn_qkv tensor instead of attn_q/attn_k/attn_v (always for phi3)\n"
+            "  --n-expert N             experts per layer (qwen3moe, gpt-oss; default 8)\n"
+            "  --n-expert-used N        experts each token uses (default 2)\n"
+            "  --n-ff-exp N             an expert's feed-forward width (default 64)\n"
+            "  --yarn-factor F          gpt-oss YaRN rope scaling factor, 0 for none (default 32)\n"
+            "  --yarn-orig-ctx N        gpt-oss YaRN original context (default 4096)\n"
             "  -t, --threads N          threads generating weights (default 2)\n"
             "  -h, --help               this help\n"
             "\nTinyLlama-1.1B shape: --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 "
@@ -572,9 +770,40 @@ int cmd_synth(int argc, char **argv) {
     const char *cmd = "synth";
     shape sh = {.arch = ARCH_LLAMA, .n_embd = 64, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .n_ff = 172,
                 .n_vocab = 512, .head_dim = 0, .ctx = 2048, .rope_base = 10000.0f, .rope_base_swa = 0.0f,
-                .window = -1, .pattern = -2, .logit_scale = 0.5f, .type_idx = 0, .seed = 1, .threads = 2};
+                .window = -1, .pattern = -2, .logit_scale = 0.5f, .type_idx = 0, .seed = 1, .threads = 2,
+                .yarn_factor = -1.0f};
     const char *out = NULL, *v;
     cli_seen seen = {0};
+    /* A preset first, whatever its place: the other flags override it. */
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--preset") != 0) continue;
+        const preset *p = NULL;
+        for (size_t j = 0; j < sizeof presets / sizeof presets[0] && !p; j++)
+            if (strcmp(argv[i + 1], presets[j].name) == 0) p = &presets[j];
+        if (!p) {
+            cli_error(cmd, "unknown --preset '%s' (qwen3-4b, qwen2.5-7b, gemma-2-9b, phi-4, smollm3-3b, qwen3-30b-a3b or gpt-oss-20b)", argv[i + 1]);
+            return CLI_USAGE;
+        }
+        sh.arch = p->arch;
+        sh.n_embd = p->n_embd;
+        sh.n_layer = p->n_layer;
+        sh.n_head = p->n_head;
+        sh.n_head_kv = p->n_head_kv;
+        sh.n_ff = p->n_ff;
+        sh.n_vocab = p->n_vocab;
+        sh.head_dim = p->head_dim;
+        sh.ctx = p->ctx;
+        sh.rope_base = p->rope_base;
+        if (p->window) sh.window = p->window;
+        sh.tied = p->tied;
+        sh.n_expert = p->n_expert;
+        sh.n_expert_used = p->n_expert_used;
+        sh.n_ff_exp = p->n_ff_exp;
+        if (p->yarn_factor > 0.0f) {
+            sh.yarn_factor = p->yarn_factor;
+            sh.yarn_orig_ctx = p->yarn_orig_ctx;
+        }
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
@@ -585,10 +814,13 @@ int cmd_synth(int argc, char **argv) {
               cli_is(a, "--n-layer", "--n-head") || cli_is(a, "--n-head-kv", "--n-ff") ||
               cli_is(a, "--n-vocab", "--head-dim") || cli_is(a, "--ctx", "--rope-base") ||
               cli_is(a, "--rope-base-swa", "--sliding-window") || cli_is(a, "--sliding-window-pattern", "--softcap") ||
-              cli_is(a, "--logit-scale", "-t") || cli_is(a, "--threads", NULL)))
+              cli_is(a, "--logit-scale", "-t") || cli_is(a, "--threads", "--preset") ||
+              cli_is(a, "--n-expert", "--n-expert-used") || cli_is(a, "--n-ff-exp", "--yarn-factor") ||
+              cli_is(a, "--yarn-orig-ctx", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
+        if (cli_is(a, "--preset", NULL)) continue; /* applied above */
         if (cli_is(a, "-o", "--output")) out = v;
         else if (cli_is(a, "--arch", NULL)) ok = cli_choice(cmd, a, v, arch_names, &sh.arch);
         else if (cli_is(a, "--type", NULL)) ok = cli_choice(cmd, a, v, type_names, &sh.type_idx);
@@ -607,6 +839,11 @@ int cmd_synth(int argc, char **argv) {
         else if (cli_is(a, "--softcap", NULL)) ok = cli_float(cmd, a, v, 0.0, 1e6, &sh.softcap);
         else if (cli_is(a, "--logit-scale", NULL)) ok = cli_float(cmd, a, v, -1e6, 1e6, &sh.logit_scale);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 256, &sh.threads);
+        else if (cli_is(a, "--n-expert", NULL)) ok = cli_int(cmd, a, v, 1, 512, &sh.n_expert);
+        else if (cli_is(a, "--n-expert-used", NULL)) ok = cli_int(cmd, a, v, 1, 512, &sh.n_expert_used);
+        else if (cli_is(a, "--n-ff-exp", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 18, &sh.n_ff_exp);
+        else if (cli_is(a, "--yarn-factor", NULL)) ok = cli_float(cmd, a, v, 0.0, 1e6, &sh.yarn_factor);
+        else if (cli_is(a, "--yarn-orig-ctx", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 24, &sh.yarn_orig_ctx);
         else if (cli_is(a, "--sliding-window-pattern", NULL)) {
             if (v[0] && strspn(v, "01") == strlen(v) && strlen(v) > 1) sh.pattern_bools = v;
             else ok = cli_int(cmd, a, v, 0, 1 << 20, &sh.pattern);
@@ -638,9 +875,32 @@ int cmd_synth(int argc, char **argv) {
                   strlen(sh.pattern_bools), (int)sh.n_layer);
         return CLI_USAGE;
     }
-    if (sh.arch == ARCH_LLAMA) {
+    if (traits[sh.arch].moe) {
+        if (sh.n_expert == 0) sh.n_expert = 8;
+        if (sh.n_expert_used == 0) sh.n_expert_used = sh.n_expert < 2 ? sh.n_expert : 2;
+        if (sh.n_ff_exp == 0) sh.n_ff_exp = 64;
+        if (sh.n_expert_used > sh.n_expert) {
+            cli_error(cmd, "--n-expert-used %d exceeds --n-expert %d", (int)sh.n_expert_used, (int)sh.n_expert);
+            return CLI_USAGE;
+        }
+        if (sh.arch == ARCH_GPT_OSS && sh.yarn_factor < 0.0f) {
+            sh.yarn_factor = 32.0f;
+            if (sh.yarn_orig_ctx == 0) sh.yarn_orig_ctx = 4096;
+        }
+    } else if (sh.n_expert || sh.n_expert_used || sh.n_ff_exp) {
+        cli_error(cmd, "--n-expert, --n-expert-used and --n-ff-exp are for qwen3moe and gpt-oss");
+        return CLI_USAGE;
+    }
+    if (sh.yarn_factor < 0.0f) sh.yarn_factor = 0.0f;
+    if (sh.yarn_factor > 0.0f && sh.arch != ARCH_GPT_OSS) {
+        cli_error(cmd, "--yarn-factor is for gpt-oss");
+        return CLI_USAGE;
+    }
+    if (sh.yarn_factor > 0.0f && sh.yarn_orig_ctx == 0) sh.yarn_orig_ctx = 4096;
+    if (!traits[sh.arch].windows) {
         if (sh.pattern != -2 || sh.pattern_bools || sh.softcap > 0.0f || sh.rope_base_swa > 0.0f) {
-            cli_error(cmd, "--sliding-window-pattern, --softcap and --rope-base-swa are for gemma3 and muse-glimmer");
+            cli_error(cmd, "--sliding-window-pattern, --softcap and --rope-base-swa are for gemma3, gemma2, "
+                           "muse-glimmer and gpt-oss");
             return CLI_USAGE;
         }
         if (sh.window < 0) sh.window = 0;
@@ -653,8 +913,10 @@ int cmd_synth(int argc, char **argv) {
             return CLI_USAGE;
         }
         if (sh.pattern == -2) sh.pattern = sh.arch == ARCH_MUSE && !sh.pattern_bools ? 4 : -1;
-        if (sh.arch == ARCH_GEMMA3) sh.tied = true;
+        if (sh.arch == ARCH_GEMMA2 && sh.softcap == 0.0f) sh.softcap = 30.0f;
     }
+    if (traits[sh.arch].tied) sh.tied = true;
+    if (traits[sh.arch].fused) sh.fused_qkv = true;
 
     synth_run run = {.seed = sh.seed};
     vocab voc = {0};
@@ -678,7 +940,7 @@ int cmd_synth(int argc, char **argv) {
     }
     for (int i = 0; i < run.n; i++) {
         tspec *t = &run.t[i];
-        int64_t ne[2] = {t->ne0, t->ne1};
+        int64_t ne[3] = {t->ne0, t->ne1, t->ne2};
         if (okv_gguf_writer_add_tensor_fn(w, t->name, (okv_ggml_type)t->type, t->n_dims, ne, fill_tensor, t, &err) !=
             OKV_OK) {
             cli_error(cmd, "tensor %s: %s", t->name, err.message);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,15 +30,15 @@
 #include "offkv/tokenizer.h"
 #include "serve.h"
 
-enum { N_STATUS = 9 };
-static const int counted_status[N_STATUS] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
+enum { N_STATUS = 10 };
+static const int counted_status[N_STATUS] = {200, 400, 401, 404, 405, 408, 413, 500, 503, 0};
 
 typedef struct server {
     const srv_config *cfg;
     struct MHD_Daemon *daemon;
     okv_model *model;
     srv_sched *sched;
-    srv_template tmpl;
+    srv_chat *chat;
     char model_name[256];
     atomic_bool ready;
     atomic_uint_fast64_t next_id;
@@ -45,6 +46,14 @@ typedef struct server {
     pthread_mutex_t mu;             /* the counters below */
     uint64_t by_status[N_STATUS];   /* the last: any other status */
     double t_start;
+    srv_gate *gate;
+    /* Requests being answered, by client address (under mu): one address
+     * gets at most cfg->max_per_client at a time. */
+    struct client_count {
+        struct sockaddr_storage addr;
+        int n;
+    } *clients;
+    int n_clients, cap_clients;
 } server;
 
 /* One HTTP request: its body as it arrives. */
@@ -52,7 +61,59 @@ typedef struct conn_ctx {
     char *body;
     size_t n, cap;
     bool too_big;
+    double t0;                      /* when its head was read: the body has cfg->timeout from then */
+    bool counted;                   /* in srv->clients under addr */
+    struct sockaddr_storage addr;
 } conn_ctx;
+
+/* Counts a request of c's client in; false when that client already has
+ * its share of requests being answered. */
+static bool client_in(server *srv, struct MHD_Connection *c, conn_ctx *cc) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr) return true;
+    const struct sockaddr *a = ci->client_addr;
+    const size_t len = a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    pthread_mutex_lock(&srv->mu);
+    int k = 0;
+    while (k < srv->n_clients && !srv_same_client((struct sockaddr *)&srv->clients[k].addr, a)) k++;
+    bool ok = true;
+    if (k < srv->n_clients && srv->clients[k].n >= srv->cfg->max_per_client) {
+        ok = false;
+    } else if (k == srv->n_clients) {
+        if (srv->n_clients == srv->cap_clients) {
+            const int cap = srv->cap_clients ? 2 * srv->cap_clients : 16;
+            struct client_count *p = realloc(srv->clients, (size_t)cap * sizeof *p);
+            if (p) {
+                srv->clients = p;
+                srv->cap_clients = cap;
+            }
+        }
+        if (srv->n_clients < srv->cap_clients) {
+            memset(&srv->clients[k], 0, sizeof srv->clients[k]);
+            memcpy(&srv->clients[k].addr, a, len);
+            srv->n_clients++;
+        }
+    }
+    if (ok && k < srv->n_clients) {
+        srv->clients[k].n++;
+        memcpy(&cc->addr, a, len);
+        cc->counted = true;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return ok;
+}
+
+static void client_out(server *srv, conn_ctx *cc) {
+    if (!cc->counted) return;
+    pthread_mutex_lock(&srv->mu);
+    for (int k = 0; k < srv->n_clients; k++)
+        if (srv_same_client((struct sockaddr *)&srv->clients[k].addr, (struct sockaddr *)&cc->addr)) {
+            if (--srv->clients[k].n == 0) srv->clients[k] = srv->clients[--srv->n_clients];
+            break;
+        }
+    pthread_mutex_unlock(&srv->mu);
+    cc->counted = false;
+}
 
 static void count_status(server *srv, int status) {
     int i = 0;
@@ -62,6 +123,14 @@ static void count_status(server *srv, int status) {
     pthread_mutex_unlock(&srv->mu);
 }
 
+/* Restarts the connection's idle clock (libmicrohttpd's timeout counts
+ * from the last byte moved, and a long generation moves none): the
+ * timeout then measures only the client's own stalls. */
+static void touch(server *srv, struct MHD_Connection *c) {
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(srv->cfg->timeout + 0.999));
+}
+
 static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
                                   size_t n) {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
@@ -69,7 +138,12 @@ static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int sta
         free(body);
         return MHD_NO;
     }
+    touch(srv, c);
     MHD_add_response_header(r, "Content-Type", type);
+    /* One request per connection: every request's head passes the gate
+     * (gate.c), which libmicrohttpd's keep-alive would let a second one skip. */
+    MHD_add_response_header(r, "Connection", "close");
+    if (status == 503) MHD_add_response_header(r, "Retry-After", "2");
     if (status == 405) {
         MHD_add_response_header(r, "Allow", "GET, POST");
     }
@@ -107,12 +181,17 @@ static enum MHD_Result fail(server *srv, struct MHD_Connection *c, int status, c
     return send_error(srv, c, &f);
 }
 
-/* True when the client has closed its end or the connection broke. */
+/* True when the connection broke or is closed both ways.  A client that
+ * only shut its sending side (shutdown(SHUT_WR) after the request, as some
+ * clients and proxies do) still waits for the answer: its end of file
+ * (POLLRDHUP) is not a cancel.  (A fully closed client of a plain answer
+ * is then noticed when the answer cannot be written; a stream's next
+ * write fails sooner.) */
 static bool client_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    struct pollfd p = {.fd = ci->connect_fd, .events = 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* ---- completions ---- */
@@ -135,6 +214,7 @@ typedef struct call {
     char *out;
     size_t n_out, off, cap;
     bool role_sent[SRV_MAX_PROMPTS], done;
+    srv_chat_stream cs; /* chat: the answer's parse (tool calls, reasoning) */
 } call;
 
 static void call_free(call *k) {
@@ -143,6 +223,7 @@ static void call_free(call *k) {
         free(k->text[i]);
     }
     free(k->out);
+    srv_chat_stream_free(&k->cs);
     atomic_fetch_sub(&k->srv->n_calls, 1);
     free(k);
 }
@@ -187,6 +268,24 @@ static int failed_job(call *k, char *msg, size_t cap) {
             return i;
         }
     return -1;
+}
+
+/* The first job a shutdown cut off (or refused), or -1; *admitted says
+ * whether any of the call's jobs had started. */
+static int shutdown_job(call *k, int32_t *made, bool *admitted) {
+    int first = -1;
+    *made = 0;
+    *admitted = false;
+    for (int i = 0; i < k->n; i++) {
+        srv_job_usage u;
+        srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
+        *admitted |= u.admitted;
+        if (k->fin[i] == SRV_FINISH_SHUTDOWN && first < 0) {
+            first = i;
+            *made = u.completion_tokens;
+        }
+    }
+    return first;
 }
 
 static bool append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t len) {
@@ -235,20 +334,31 @@ static enum MHD_Result answer_plain(call *k) {
         call_free(k);
         return fail(srv, conn, 500, "server_error", NULL, "%s", msg);
     }
+    /* A shutdown: the answer is cut off (or never began), so no 200 that
+     * would read as a natural end; the client may retry elsewhere. */
+    int32_t made;
+    bool admitted;
+    if (shutdown_job(k, &made, &admitted) >= 0) {
+        call_free(k);
+        return fail(srv, conn, 503, "server_shutting_down", NULL,
+                    admitted ? "the server is shutting down: the answer was cut off after %d tokens; try again"
+                             : "the server is shutting down: the request was not started; try again",
+                    (int)made);
+    }
     cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     for (int i = 0; i < k->n; i++) {
         cJSON *ch = cJSON_CreateObject();
         cJSON_AddNumberToObject(ch, "index", i);
+        bool called = false;
         if (k->kind == SRV_CHAT) {
-            cJSON *m = cJSON_AddObjectToObject(ch, "message");
-            cJSON_AddStringToObject(m, "role", "assistant");
-            cJSON_AddStringToObject(m, "content", k->text[i] ? k->text[i] : "");
+            cJSON *m = srv_chat_message(&k->cs, k->text[i] ? k->text[i] : "", &called);
+            if (m) cJSON_AddItemToObject(ch, "message", m);
         } else {
             cJSON_AddStringToObject(ch, "text", k->text[i] ? k->text[i] : "");
         }
         cJSON_AddNullToObject(ch, "logprobs");
-        cJSON_AddStringToObject(ch, "finish_reason", finish_name(k->fin[i]));
+        cJSON_AddStringToObject(ch, "finish_reason", called ? "tool_calls" : finish_name(k->fin[i]));
         cJSON_AddItemToArray(choices, ch);
     }
     cJSON_AddItemToObject(r, "usage", usage_json(k));
@@ -267,25 +377,39 @@ static bool sse(call *k, cJSON *j) {
     return ok;
 }
 
-/* One chunk: text (may be NULL) and/or the finish of choice i. */
-static bool chunk(call *k, int i, const char *text, srv_finish fin) {
+/* One chunk: text (may be NULL) and/or the finish of choice i.  A chat
+ * answer's text goes through its parse (srv_chat_stream_feed): a piece
+ * that adds nothing yet (the start of a tool call's markup) sends no chunk. */
+static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fin) {
     cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", i);
     if (k->kind == SRV_CHAT) {
         cJSON *d = cJSON_AddObjectToObject(ch, "delta");
+        bool any = false;
+        if (!srv_chat_stream_feed(&k->cs, text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any)) {
+            cJSON_Delete(ch);
+            cJSON_Delete(r);
+            return false;
+        }
+        if (!any && fin == SRV_RUNNING && k->role_sent[i]) {
+            cJSON_Delete(ch);
+            cJSON_Delete(r);
+            return true;
+        }
         if (!k->role_sent[i]) {
             cJSON_AddStringToObject(d, "role", "assistant");
             k->role_sent[i] = true;
         }
-        if (text) cJSON_AddStringToObject(d, "content", text);
     } else {
         cJSON_AddStringToObject(ch, "text", text ? text : "");
     }
     cJSON_AddNullToObject(ch, "logprobs");
     if (fin == SRV_RUNNING) cJSON_AddNullToObject(ch, "finish_reason");
-    else cJSON_AddStringToObject(ch, "finish_reason", finish_name(fin));
+    else
+        cJSON_AddStringToObject(ch, "finish_reason",
+                                k->kind == SRV_CHAT && srv_chat_stream_called(&k->cs) ? "tool_calls" : finish_name(fin));
     cJSON_AddItemToArray(choices, ch);
     if (k->include_usage) cJSON_AddNullToObject(r, "usage");
     return sse(k, r);
@@ -303,22 +427,32 @@ static bool produce(call *k) {
         k->fin[i] = srv_job_poll(k->srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, 0);
         if (t) {
             any = true;
-            bool ok = chunk(k, i, t, SRV_RUNNING);
+            bool ok = chunk(k, i, t, nt, SRV_RUNNING);
             free(t);
             if (!ok) return false;
         }
         if (k->fin[i] != SRV_RUNNING) {
             any = true;
-            if (k->fin[i] != SRV_FINISH_ERROR && !chunk(k, i, NULL, k->fin[i])) return false;
+            if (k->fin[i] != SRV_FINISH_ERROR && k->fin[i] != SRV_FINISH_SHUTDOWN && !chunk(k, i, NULL, 0, k->fin[i]))
+                return false;
         } else {
             all = false;
         }
     }
     if (all) {
         char msg[320];
-        if (failed_job(k, msg, sizeof msg) >= 0) {
+        int32_t made;
+        bool admitted;
+        const bool failed = failed_job(k, msg, sizeof msg) >= 0;
+        const bool cut = !failed && shutdown_job(k, &made, &admitted) >= 0;
+        if (failed || cut) {
+            /* An error event instead of a finish_reason: a stream cut off by
+             * a shutdown must not read as one that ended. */
             srv_fail f;
-            srv_fail_set(&f, 500, "server_error", NULL, "%s", msg);
+            if (failed) srv_fail_set(&f, 500, "server_error", NULL, "%s", msg);
+            else
+                srv_fail_set(&f, 503, "server_shutting_down", NULL,
+                             "the server is shutting down: the answer was cut off after %d tokens", (int)made);
             char *e = srv_error_json(&f);
             bool ok = e && append_text(&k->out, &k->n_out, &k->cap, "data: ", 6) &&
                       append_text(&k->out, &k->n_out, &k->cap, e, strlen(e)) &&
@@ -362,6 +496,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     }
     size_t n = k->n_out - k->off;
     if (n > max) n = max;
+    touch(k->srv, k->conn);
     memcpy(buf, k->out + k->off, n);
     k->off += n;
     return (ssize_t)n;
@@ -370,6 +505,34 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) { call_free(cls); }
 
 static enum MHD_Result answer_stream(call *k) {
+    /* The status line waits until every job has a sequence: a request still
+     * queued when the server shuts down gets a 503 it can retry, not a
+     * 200 stream that ends at once. */
+    for (int i = 0; i < k->n; i++)
+        while (!srv_job_wait_admitted(k->srv->sched, k->jobs[i], 50))
+            if (client_gone(k->conn)) {
+                call_free(k);
+                return MHD_NO;
+            }
+    int32_t made;
+    bool admitted;
+    for (int i = 0; i < k->n; i++) {
+        char *t;
+        size_t nt;
+        size_t at = 0;
+        const srv_finish f = srv_job_poll(k->srv->sched, k->jobs[i], &at, &t, &nt, 0);
+        free(t);
+        k->fin[i] = f == SRV_FINISH_SHUTDOWN ? f : SRV_RUNNING;
+    }
+    if (shutdown_job(k, &made, &admitted) >= 0 && !admitted) {
+        server *srv = k->srv;
+        struct MHD_Connection *c = k->conn;
+        call_free(k);
+        return fail(srv, c, 503, "server_shutting_down", NULL,
+                    "the server is shutting down: the request was not started; try again");
+    }
+    for (int i = 0; i < k->n; i++) k->fin[i] = SRV_RUNNING;
+    touch(k->srv, k->conn);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, k, stream_free);
     if (!r) {
         server *srv = k->srv;
@@ -379,23 +542,28 @@ static enum MHD_Result answer_stream(call *k) {
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "Connection", "close");
     count_status(k->srv, 200);
     enum MHD_Result ret = MHD_queue_response(k->conn, 200, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-/* Tokenizes text for a job: chat text parses the template's control tokens. */
-static int32_t *tokenize(server *srv, const char *text, bool special, size_t *n) {
+/* Tokenizes text for a job, once, into at most cap ids (the context):
+ * chat text parses the template's control tokens.  A text that needs more
+ * is given up as soon as that is certain (its cost is bounded by cap, not
+ * by its size): NULL with *n above cap.  NULL with *n 0 when it cannot be
+ * tokenized. */
+static int32_t *tokenize(server *srv, const char *text, bool special, size_t cap, size_t *n) {
     const okv_tokenizer *tok = okv_model_tokenizer(srv->model);
     unsigned flags = OKV_TOKENIZE_ADD_SPECIAL | (special ? OKV_TOKENIZE_PARSE_SPECIAL : 0u);
     okv_error err = {0};
-    size_t need = 0;
-    okv_tokenizer_encode(tok, text, strlen(text), flags, NULL, 0, &need, &err);
-    int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
-    if (ids && okv_tokenizer_encode(tok, text, strlen(text), flags, ids, need, n, &err) != OKV_OK) {
+    *n = 0;
+    int32_t *ids = malloc((cap ? cap : 1) * sizeof *ids);
+    if (ids && okv_tokenizer_encode_max(tok, text, strlen(text), flags, ids, cap, n, &err) != OKV_OK) {
         free(ids);
         ids = NULL;
+        if (*n <= cap) *n = 0;
     }
     return ids;
 }
@@ -425,26 +593,29 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         char *rendered = NULL;
         const char *text;
         if (kind == SRV_CHAT) {
-            if (!(rendered = srv_template_apply(srv->tmpl, req.msgs, req.n_msgs))) {
-                status = fail(srv, c, 500, "server_error", NULL, "out of memory for the prompt") == MHD_YES ? 1 : -1;
+            srv_fail rf;
+            if (!(rendered = srv_chat_render(srv->chat, &req, true, &rf))) {
+                status = send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
                 break;
             }
-            text = rendered;
+            okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
+            srv_chat_stream_init(&k->cs, &syn, &req, (uint64_t)k->created * 0x9e3779b97f4a7c15ull ^ atomic_load(&srv->next_id));
+            text = srv_chat_model_text(srv->chat, rendered);
         } else {
             text = req.prompts[i];
         }
         size_t n = 0;
-        int32_t *ids = tokenize(srv, text, kind == SRV_CHAT, &n);
-        free(rendered);
         const int32_t cap = srv_sched_capacity(srv->sched);
-        if (!ids) status = fail(srv, c, 500, "server_error", NULL, "cannot tokenize the prompt") == MHD_YES ? 1 : -1;
+        int32_t *ids = tokenize(srv, text, kind == SRV_CHAT, (size_t)cap, &n);
+        free(rendered);
+        if (!ids && n > (size_t)cap)
+            status = fail(srv, c, 400, "invalid_request_error", param,
+                          "the prompt has more than %d tokens (at least %zu), more than the context's %d positions (-c)",
+                          (int)cap, n, (int)cap) == MHD_YES ? 1 : -1;
+        else if (!ids) status = fail(srv, c, 500, "server_error", NULL, "cannot tokenize the prompt") == MHD_YES ? 1 : -1;
         else if (n == 0)
             status = fail(srv, c, 400, "invalid_request_error", param,
                           "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate") == MHD_YES ? 1 : -1;
-        else if (n > (size_t)cap)
-            status = fail(srv, c, 400, "invalid_request_error", param,
-                          "the prompt has %zu tokens, more than the context's %d positions (-c)", n, (int)cap) ==
-                             MHD_YES ? 1 : -1;
         if (status) {
             free(ids);
             break;
@@ -461,6 +632,12 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .stops = req.stops,
             .n_stops = req.n_stops,
             .ignore_eos = req.ignore_eos,
+            .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs),
+            /* The hook for constrained tool calls (the grammar's part of
+             * issue 17): with req.tool_choice REQUIRED or NAMED, a grammar
+             * of the call format (okv_chat_tool_call_opener(k->cs.syn.format))
+             * with req.tools_json's schemas as arguments goes here, forced
+             * from the first token; with AUTO, lazily from the opener on. */
         };
         bool busy = false;
         k->jobs[i] = srv_submit(srv->sched, &p, &busy);
@@ -485,6 +662,21 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
 }
 
 /* ---- the other endpoints ---- */
+
+/* POST /apply-template (llama.cpp's): {messages, tools?, add_generation_prompt?,
+ * chat_template_kwargs?} -> {"prompt": the text the template renders}. */
+static enum MHD_Result apply_template(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    srv_request req;
+    srv_fail f;
+    if (!srv_request_parse(SRV_CHAT, cc->body ? cc->body : "", cc->n, &req, &f)) return send_error(srv, c, &f);
+    char *text = srv_chat_render(srv->chat, &req, false, &f);
+    srv_request_clear(&req);
+    if (!text) return send_error(srv, c, &f);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "prompt", text);
+    free(text);
+    return send_json(srv, c, 200, r);
+}
 
 static enum MHD_Result models(server *srv, struct MHD_Connection *c) {
     cJSON *r = cJSON_CreateObject();
@@ -568,9 +760,16 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
         const char *path;
         bool post;
     } routes[] = {{"/", false},        {"/health", false},          {"/metrics", false},
-                  {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true}};
+                  {"/v1/models", false}, {"/v1/chat/completions", true}, {"/v1/completions", true},
+                  {"/apply-template", true}};
+    /* An absolute-form target (RFC 9112 3.2.2, "POST http://host/v1/..."),
+     * as proxies send, names the same resource as its path. */
+    if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
+        const char *path = strchr(strstr(url, "://") + 3, '/');
+        url = path ? path : "/";
+    }
     int r = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
         if (strcmp(url, routes[i].path) == 0) r = i;
     if (r < 0) return fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
     if (routes[r].post ? !post : !get)
@@ -590,8 +789,12 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
         return fail(srv, c, 503, "server_busy", NULL, "the model is still loading: try again shortly");
     if (r == 2) return metrics(srv, c);
     if (srv->cfg->api_key) {
+        /* The scheme's name is case-insensitive (RFC 7235): "bearer KEY" too. */
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-        if (!auth || strncmp(auth, "Bearer ", 7) != 0 || !key_ok(auth + 7, srv->cfg->api_key))
+        if (auth && strncasecmp(auth, "Bearer ", 7) == 0)
+            for (auth += 7; *auth == ' ';) auth++;
+        else auth = NULL;
+        if (!auth || !key_ok(auth, srv->cfg->api_key))
             return fail(srv, c, 401, "authentication_error", NULL,
                         "a missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key");
     }
@@ -599,6 +802,7 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
     if (cc->too_big)
         return fail(srv, c, 413, "invalid_request_error", NULL, "the body is larger than the server's %zu bytes (--max-body)",
                     srv->cfg->max_body);
+    if (r == 6) return apply_template(srv, c, cc);
     return completions(srv, c, r == 4 ? SRV_CHAT : SRV_COMPLETION, cc);
 }
 
@@ -610,6 +814,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!cc) {
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
+        cc->t0 = srv_now();
+        if (!client_in(srv, c, cc)) {
+            cc->too_big = true; /* its body, if any, is not kept */
+            return fail(srv, c, 503, "server_busy", NULL,
+                        "this client address already has %d requests being answered (--max-per-client): try again "
+                        "when one ends",
+                        srv->cfg->max_per_client);
+        }
         /* A declared length over the limit is refused before the body is read. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
@@ -625,6 +837,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
+        if (srv_now() - cc->t0 > srv->cfg->timeout) {
+            /* A body trickled in slower than --timeout allows: answered and
+             * closed here (libmicrohttpd takes no answer mid-body). */
+            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+            srv_fail f;
+            srv_fail_set(&f, 408, "timeout_error", NULL, "the request's body did not arrive within the server's %.0f s (--timeout)",
+                         srv->cfg->timeout);
+            if (ci) srv_send_error_raw(ci->connect_fd, &f);
+            count_status(srv, 408);
+            return MHD_NO;
+        }
         if (!cc->too_big) {
             if (cc->n + *upload_size > srv->cfg->max_body) {
                 cc->too_big = true;
@@ -642,9 +865,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
-    (void)cls, (void)c, (void)t;
+    (void)c, (void)t;
     conn_ctx *cc = *con_cls;
     if (cc) {
+        client_out(cls, cc);
         free(cc->body);
         free(cc);
         *con_cls = NULL;
@@ -653,57 +877,59 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- start and stop ---- */
 
+/* URLs are taken as sent: libmicrohttpd's unescaping would turn
+ * "/v1/completions%00" into "/v1/completions" (cut at the NUL) and serve it;
+ * no endpoint's path has an escape, so an escaped one is simply not found. */
+static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls, (void)c;
+    return strlen(s);
+}
+
+/* The gate hands over a connection whose head is whole. */
+static void gate_pass(void *cls, int fd, const struct sockaddr *addr, unsigned len) {
+    server *srv = cls;
+    /* On failure (its connection limit) libmicrohttpd closes fd itself. */
+    if (MHD_add_connection(srv->daemon, fd, addr, (socklen_t)len) != MHD_YES)
+        fprintf(stderr, "offkv serve: a connection refused: %s\n", strerror(errno));
+}
+
+static void gate_count(void *cls, int status) { count_status(cls, status); }
+
+/* The listening socket, made here so that the gate accepts on it. */
+static int listen_on(const struct addrinfo *ai, int *port) {
+    const int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    struct sockaddr_storage got;
+    socklen_t len = sizeof got;
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 512) != 0 ||
+        getsockname(fd, (struct sockaddr *)&got, &len) != 0) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    *port = ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+                                            : ((struct sockaddr_in *)&got)->sin_port);
+    return fd;
+}
+
 /* The model's name in answers: its file name without folders. */
 static void set_model_name(server *srv, const char *path) {
     const char *b = strrchr(path, '/');
     snprintf(srv->model_name, sizeof srv->model_name, "%s", b ? b + 1 : path);
 }
 
-/* The template: --chat-template, else the file's tokenizer.chat_template,
- * else ChatML; false after saying why when it is one offkv cannot render. */
+/* The template (--chat-template-file, --chat-template, the file's
+ * tokenizer.chat_template, else ChatML), parsed before the model loads:
+ * false after saying why (a syntax error names its line and column). */
 static bool choose_template(server *srv) {
-    const char *name = srv->cfg->chat_template;
-    if (name) {
-        srv->tmpl = srv_template_detect(name);
-        if (srv->tmpl == SRV_TMPL_UNKNOWN || strcmp(srv_template_name(srv->tmpl), name) != 0) {
-            fprintf(stderr, "offkv serve: error: unknown --chat-template '%s': expected one of %s\n", name,
-                    srv_template_names());
-            return false;
-        }
-        return true;
-    }
-    okv_error err = {0};
-    okv_gguf *g = okv_gguf_open(srv->cfg->model_path, &err);
-    const char *t = NULL;
-    size_t len = 0;
-    if (!g || okv_gguf_get_str(g, "tokenizer.chat_template", &t, &len, &err) != OKV_OK) {
-        srv->tmpl = SRV_TMPL_CHATML; /* no template in the file */
-        okv_gguf_close(g);
-        return true;
-    }
-    char *text = malloc(len + 1);
-    if (!text) {
-        okv_gguf_close(g);
-        fprintf(stderr, "offkv serve: error: out of memory for the chat template\n");
-        return false;
-    }
-    memcpy(text, t, len);
-    text[len] = '\0';
-    okv_gguf_close(g);
-    srv->tmpl = srv_template_detect(text);
-    if (srv->tmpl == SRV_TMPL_UNKNOWN) {
-        /* Name what was found: its first characters, control bytes shown as '.'. */
-        char shown[81];
-        size_t k = 0;
-        for (; k < len && k < 80; k++) shown[k] = (unsigned char)text[k] < 0x20 ? '.' : text[k];
-        shown[k] = '\0';
-        fprintf(stderr,
-                "offkv serve: error: the model's tokenizer.chat_template (%zu bytes, starting '%s%s') is none of the "
-                "families offkv renders; pass --chat-template NAME (%s)\n",
-                len, shown, len > 80 ? "..." : "", srv_template_names());
-    }
-    free(text);
-    return srv->tmpl != SRV_TMPL_UNKNOWN;
+    char err[512];
+    srv->chat = srv_chat_load(srv->cfg->model_path, NULL, srv->cfg->chat_template, srv->cfg->chat_template_file, err,
+                              sizeof err);
+    if (!srv->chat) fprintf(stderr, "offkv serve: error: %s\n", err);
+    return srv->chat != NULL;
 }
 
 int srv_run(const srv_config *cfg) {
@@ -731,7 +957,7 @@ int srv_run(const srv_config *cfg) {
     srv->t_start = srv_now();
     pthread_mutex_init(&srv->mu, NULL);
     set_model_name(srv, cfg->model_path);
-    int rc = 1;
+    int rc = 1, listen_fd = -1;
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICHOST | AI_PASSIVE | AI_NUMERICSERV};
@@ -744,26 +970,35 @@ int srv_run(const srv_config *cfg) {
                 cfg->host, gai_strerror(gai));
         goto done;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, srv,
-                                   MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
-                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
-                                   MHD_OPTION_END);
+    int port = cfg->port;
+    listen_fd = listen_on(ai, &port);
     freeaddrinfo(ai);
-    if (!srv->daemon) {
+    if (listen_fd < 0) {
         fprintf(stderr, "offkv serve: error: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
         goto done;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    const int port = di ? di->port : cfg->port;
+    /* libmicrohttpd gets its connections from the gate (gate.c), which
+     * accepts them and waits for their heads. */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     MHD_USE_NO_LISTEN_SOCKET;
+    srv->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                                   MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, srv,
+                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->timeout + 0.999),
+                                   MHD_OPTION_END);
+    const srv_gate_config gc = {.listen_fd = listen_fd, .timeout = cfg->timeout, .max_per_client = cfg->max_per_client,
+                                .max_waiting = 1024, .max_head = 16384, .max_body = cfg->max_body};
+    if (!srv->daemon || !(srv->gate = srv_gate_start(&gc, gate_pass, gate_count, srv))) {
+        fprintf(stderr, "offkv serve: error: cannot start the HTTP server on %s:%d: %s\n", cfg->host, port,
+                strerror(errno));
+        goto done;
+    }
 
     /* /health says 503 while this runs. */
     okv_error err = {0};
     if (!choose_template(srv)) goto done;
-    if (!(srv->model = okv_model_load(cfg->model_path, cfg->model_options[0] ? cfg->model_options : NULL, &err))) {
+    if (!(srv->model = okv_model_load(cfg->model_path, cfg->model_options, &err))) {
         fprintf(stderr, "offkv serve: error: cannot load %s: %s\n", cfg->model_path, err.message);
         goto done;
     }
@@ -771,9 +1006,10 @@ int srv_run(const srv_config *cfg) {
         fprintf(stderr, "offkv serve: error: %s\n", err.message);
         goto done;
     }
+    srv_chat_use_tokenizer(srv->chat, okv_model_tokenizer(srv->model));
     fprintf(stderr, "offkv serve: %s\n", okv_model_describe(srv->model));
     fprintf(stderr, "offkv serve: %d sequences of %d positions, chat template %s, %s KV, %d threads\n",
-            (int)cfg->sched.n_parallel, (int)srv_sched_capacity(srv->sched), srv_template_name(srv->tmpl),
+            (int)cfg->sched.n_parallel, (int)srv_sched_capacity(srv->sched), srv_chat_describe(srv->chat),
             cfg->sched.kv_type, (int)cfg->sched.n_threads);
     atomic_store(&srv->ready, true);
     const bool v6 = strchr(cfg->host, ':') != NULL;
@@ -785,11 +1021,12 @@ int srv_run(const srv_config *cfg) {
     fprintf(stderr, "offkv serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 done:
+    /* Stop accepting (connections still waiting for their heads are
+     * closed), end every request (queued ones get a 503, running streams an
+     * error event and [DONE]), then wait for the connections' threads. */
+    srv_gate_stop(srv->gate);
+    if (listen_fd >= 0) close(listen_fd);
     if (srv->daemon) {
-        /* Stop accepting, end every stream (each gets its last chunk and
-         * [DONE]), then wait for the connections' threads. */
-        MHD_socket ls = MHD_quiesce_daemon(srv->daemon);
-        if (ls != MHD_INVALID_SOCKET) close(ls);
         if (srv->sched) srv_sched_stop(srv->sched);
         /* Closing the connections now would cut the streams short of their
          * last chunk: let the answers go out first (each ends within a
@@ -802,7 +1039,9 @@ done:
     }
     srv_sched_free(srv->sched);
     okv_model_free(srv->model);
+    srv_chat_free(srv->chat);
     pthread_mutex_destroy(&srv->mu);
+    free(srv->clients);
     free(srv);
     if (rc == 0) fprintf(stderr, "offkv serve: stopped\n");
     return rc;

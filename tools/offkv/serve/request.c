@@ -48,6 +48,7 @@ void srv_request_clear(srv_request *r) {
     for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i]);
     free(r->prompts);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    srv_chat_request_clear(r);
     memset(r, 0, sizeof *r);
 }
 
@@ -87,8 +88,9 @@ static bool bad(srv_fail *f, const char *param, const char *fmt, ...) {
     return false;
 }
 
-/* A string copy that must be valid UTF-8 without NUL bytes (cJSON stops a
- * string at an escaped \u0000, which would silently cut the text). */
+/* A string copy that must be valid UTF-8.  (An escaped \u0000 would end
+ * cJSON's copy there and silently cut the text: no_nul refuses those
+ * before any field is read.) */
 static bool take_string(const cJSON *v, const char *param, char **out, srv_fail *f) {
     if (!cJSON_IsString(v) || !v->valuestring) return bad(f, param, "'%s' must be a string", param);
     if (!valid_utf8(v->valuestring)) return bad(f, param, "'%s' is not valid UTF-8", param);
@@ -225,6 +227,84 @@ static bool parse_stop(const cJSON *root, srv_request *r, srv_fail *f) {
     return true;
 }
 
+/* cJSON turns an escaped \u0000 into a NUL that ends its C string, so a
+ * text holding one would be cut there without a word.  This scan of the
+ * (already parsed, so well-formed) body finds such an escape in any string
+ * and names the top-level field it is in. */
+static bool no_nul(const char *body, size_t len, srv_fail *f) {
+    int depth = 0;
+    bool in_str = false, expect_key = false, is_key = false;
+    const char *key = "", *str_start = NULL;
+    size_t key_len = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = body[i];
+        if (in_str) {
+            if (c == '\\') {
+                if (i + 5 < len && body[i + 1] == 'u' && memcmp(body + i + 2, "0000", 4) == 0) {
+                    char field[48] = "";
+                    if (!(depth == 1 && is_key))
+                        snprintf(field, sizeof field, "%.*s", (int)(key_len < 47 ? key_len : 47), key);
+                    if (!field[0]) return bad(f, "", "a key of the body holds a NUL character (\\u0000)");
+                    return bad(f, field, "'%s' holds a NUL character (\\u0000); offkv refuses it rather than cut the text "
+                               "there", field);
+                }
+                i++; /* the escaped character (a \uXXXX's digits are plain) */
+            } else if (c == '"') {
+                in_str = false;
+                if (depth == 1 && is_key) {
+                    key = str_start;
+                    key_len = (size_t)(body + i - str_start);
+                }
+            }
+            continue;
+        }
+        if (c == '"') {
+            in_str = true;
+            is_key = depth == 1 && expect_key;
+            expect_key = false;
+            str_start = body + i + 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            expect_key = depth == 1 && c == '{';
+        } else if (c == '}' || c == ']') {
+            depth--;
+        } else if (c == ',' && depth == 1) {
+            expect_key = true;
+        }
+    }
+    return true;
+}
+
+/* A key given twice in one object: cJSON keeps both and lookups see the
+ * first, so {"max_tokens":2,"max_tokens":-5} would pass with 2.  Refused,
+ * naming the key.  Objects with many keys are checked after a sort, so a
+ * body of 100 000 keys costs no more than its parse. */
+static int name_cmp(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool no_duplicate_keys(const cJSON *node, srv_fail *f) {
+    for (const cJSON *c = node->child; c; c = c->next)
+        if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && !no_duplicate_keys(c, f)) return false;
+    if (!cJSON_IsObject(node)) return true;
+    const int n = cJSON_GetArraySize(node);
+    if (n < 2) return true;
+    const char **names = malloc((size_t)n * sizeof *names);
+    if (!names) return bad(f, "", "out of memory checking the body's keys");
+    int k = 0;
+    for (const cJSON *c = node->child; c; c = c->next) names[k++] = c->string ? c->string : "";
+    qsort(names, (size_t)n, sizeof *names, name_cmp);
+    bool ok = true;
+    for (int i = 1; i < n && ok; i++)
+        if (strcmp(names[i - 1], names[i]) == 0) {
+            char field[48];
+            snprintf(field, sizeof field, "%s", names[i]);
+            ok = bad(f, field, "the key '%s' is given twice in one object; give it once", field);
+        }
+    free(names);
+    return ok;
+}
+
 bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request *r, srv_fail *f) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -249,7 +329,8 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         bad(f, "", "the body must be a JSON object");
         goto out;
     }
-    if (kind == SRV_CHAT ? !parse_messages(root, r, f) : !parse_prompt(root, r, f)) goto out;
+    if (!no_nul(body, len, f) || !no_duplicate_keys(root, f)) goto out;
+    if (kind == SRV_CHAT ? !parse_messages(root, r, f) || !srv_chat_request(root, r, f) : !parse_prompt(root, r, f)) goto out;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
         bad(f, "model", "'model' must be a string");

@@ -38,6 +38,7 @@ struct srv_job {
     /* What was asked (immutable after submit). */
     int32_t *prompt, n_prompt, max_tokens;
     bool ignore_eos;
+    bool special;                   /* control tokens come out as their text (tool-call markup) */
     char *stops[SRV_MAX_STOPS];
     int n_stops;
 
@@ -49,7 +50,8 @@ struct srv_job {
     size_t *ends;                   /* where each step's piece of text ends: one event each */
     size_t n_ends, cap_ends;
     int32_t n_gen, cached;
-    double t_submit, t_first, t_done;
+    bool admitted;                  /* has had a sequence (a shutdown then cuts it, not refuses it) */
+    double t_submit, t_admit, t_first, t_done;
     char error[256];
 
     /* The worker's alone. */
@@ -80,8 +82,8 @@ struct srv_sched {
     okv_threadpool *pool;
     okv_batch *batch;               /* one forward pass: a token per decoding sequence + cfg.chunk prompt tokens */
     okv_batch_seq *seqs;
-    int32_t eog[8];                 /* tokens that end a turn */
-    int n_eog;
+    int32_t *eog;                   /* tokens that end a turn */
+    int n_eog, cap_eog;
 
     pthread_mutex_t mu;
     pthread_cond_t work;
@@ -132,22 +134,49 @@ static void job_end(srv_sched *s, srv_job *j, srv_finish f) {
     pthread_cond_broadcast(&j->cv);
 }
 
+static bool add_eog(srv_sched *s, int32_t id) {
+    if (s->n_eog == s->cap_eog) {
+        const int cap = s->cap_eog ? 2 * s->cap_eog : 8;
+        int32_t *p = realloc(s->eog, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        s->eog = p;
+        s->cap_eog = cap;
+    }
+    s->eog[s->n_eog++] = id;
+    return true;
+}
+
 /* The tokens that end an assistant's turn: EOS, and the end-of-turn markers
- * of the chat formats served, when the vocabulary has them. */
-static void find_eog(srv_sched *s) {
+ * of the chat formats served, when the vocabulary has them (however many:
+ * a vocabulary may hold several tokens of one marker's text).  False when
+ * out of memory. */
+static bool find_eog(srv_sched *s) {
     const int32_t eos = okv_tokenizer_eos(s->tok);
-    if (eos >= 0) s->eog[s->n_eog++] = eos;
+    if (eos >= 0 && !add_eog(s, eos)) return false;
     static const char *const markers[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
                                           "</s>"};
-    for (int32_t id = 0; id < s->n_vocab && s->n_eog < 8; id++) {
+    for (int32_t id = 0; id < s->n_vocab; id++) {
         if (id == eos) continue;
         okv_token_type t = okv_tokenizer_token_type(s->tok, id);
         if (t != OKV_TOKEN_CONTROL && t != OKV_TOKEN_USER_DEFINED) continue;
         size_t len;
         const char *text = okv_tokenizer_token_text(s->tok, id, &len);
         for (size_t k = 0; k < sizeof markers / sizeof markers[0]; k++)
-            if (text && len == strlen(markers[k]) && memcmp(text, markers[k], len) == 0) s->eog[s->n_eog++] = id;
+            if (text && len == strlen(markers[k]) && memcmp(text, markers[k], len) == 0 && !add_eog(s, id)) return false;
     }
+    return true;
+}
+
+int srv_sched_eog(const srv_sched *s, const int32_t **ids) {
+    *ids = s->eog;
+    return s->n_eog;
+}
+
+/* Fills err (when there is one) as the library's okv_fail does. */
+static void sched_fail(okv_error *err, okv_status st, const char *msg) {
+    if (!err) return;
+    err->status = st;
+    snprintf(err->message, sizeof err->message, "%s", msg);
 }
 
 static bool is_eog(const srv_sched *s, int32_t id) {
@@ -161,8 +190,7 @@ static void *worker_main(void *arg);
 srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_error *err) {
     srv_sched *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(err->message, sizeof err->message, "out of memory for the scheduler");
-        err->status = OKV_ERR_NOMEM;
+        sched_fail(err, OKV_ERR_NOMEM, "out of memory for the scheduler");
         return NULL;
     }
     s->model = model;
@@ -172,7 +200,7 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     s->stats.n_parallel = cfg->n_parallel;
-    find_eog(s);
+    if (!find_eog(s)) goto nomem;
     s->slots = calloc((size_t)cfg->n_parallel, sizeof *s->slots);
     s->seqs = calloc((size_t)cfg->n_parallel, sizeof *s->seqs);
     if (!s->slots || !s->seqs) goto nomem;
@@ -209,15 +237,15 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
     if (!(s->pool = okv_threadpool_create(cfg->n_threads, err))) goto fail;
     if (!(s->batch = okv_batch_create(model, cfg->n_parallel + s->cfg.chunk, s->pool, err))) goto fail;
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
-        snprintf(err->message, sizeof err->message, "cannot start the decode thread");
-        err->status = OKV_ERR_NOMEM;
+        sched_fail(err, OKV_ERR_NOMEM, "cannot start the decode thread");
         goto fail;
     }
     s->worker_started = true;
     return s;
-nomem:
-    snprintf(err->message, sizeof err->message, "out of memory for %d sequences", (int)cfg->n_parallel);
-    err->status = OKV_ERR_NOMEM;
+nomem:;
+    char msg[96];
+    snprintf(msg, sizeof msg, "out of memory for %d sequences", (int)cfg->n_parallel);
+    sched_fail(err, OKV_ERR_NOMEM, msg);
 fail:
     srv_sched_free(s);
     return NULL;
@@ -231,13 +259,13 @@ void srv_sched_stop(srv_sched *s) {
     while (s->q_head) {
         srv_job *j = s->q_head;
         s->q_head = j->next;
-        job_end(s, j, SRV_FINISH_STOP);
+        job_end(s, j, SRV_FINISH_SHUTDOWN);
         job_unref(j);
     }
     s->q_tail = NULL;
     s->n_queued = 0;
-    for (int32_t i = 0; i < s->cfg.n_parallel; i++)
-        if (s->slots[i].job) job_end(s, s->slots[i].job, SRV_FINISH_STOP);
+    for (int32_t i = 0; s->slots && i < s->cfg.n_parallel; i++)
+        if (s->slots[i].job) job_end(s, s->slots[i].job, SRV_FINISH_SHUTDOWN);
     pthread_cond_broadcast(&s->work);
     pthread_mutex_unlock(&s->mu);
 }
@@ -259,6 +287,7 @@ void srv_sched_free(srv_sched *s) {
     }
     free(s->slots);
     free(s->seqs);
+    free(s->eog);
     okv_batch_free(s->batch);
     okv_threadpool_free(s->pool);
     pthread_cond_destroy(&s->work);
@@ -275,6 +304,7 @@ srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
     j->ignore_eos = p->ignore_eos;
+    j->special = p->special;
     j->t_submit = srv_now();
     okv_error err = {0};
     bool ok = (j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt)) != NULL &&
@@ -359,6 +389,21 @@ srv_finish srv_job_poll(srv_sched *s, srv_job *j, size_t *consumed, char **text,
     return f;
 }
 
+bool srv_job_wait_admitted(srv_sched *s, srv_job *j, int timeout_ms) {
+    pthread_mutex_lock(&s->mu);
+    if (!j->admitted && j->finish == SRV_RUNNING && timeout_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        ts.tv_sec += timeout_ms / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+    }
+    const bool left = j->admitted || j->finish != SRV_RUNNING;
+    pthread_mutex_unlock(&s->mu);
+    return left;
+}
+
 void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u) {
     pthread_mutex_lock(&s->mu);
     u->prompt_tokens = j->n_prompt;
@@ -366,7 +411,9 @@ void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u) {
     u->cached_tokens = j->cached;
     u->t_first = j->t_first;
     u->t_done = j->t_done;
-    u->t_queued = 0;
+    /* Time in the queue: until admitted, or until now (or the end) for a job still (or last) queued. */
+    u->t_queued = j->admitted ? j->t_admit : j->finish != SRV_RUNNING ? j->t_done : srv_now() - j->t_submit;
+    u->admitted = j->admitted;
     snprintf(u->error, sizeof u->error, "%s", j->error);
     pthread_mutex_unlock(&s->mu);
 }
@@ -425,6 +472,9 @@ static void admit(srv_sched *s) {
         sl->decoding = false;
         sl->last_used = ++s->use_counter;
         j->cached = keep;
+        j->admitted = true;
+        j->t_admit = srv_now() - j->t_submit;
+        pthread_cond_broadcast(&j->cv);
         s->stats.cached_tokens += (uint64_t)keep;
     }
 }
@@ -556,9 +606,9 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
         char small[256], *piece = small;
         size_t n = 0;
         okv_error err = {0};
-        okv_status st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, sizeof small, &n, &err);
+        okv_status st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, sizeof small, &n, &err);
         if (st != OKV_OK && n > sizeof small && (piece = malloc(n)))
-            st = okv_tokenizer_token_to_piece(s->tok, id, 0, piece, n, &n, &err);
+            st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, n, &n, &err);
         char *utf = st == OKV_OK && piece ? malloc(okv_utf8_stream_room(n)) : NULL;
         if (utf) {
             const size_t k = okv_utf8_stream_feed(&j->us, piece, n, utf);

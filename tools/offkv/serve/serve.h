@@ -17,46 +17,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "offkv/chat.h"
 #include "offkv/model.h"
 #include "offkv/sampler.h"
+#include "offkv/tokenizer.h"
 
 /* ---- chat templates (template.c) ---- */
-
-typedef enum srv_template {
-    SRV_TMPL_UNKNOWN = 0,
-    SRV_TMPL_CHATML,
-    SRV_TMPL_LLAMA2,
-    SRV_TMPL_LLAMA2_SYS,
-    SRV_TMPL_LLAMA2_SYS_BOS,
-    SRV_TMPL_LLAMA2_SYS_STRIP,
-    SRV_TMPL_MISTRAL_V1,
-    SRV_TMPL_MISTRAL_V3,
-    SRV_TMPL_MISTRAL_V3_TEKKEN,
-    SRV_TMPL_MISTRAL_V7,
-    SRV_TMPL_LLAMA3,
-    SRV_TMPL_GEMMA,
-} srv_template;
-
-/* The template a name ("chatml", "llama2", "llama3", "gemma", "mistral-v3",
- * ... as llama.cpp names them) or a Jinja template text stands for, found by
- * the name or by the text's markers; SRV_TMPL_UNKNOWN when neither. */
-srv_template srv_template_detect(const char *text);
-
-/* The template's name ("chatml", "llama3", ...). */
-const char *srv_template_name(srv_template t);
-
-/* The names --chat-template accepts, comma separated, for messages. */
-const char *srv_template_names(void);
 
 typedef struct srv_message {
     char *role;     /* "system", "user", "assistant", ... */
     char *content;  /* UTF-8 text */
 } srv_message;
 
-/* Renders the conversation as the template's prompt text ending with the
- * assistant's turn opened; malloc'd, NUL-terminated, NULL when out of
- * memory. */
-char *srv_template_apply(srv_template t, const srv_message *msgs, int n_msgs);
+/* The Jinja text of a template llama.cpp names ("chatml", "llama2",
+ * "llama3", "gemma", "mistral-v3", ...), or NULL. */
+const char *srv_template_builtin(const char *name);
+
+/* The names --chat-template accepts, comma separated, for messages. */
+const char *srv_template_names(void);
+
+/* A parsed chat template with the model's bos / eos texts. */
+typedef struct srv_chat srv_chat;
+
+/* The template: file (--chat-template-file) if given, else name
+ * (--chat-template: a name above or a Jinja text), else the model file's
+ * tokenizer.chat_template, else ChatML (said in srv_chat_describe).  NULL
+ * with err filled (a syntax error names its line and column). */
+srv_chat *srv_chat_load(const char *model_path, const okv_tokenizer *tok, const char *name, const char *file, char *err,
+                        size_t cap);
+void srv_chat_free(srv_chat *c);
+
+/* Sets bos_token / eos_token to the vocabulary's BOS and EOS texts, and
+ * whether a leading bos_token is left to the tokenizer. */
+void srv_chat_use_tokenizer(srv_chat *c, const okv_tokenizer *tok);
+
+/* Where the template came from, for the start line. */
+const char *srv_chat_describe(const srv_chat *c);
+
+/* How to read the model's answers (tool-call format, <think>); prompt may
+ * be NULL.  A template that does not show the model its tools gets them
+ * from the server in llama.cpp's generic JSON form (srv_chat_render), and
+ * the answers are read in that form. */
+okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt);
 
 /* ---- requests (request.c) ---- */
 
@@ -79,7 +81,17 @@ typedef struct srv_request {
     int n_stops;
     bool stream, include_usage;
     bool ignore_eos;        /* llama.cpp's extension: generate through end-of-sequence tokens (benchmarks) */
+    /* chat: what the template sees (template.c) */
+    char *messages_json;        /* the messages, arguments as objects */
+    char *tools_json;           /* NULL: no tools */
+    char *template_kwargs_json; /* chat_template_kwargs, or NULL */
+    int tool_choice;            /* SRV_TOOLS_* */
+    char *tool_choice_name;     /* SRV_TOOLS_NAMED: the function */
+    bool parallel_tool_calls;
+    bool add_generation_prompt;
 } srv_request;
+
+enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
 
 /* What a failed parse says: HTTP status, OpenAI's error type, the offending
  * parameter ("" when none) and a message naming it. */
@@ -99,6 +111,25 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
 /* Frees what a request holds and empties it. */
 void srv_request_clear(srv_request *req);
 
+/* template.c's part of parsing a chat request (root is the body's JSON
+ * object): messages_json, tools, tool_choice, parallel_tool_calls,
+ * chat_template_kwargs, add_generation_prompt.  False with *fail set. */
+struct cJSON;
+bool srv_chat_request(const struct cJSON *root, srv_request *r, srv_fail *fail);
+void srv_chat_request_clear(srv_request *r);
+
+/* The conversation of a parsed chat request rendered by the template
+ * (malloc'd), or NULL with *fail set: a template that raises is a 400
+ * carrying its message.  generic_tools: a template with no tool section
+ * gets the request's tools as a system turn in llama.cpp's generic form (a
+ * completion does; /apply-template shows the template's own rendering, as
+ * transformers renders it). */
+char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tools, srv_fail *fail);
+
+/* The part of a rendered prompt to tokenize: without a leading bos_token
+ * when the tokenizer adds BOS itself. */
+const char *srv_chat_model_text(const srv_chat *c, const char *prompt);
+
 /* The body of an OpenAI error: {"error":{"message","type","param","code"}}
  * (param null when empty); malloc'd, or NULL when out of memory. */
 char *srv_error_json(const srv_fail *f);
@@ -106,6 +137,45 @@ char *srv_error_json(const srv_fail *f);
 /* Fills f. */
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+
+/* ---- the answer as OpenAI shapes it (toolcalls.c) ---- */
+
+/* A chat answer being streamed: the text so far and what was sent of it. */
+typedef struct srv_chat_stream {
+    okv_chat_syntax syn;
+    bool parse;      /* false: the text is the content, passed through */
+    bool parallel;   /* parallel_tool_calls: else only the first call counts */
+    uint64_t id_seed;
+    char *acc;
+    size_t n, cap;
+    size_t content_sent, reasoning_sent;
+    int calls_started; /* calls whose id and name went out */
+    char **ids;
+    size_t *args_sent;
+    int n_ids;
+} srv_chat_stream;
+
+/* Starts a stream for request r answered with syntax syn (tool calls are
+ * parsed only when r offers tools and tool_choice is not "none"). */
+void srv_chat_stream_init(srv_chat_stream *st, const okv_chat_syntax *syn, const srv_request *r, uint64_t seed);
+
+/* Adds the next piece of text (final: the answer has ended) and puts what
+ * it adds into the chunk's delta: content, reasoning_content and
+ * tool_calls[i] (id, type and name first, then arguments in pieces).  *any
+ * tells whether anything was added; false when out of memory. */
+bool srv_chat_stream_feed(srv_chat_stream *st, const char *text, size_t n, bool final, struct cJSON *delta, bool *any);
+
+/* Whether the stream has sent a tool call (finish_reason "tool_calls"). */
+bool srv_chat_stream_called(const srv_chat_stream *st);
+void srv_chat_stream_free(srv_chat_stream *st);
+
+/* The message of a whole answer: {"role", "content", ["reasoning_content"],
+ * ["tool_calls"]}; *called tells whether it holds calls.  NULL when out of
+ * memory. */
+struct cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *called);
+
+/* Whether answers in st's syntax need control tokens as text. */
+bool srv_chat_needs_special(const srv_chat_stream *st);
 
 /* ---- sequences and the decode loop (sched.c) ---- */
 
@@ -122,7 +192,7 @@ typedef struct srv_sched_config {
 } srv_sched_config;
 
 /* Creates the sequences and starts the worker thread.  NULL after filling
- * err when something cannot be created. */
+ * err (when not NULL) when something cannot be created. */
 srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_error *err);
 
 /* Ends every request (each finishes as it stands), stops the worker and
@@ -130,7 +200,7 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
 void srv_sched_free(srv_sched *s);
 
 /* Ends every request now (shutdown): queued ones and running ones finish
- * with what they have; new submissions are refused. */
+ * as SRV_FINISH_SHUTDOWN with what they have; new submissions are refused. */
 void srv_sched_stop(srv_sched *s);
 
 /* The positions each sequence may hold. */
@@ -144,6 +214,7 @@ typedef struct srv_job_params {
     char *const *stops;
     int n_stops;
     bool ignore_eos;
+    bool special;           /* control tokens come out as their text (the answer's markup is parsed) */
 } srv_job_params;
 
 /* Queues a job (copying what it needs).  NULL with *busy set when every
@@ -158,7 +229,15 @@ void srv_job_cancel(srv_sched *s, srv_job *j);
 /* Drops the caller's reference (cancelling the job if it still runs). */
 void srv_job_release(srv_sched *s, srv_job *j);
 
-typedef enum srv_finish { SRV_RUNNING = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_ERROR } srv_finish;
+/* SRV_FINISH_SHUTDOWN: cut off (or, when never admitted, refused) by
+ * srv_sched_stop, so that a client can tell a shutdown from an end. */
+typedef enum srv_finish {
+    SRV_RUNNING = 0,
+    SRV_FINISH_STOP,
+    SRV_FINISH_LENGTH,
+    SRV_FINISH_ERROR,
+    SRV_FINISH_SHUTDOWN
+} srv_finish;
 
 /* What a job has produced: text after *consumed (the caller's position) is
  * copied to a malloc'd *text (may be NULL when there is none), *consumed is
@@ -167,9 +246,15 @@ typedef enum srv_finish { SRV_RUNNING = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, S
  * while it runs). */
 srv_finish srv_job_poll(srv_sched *s, srv_job *j, size_t *consumed, char **text, size_t *n_text, int timeout_ms);
 
+/* Waits up to timeout_ms for the job to leave the queue; true once it has
+ * (admitted into a sequence, or ended). */
+bool srv_job_wait_admitted(srv_sched *s, srv_job *j, int timeout_ms);
+
 typedef struct srv_job_usage {
     int32_t prompt_tokens, completion_tokens, cached_tokens;
-    double t_queued, t_first, t_done;  /* seconds since submission */
+    bool admitted;                     /* had a sequence */
+    double t_queued;                   /* seconds in the queue (so far, while queued) */
+    double t_first, t_done;            /* seconds since submission */
     char error[256];
 } srv_job_usage;
 
@@ -185,6 +270,52 @@ typedef struct srv_sched_stats {
 
 void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st);
 
+/* The tokens that end a turn (EOS and the chat formats' end-of-turn
+ * markers): their count, *ids pointing at them (valid while s lives). */
+int srv_sched_eog(const srv_sched *s, const int32_t **ids);
+
+/* ---- the door before the HTTP library (gate.c) ---- */
+
+struct sockaddr;
+
+/* What srv_head_check makes of a request's head (request line and header
+ * lines) as far as it has arrived (n bytes of buf): 0 when more must come
+ * (and may: n is at most max_head), 1 when it is whole and reads as HTTP/1.x
+ * with a Content-Length (if any) of digits no larger than max_body and a
+ * Transfer-Encoding (if any) of chunked, -1 when it is refused, with f filled
+ * (400, 413, 414, 431, 501 or 505; OpenAI's error shape).  A byte that
+ * cannot belong where it is is refused as soon as it arrives. */
+int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, srv_fail *f);
+
+/* Writes a whole HTTP response for f (its JSON body, Connection: close)
+ * to socket fd without blocking; false when it did not all go. */
+bool srv_send_error_raw(int fd, const srv_fail *f);
+
+/* Whether two socket addresses are one client (the same IP address). */
+bool srv_same_client(const struct sockaddr *a, const struct sockaddr *b);
+
+typedef struct srv_gate srv_gate;
+
+typedef struct srv_gate_config {
+    int listen_fd;          /* a listening socket (made non-blocking) */
+    double timeout;         /* seconds a connection has for its whole head */
+    int max_per_client;     /* connections one address may have waiting; a new one drops its oldest */
+    int max_waiting;        /* all addresses together */
+    size_t max_head;        /* bytes of a head (431 past it) */
+    size_t max_body;        /* a larger Content-Length is a 413 */
+} srv_gate_config;
+
+/* Takes a connection whose head is whole (its bytes still unread). */
+typedef void (*srv_gate_pass_fn)(void *cls, int fd, const struct sockaddr *addr, unsigned addr_len);
+/* Counts an answer the gate gave itself (its HTTP status). */
+typedef void (*srv_gate_count_fn)(void *cls, int status);
+
+/* Starts the thread that accepts on cfg->listen_fd.  NULL when it cannot. */
+srv_gate *srv_gate_start(const srv_gate_config *cfg, srv_gate_pass_fn pass, srv_gate_count_fn count, void *cls);
+
+/* Stops accepting and closes every connection still waiting.  NULL is a no-op. */
+void srv_gate_stop(srv_gate *g);
+
 /* ---- the HTTP server (http.c) ---- */
 
 typedef struct srv_config {
@@ -193,9 +324,12 @@ typedef struct srv_config {
     int port;               /* 0: any free port */
     const char *api_key;    /* NULL: none */
     size_t max_body;
+    double timeout;         /* seconds a client has to send a request's head, and again its body */
+    int max_per_client;     /* connections one client address may hold (waiting for a head or answered) */
     const char *chat_template;  /* NULL: the model's */
+    const char *chat_template_file; /* NULL: none */
     srv_sched_config sched;
-    const char *model_options[4]; /* okv_model_load options */
+    const char *const *model_options; /* okv_model_load options: NULL-terminated key, value pairs; NULL: none */
 } srv_config;
 
 /* Runs the server until SIGINT or SIGTERM; the process's exit code. */

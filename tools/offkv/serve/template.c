@@ -1,233 +1,428 @@
-/* Chat templates.  offkv does not run Jinja: like llama.cpp's
- * llm_chat_detect_template it recognises the families it serves by the
- * markers their templates contain, and renders each family's format in C
- * (the formats are llama.cpp's llm_chat_apply_template, so the same model
- * gets the same prompt text from both). */
-#include <ctype.h>
+/* Chat templates: the model's own Jinja template (tokenizer.chat_template),
+ * a file (--chat-template-file) or a template llama.cpp names
+ * (--chat-template chatml, llama3, ...), rendered by liboffkv's interpreter
+ * (offkv/chat.h) as Hugging Face renders it; and what of a request the
+ * template sees: the messages with their tool calls, the tools, and
+ * chat_template_kwargs.
+ *
+ * The named templates are Jinja texts that render llama.cpp's
+ * llm_chat_apply_template formats (test_serve_template checks them against
+ * llama.cpp's outputs), so the hand-written renderers they replace are
+ * gone: one renderer serves every template. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "offkv/gguf.h"
+#include "offkv/tokenizer.h"
 #include "serve.h"
 
+/* ---- the templates llama.cpp names ---- */
+
+#define MISTRAL(lead, trail, strip)                                                                                \
+    "{% set ns = namespace(inside=false) %}{% for m in messages %}{% set c = m.content or '' %}"                   \
+    "{% if not ns.inside %}{{ '" lead "[INST]" trail "' }}{% set ns.inside = true %}{% endif %}"                   \
+    "{% if m.role == 'system' %}{{ c ~ '\\n\\n' }}{% elif m.role == 'user' %}{{ c ~ '" lead "[/INST]' }}"          \
+    "{% else %}{{ '" trail "' ~ (c|trim if " strip " else c) ~ '</s>' }}{% set ns.inside = false %}{% endif %}" \
+    "{% endfor %}"
+
+#define LLAMA2(sys, bos_inside, strip)                                                                              \
+    "{% set ns = namespace(inside=true) %}{{ '[INST] ' }}{% for m in messages %}{% set c = m.content or '' %}"     \
+    "{% if " strip " %}{% set c = c|trim %}{% endif %}"                                                             \
+    "{% if not ns.inside %}{% set ns.inside = true %}{{ '<s>[INST] ' if " bos_inside " else '[INST] ' }}{% endif %}" \
+    "{% if m.role == 'system' %}{{ ('<<SYS>>\\n' if " sys " else '') ~ c ~ ('\\n<</SYS>>\\n\\n' if " sys           \
+    " else '\\n') }}{% elif m.role == 'user' %}{{ c ~ ' [/INST]' }}{% else %}{{ c ~ '</s>' }}"                      \
+    "{% set ns.inside = false %}{% endif %}{% endfor %}"
+
 static const struct {
-    const char *name;
-    srv_template t;
-} names[] = {
-    {"chatml", SRV_TMPL_CHATML},
-    {"llama2", SRV_TMPL_LLAMA2},
-    {"llama2-sys", SRV_TMPL_LLAMA2_SYS},
-    {"llama2-sys-bos", SRV_TMPL_LLAMA2_SYS_BOS},
-    {"llama2-sys-strip", SRV_TMPL_LLAMA2_SYS_STRIP},
-    {"mistral-v1", SRV_TMPL_MISTRAL_V1},
-    {"mistral-v3", SRV_TMPL_MISTRAL_V3},
-    {"mistral-v3-tekken", SRV_TMPL_MISTRAL_V3_TEKKEN},
-    {"mistral-v7", SRV_TMPL_MISTRAL_V7},
-    {"llama3", SRV_TMPL_LLAMA3},
-    {"gemma", SRV_TMPL_GEMMA},
+    const char *name, *jinja;
+} builtins[] = {
+    {"chatml", "{% for m in messages %}{{ '<|im_start|>' ~ m.role ~ '\\n' ~ (m.content or '') ~ '<|im_end|>\\n' }}"
+               "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"},
+    {"llama2", LLAMA2("false", "false", "false")},
+    {"llama2-sys", LLAMA2("true", "false", "false")},
+    {"llama2-sys-bos", LLAMA2("true", "true", "false")},
+    {"llama2-sys-strip", LLAMA2("true", "false", "true")},
+    {"mistral-v1", MISTRAL(" ", " ", "false")},
+    {"mistral-v3", MISTRAL("", " ", "true")},
+    {"mistral-v3-tekken", MISTRAL("", "", "false")},
+    {"mistral-v7", "{% for m in messages %}{% set c = m.content or '' %}{% if m.role == 'system' %}"
+                   "{{ '[SYSTEM_PROMPT] ' ~ c ~ '[/SYSTEM_PROMPT]' }}{% elif m.role == 'user' %}{{ '[INST] ' ~ c ~ '[/INST]' }}"
+                   "{% else %}{{ ' ' ~ c ~ '</s>' }}{% endif %}{% endfor %}"},
+    {"llama3", "{% for m in messages %}{{ '<|start_header_id|>' ~ m.role ~ '<|end_header_id|>\\n\\n' ~ (m.content or '')|trim"
+               " ~ '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+               "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"},
+    {"gemma", "{% set ns = namespace(sys='') %}{% for m in messages %}{% set c = (m.content or '')|trim %}"
+              "{% if m.role == 'system' %}{% set ns.sys = ns.sys ~ c %}{% else %}{% set model = m.role == 'assistant' %}"
+              "{{ '<start_of_turn>' ~ ('model' if model else m.role) ~ '\\n' }}{% if ns.sys and not model %}"
+              "{{ ns.sys ~ '\\n\\n' }}{% set ns.sys = '' %}{% endif %}{{ c ~ '<end_of_turn>\\n' }}{% endif %}{% endfor %}"
+              "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"},
 };
+
+const char *srv_template_builtin(const char *name) {
+    for (size_t i = 0; name && i < sizeof builtins / sizeof builtins[0]; i++)
+        if (strcmp(name, builtins[i].name) == 0) return builtins[i].jinja;
+    return NULL;
+}
 
 const char *srv_template_names(void) {
     return "chatml, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip, mistral-v1, mistral-v3, "
            "mistral-v3-tekken, mistral-v7, llama3, gemma";
 }
 
-const char *srv_template_name(srv_template t) {
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].t == t) return names[i].name;
-    return "unknown";
-}
+/* ---- loading ---- */
 
-static bool has(const char *text, const char *marker) { return strstr(text, marker) != NULL; }
+struct srv_chat {
+    okv_chat_template *tmpl;
+    char what[200];   /* where it came from, for the start line */
+    bool strip_bos;   /* the tokenizer adds BOS itself: a rendered leading bos_token goes */
+};
 
-srv_template srv_template_detect(const char *text) {
-    if (!text) return SRV_TMPL_UNKNOWN;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(text, names[i].name) == 0) return names[i].t;
-    /* The order is llama.cpp's: a template may carry several families'
-     * markers (ChatML text inside a Mistral template, say), and the first
-     * test that matches decides. */
-    if (has(text, "<|im_start|>")) {
-        /* Phi-4 (<|im_sep|>) and SmolVLM reuse ChatML's markers with another format. */
-        if (has(text, "<|im_sep|>") || has(text, "<end_of_utterance>")) return SRV_TMPL_UNKNOWN;
-        return SRV_TMPL_CHATML;
-    }
-    if (strncmp(text, "mistral", 7) == 0 || has(text, "[INST]")) {
-        if (has(text, "[SYSTEM_PROMPT]")) return SRV_TMPL_MISTRAL_V7;
-        if (has(text, "' [INST] ' + system_message") || has(text, "[AVAILABLE_TOOLS]")) {
-            if (has(text, " [INST]")) return SRV_TMPL_MISTRAL_V1;
-            if (has(text, "\"[INST]\"")) return SRV_TMPL_MISTRAL_V3_TEKKEN;
-            return SRV_TMPL_MISTRAL_V3;
-        }
-        if (has(text, "content.strip()")) return SRV_TMPL_LLAMA2_SYS_STRIP;
-        if (has(text, "bos_token + '[INST]")) return SRV_TMPL_LLAMA2_SYS_BOS;
-        if (has(text, "<<SYS>>")) return SRV_TMPL_LLAMA2_SYS;
-        return SRV_TMPL_LLAMA2;
-    }
-    /* Families llama.cpp tests before Gemma's and Llama 3's: their markers
-     * must not be mistaken for ours. */
-    if (has(text, "<|assistant|>") || has(text, "[gMASK]") || has(text, "bos_token + message['role']"))
-        return SRV_TMPL_UNKNOWN;
-    if (has(text, "<start_of_turn>")) return SRV_TMPL_GEMMA;
-    if (has(text, "<|start_header_id|>") && has(text, "<|end_header_id|>")) return SRV_TMPL_LLAMA3;
-    return SRV_TMPL_UNKNOWN;
-}
-
-/* A growing string; on allocation failure it stays failed and apply
- * returns NULL. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool failed;
-} sbuf;
-
-static void put_n(sbuf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void put(sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
-
-/* Puts s without leading and trailing white space (as llama.cpp's trim). */
-static void put_trim(sbuf *b, const char *s) {
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)*s)) s++, n--;
-    while (n && isspace((unsigned char)s[n - 1])) n--;
-    put_n(b, s, n);
-}
-
-static bool is(const char *role, const char *want) { return strcmp(role, want) == 0; }
-
-char *srv_template_apply(srv_template t, const srv_message *m, int n) {
-    sbuf b = {0};
-    put(&b, "");
-    switch (t) {
-    case SRV_TMPL_UNKNOWN:
-    case SRV_TMPL_CHATML:
-        for (int i = 0; i < n; i++) {
-            put(&b, "<|im_start|>");
-            put(&b, m[i].role);
-            put(&b, "\n");
-            put(&b, m[i].content);
-            put(&b, "<|im_end|>\n");
-        }
-        put(&b, "<|im_start|>assistant\n");
-        break;
-    case SRV_TMPL_MISTRAL_V7:
-        for (int i = 0; i < n; i++) {
-            if (is(m[i].role, "system")) put(&b, "[SYSTEM_PROMPT] "), put(&b, m[i].content), put(&b, "[/SYSTEM_PROMPT]");
-            else if (is(m[i].role, "user")) put(&b, "[INST] "), put(&b, m[i].content), put(&b, "[/INST]");
-            else put(&b, " "), put(&b, m[i].content), put(&b, "</s>");
-        }
-        break;
-    case SRV_TMPL_MISTRAL_V1:
-    case SRV_TMPL_MISTRAL_V3:
-    case SRV_TMPL_MISTRAL_V3_TEKKEN: {
-        const char *lead = t == SRV_TMPL_MISTRAL_V1 ? " " : "";
-        const char *trail = t == SRV_TMPL_MISTRAL_V3_TEKKEN ? "" : " ";
-        bool inside = false;
-        for (int i = 0; i < n; i++) {
-            if (!inside) {
-                put(&b, lead), put(&b, "[INST]"), put(&b, trail);
-                inside = true;
-            }
-            if (is(m[i].role, "system")) put(&b, m[i].content), put(&b, "\n\n");
-            else if (is(m[i].role, "user")) put(&b, m[i].content), put(&b, lead), put(&b, "[/INST]");
-            else {
-                put(&b, trail);
-                if (t == SRV_TMPL_MISTRAL_V3) put_trim(&b, m[i].content);
-                else put(&b, m[i].content);
-                put(&b, "</s>");
-                inside = false;
-            }
-        }
-        break;
-    }
-    case SRV_TMPL_LLAMA2:
-    case SRV_TMPL_LLAMA2_SYS:
-    case SRV_TMPL_LLAMA2_SYS_BOS:
-    case SRV_TMPL_LLAMA2_SYS_STRIP: {
-        const bool sys = t != SRV_TMPL_LLAMA2, bos_inside = t == SRV_TMPL_LLAMA2_SYS_BOS,
-                   strip = t == SRV_TMPL_LLAMA2_SYS_STRIP;
-        bool inside = true; /* the tokenizer adds the first BOS */
-        put(&b, "[INST] ");
-        for (int i = 0; i < n; i++) {
-            if (!inside) {
-                inside = true;
-                put(&b, bos_inside ? "<s>[INST] " : "[INST] ");
-            }
-            const char *role = m[i].role;
-            if (is(role, "system")) {
-                if (sys) put(&b, "<<SYS>>\n");
-                if (strip) put_trim(&b, m[i].content);
-                else put(&b, m[i].content);
-                put(&b, sys ? "\n<</SYS>>\n\n" : "\n");
-            } else if (is(role, "user")) {
-                if (strip) put_trim(&b, m[i].content);
-                else put(&b, m[i].content);
-                put(&b, " [/INST]");
-            } else {
-                if (strip) put_trim(&b, m[i].content);
-                else put(&b, m[i].content);
-                put(&b, "</s>");
-                inside = false;
-            }
-        }
-        break;
-    }
-    case SRV_TMPL_LLAMA3:
-        for (int i = 0; i < n; i++) {
-            put(&b, "<|start_header_id|>");
-            put(&b, m[i].role);
-            put(&b, "<|end_header_id|>\n\n");
-            put_trim(&b, m[i].content);
-            put(&b, "<|eot_id|>");
-        }
-        put(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-        break;
-    case SRV_TMPL_GEMMA: {
-        /* Gemma has no system turn: llama.cpp prepends the system text to
-         * the next user turn, and so do we. */
-        sbuf sys = {0};
-        put(&sys, "");
-        for (int i = 0; i < n; i++) {
-            if (is(m[i].role, "system")) {
-                put_trim(&sys, m[i].content);
-                continue;
-            }
-            const bool model = is(m[i].role, "assistant");
-            put(&b, "<start_of_turn>");
-            put(&b, model ? "model" : m[i].role);
-            put(&b, "\n");
-            if (sys.n && !model) {
-                put(&b, sys.p);
-                put(&b, "\n\n");
-                sys.n = 0;
-            }
-            put_trim(&b, m[i].content);
-            put(&b, "<end_of_turn>\n");
-        }
-        if (sys.failed) b.failed = true;
-        free(sys.p);
-        put(&b, "<start_of_turn>model\n");
-        break;
-    }
-    }
-    if (b.failed) {
-        free(b.p);
+static srv_chat *chat_from_text(const char *text, size_t len, const char *what, const okv_tokenizer *tok, char *err,
+                                size_t cap) {
+    okv_error e;
+    okv_chat_template *t = okv_chat_template_parse(text, len, &e);
+    if (!t) {
+        snprintf(err, cap, "%s: %s", what, e.message);
         return NULL;
     }
-    return b.p;
+    srv_chat *c = calloc(1, sizeof *c);
+    if (!c) {
+        okv_chat_template_free(t);
+        snprintf(err, cap, "out of memory for the chat template");
+        return NULL;
+    }
+    c->tmpl = t;
+    snprintf(c->what, sizeof c->what, "%s", what);
+    srv_chat_use_tokenizer(c, tok);
+    return c;
+}
+
+void srv_chat_use_tokenizer(srv_chat *c, const okv_tokenizer *tok) {
+    okv_chat_template *t = c->tmpl;
+    if (tok) {
+        /* bos_token / eos_token: the vocabulary's texts of its BOS and EOS */
+        size_t n;
+        int32_t bos = okv_tokenizer_bos(tok), eos = okv_tokenizer_eos(tok);
+        const char *b = bos >= 0 ? okv_tokenizer_token_text(tok, bos, &n) : NULL;
+        char *bs = b ? strndup(b, n) : NULL;
+        const char *e2 = eos >= 0 ? okv_tokenizer_token_text(tok, eos, &n) : NULL;
+        char *es = e2 ? strndup(e2, n) : NULL;
+        okv_chat_template_set_tokens(t, bs, es, NULL);
+        free(bs);
+        free(es);
+        c->strip_bos = okv_tokenizer_adds_bos(tok) && bos >= 0;
+    }
+}
+
+srv_chat *srv_chat_load(const char *model_path, const okv_tokenizer *tok, const char *name, const char *file, char *err,
+                        size_t cap) {
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f) {
+            snprintf(err, cap, "cannot open --chat-template-file '%s'", file);
+            return NULL;
+        }
+        char *text = NULL;
+        size_t n = 0, room = 0;
+        for (;;) {
+            if (n + 4096 > room) {
+                char *p = realloc(text, room = room ? room * 2 : 65536);
+                if (!p) {
+                    free(text);
+                    fclose(f);
+                    snprintf(err, cap, "out of memory for '%s'", file);
+                    return NULL;
+                }
+                text = p;
+            }
+            size_t got = fread(text + n, 1, room - n, f);
+            n += got;
+            if (got == 0) break;
+        }
+        bool bad = ferror(f);
+        fclose(f);
+        if (bad) {
+            free(text);
+            snprintf(err, cap, "cannot read --chat-template-file '%s'", file);
+            return NULL;
+        }
+        char what[200];
+        snprintf(what, sizeof what, "--chat-template-file %s", file);
+        srv_chat *c = chat_from_text(text, n, what, tok, err, cap);
+        free(text);
+        return c;
+    }
+    if (name) {
+        const char *j = srv_template_builtin(name);
+        if (j) return chat_from_text(j, strlen(j), name, tok, err, cap);
+        if (strstr(name, "{%") || strstr(name, "{{")) return chat_from_text(name, strlen(name), "--chat-template (Jinja text)", tok, err, cap);
+        snprintf(err, cap, "unknown --chat-template '%s': expected one of %s, or a Jinja template's text", name, srv_template_names());
+        return NULL;
+    }
+    okv_error e = {0};
+    okv_gguf *g = okv_gguf_open(model_path, &e);
+    const char *t = NULL;
+    size_t len = 0;
+    if (!g || okv_gguf_find_key(g, "tokenizer.chat_template") < 0 ||
+        okv_gguf_get_str(g, "tokenizer.chat_template", &t, &len, &e) != OKV_OK) {
+        okv_gguf_close(g);
+        /* no template in the file: ChatML, as llama.cpp, and said at start */
+        const char *j = srv_template_builtin("chatml");
+        return chat_from_text(j, strlen(j), "chatml (the model has no tokenizer.chat_template)", tok, err, cap);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "the model's tokenizer.chat_template (%zu bytes)", len);
+    srv_chat *c = chat_from_text(t, len, what, tok, err, cap);
+    okv_gguf_close(g);
+    return c;
+}
+
+void srv_chat_free(srv_chat *c) {
+    if (!c) return;
+    okv_chat_template_free(c->tmpl);
+    free(c);
+}
+
+const char *srv_chat_describe(const srv_chat *c) { return c->what; }
+
+/* Whether the template shows the model the tools (else the server tells
+ * the model about them itself, in llama.cpp's generic JSON form). */
+static bool renders_tools(const srv_chat *c) { return strstr(okv_chat_template_source(c->tmpl), "tools") != NULL; }
+
+okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt) {
+    okv_chat_syntax syn = okv_chat_template_syntax(c->tmpl, prompt);
+    if (!renders_tools(c)) syn.format = OKV_CHAT_FORMAT_GENERIC;
+    return syn;
+}
+
+/* For a template without a tool section: the tools and the JSON answer
+ * expected, as a system message (added to the first one, or put first). */
+static char *with_generic_tools(const char *messages_json, const char *tools_json) {
+    cJSON *ms = cJSON_Parse(messages_json), *tools = cJSON_Parse(tools_json);
+    char *out = NULL, *tools_text = tools ? cJSON_PrintUnformatted(tools) : NULL;
+    if (!cJSON_IsArray(ms) || !tools_text) goto done;
+    const char *intro = "You can call any of the following tools to satisfy the user's requests: ";
+    const char *how = "\n\nRespond in JSON format, either with {\"tool_call\": {\"name\": ..., \"arguments\": {...}}} to call a tool, "
+                      "or with {\"response\": \"...\"} to reply to the user's request.";
+    cJSON *first = cJSON_GetArrayItem(ms, 0), *role = first ? cJSON_GetObjectItemCaseSensitive(first, "role") : NULL;
+    cJSON *content = first ? cJSON_GetObjectItemCaseSensitive(first, "content") : NULL;
+    bool has_system = cJSON_IsString(role) && !strcmp(role->valuestring, "system") && cJSON_IsString(content);
+    size_t n = strlen(intro) + strlen(tools_text) + strlen(how) + (has_system ? strlen(content->valuestring) + 2 : 0) + 1;
+    char *text = malloc(n);
+    if (!text) goto done;
+    snprintf(text, n, "%s%s%s%s%s", has_system ? content->valuestring : "", has_system ? "\n\n" : "", intro, tools_text, how);
+    if (has_system) cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(text));
+    else {
+        cJSON *sys = cJSON_CreateObject();
+        cJSON_AddStringToObject(sys, "role", "system");
+        cJSON_AddStringToObject(sys, "content", text);
+        cJSON_InsertItemInArray(ms, 0, sys);
+    }
+    free(text);
+    out = cJSON_PrintUnformatted(ms);
+done:
+    cJSON_Delete(ms);
+    cJSON_Delete(tools);
+    free(tools_text);
+    return out;
+}
+
+/* ---- what a request gives the template ---- */
+
+static bool bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool bad(srv_fail *f, const char *param, const char *fmt, ...) {
+    f->status = 400;
+    snprintf(f->type, sizeof f->type, "invalid_request_error");
+    snprintf(f->param, sizeof f->param, "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* The messages as the template sees them: "developer" as "system", text
+ * parts joined into one string, and tool calls' arguments (a JSON string
+ * in OpenAI's requests) as objects, as transformers passes them. */
+static bool template_messages(const cJSON *ms, char **out, srv_fail *f) {
+    cJSON *copy = cJSON_Duplicate(ms, true);
+    if (!copy) return bad(f, "messages", "out of memory");
+    int i = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, copy) {
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (cJSON_IsString(role) && strcmp(role->valuestring, "developer") == 0)
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "role", cJSON_CreateString("system"));
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (cJSON_IsArray(content)) {
+            size_t n = 0;
+            cJSON *part;
+            cJSON_ArrayForEach(part, content) {
+                cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (cJSON_IsString(t)) n += strlen(t->valuestring);
+            }
+            char *s = malloc(n + 1);
+            if (!s) {
+                cJSON_Delete(copy);
+                return bad(f, "messages", "out of memory");
+            }
+            size_t at = 0;
+            cJSON_ArrayForEach(part, content) {
+                cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (cJSON_IsString(t)) {
+                    memcpy(s + at, t->valuestring, strlen(t->valuestring));
+                    at += strlen(t->valuestring);
+                }
+            }
+            s[at] = '\0';
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(s));
+            free(s);
+        }
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (calls && !cJSON_IsNull(calls)) {
+            if (!cJSON_IsArray(calls)) {
+                cJSON_Delete(copy);
+                return bad(f, "messages", "messages[%d].tool_calls must be an array", i);
+            }
+            cJSON *c;
+            cJSON_ArrayForEach(c, calls) {
+                cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+                cJSON *name = fn ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+                if (!cJSON_IsObject(c) || !cJSON_IsObject(fn) || !cJSON_IsString(name)) {
+                    cJSON_Delete(copy);
+                    return bad(f, "messages", "messages[%d].tool_calls[] must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}", i);
+                }
+                cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+                if (cJSON_IsString(args)) {
+                    cJSON *obj = cJSON_Parse(args->valuestring);
+                    if (cJSON_IsObject(obj)) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+                    else cJSON_Delete(obj); /* not an object: the template sees the string */
+                }
+            }
+        }
+        i++;
+    }
+    *out = cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    return *out ? true : bad(f, "messages", "out of memory");
+}
+
+bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!cJSON_IsArray(ms)) return bad(f, "messages", "'messages' must be an array");
+    if (!template_messages(ms, &r->messages_json, f)) return false;
+    r->parallel_tool_calls = true;
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    int n_tools = 0;
+    if (tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools)) return bad(f, "tools", "'tools' must be an array");
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools) {
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+            const cJSON *name = fn ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+            if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn) ||
+                !cJSON_IsString(name) || !name->valuestring[0])
+                return bad(f, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": {...}}}", n_tools);
+            n_tools++;
+        }
+        if (n_tools && !(r->tools_json = cJSON_PrintUnformatted(tools))) return bad(f, "tools", "out of memory");
+    }
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    r->tool_choice = SRV_TOOLS_AUTO;
+    if (tc && !cJSON_IsNull(tc)) {
+        if (cJSON_IsString(tc)) {
+            if (!strcmp(tc->valuestring, "auto")) r->tool_choice = SRV_TOOLS_AUTO;
+            else if (!strcmp(tc->valuestring, "none")) r->tool_choice = SRV_TOOLS_NONE;
+            else if (!strcmp(tc->valuestring, "required")) r->tool_choice = SRV_TOOLS_REQUIRED;
+            else return bad(f, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        } else {
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            const cJSON *name = fn ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+            if (!cJSON_IsObject(tc) || !cJSON_IsString(name))
+                return bad(f, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            bool found = false;
+            const cJSON *t;
+            cJSON_ArrayForEach(t, tools) {
+                const cJSON *tn = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+                if (cJSON_IsString(tn) && !strcmp(tn->valuestring, name->valuestring)) found = true;
+            }
+            if (!found) return bad(f, "tool_choice", "'tool_choice' names '%.100s', which is not in 'tools'", name->valuestring);
+            r->tool_choice = SRV_TOOLS_NAMED;
+            if (!(r->tool_choice_name = strdup(name->valuestring))) return bad(f, "tool_choice", "out of memory");
+        }
+        if (r->tool_choice != SRV_TOOLS_AUTO && r->tool_choice != SRV_TOOLS_NONE && !n_tools)
+            return bad(f, "tool_choice", "'tool_choice' asks for a call, but 'tools' is empty");
+    }
+    const cJSON *ptc = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
+    if (ptc && !cJSON_IsNull(ptc)) {
+        if (!cJSON_IsBool(ptc)) return bad(f, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+        r->parallel_tool_calls = cJSON_IsTrue(ptc);
+    }
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsNull(kw)) {
+        if (!cJSON_IsObject(kw)) return bad(f, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        if (!(r->template_kwargs_json = cJSON_PrintUnformatted(kw))) return bad(f, "chat_template_kwargs", "out of memory");
+    }
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
+    r->add_generation_prompt = true;
+    if (agp && !cJSON_IsNull(agp)) {
+        if (!cJSON_IsBool(agp)) return bad(f, "add_generation_prompt", "'add_generation_prompt' must be true or false");
+        r->add_generation_prompt = cJSON_IsTrue(agp);
+    }
+    return true;
+}
+
+void srv_chat_request_clear(srv_request *r) {
+    free(r->messages_json);
+    free(r->tools_json);
+    free(r->template_kwargs_json);
+    free(r->tool_choice_name);
+    r->messages_json = r->tools_json = r->template_kwargs_json = r->tool_choice_name = NULL;
+}
+
+char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tools, srv_fail *f) {
+    char *generic = NULL;
+    if (generic_tools && r->tools_json && r->tool_choice != SRV_TOOLS_NONE && !renders_tools(c) && r->messages_json &&
+        !(generic = with_generic_tools(r->messages_json, r->tools_json))) {
+        srv_fail_set(f, 500, "server_error", NULL, "out of memory for the prompt");
+        return NULL;
+    }
+    okv_chat_input in = {
+        .messages_json = generic ? generic : r->messages_json ? r->messages_json : "[]",
+        /* tool_choice none: the model is not offered the tools */
+        .tools_json = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json,
+        .extra_json = r->template_kwargs_json,
+        .add_generation_prompt = r->add_generation_prompt,
+    };
+    char *out = NULL;
+    size_t n = 0;
+    okv_error e;
+    okv_status st = okv_chat_template_render(c->tmpl, &in, &out, &n, &e);
+    bool injected = generic != NULL;
+    free(generic);
+    if (st != OKV_OK) {
+        srv_fail_set(f, st == OKV_ERR_NOMEM ? 500 : 400, st == OKV_ERR_NOMEM ? "server_error" : "invalid_request_error",
+                     "messages", "the chat template failed on this conversation%s: %s",
+                     injected ? " (with the tools as a system turn: the template has no tool section)" : "", e.message);
+        return NULL;
+    }
+    if (strlen(out) != n) {
+        free(out);
+        srv_fail_set(f, 400, "invalid_request_error", "messages", "the chat template rendered a NUL byte");
+        return NULL;
+    }
+    return out;
+}
+
+const char *srv_chat_model_text(const srv_chat *c, const char *prompt) {
+    /* The tokenizer adds BOS itself: a bos_token the template printed
+     * first would make two (llama.cpp strips it the same way). */
+    const char *bos = okv_chat_template_bos(c->tmpl);
+    size_t n = strlen(bos);
+    return c->strip_bos && n && strncmp(prompt, bos, n) == 0 ? prompt + n : prompt;
 }

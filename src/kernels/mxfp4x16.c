@@ -1,0 +1,174 @@
+/* MXFP4 sixteen blocks wide (see mxfp4x16.h): the repacking and the product
+ * kernels of every ISA.  The activations are q4_0x16.h's (Q8_0 values in the
+ * lane order; their c8 offsets are not needed: the weights are signed).
+ * The values come from okv_mxfp4_values by a byte shuffle; the products
+ * take |w| times x with w's sign (maddubs and vpdpbusd need one unsigned
+ * side): 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum stay
+ * within int16 (24384), so the kernels without VNNI widen once per group
+ * half, and every ISA gets the same exact lanes.  On other processors only
+ * the scalar tile is built (wtype.c's X16() names no other). */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/mxfp4x16.h"
+#include "kernels/quant.h"
+#include "kernels/x16.h"
+
+void okv_repack_mxfp4x16(void *dst, const void *src, int64_t rows, int64_t k) {
+    const int64_t nb = k / OKV_QK, ng = okv_x16_groups(k);
+    block_mxfp4x16 *out = dst;
+    memset(out, 0, (size_t)(rows * ng) * sizeof *out); /* the padding: value 0 */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            const block_mxfp4 *in = (const block_mxfp4 *)src + r * nb + b;
+            block_mxfp4x16 *g = out + r * ng + b / OKV_X16_BLOCKS;
+            const int i = (int)(b % OKV_X16_BLOCKS);
+            g->e[i] = in->e;
+            for (int u = 0; u < 4; u++) memcpy(&g->qs[u][4 * i], &in->qs[4 * u], 4);
+        }
+}
+
+void okv_dequantize_row_mxfp4x16(const void *src, float *dst, int64_t k) {
+    const block_mxfp4x16 *g = src;
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+        for (int i = 0; i < OKV_X16_BLOCKS && (gi * OKV_X16_BLOCKS + i) * OKV_QK < k; i++) {
+            const float d = okv_e8m0_half(g->e[i]);
+            float *y = dst + (gi * OKV_X16_BLOCKS + i) * OKV_QK;
+            for (int u = 0; u < 4; u++)
+                for (int m = 0; m < 4; m++) {
+                    const uint8_t q = g->qs[u][4 * i + m];
+                    y[4 * u + m] = okv_mxfp4_values[q & 0x0F] * d;
+                    y[16 + 4 * u + m] = okv_mxfp4_values[q >> 4] * d;
+                }
+        }
+}
+
+#define TILE_SETUP() OKV_X16_TILE_SETUP(block_mxfp4x16, block_act_q8_0x16, okv_x16_groups(c->k))
+
+/* Lane i's integer dot, plainly. */
+static inline int32_t dot_scalar(const block_mxfp4x16 *w, const int8_t x[8][64], int i) {
+    int32_t p = 0;
+    for (int u = 0; u < 4; u++)
+        for (int m = 0; m < 4; m++) {
+            const int q = w->qs[u][4 * i + m];
+            p += okv_mxfp4_values[q & 0x0F] * x[2 * u][4 * i + m] + okv_mxfp4_values[q >> 4] * x[2 * u + 1][4 * i + m];
+        }
+    return p;
+}
+
+OKV_X16_SCALAR_TILE(okv_mm_tile_mxfp4x16_scalar, block_mxfp4x16, block_act_q8_0x16, okv_x16_groups(c->k), {
+    for (int i = 0; i < 16; i++)
+        acc[i] = fmaf((float)dot_scalar(w, x->qs, i), okv_e8m0_half(w->e[i]) * x->d[i], acc[i]);
+})
+
+#if defined(OKV_X86) /* the x86 bodies */
+#include <immintrin.h>
+
+#define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
+
+/* 2^(e - 128) of 8 exponent bytes, as okv_e8m0_half. */
+AVX2 __m256 scales8_avx2(const uint8_t *e) {
+    const __m256i e32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e32, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e32);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e32);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
+}
+
+AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    TILE_SETUP();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values));
+    for (int r = 0; r < NR; r++) {
+        __m256 acc[OKV_X16_MAX_COLS][2];
+        UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+        for (int64_t g = 0; g < ng; g++) {
+            const block_mxfp4x16 *w = wr[r] + g;
+            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            UNROLL for (int half = 0; half < 2; half++) {
+                __m256i s16[OKV_X16_MAX_COLS];
+                UNROLL for (int j = 0; j < NC; j++) s16[j] = _mm256_setzero_si256();
+                UNROLL for (int u = 0; u < 4; u++) {
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));
+                    const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(wv, low4));
+                    const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4));
+                    const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+                    UNROLL for (int j = 0; j < NC; j++) {
+                        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half));
+                        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half));
+                        s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(alo, _mm256_sign_epi8(xl, lo)));
+                        s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xh, hi)));
+                    }
+                }
+                const __m256 sw = scales8_avx2(w->e + 8 * half);
+                UNROLL for (int j = 0; j < NC; j++) {
+                    const __m256i p = _mm256_madd_epi16(s16[j], ones);
+                    acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                                   _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
+                                                   acc[j][half]);
+                }
+            }
+        }
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
+    }
+}
+
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
+
+/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes). */
+#define TILE_AVX512(name, TARGET, VNNI)                                                                    \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                  int64_t c0, const int NC) {              \
+        TILE_SETUP();                                                                                     \
+        const __m512i low4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi16(1);                         \
+        const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)); \
+        for (int r = 0; r < NR; r++) {                                                                    \
+            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
+            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+            for (int64_t g = 0; g < ng; g++) {                                                            \
+                const block_mxfp4x16 *w = wr[r] + g;                                                      \
+                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                       \
+                UNROLL for (int j = 0; j < NC; j++) p[j] = s16[j] = _mm512_setzero_si512();               \
+                UNROLL for (int u = 0; u < 4; u++) {                                                      \
+                    const __m512i wv = _mm512_loadu_si512(w->qs[u]);                                      \
+                    const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(wv, low4));            \
+                    const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4)); \
+                    const __m512i alo = _mm512_abs_epi8(lo), ahi = _mm512_abs_epi8(hi);                   \
+                    const __mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);         \
+                    UNROLL for (int j = 0; j < NC; j++) {                                                 \
+                        __m512i xl = _mm512_loadu_si512(xs[j][g].qs[2 * u]);                              \
+                        __m512i xh = _mm512_loadu_si512(xs[j][g].qs[2 * u + 1]);                          \
+                        xl = _mm512_mask_sub_epi8(xl, nlo, _mm512_setzero_si512(), xl);                   \
+                        xh = _mm512_mask_sub_epi8(xh, nhi, _mm512_setzero_si512(), xh);                   \
+                        if (VNNI) {                                                                       \
+                            p[j] = _mm512_dpbusd_epi32(p[j], alo, xl);                                    \
+                            p[j] = _mm512_dpbusd_epi32(p[j], ahi, xh);                                    \
+                        } else {                                                                          \
+                            s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(alo, xl));             \
+                            s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(ahi, xh));             \
+                        }                                                                                 \
+                    }                                                                                     \
+                }                                                                                         \
+                if (!(VNNI)) UNROLL for (int j = 0; j < NC; j++) p[j] = _mm512_madd_epi16(s16[j], ones);   \
+                const __m512i e32 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w->e));         \
+                const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e32, _mm512_set1_epi32(1)), 23); \
+                const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e32);                \
+                const __m512 sw = _mm512_castsi512_ps(                                                    \
+                    _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(e32, _mm512_set1_epi32(2)), sub)); \
+                UNROLL for (int j = 0; j < NC; j++)                                                       \
+                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), \
+                                             acc[j]);                                                     \
+            }                                                                                             \
+            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+        }                                                                                                 \
+    }
+
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_mxfp4x16_avx512)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_mxfp4x16_avx512vnni)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_mxfp4x16_avx512)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_mxfp4x16_avx512vnni)
+#endif /* OKV_X86 */
