@@ -27,7 +27,7 @@ run: build
 # The whole suite, then the whole suite again under ASan + UBSan, then the
 # threaded tests under TSan, valgrind on the CLI and the cache tests, and
 # each fuzzer for a few seconds.
-test: test-fast test-san test-tsan test-valgrind test-fuzz
+test: test-fast test-san test-tsan test-valgrind test-fuzz test-arm
 
 test-fast: build
 	ctest --test-dir build --output-on-failure -j $(JOBS)
@@ -55,7 +55,40 @@ bench-serve: build
 	node bench/serve.mjs build "$(BENCH_MODEL)" 2
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz
+	rm -rf build build-san build-tsan build-fuzz build-arm
+
+# ---- aarch64 under emulation: make test-arm (build-arm/, in make test) ----
+# Cross-compiles with Debian's gcc-aarch64-linux-gnu (cmake/aarch64-linux-gnu.cmake)
+# and runs the plain ctest suite under qemu-aarch64 -cpu max, which has
+# every ARM level offkv uses (neon, dotprod, i8mm).  The kernel tests
+# (matmul, x16, quant) try every level in one run against the scalar bits;
+# the others run at the best one (i8mm), then the model goldens again with
+# OKV_ISA=neon and OKV_ISA=dotprod (kquant_golden runs the best level only
+# there: OKV_TEST_EMULATED).  Emulation is 10-50x slower, so these stay out
+# (each runs natively in make test-fast, none has ARM-specific code):
+# ARM_SKIP_TESTS.  About 10 minutes on 2 busy cores (x16, every layout at
+# every level, is half of it).  Skipped, saying so, without the cross compiler or qemu
+# (scripts/install-deps.sh installs them; OKV_NO_ARM=1 leaves them out).
+ARM_SKIP_TESTS := cli cli_spec cache_attend batch ring_memory prompt_cache quantize_ggml \
+  fuzz_alloc_fail fuzz_alloc_fail_bpe fuzz_cli fuzz_cli_logits_output fuzz_cli_synth_window \
+  fuzz_context_alloc fuzz_eval fuzz_model_bytes fuzz_replay_model speculative probe_cli
+ARM_GOLDEN_TESTS := llama_golden swa_golden kquant_golden dense_golden attend_kernel kv_q8 f16
+ARM_LEVELS := neon dotprod
+arm_skip_re = ^($(subst $() ,|,$(strip $(ARM_SKIP_TESTS))))$$
+arm_golden_re = ^($(subst $() ,|,$(strip $(ARM_GOLDEN_TESTS))))$$
+have_arm = command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1
+.PHONY: build-arm test-arm
+build-arm: deps
+	@if $(have_arm); then \
+	  cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release && \
+	  cmake --build build-arm -j $(JOBS); \
+	else echo "make build-arm: skipped: no aarch64-linux-gnu-gcc or qemu-aarch64 (scripts/install-deps.sh installs them)"; fi
+
+test-arm: build-arm
+	@if [ -f build-arm/CTestTestfile.cmake ] && $(have_arm); then \
+	  ctest --test-dir build-arm --output-on-failure -j $(JOBS) --timeout 900 -E '$(arm_skip_re)' && \
+	  $(foreach l,$(ARM_LEVELS),echo "== OKV_ISA=$(l)" && \
+	    OKV_ISA=$(l) ctest --test-dir build-arm --output-on-failure -j $(JOBS) --timeout 900 -R '$(arm_golden_re)' &&) true; fi
 
 # ---- Fuzzing: libFuzzer targets in fuzz/ (clang; build-fuzz/) ----------
 # make fuzz FUZZ_SECONDS=N runs every target N seconds; make test-fuzz runs

@@ -39,12 +39,27 @@ command -v valgrind >/dev/null 2>&1 || need="$need valgrind"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 # The deploy_yaml test reads deploy/offkv.yaml with PyYAML (it skips without).
 python3 -c 'import yaml' >/dev/null 2>&1 || need="$need python3-yaml"
-[ -n "$need" ] || exit 0
+# make test-arm: Debian's aarch64 cross compiler, qemu's user-mode emulator
+# and the arm64 PCRE2 (and server libraries) through multiarch
+# (dpkg --add-architecture arm64, below).  OKV_NO_ARM=1 leaves them out.
+arm=""
+if [ -z "${OKV_NO_ARM:-}" ]; then
+  command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || arm="$arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
+  command -v qemu-aarch64 >/dev/null 2>&1 || arm="$arm qemu-user"
+  for deb in libpcre2-dev libmicrohttpd-dev libcjson-dev; do
+    dpkg-query -W -f='${Status}' "$deb:arm64" 2>/dev/null | grep -q 'install ok installed' || arm="$arm $deb:arm64"
+  done
+fi
+[ -n "$need$arm" ] || exit 0
+need="$need$arm"
 echo "offkv: installing missing packages:$need"
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
     echo "offkv: need root to install:$need (apt-get install$need)" >&2; exit 1
   fi
+fi
+if [ -n "$arm" ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  ${SUDO:-} dpkg --add-architecture arm64
 fi
 ${SUDO:-} apt-get update -q
 DEBIAN_FRONTEND=noninteractive ${SUDO:-} apt-get install -y -q $need

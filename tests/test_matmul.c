@@ -323,17 +323,21 @@ static void test_act_quantizers(void) {
     CHECK(qa[32 + 0] == -16 && qa[32 + 1] == -14 && qa[32 + 2] == -14, "half to even: %d %d %d", qa[32],
           qa[33], qa[34]);
     CHECK(da[1] == 1.0f && da[2] == 0.0f && qa[64] == 0, "scales %g %g", da[1], da[2]);
-    if (okv_cpu_has_isa(OKV_ISA_AVX2)) {
-        okv_mm_quantize_act_avx2(x, K, qb, db);
-        CHECK(memcmp(qa, qb, K) == 0 && memcmp(da, db, sizeof da) == 0, "avx2 quantizer differs from scalar");
+    /* each family's SIMD quantizer (AVX2's, NEON's) */
+    for (int kern = 1; kern < OKV_ISA_COUNT; kern++) {
+        if (!okv_cpu_has_isa((okv_isa)kern)) continue;
+        memset(qb, 0x55, sizeof qb);
+        okv_mm_quantize_act((okv_isa)kern, x, K, qb, db);
+        CHECK(memcmp(qa, qb, K) == 0 && memcmp(da, db, sizeof da) == 0, "%s quantizer differs from scalar",
+              okv_isa_name((okv_isa)kern));
     }
 }
 
-/* The AVX2 Q8_K quantizer against the reference one: random blocks of
- * several scales, a zero block, the largest magnitude negative and first, a
- * tie between +m and -m (the first wins), exact halves after scaling. */
+/* The SIMD Q8_K quantizers (AVX2's, NEON's) against the reference one:
+ * random blocks of several scales, a zero block, the largest magnitude
+ * negative and first, a tie between +m and -m (the first wins), exact halves
+ * after scaling. */
 static void test_q8_K_quantizers(void) {
-    if (!okv_cpu_has_isa(OKV_ISA_AVX2)) return;
     enum { NB = 12, K = 256 * NB };
     float *x = malloc(sizeof(float) * K);
     for (int i = 0; i < K; i++) x[i] = frand() * (float)(1 << (i / 256 % 6)) * 0.37f;
@@ -345,11 +349,15 @@ static void test_q8_K_quantizers(void) {
     memset(a, 0x55, sizeof a);
     memset(b, 0x55, sizeof b);
     okv_quantize_row_q8_K(x, a, K);
-    okv_mm_quantize_q8_K_avx2(x, b, K);
-    int same = 1;
-    for (int i = 0; i < NB; i++)
-        same &= a[i].d == b[i].d && !memcmp(a[i].qs, b[i].qs, 256) && !memcmp(a[i].bsums, b[i].bsums, 32);
-    CHECK(same, "avx2 q8_K quantizer differs from the reference");
+    for (int kern = 1; kern < OKV_ISA_COUNT; kern++) {
+        if (!okv_cpu_has_isa((okv_isa)kern)) continue;
+        memset(b, 0x55, sizeof b);
+        okv_mm_quantize_q8_K((okv_isa)kern, x, b, K);
+        int same = 1;
+        for (int i = 0; i < NB; i++)
+            same &= a[i].d == b[i].d && !memcmp(a[i].qs, b[i].qs, 256) && !memcmp(a[i].bsums, b[i].bsums, 32);
+        CHECK(same, "%s q8_K quantizer differs from the reference", okv_isa_name((okv_isa)kern));
+    }
     CHECK(a[2].d > 0.0f && a[2].qs[3] == -127 && a[2].qs[200] == 127, "max -9: d %g, q %d %d", a[2].d, a[2].qs[3],
           a[2].qs[200]);
     CHECK(a[3].qs[7] == -127 && a[3].qs[9] == 127, "+5 first: %d %d", a[3].qs[7], a[3].qs[9]);

@@ -309,9 +309,12 @@ function writeTable(done) {
     const faLine = logLines.find((l) => /Flash Attention (was auto|enabled|disabled)/i.test(l));
     const faResolved = `${env.BENCH_FA ?? "auto"}${faLine ? ` (${faLine.replace(/^\[\w+\]\s*/, "")})` : ""}`;
     const cpuinfo = fs.readFileSync("/proc/cpuinfo", "utf8");
-    const cpuModel = (cpuinfo.match(/^model name\s*:\s*(.*)$/m) ?? [, "unknown"])[1];
-    const flags = new Set((cpuinfo.match(/^flags\s*:\s*(.*)$/m) ?? [, ""])[1].split(/\s+/));
-    const simd = ["avx2", "avx512f", "avx512_vnni"].map((k) => `${k} ${flags.has(k) ? "yes" : "no"}`).join(", ");
+    // x86 names its model and "flags"; aarch64 lists "Features" (asimd =
+    // NEON, asimddp = SDOT, i8mm = SMMLA) and often no model name
+    const cpuModel = (cpuinfo.match(/^model name\s*:\s*(.*)$/m) ?? [, os.cpus()[0]?.model || "unknown"])[1];
+    const flags = new Set((cpuinfo.match(/^(?:flags|Features)\s*:\s*(.*)$/m) ?? [, ""])[1].split(/\s+/));
+    const simdKeys = process.arch === "arm64" ? ["asimd", "asimddp", "i8mm"] : ["avx2", "avx512f", "avx512_vnni"];
+    const simd = simdKeys.map((k) => `${k} ${flags.has(k) ? "yes" : "no"}`).join(", ");
     const fmt = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
     const pct = (v) => `${(100 * v).toFixed(0)}%`;
     const gb = (b) => `${(b / 1e9).toFixed(2)} GB`;

@@ -324,6 +324,13 @@ static okv_status parse(okv_gguf *g, okv_error *err) {
     snprintf(c.ctx, sizeof c.ctx, "GGUF header");
     if (g->size < 4 || memcmp(g->base, "GGUF", 4) != 0)
         return okv_fail(err, OKV_ERR_FORMAT, "GGUF header: bad magic (not a GGUF file)");
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    /* The header is read byte by byte (bytes.h), but tensor data is used in
+     * place as the host's floats and integers. */
+    return okv_fail(err, OKV_ERR_UNSUPPORTED,
+                    "GGUF: this processor is big-endian; offkv uses GGUF's little-endian tensor data in place "
+                    "and runs on little-endian processors only");
+#endif
     c.pos = 4;
     okv_status st = rd_u32(&c, &g->version, "version");
     if (st) return st;

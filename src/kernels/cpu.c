@@ -4,6 +4,12 @@
 
 #include "kernels/cpu.h"
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+/* The kernel's hwcap bits (asm/hwcap.h), spelled out for older headers. */
+enum { ARM_HWCAP_ASIMD = 1 << 1, ARM_HWCAP_ASIMDDP = 1 << 20, ARM_HWCAP2_I8MM = 1 << 13 };
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
@@ -28,9 +34,22 @@ static int probe_isa(okv_isa isa) {
                __builtin_cpu_supports("avx512dq");
     case OKV_ISA_AVX512_VNNI:
         return probe_isa(OKV_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
-    case OKV_ISA_COUNT: break;
+    default: break;
     }
     return 0;
+#elif defined(__aarch64__) && defined(__linux__)
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    switch (isa) {
+    case OKV_ISA_SCALAR: return 1;
+    case OKV_ISA_NEON: return (hw & ARM_HWCAP_ASIMD) != 0;
+    case OKV_ISA_DOTPROD: return probe_isa(OKV_ISA_NEON) && (hw & ARM_HWCAP_ASIMDDP);
+    case OKV_ISA_I8MM: return probe_isa(OKV_ISA_DOTPROD) && (hw2 & ARM_HWCAP2_I8MM);
+    default: break;
+    }
+    return 0;
+#elif defined(__aarch64__)
+    /* no hwcaps to ask: Advanced SIMD is part of every aarch64 processor */
+    return isa == OKV_ISA_SCALAR || isa == OKV_ISA_NEON;
 #else
     return isa == OKV_ISA_SCALAR;
 #endif
@@ -62,11 +81,13 @@ static okv_isa probe_best_isa(void) {
         }
     /* OKV_ISA caps the choice, for benchmarking and testing a narrower
      * machine's paths (e.g. AVX2 on an AVX-512 machine); it never raises it
-     * above what the processor runs, and other values are ignored. */
+     * above what the processor runs, never names the other family's ISA,
+     * and other values are ignored. */
     const char *cap = getenv("OKV_ISA");
     if (cap) {
         for (int i = OKV_ISA_SCALAR; i < OKV_ISA_COUNT; i++)
-            if (!strcmp(cap, okv_isa_name((okv_isa)i)) && (okv_isa)i < best) best = (okv_isa)i;
+            if (!strcmp(cap, okv_isa_name((okv_isa)i)) && (okv_isa)i < best && okv_cpu_has_isa((okv_isa)i))
+                best = (okv_isa)i;
     }
     return best;
 }
@@ -89,6 +110,9 @@ const char *okv_isa_name(okv_isa isa) {
     case OKV_ISA_AVX2: return "avx2";
     case OKV_ISA_AVX512: return "avx512";
     case OKV_ISA_AVX512_VNNI: return "avx512vnni";
+    case OKV_ISA_NEON: return "neon";
+    case OKV_ISA_DOTPROD: return "dotprod";
+    case OKV_ISA_I8MM: return "i8mm";
     case OKV_ISA_COUNT: break;
     }
     return "unknown";

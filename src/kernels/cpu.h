@@ -1,25 +1,35 @@
 /* Internal: which SIMD instruction sets this processor runs.  Kernels are
  * compiled per ISA with target attributes, so one binary serves every x86-64
- * machine and picks at run time. */
+ * (or every aarch64) machine and picks at run time. */
 #ifndef OKV_KERNELS_CPU_H
 #define OKV_KERNELS_CPU_H
 
-/* Ordered: each ISA includes the ones before it.  The matmul kernels come
- * in one variant per ISA; other code (attention) treats AVX512_VNNI as
- * AVX512.  Different variants may round differently (the order of float
- * sums differs); integer parts are exact. */
+/* Two families past the scalar code, x86-64's and aarch64's; a processor
+ * runs scalar and at most one family.  Within a family each ISA includes the
+ * ones before it.  The matmul kernels come in one variant per ISA; other code
+ * (attention) treats AVX512_VNNI as AVX512.  Different variants may round
+ * differently (the order of float sums differs); integer parts are exact. */
 typedef enum okv_isa {
     OKV_ISA_SCALAR = 0,
     OKV_ISA_AVX2 = 1,        /* AVX2 + FMA + F16C */
     OKV_ISA_AVX512 = 2,      /* AVX-512 F/BW/VL/DQ + the AVX2 set */
     OKV_ISA_AVX512_VNNI = 3, /* the above + AVX512-VNNI (vpdpbusd) */
-    OKV_ISA_COUNT = 4
+    OKV_ISA_NEON = 4,        /* aarch64's Advanced SIMD (ARMv8.0, every aarch64 processor) */
+    OKV_ISA_DOTPROD = 5,     /* + SDOT/UDOT (ARMv8.2 dotprod; Cortex-A55/A76 on, Apple M1 on) */
+    OKV_ISA_I8MM = 6,        /* + SMMLA/USDOT (ARMv8.6 i8mm; Graviton3, Apple M2 on) */
+    OKV_ISA_COUNT = 7
 } okv_isa;
 
-/* The best ISA this processor supports (AVX512_VNNI where it has it),
- * capped by the environment variable OKV_ISA (scalar, avx2, avx512 or
- * avx512vnni; read once) if set: a benchmarking and testing aid for running
- * a narrower machine's kernels.  Kernels choose by this; okv_cpu_has_isa
+/* The family an ISA belongs to: code that picks x86 or ARM kernels by a
+ * level (isa >= OKV_ISA_AVX2) must first ask which family it is in. */
+static inline int okv_isa_is_x86(okv_isa isa) { return isa >= OKV_ISA_AVX2 && isa <= OKV_ISA_AVX512_VNNI; }
+static inline int okv_isa_is_arm(okv_isa isa) { return isa >= OKV_ISA_NEON && isa <= OKV_ISA_I8MM; }
+
+/* The best ISA this processor supports (AVX512_VNNI or I8MM where it has
+ * it), capped by the environment variable OKV_ISA (scalar, avx2, avx512,
+ * avx512vnni, neon, dotprod or i8mm; read once) if set: a benchmarking and
+ * testing aid for running a narrower machine's kernels (a name this
+ * processor cannot run is ignored).  Kernels choose by this; okv_cpu_has_isa
  * stays the plain hardware answer. */
 okv_isa okv_cpu_best_isa(void);
 
@@ -28,11 +38,26 @@ int okv_cpu_has_isa(okv_isa isa);
 
 const char *okv_isa_name(okv_isa isa);
 
+#if defined(__x86_64__) || defined(__i386__)
+#define OKV_X86 1
 #define OKV_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define OKV_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 /* OKV_TARGET_AVX512 plus the 8-bit dot product instruction (vpdpbusd);
  * check okv_cpu_has_isa(OKV_ISA_AVX512_VNNI) before calling such code. */
 #define OKV_TARGET_AVX512VNNI \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+#endif
+
+#if defined(__aarch64__)
+#define OKV_ARM 1
+/* NEON (Advanced SIMD) is part of ARMv8.0-A: the baseline kernels need no
+ * attribute.  The dot-product and 8-bit matrix kernels are compiled for
+ * their extension function by function; check okv_cpu_has_isa first. */
+#define OKV_TARGET_NEON
+/* GCC 12's arm_neon.h declares SDOT and SMMLA for armv8.2-a plus the
+ * extension, so the attribute names that (not just "+dotprod"). */
+#define OKV_TARGET_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#define OKV_TARGET_I8MM __attribute__((target("arch=armv8.2-a+dotprod+i8mm")))
+#endif
 
 #endif

@@ -78,9 +78,7 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
         case OKV_ACT_Q8_0: {
             int8_t *xq = (int8_t *)(job->act + (size_t)c->n * (size_t)(k / OKV_QK) * sizeof(float));
             float *xd = (float *)job->act;
-            /* the AVX2 quantizer gives the scalar one's bits (tested) */
-            if (job->kern == OKV_ISA_SCALAR) okv_mm_quantize_act_scalar(x, k, xq + j * k, xd + j * (k / OKV_QK));
-            else okv_mm_quantize_act_avx2(x, k, xq + j * k, xd + j * (k / OKV_QK));
+            okv_mm_quantize_act(job->kern, x, k, xq + j * k, xd + j * (k / OKV_QK));
             break;
         }
         case OKV_ACT_Q8_1:
@@ -88,8 +86,7 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
             break;
         case OKV_ACT_Q8_K: {
             block_q8_K *y = (block_q8_K *)(job->act + (size_t)j * act_col_bytes(job->fmt, k));
-            if (job->kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(x, y, k);
-            else okv_mm_quantize_q8_K_avx2(x, y, k);
+            okv_mm_quantize_q8_K(job->kern, x, y, k);
             break;
         }
         case OKV_ACT_Q8_0X16:
@@ -104,6 +101,30 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
         case OKV_ACT_F32: case OKV_ACT_COUNT: break;
         }
     }
+}
+
+/* Every ISA's quantizer gives the scalar one's bits (test_matmul, test_quant):
+ * the SIMD ones only go faster. */
+void okv_mm_quantize_act(okv_isa kern, const float *x, int64_t k, int8_t *q, float *d) {
+    (void)kern; /* a scalar-only build has no other */
+#if defined(OKV_X86)
+    if (okv_isa_is_x86(kern)) { okv_mm_quantize_act_avx2(x, k, q, d); return; }
+#endif
+#if defined(OKV_ARM)
+    if (okv_isa_is_arm(kern)) { okv_mm_quantize_act_neon(x, k, q, d); return; }
+#endif
+    okv_mm_quantize_act_scalar(x, k, q, d);
+}
+
+void okv_mm_quantize_q8_K(okv_isa kern, const float *x, block_q8_K *y, int64_t k) {
+    (void)kern;
+#if defined(OKV_X86)
+    if (okv_isa_is_x86(kern)) { okv_mm_quantize_q8_K_avx2(x, y, k); return; }
+#endif
+#if defined(OKV_ARM)
+    if (okv_isa_is_arm(kern)) { okv_mm_quantize_q8_K_neon(x, y, k); return; }
+#endif
+    okv_quantize_row_q8_K(x, y, k);
 }
 
 /* Rows r0 .. r1-1 by the column block from cb. */

@@ -72,6 +72,13 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
+/* aarch64 (kernels/..._neon.c): NEON and DOTPROD per sixteen-wide layout. */
+#define OKV_MM_TILES_ARM(t) OKV_MM_TILE(okv_mm_tile_##t##_neon); OKV_MM_TILE(okv_mm_tile_##t##_dotprod)
+OKV_MM_TILES_ARM(q4_0x16);
+OKV_MM_TILES_ARM(q8_0x16);
+OKV_MM_TILES_ARM(q4_Kx16);
+OKV_MM_TILES_ARM(q5_Kx16);
+OKV_MM_TILES_ARM(q6_Kx16);
 /* MXFP4 sixteen blocks wide (kernels/mxfp4x16.h). */
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_scalar);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx2);
@@ -120,9 +127,15 @@ OKV_MM_BLOCK(okv_mm_block_bf16_avx512);
 /* The Q8_0 activation quantizer (the others are in quant.c). */
 void okv_mm_quantize_act_scalar(const float *x, int64_t k, int8_t *q, float *d);
 void okv_mm_quantize_act_avx2(const float *x, int64_t k, int8_t *q, float *d);
+void okv_mm_quantize_act_neon(const float *x, int64_t k, int8_t *q, float *d);
 /* okv_quantize_row_q8_K bit for bit (for finite x), vectorized: decode
  * quantizes every K-quant product's activations first. */
 void okv_mm_quantize_q8_K_avx2(const float *x, block_q8_K *y, int64_t k);
+void okv_mm_quantize_q8_K_neon(const float *x, block_q8_K *y, int64_t k);
+/* The two above with the quantizer of kern's family (the scalar one where
+ * the family has none): the same bits whichever runs (matmul.c). */
+void okv_mm_quantize_act(okv_isa kern, const float *x, int64_t k, int8_t *q, float *d);
+void okv_mm_quantize_q8_K(okv_isa kern, const float *x, block_q8_K *y, int64_t k);
 
 /* Put before every loop over a tile's rows or columns.  Unrolled this early,
  * GCC keeps the accumulator arrays in registers; otherwise (at -O3) it also

@@ -5,8 +5,8 @@
  * take |w| times x with w's sign (maddubs and vpdpbusd need one unsigned
  * side): 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum stay
  * within int16 (24384), so the kernels without VNNI widen once per group
- * half, and every ISA gets the same exact lanes. */
-#include <immintrin.h>
+ * half, and every ISA gets the same exact lanes.  On other processors only
+ * the scalar tile is built (wtype.c's X16() names no other). */
 #include <math.h>
 #include <string.h>
 
@@ -61,6 +61,9 @@ OKV_X16_SCALAR_TILE(okv_mm_tile_mxfp4x16_scalar, block_mxfp4x16, block_act_q8_0x
     for (int i = 0; i < 16; i++)
         acc[i] = fmaf((float)dot_scalar(w, x->qs, i), okv_e8m0_half(w->e[i]) * x->d[i], acc[i]);
 })
+
+#if defined(OKV_X86) /* the x86 bodies */
+#include <immintrin.h>
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
@@ -168,3 +171,4 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_mxfp4x16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_mxfp4x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_mxfp4x16_avx512)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_mxfp4x16_avx512vnni)
+#endif /* OKV_X86 */

@@ -100,18 +100,22 @@ static inline float silu1(float x) { return x / (1.0f + expf(-x)); }
  * ulps); which one runs depends on the processor alone, like matmul's
  * kernels, never on n or chunking. */
 void okv_silu(float *y, const float *x, int64_t n) {
-    if (okv_cpu_best_isa() >= OKV_ISA_AVX2) {
+#if defined(OKV_X86)
+    if (okv_isa_is_x86(okv_cpu_best_isa())) {
         okv_silu_avx2(y, x, n);
         return;
     }
+#endif
     for (int64_t i = 0; i < n; i++) y[i] = silu1(x[i]);
 }
 
 void okv_swiglu(float *y, const float *gate, const float *up, int64_t n) {
-    if (okv_cpu_best_isa() >= OKV_ISA_AVX2) {
+#if defined(OKV_X86)
+    if (okv_isa_is_x86(okv_cpu_best_isa())) {
         okv_swiglu_avx2(y, gate, up, n);
         return;
     }
+#endif
     for (int64_t i = 0; i < n; i++) y[i] = silu1(gate[i]) * up[i];
 }
 

@@ -2,7 +2,6 @@
  * layout, and the product kernels of every ISA, which all compute the same
  * operations in the same order (exact integer block sums, one FMA per block
  * and lane, x16.h's lane sum) and so give the same bits. */
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
@@ -47,8 +46,7 @@ void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act
         const int64_t len = k - g * OKV_X16_VALUES < OKV_X16_VALUES ? k - g * OKV_X16_VALUES : OKV_X16_VALUES;
         memset(q, 0, sizeof q);
         memset(y->d, 0, sizeof y->d);
-        if (kern == OKV_ISA_SCALAR) okv_mm_quantize_act_scalar(xg, len, q, y->d);
-        else okv_mm_quantize_act_avx2(xg, len, q, y->d);
+        okv_mm_quantize_act(kern, xg, len, q, y->d);
         for (int i = 0; i < OKV_X16_BLOCKS; i++) {
             int32_t s = 0;
             for (int t = 0; t < OKV_QK; t++) s += q[i * OKV_QK + t];
@@ -66,6 +64,9 @@ OKV_X16_SCALAR_TILE(okv_mm_tile_q4_0x16_scalar, block_q4_0x16, block_act_q8_0x16
         acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
     }
 })
+
+#if defined(OKV_X86) /* the x86 bodies; aarch64's are in q4_0x16_neon.c */
+#include <immintrin.h>
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
@@ -193,3 +194,5 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q4_0x16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q4_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q4_0x16_avx512)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q4_0x16_avx512vnni)
+
+#endif /* OKV_X86 */

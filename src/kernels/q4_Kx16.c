@@ -2,7 +2,6 @@
  * the activation layout, and the product kernels of every ISA, all
  * computing the same float operations in the same order (so the same bits).
  * The kernels are one body each, FIVE choosing Q5_K's fifth bits. */
-#include <immintrin.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -106,8 +105,7 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act
         const float *xg = x + g * SB * OKV_QK_K;
         const int64_t len = k - g * SB * OKV_QK_K < SB * OKV_QK_K ? k - g * SB * OKV_QK_K : SB * OKV_QK_K;
         memset(a, 0, sizeof a); /* a missing second super-block: zero values, scale and sums */
-        if (kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(xg, a, len);
-        else okv_mm_quantize_q8_K_avx2(xg, a, len);
+        okv_mm_quantize_q8_K(kern, xg, a, len);
         for (int i = 0; i < 16; i++) {
             const block_q8_K *b = &a[i / 8];
             memcpy(q + 32 * i, b->qs + 32 * (i % 8), 32);
@@ -158,6 +156,9 @@ void okv_mm_tile_q4_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t
 void okv_mm_tile_q5_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {
     tile_scalar(c, r0, nr, c0, nc, 1);
 }
+
+#if defined(OKV_X86) /* the x86 bodies; aarch64's are in q4_Kx16_neon.c */
+#include <immintrin.h>
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
@@ -313,3 +314,5 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile5_avx512, okv_mm_tile_q5_Kx16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, okv_mm_tile_q5_Kx16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile5_avx512, okv_mm_block_q5_Kx16_avx512)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, okv_mm_block_q5_Kx16_avx512vnni)
+
+#endif /* OKV_X86 */

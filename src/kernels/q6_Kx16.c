@@ -1,7 +1,6 @@
 /* Q6_K sixteen sub-blocks wide (see q6_Kx16.h): the repacking, the
  * activation layout, and the product kernels of every ISA, all computing the
  * same integers and float operations in the same order (so the same bits). */
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
@@ -63,8 +62,7 @@ void okv_dequantize_row_q6_Kx16(const void *src, float *dst, int64_t k) {
 void okv_quantize_act_q8_Kx16s(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16s *y) {
     block_q8_K a;
     for (int64_t g = 0; g < k / OKV_QK_K; g++, y++) {
-        if (kern == OKV_ISA_SCALAR) okv_quantize_row_q8_K(x + g * OKV_QK_K, &a, OKV_QK_K);
-        else okv_mm_quantize_q8_K_avx2(x + g * OKV_QK_K, &a, OKV_QK_K);
+        okv_mm_quantize_q8_K(kern, x + g * OKV_QK_K, &a, OKV_QK_K);
         for (int i = 0; i < 16; i++) {
             y->c32[i] = -32 * a.bsums[i];
             y->d[i] = a.d;
@@ -84,6 +82,9 @@ OKV_X16_SCALAR_TILE(okv_mm_tile_q6_Kx16_scalar, block_q6_Kx16, block_act_q8_Kx16
         acc[i] = fmaf((float)p, d * (float)w->sc[i] * x->d[i], acc[i]);
     }
 })
+
+#if defined(OKV_X86) /* the x86 bodies; aarch64's are in q6_Kx16_neon.c */
+#include <immintrin.h>
 
 /* The four value vectors of a super-block from its nibbles and high bits:
  * value vector v = (nibble) | (bits 2v, 2v + 1 of qh) << 4.  A 16-bit shift
@@ -251,3 +252,5 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q6_Kx16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q6_Kx16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q6_Kx16_avx512)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q6_Kx16_avx512vnni)
+
+#endif /* OKV_X86 */

@@ -1,7 +1,6 @@
 /* Q8_0 sixteen blocks wide (see q8_0x16.h): the repacking and the product
  * kernels of every ISA, which compute the same integers and the same float
  * operations in the same order (so the same bits). */
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
@@ -49,6 +48,9 @@ OKV_X16_SCALAR_TILE(okv_mm_tile_q8_0x16_scalar, block_q8_0x16, block_act_q8_0x16
         acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
     }
 })
+
+#if defined(OKV_X86) /* the x86 bodies; aarch64's are in q8_0x16_neon.c */
+#include <immintrin.h>
 
 /* AVX2: |w| times x with w's sign, int16 pairs of at most 2 * 128 * 127,
  * each vector's widened before the next (two would overflow): the exact
@@ -134,3 +136,5 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q8_0x16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q8_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q8_0x16_avx512)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q8_0x16_avx512vnni)
+
+#endif /* OKV_X86 */

@@ -14,6 +14,9 @@ static void f32_to_float(const void *src, float *dst, int64_t k) { memcpy(dst, s
 static void f16_to_float(const void *src, float *dst, int64_t k) { okv_f16_to_f32_row(dst, src, k); }
 static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_f32_row(dst, src, k); }
 
+/* The kernels of the processor family this is built for; a slot left NULL
+ * takes the next lower ISA's (okv_wtype_tile), down to scalar. */
+#if defined(OKV_X86)
 /* AVX512_VNNI takes AVX512's kernel where it has none (okv_wtype_tile) */
 #define TILES_SIMD(t) {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512}
 #define TILES_VNNI(t) \
@@ -21,6 +24,31 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t), \
                  .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
                                 [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
+/* a sixteen-wide layout: every ISA's tiles, AVX-512's block passes */
+#define X16(t) .tile = TILES_VNNI(t), \
+               .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
+/* ... and AVX2's block pass too */
+#define X16_AVX2(t) .tile = TILES_VNNI(t), \
+               .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
+                              [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
+#define X16_NEON(t) X16(t)
+#define X16_NEON_AVX2(t) X16_AVX2(t)
+#else
+/* aarch64 (kernels/..._neon.c: the sixteen-wide layouts' tiles per level,
+ * I8MM taking DOTPROD's; no block passes, the tiles already convert a row
+ * group once for 4 columns), or any other processor: scalar */
+#define TILES_SIMD(t) {okv_mm_tile_##t##_scalar}
+#define TILES_VNNI(t) {okv_mm_tile_##t##_scalar}
+#define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t)
+#define X16(t) .tile = TILES_VNNI(t)
+#if defined(OKV_ARM)
+#define X16_NEON(t) .tile = {okv_mm_tile_##t##_scalar, [OKV_ISA_NEON] = okv_mm_tile_##t##_neon, \
+                             [OKV_ISA_DOTPROD] = okv_mm_tile_##t##_dotprod}
+#else
+#define X16_NEON(t) X16(t)
+#endif
+#define X16_NEON_AVX2(t) X16_NEON(t)
+#endif
 
 /* Block layouts as ggml-common.h defines them (quant.h has the structs);
  * QK_K = 256 for the K-quants and the IQ types built on them. */
@@ -62,37 +90,22 @@ static const okv_wtype types[OKV_WT_END] = {
 
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
-                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q4_0x16),
-                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q4_0x16_avx2,
-                                       [OKV_ISA_AVX512] = okv_mm_block_q4_0x16_avx512,
-                                       [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_0x16_avx512vnni},
+                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVX2(q4_0x16),
                         .block_min_n = 5},
     [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
-                        .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(q8_0x16),
-                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q8_0x16_avx512,
-                                       [OKV_ISA_AVX512_VNNI] = okv_mm_block_q8_0x16_avx512vnni},
+                        .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON(q8_0x16),
                         .block_min_n = 5},
     [OKV_WT_MXFP4X16] = {.name = "mxfp4x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_mxfp4x16),
-                         .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, .tile = TILES_VNNI(mxfp4x16),
-                         .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_mxfp4x16_avx512,
-                                        [OKV_ISA_AVX512_VNNI] = okv_mm_block_mxfp4x16_avx512vnni},
+                         .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, X16(mxfp4x16),
                          .block_min_n = 5},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
-                        .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, .tile = TILES_VNNI(q6_Kx16),
-                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q6_Kx16_avx2,
-                                       [OKV_ISA_AVX512] = okv_mm_block_q6_Kx16_avx512,
-                                       [OKV_ISA_AVX512_VNNI] = okv_mm_block_q6_Kx16_avx512vnni},
+                        .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16_NEON_AVX2(q6_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q5_KX16] = {.name = "q5_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q5_Kx16),
-                        .to_float = okv_dequantize_row_q5_Kx16, .act = OKV_ACT_Q8_KX16, .tile = TILES_VNNI(q5_Kx16),
-                        .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_q5_Kx16_avx512,
-                                       [OKV_ISA_AVX512_VNNI] = okv_mm_block_q5_Kx16_avx512vnni},
+                        .to_float = okv_dequantize_row_q5_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON(q5_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q4_Kx16),
-                        .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, .tile = TILES_VNNI(q4_Kx16),
-                        .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_q4_Kx16_avx2,
-                                       [OKV_ISA_AVX512] = okv_mm_block_q4_Kx16_avx512,
-                                       [OKV_ISA_AVX512_VNNI] = okv_mm_block_q4_Kx16_avx512vnni},
+                        .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON_AVX2(q4_Kx16),
                         .block_min_n = 5},
 };
 

@@ -8,7 +8,6 @@
 #ifndef OKV_KERNELS_X16_H
 #define OKV_KERNELS_X16_H
 
-#include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -56,6 +55,9 @@ static inline int32_t okv_x16_dot_scalar(const uint8_t qs[4][64], const uint8_t 
         }
     return p;
 }
+
+#if defined(OKV_X86)
+#include <immintrin.h>
 
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 float okv_x16_sum16_avx2(__m256 lo, __m256 hi) {
     const __m256 s8 = _mm256_add_ps(lo, hi);
@@ -140,6 +142,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 float okv_x16_sum
             }                                                                                \
         }                                                                                    \
     } while (0)
+
+#endif /* OKV_X86 */
 
 /* A kernel body's hoisted pointers: wr[r], row r0 + r's first group (of
  * type WT), xs[j], column c0 + j's first activation group (AT), and ng, the
