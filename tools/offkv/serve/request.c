@@ -283,7 +283,7 @@ static bool no_nul(const char *body, size_t len, srv_fail *f) {
                     return bad(f, field, "'%s' holds a NUL character (\\u0000); offkv refuses it rather than cut the text "
                                "there", field);
                 }
-                i++; /* the escaped character (a \uXXXX's digits are plain) */
+                i++; /* the escaped character (the four hex digits of a \u escape are plain) */
             } else if (c == '"') {
                 in_str = false;
                 if (depth == 1 && is_key) {
