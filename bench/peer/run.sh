@@ -31,6 +31,12 @@
 #                 roofline counts the active experts' bytes only
 #   LLAMA_BENCH   llama.cpp's llama-bench (default ../shared/llama.cpp/bin/llama-bench
 #                 beside this checkout; when missing, its columns say –)
+#   LLAMA_VARIANT the CPU variant llama.cpp may load (x64, haswell, icelake,
+#                 zen4): its binary and libraries are copied into the cache
+#                 folder without the other variants' libraries, because ggml
+#                 loads the best one it finds beside the program.  Default:
+#                 haswell when OKV_ISA=avx2, so both engines run AVX2 code on
+#                 an AVX-512 machine; otherwise llama.cpp's own choice
 #   BUILD         offkv's build folder (default ./build)
 set -eu
 
@@ -49,6 +55,24 @@ die() { say "error: $*"; exit 1; }
 [ -x "$BUILD/bench/peak" ] || die "$BUILD/bench/peak not built"
 LLAMA_BENCH=${LLAMA_BENCH:-$ROOT/../shared/llama.cpp/bin/llama-bench}
 [ -x "$LLAMA_BENCH" ] || say "no llama-bench at $LLAMA_BENCH: its columns stay empty (set LLAMA_BENCH)"
+variant=${LLAMA_VARIANT:-}
+[ -z "$variant" ] && [ "${OKV_ISA:-}" = avx2 ] && variant=haswell
+if [ -n "$variant" ] && [ -x "$LLAMA_BENCH" ]; then
+    src=$(dirname "$LLAMA_BENCH")
+    [ -f "$src/libggml-cpu-$variant.so" ] ||
+        die "LLAMA_VARIANT '$variant': no $src/libggml-cpu-$variant.so (have: $(cd "$src" && ls libggml-cpu-*.so | sed 's/libggml-cpu-//; s/\.so//' | tr '\n' ' '))"
+    dst=$CACHE/llama-$variant
+    rm -rf "$dst" && mkdir -p "$dst"
+    # Copies, not links: ggml looks for its variants beside the resolved program.
+    for f in "$src"/*; do
+        case $(basename "$f") in
+        libggml-cpu-*.so) [ "$(basename "$f")" = "libggml-cpu-$variant.so" ] || continue ;;
+        esac
+        cp "$f" "$dst/"
+    done
+    LLAMA_BENCH=$dst/$(basename "$LLAMA_BENCH")
+    say "llama.cpp limited to its $variant variant ($dst)"
+fi
 command -v node >/dev/null || die "node (Node.js >= 20) not found: node-llama-cpp runs llama.cpp"
 command -v npm >/dev/null || die "npm not found: it installs node-llama-cpp"
 
