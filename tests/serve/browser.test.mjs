@@ -58,6 +58,9 @@ try {
   await page.screenshot({ path: path.join(BIN, 'serve-page.png'), fullPage: false });
 
   // Stop while the answer arrives: after it the answer no longer grows.
+  // The network slowed further first (about 5 s for the answer), so that
+  // a loaded machine's slow page checks still come before its end.
+  await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 1500, uploadThroughput: -1 });
   await page.fill('#input', 'And then?');
   await page.click('#send');
   await page.waitForFunction(() => document.querySelectorAll('.msg.assistant')[1]?.textContent.length > 0, null, { timeout: 30000 });
