@@ -383,54 +383,96 @@ static void test_errors(void) {
     CHECK(okv_matmul_scratch_bytes(OKV_GGML_Q8_0, 64, 3) >= 3 * (64 + 8), "q8 scratch");
 }
 
+/* Whether any of the types multiplies quantized activations. */
+static int act_needs_scratch(const int *types, int n) {
+    for (int i = 0; i < n; i++)
+        if (okv_wtype_get(types[i])->act != OKV_ACT_F32) return 1;
+    return 0;
+}
+
+/* Rows of product i of a test group: partial row tiles of several sizes. */
+static int64_t group_rows(int i) {
+    static const int64_t rows[] = {37, 9, 20, 4, 13};
+    return rows[i % 5];
+}
+
 /* A group of products of one input (activations quantized once, one
  * fork-join) gives every product bit for bit as okv_matmul alone does, with
- * quantized and float weights mixed in one group. */
-static void test_multi(okv_threadpool **pools, const int types[OKV_MM_MAX_OPS], int64_t K) {
+ * quantized and float weights mixed in one group.  each: okv_matmul_each,
+ * product i of column i of x alone, against okv_matmul of that column. */
+static void test_group(okv_threadpool **pools, const int *types, int n_ops, int64_t K, int each) {
     enum { N = 7 };
-    const int64_t rows[OKV_MM_MAX_OPS] = {37, 9, 20, 4};
+    const int64_t n = each ? 1 : N, n_cols = each ? n_ops : N;
     uint8_t *w[OKV_MM_MAX_OPS];
     float *wd = malloc(sizeof(float) * 37 * K);
     float *y[OKV_MM_MAX_OPS], *y1 = malloc(sizeof(float) * 37 * N);
-    float *x = malloc(sizeof(float) * (size_t)(N * K));
-    for (int i = 0; i < N * K; i++) x[i] = frand() * 2.0f;
+    float *x = malloc(sizeof(float) * (size_t)(n_cols * K));
+    for (int i = 0; i < n_cols * K; i++) x[i] = frand() * 2.0f;
     okv_mm_op ops[OKV_MM_MAX_OPS];
-    for (int i = 0; i < OKV_MM_MAX_OPS; i++) {
-        w[i] = malloc(okv_ggml_row_size(types[i], K) * (size_t)rows[i]);
-        y[i] = malloc(sizeof(float) * (size_t)(rows[i] * N));
-        make_weights(types[i], rows[i], K, w[i], wd);
-        ops[i] = (okv_mm_op){.wtype = types[i], .w = w[i], .rows = rows[i], .y = y[i]};
+    for (int i = 0; i < n_ops; i++) {
+        w[i] = malloc(okv_ggml_row_size(types[i], K) * (size_t)group_rows(i));
+        y[i] = malloc(sizeof(float) * (size_t)(group_rows(i) * n));
+        make_weights(types[i], group_rows(i), K, w[i], wd);
+        ops[i] = (okv_mm_op){.wtype = types[i], .w = w[i], .rows = group_rows(i), .y = y[i]};
     }
     /* the group's largest need: its formats take turns in it */
     size_t sb = 0;
-    for (int i = 0; i < OKV_MM_MAX_OPS; i++)
-        if (okv_matmul_scratch_bytes(types[i], K, N) > sb) sb = okv_matmul_scratch_bytes(types[i], K, N);
+    for (int i = 0; i < n_ops; i++)
+        if (okv_matmul_scratch_bytes(types[i], K, n_cols) > sb) sb = okv_matmul_scratch_bytes(types[i], K, n_cols);
     void *scratch = malloc(sb);
     okv_error err;
     for (int kern = 0; kern < OKV_ISA_COUNT; kern++) {
         if (!okv_cpu_has_isa((okv_isa)kern)) continue;
         for (int p = 0; p < 3; p++) {
-            for (int i = 0; i < OKV_MM_MAX_OPS; i++) memset(y[i], 0xFF, sizeof(float) * (size_t)(rows[i] * N));
-            CHECK_STATUS(okv_matmul_multi_with((okv_isa)kern, pools[p], ops, OKV_MM_MAX_OPS, K, x, N,
-                                               scratch, &err),
-                         OKV_OK, err);
-            for (int i = 0; i < OKV_MM_MAX_OPS; i++) {
-                CHECK_STATUS(okv_matmul_with((okv_isa)kern, pools[p], types[i], w[i], rows[i], K, x, N, y1,
-                                             scratch, &err),
+            for (int i = 0; i < n_ops; i++) memset(y[i], 0xFF, sizeof(float) * (size_t)(group_rows(i) * n));
+            if (each)
+                CHECK_STATUS(okv_matmul_each_with((okv_isa)kern, pools[p], ops, n_ops, K, x, scratch, &err), OKV_OK,
+                             err);
+            else
+                CHECK_STATUS(okv_matmul_multi_with((okv_isa)kern, pools[p], ops, n_ops, K, x, N, scratch, &err),
                              OKV_OK, err);
-                CHECK(memcmp(y1, y[i], sizeof(float) * (size_t)(rows[i] * N)) == 0,
-                      "%s, %d threads: product %d of the group differs from it alone",
-                      okv_isa_name((okv_isa)kern), okv_threadpool_size(pools[p]), i);
+            for (int i = 0; i < n_ops; i++) {
+                CHECK_STATUS(okv_matmul_with((okv_isa)kern, pools[p], types[i], w[i], group_rows(i), K,
+                                             x + (each ? i * K : 0), n, y1, scratch, &err),
+                             OKV_OK, err);
+                CHECK(memcmp(y1, y[i], sizeof(float) * (size_t)(group_rows(i) * n)) == 0,
+                      "%s, %d threads: product %d of %d of the group%s differs from it alone",
+                      okv_isa_name((okv_isa)kern), okv_threadpool_size(pools[p]), i, n_ops,
+                      each ? " (each its own column)" : "");
             }
         }
     }
-    CHECK_STATUS(okv_matmul_multi(NULL, ops, 0, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
-    CHECK_STATUS(okv_matmul_multi(NULL, ops, OKV_MM_MAX_OPS + 1, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
-    CHECK_STATUS(okv_matmul_multi(NULL, ops, 2, K, x, N, NULL, &err), OKV_ERR_INVALID, err);
-    ops[1].w = NULL;
-    CHECK_STATUS(okv_matmul_multi(NULL, ops, 2, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
-    for (int i = 0; i < OKV_MM_MAX_OPS; i++) { free(w[i]); free(y[i]); }
+    if (each) {
+        CHECK_STATUS(okv_matmul_each(NULL, ops, 0, K, x, scratch, &err), OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_matmul_each(NULL, ops, OKV_MM_MAX_OPS + 1, K, x, scratch, &err), OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_matmul_each(NULL, ops, 2, K, NULL, scratch, &err), OKV_ERR_INVALID, err);
+    } else {
+        CHECK_STATUS(okv_matmul_multi(NULL, ops, 0, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
+        CHECK_STATUS(okv_matmul_multi(NULL, ops, OKV_MM_MAX_OPS + 1, K, x, N, scratch, &err), OKV_ERR_INVALID, err);
+    }
+    if (act_needs_scratch(types, n_ops)) {
+        CHECK_STATUS(each ? okv_matmul_each(NULL, ops, n_ops, K, x, NULL, &err)
+                          : okv_matmul_multi(NULL, ops, n_ops, K, x, N, NULL, &err),
+                     OKV_ERR_INVALID, err);
+    }
+    ops[n_ops > 1].w = NULL;
+    CHECK_STATUS(each ? okv_matmul_each(NULL, ops, n_ops, K, x, scratch, &err)
+                      : okv_matmul_multi(NULL, ops, n_ops, K, x, N, scratch, &err),
+                 OKV_ERR_INVALID, err);
+    for (int i = 0; i < n_ops; i++) { free(w[i]); free(y[i]); }
     free(wd); free(y1); free(scratch); free(x);
+}
+
+/* test_group, grouped (okv_matmul_multi) and each its own column
+ * (okv_matmul_each), for n_ops of types, then as many products as a group
+ * holds (the types in turn). */
+static void test_groups(okv_threadpool **pools, const int *types, int n_ops, int64_t K) {
+    int all[OKV_MM_MAX_OPS];
+    for (int i = 0; i < OKV_MM_MAX_OPS; i++) all[i] = types[i % n_ops];
+    for (int each = 0; each < 2; each++) {
+        test_group(pools, types, n_ops, K, each);
+        test_group(pools, all, OKV_MM_MAX_OPS, K, each);
+    }
 }
 
 int main(void) {
@@ -441,14 +483,14 @@ int main(void) {
     test_act_quantizers();
     test_q8_K_quantizers();
     test_errors();
-    const int legacy[OKV_MM_MAX_OPS] = {OKV_GGML_Q4_0, OKV_GGML_F16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
-    test_multi(pools, legacy, 96);
+    const int legacy[] = {OKV_GGML_Q4_0, OKV_GGML_F16, OKV_GGML_Q8_0, OKV_GGML_Q4_0};
+    test_groups(pools, legacy, 4, 96);
     /* a Q4_K_M layer's Q/K/V (Q4_K and Q6_K share the Q8_K activations) */
-    const int q4_k_m[OKV_MM_MAX_OPS] = {OKV_GGML_Q4_K, OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K};
-    test_multi(pools, q4_k_m, 512);
+    const int q4_k_m[] = {OKV_GGML_Q4_K, OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K};
+    test_groups(pools, q4_k_m, 4, 512);
     /* every activation format at once: one pass per format */
-    const int mixed[OKV_MM_MAX_OPS] = {OKV_GGML_Q4_K, OKV_GGML_Q4_1, OKV_GGML_F32, OKV_GGML_Q5_0};
-    test_multi(pools, mixed, 256);
+    const int mixed[] = {OKV_GGML_Q4_K, OKV_GGML_Q4_1, OKV_GGML_F32, OKV_GGML_Q5_0};
+    test_groups(pools, mixed, 4, 256);
     /* odd block counts (3, 7) take the AVX-512 single-block tail; rows 37
      * and 67 leave partial row tiles; n 9 leaves a partial column tile */
     const shape qshapes[] = {{1, 32, 1}, {5, 64, 3}, {37, 96, 1}, {67, 320, 9}, {8, 224, 5}, {13, 32, 4}};

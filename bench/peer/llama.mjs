@@ -281,9 +281,12 @@ function modelFacts(model, path) {
     const kDim = a.attention.key_length ?? a.embedding_length / nHead, vDim = a.attention.value_length ?? kDim;
     const nVocab = ts.find((t) => t.name === "token_embd.weight").dims[1];
     // the layers' matrices (norms are vectors; token_embd and output are
-    // looked up or, in prefill, multiplied for the last token only)
+    // looked up or, in prefill, multiplied for the last token only); a 3-D
+    // expert tensor [ne0, ne1, n_expert] counts the expert_used_count
+    // experts a token goes through, not one expert nor all of them
+    const used = a.expert_count ? a.expert_used_count : 1;
     const matElems = ts.filter((t) => t.name.startsWith("blk.") && t.dims.length >= 2 && t.dims[1] > 1)
-        .reduce((s, t) => s + t.dims[0] * t.dims[1], 0);
+        .reduce((s, t) => s + t.dims[0] * t.dims[1] * (/_exps\./.test(t.name) && t.dims.length >= 3 ? used : 1), 0);
     // f16 K and V rows per cached position: every layer, or (gpt-oss) the
     // full layers, and the sliding ones (even layers, period 2) up to the window
     const window = arch === "gpt-oss" ? a.attention.sliding_window ?? 0 : 0;
@@ -328,11 +331,11 @@ function writeTable(done) {
     lines.push(`llama.cpp: node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release}, prebuilt), CPU variant ${variant}, flash attention ${faResolved}`);
     lines.push(LLAMA_BENCH ? `llama-bench: ${LLAMA_BENCH} (CPU variant ${lbVariant ?? "?"}), run after each type's turns, -r ${REPS}, f16 K/V, -fa ${env.BENCH_FA ?? "auto"}; median of its samples${env.OKV_ISA ? `; OKV_ISA=${env.OKV_ISA} caps offkv (LLAMA_VARIANT limits llama.cpp; run.sh picks haswell for avx2)` : ""}`
         : "llama-bench: not run (LLAMA_BENCH unset or missing)");
-    lines.push(peak ? `compute peak (build/bench/peak, ${THREADS} thread(s), best wall run): ${peak.names}${env.OKV_ISA ? ` (OKV_ISA=${env.OKV_ISA})` : ""}; prefill share = t/s x flops per token / peak`
+    lines.push(peak ? `compute peak (build/bench/peak, ${THREADS} thread(s), best wall run): ${peak.names}${env.OKV_ISA ? ` (OKV_ISA=${env.OKV_ISA})` : ""}; prefill share = t/s x flops per token / peak (a mixture of experts: the flops of the experts a token uses)`
         : "compute peak: not measured (BENCH_PEAK unset)");
     lines.push(`offkv: ${env.OFFKV_COMMIT ?? "?"}; model: synthetic ${env.BENCH_SHAPE ?? "?"} shape (offkv synth --seed 1)`);
     lines.push(`${THREADS} thread(s), f16 K/V; median of ${REPS} runs after a warm-up run, the engines taking turns run by run; depth ${D} filled untimed`);
-    lines.push(`memory read bandwidth (build/bench/membw, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${(BW / 1e9).toFixed(2)} GB/s; roofline = that / (weight bytes + f16 K/V bytes read per token, at the test's mean depth)`);
+    lines.push(`memory read bandwidth (build/bench/membw, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${(BW / 1e9).toFixed(2)} GB/s; roofline = that / (weight bytes + f16 K/V bytes read per token, at the test's mean depth); a mixture of experts' roofline counts its active bytes: the expert tensors times expert_used_count / expert_count`);
     lines.push(`load average (1 min) before ${load0[0].toFixed(2)}, after ${load1[0].toFixed(2)}, on ${os.cpus().length} cores; ${((now() - t00) / 60).toFixed(1)} min; ratio = offkv / llama.cpp`);
     lines.push("");
     const lb = (r, k) => (r.lb && r.lb[k] ? median(r.lb[k]) : NaN);

@@ -71,6 +71,9 @@ static okv_status alloc_buffers(okv_batch *b, okv_error *err) {
             const okv_weight *moe[] = {&x->gate_inp, &x->gate.w, &x->up.w, &x->down.w};
             for (size_t j = 0; j < sizeof moe / sizeof moe[0]; j++)
                 scratch = max_size(scratch, scratch_for(moe[j], b->max_rows));
+            /* a decode row's down products quantize one column per expert (moe.c one_row) */
+            const int32_t K = m->n_expert_used < OKV_MM_MAX_OPS ? m->n_expert_used : OKV_MM_MAX_OPS;
+            scratch = max_size(scratch, scratch_for(&x->down.w, K));
         }
     }
     const size_t NE = (size_t)m->n_expert, K = (size_t)m->n_expert_used;

@@ -66,17 +66,20 @@ typedef struct mm_job {
     okv_act_fmt fmt;   /* the activations quant_job writes */
     okv_isa kern;
     uint8_t *act;      /* aligned scratch */
+    const float *x;    /* the input, [n_act][k] (okv_matmul_multi) or [n_ops][k] (okv_matmul_each) */
+    int64_t k;
+    int64_t n_act;     /* activation columns in act */
+    const int64_t *col; /* okv_matmul_each: act column j is column col[j] of x; NULL: column j */
 } mm_job;
 
 static void quant_job(void *p, int32_t ith, int32_t nth) {
     mm_job *job = p;
-    const okv_mm_ctx *c = &job->ctx[0];
-    const int64_t k = c->k;
-    for (int64_t j = ith; j < c->n; j += nth) {
-        const float *x = c->x + j * k;
+    const int64_t k = job->k;
+    for (int64_t j = ith; j < job->n_act; j += nth) {
+        const float *x = job->x + (job->col ? job->col[j] : j) * k;
         switch (job->fmt) {
         case OKV_ACT_Q8_0: {
-            int8_t *xq = (int8_t *)(job->act + (size_t)c->n * (size_t)(k / OKV_QK) * sizeof(float));
+            int8_t *xq = (int8_t *)(job->act + (size_t)job->n_act * (size_t)(k / OKV_QK) * sizeof(float));
             float *xd = (float *)job->act;
             okv_mm_quantize_act(job->kern, x, k, xq + j * k, xd + j * (k / OKV_QK));
             break;
@@ -186,17 +189,25 @@ static okv_status check_op(const okv_mm_op *op, int64_t k, const float *x, int64
 }
 
 /* Runs the products of ops whose activation format is fmt (with the float
- * ones when also_float), after quantizing the activations into scratch. */
+ * ones when also_float), after quantizing the activations into scratch.
+ * each (okv_matmul_each): op o multiplies column o of x alone (n is 1). */
 static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k,
-                       const float *x, int64_t n, void *scratch, okv_act_fmt fmt, int also_float) {
-    mm_job job = {.n_ops = 0, .fmt = fmt, .kern = kern};
+                       const float *x, int64_t n, void *scratch, okv_act_fmt fmt, int also_float, int each) {
+    int64_t cols[OKV_MM_MAX_OPS];
+    mm_job job = {.n_ops = 0, .fmt = fmt, .kern = kern, .x = x, .k = k, .n_act = each ? 0 : n,
+                  .col = each ? cols : NULL};
     atomic_init(&job.next, 0);
     job.act = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    for (int o = 0; o < n_ops; o++) {
+    if (each) /* the columns of this format's quantized ops, in slot order */
+        for (int o = 0; o < n_ops; o++)
+            if (act_of(ops[o].wtype) == fmt && fmt != OKV_ACT_F32) cols[job.n_act++] = o;
+    for (int o = 0, slot = 0; o < n_ops; o++) {
         const okv_mm_op *op = &ops[o];
         const okv_act_fmt f = act_of(op->wtype);
         if (f != fmt && !(also_float && f == OKV_ACT_F32)) continue;
         const int i = job.n_ops++;
+        /* each: the op's column of x, and its slot in the activations */
+        const int64_t xc = each ? o : 0, ac = each && f != OKV_ACT_F32 ? slot++ : 0;
         job.tile[i] = okv_wtype_tile(op->wtype, kern);
         /* a block pass converts each float weight once per column block,
          * which pays from a few columns on; decode keeps the plain tiles */
@@ -205,12 +216,12 @@ static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops,
                                                                        : MM_BLOCK_MIN_N;
         job.block[i] = n >= min_n ? okv_wtype_block(op->wtype, kern) : NULL;
         job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_wtype_row_size(op->wtype, k), .rows = op->rows,
-                                  .k = k, .n = n, .x = x, .y = op->y};
+                                  .k = k, .n = n, .x = x + xc * k, .y = op->y};
         if (f == OKV_ACT_Q8_0) {
-            job.ctx[i].xd = (const float *)job.act;
-            job.ctx[i].xq = (const int8_t *)(job.act + (size_t)n * (size_t)(k / OKV_QK) * sizeof(float));
+            job.ctx[i].xd = (const float *)job.act + ac * (k / OKV_QK);
+            job.ctx[i].xq = (const int8_t *)(job.act + (size_t)job.n_act * (size_t)(k / OKV_QK) * sizeof(float)) + ac * k;
         } else if (f != OKV_ACT_F32) {
-            job.ctx[i].xa = job.act;
+            job.ctx[i].xa = job.act + (size_t)ac * act_col_bytes(f, k);
             job.ctx[i].xa_col = act_col_bytes(f, k);
         }
         /* about MM_CHUNKS_PER_THREAD items per thread and column block, in
@@ -221,15 +232,17 @@ static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops,
     }
     if (job.n_ops == 0) return;
     if (fmt != OKV_ACT_F32) {
-        /* one fork-join for a single column costs more than quantizing it */
-        if (n >= 2 * okv_threadpool_size(pool)) okv_parallel(pool, quant_job, &job);
+        /* one fork-join for a single column costs more than quantizing it
+         * (each: a few short columns, less than one fork-join) */
+        if (!each && n >= 2 * okv_threadpool_size(pool)) okv_parallel(pool, quant_job, &job);
         else quant_job(&job, 0, 1);
     }
     okv_parallel(pool, tile_job, &job);
 }
 
-okv_status okv_matmul_multi_with(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
-                                 int64_t k, const float *x, int64_t n, void *scratch, okv_error *err) {
+/* okv_matmul_multi_with, and okv_matmul_each_with when each (n is 1). */
+static okv_status run_ops(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k,
+                          const float *x, int64_t n, void *scratch, int each, okv_error *err) {
     if (!ops || n_ops < 1 || n_ops > OKV_MM_MAX_OPS)
         return okv_fail(err, OKV_ERR_INVALID, "matmul: %d products in a group (1 to %d)", n_ops, OKV_MM_MAX_OPS);
     if ((int)kern < 0 || kern >= OKV_ISA_COUNT || !okv_cpu_has_isa(kern))
@@ -248,11 +261,26 @@ okv_status okv_matmul_multi_with(okv_isa kern, okv_threadpool *pool, const okv_m
     int first = 1;
     for (int f = OKV_ACT_Q8_0; f < OKV_ACT_COUNT; f++) {
         if (!need[f]) continue;
-        run_format(kern, pool, ops, n_ops, k, x, n, scratch, (okv_act_fmt)f, first);
+        run_format(kern, pool, ops, n_ops, k, x, n, scratch, (okv_act_fmt)f, first, each);
         first = 0;
     }
-    if (first) run_format(kern, pool, ops, n_ops, k, x, n, scratch, OKV_ACT_F32, 1);
+    if (first) run_format(kern, pool, ops, n_ops, k, x, n, scratch, OKV_ACT_F32, 1, each);
     return OKV_OK;
+}
+
+okv_status okv_matmul_multi_with(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
+                                 int64_t k, const float *x, int64_t n, void *scratch, okv_error *err) {
+    return run_ops(kern, pool, ops, n_ops, k, x, n, scratch, 0, err);
+}
+
+okv_status okv_matmul_each_with(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k,
+                                const float *x, void *scratch, okv_error *err) {
+    return run_ops(kern, pool, ops, n_ops, k, x, 1, scratch, 1, err);
+}
+
+okv_status okv_matmul_each(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
+                           void *scratch, okv_error *err) {
+    return okv_matmul_each_with(okv_matmul_isa(), pool, ops, n_ops, k, x, scratch, err);
 }
 
 static okv_isa pinned = OKV_ISA_COUNT;

@@ -62,7 +62,9 @@ typedef struct okv_mm_op {
     float *y;
 } okv_mm_op;
 
-enum { OKV_MM_MAX_OPS = 4 }; /* Q, K, V and a gate is the most a layer has */
+/* Q, K, V and a gate make four; a mixture of experts' decode row groups the
+ * gate and up products of up to sixteen experts (moe.c). */
+enum { OKV_MM_MAX_OPS = 32 };
 
 /* Several products of one input x ([n][k]), e.g. Q, K and V: the activations
  * are quantized once per activation format the group needs, and the products
@@ -74,6 +76,17 @@ enum { OKV_MM_MAX_OPS = 4 }; /* Q, K, V and a gate is the most a layer has */
  * 1..OKV_MM_MAX_OPS. */
 okv_status okv_matmul_multi(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
                             int64_t n, void *scratch, okv_error *err);
+
+/* Products of different inputs of one width, one column each: op i
+ * multiplies column i of x ([n_ops][k]) into op->y (op->rows floats), e.g.
+ * a decode row's experts' down products, each of its own activation.  The
+ * columns are quantized in one pass per activation format and the products
+ * of a format run in one fork-join, with results bit-identical to one
+ * okv_matmul per op with n = 1.  scratch holds the largest
+ * okv_matmul_scratch_bytes(wtype, k, n_ops) of the ops; no y may overlap x
+ * or a W.  Errors as okv_matmul_multi. */
+okv_status okv_matmul_each(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
+                           void *scratch, okv_error *err);
 
 /* The ISA okv_matmul and okv_matmul_multi use: the best this processor runs
  * unless pinned.  okv_matmul_pin_isa(isa) pins one (a test runs a whole
@@ -91,5 +104,8 @@ okv_status okv_matmul_with(okv_isa kern, okv_threadpool *pool, int wtype, const 
 
 okv_status okv_matmul_multi_with(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops,
                                  int64_t k, const float *x, int64_t n, void *scratch, okv_error *err);
+
+okv_status okv_matmul_each_with(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k,
+                                const float *x, void *scratch, okv_error *err);
 
 #endif

@@ -24,6 +24,19 @@ okv_status okv_fwd_matmuls(okv_fwd *f, const float *x, int32_t n, int count, con
     return okv_matmul_multi(f->pool, ops, count, ws[0]->ne0, x, n, f->mm_scratch, f->err);
 }
 
+okv_status okv_fwd_matmul_each(okv_fwd *f, const float *x, int count, const okv_weight *const *ws,
+                               float *const *ys) {
+    okv_mm_op ops[OKV_MM_MAX_OPS];
+    if (count < 1 || count > OKV_MM_MAX_OPS)
+        return okv_fail(f->err, OKV_ERR_INVALID, "forward: %d products in a group", count);
+    for (int i = 0; i < count; i++) {
+        if (ws[i]->ne0 != ws[0]->ne0)
+            return okv_fail(f->err, OKV_ERR_INVALID, "forward: grouped products differ in width");
+        ops[i] = (okv_mm_op){.wtype = ws[i]->type, .w = ws[i]->data, .rows = ws[i]->ne1, .y = ys[i]};
+    }
+    return okv_matmul_each(f->pool, ops, count, ws[0]->ne0, x, f->mm_scratch, f->err);
+}
+
 okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y) {
     const okv_layer_params *p = &f->m->layer[il];
     const okv_layer_weights *w = &f->m->w[il];

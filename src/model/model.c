@@ -508,6 +508,8 @@ static okv_experts *expert_tensor(okv_model *m, size_t i) {
     return i % 3 == 0 ? &x->gate : i % 3 == 1 ? &x->up : &x->down;
 }
 
+enum { HUGE_PAGE = 2 << 20 };
+
 static void repack_weights(okv_model *m) {
     const size_t n = (size_t)m->n_layer * (sizeof(okv_layer_weights) / sizeof(okv_weight));
     const size_t n_exps = m->moe ? (size_t)m->n_layer * 3 : 0;
@@ -522,7 +524,16 @@ static void repack_weights(okv_model *m) {
         const int32_t t = repacked_type(&x->w);
         if (t >= 0) total += packed_bytes(t, &x->w) * (size_t)x->n;
     }
-    if (total == 0 || !(m->packed = aligned_alloc(64, total))) return;
+    if (total == 0) return;
+    /* Huge pages where the system gives them on request (transparent huge
+     * pages "madvise"): decode reads a mixture of experts' matrices at
+     * scattered places, a few hundred kilobytes each, and with 4 KiB pages
+     * nearly every page of them misses the TLB. */
+    total = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (!(m->packed = aligned_alloc(HUGE_PAGE, total))) return;
+#ifdef MADV_HUGEPAGE
+    madvise(m->packed, total, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+#endif
     uint8_t *dst = m->packed;
     for (size_t i = 0; i <= n; i++) {
         okv_weight *w = i < n ? (okv_weight *)m->w + i : &m->output;

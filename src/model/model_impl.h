@@ -281,6 +281,11 @@ okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32
  * Q/K/V and gate/up this way). */
 okv_status okv_fwd_matmuls(okv_fwd *f, const float *x, int32_t n, int count, const okv_weight *const *ws,
                            float *const *ys);
+/* count (1..OKV_MM_MAX_OPS) products of one width, each weight i times
+ * its own input column x + i * width into ys[i]: one quantization pass,
+ * one fork-join (a decode row's experts' down products). */
+okv_status okv_fwd_matmul_each(okv_fwd *f, const float *x, int count, const okv_weight *const *ws,
+                               float *const *ys);
 /* The feed-forward's two input products: f->hb = ffn_gate . f->xb and
  * f->hb2 = ffn_up . f->xb, with one quantization of f->xb. */
 okv_status okv_fwd_gate_up(okv_fwd *f, const okv_layer_weights *w);

@@ -202,20 +202,23 @@ static void activate(okv_fwd *f, const okv_moe_weights *x, int32_t e, okv_moe_ac
     else okv_swiglu(g, g, u, (int64_t)n * F);
 }
 
-/* The one row of a decode step: every chosen expert takes the same input,
- * so two experts' gate and up products share one quantization of it and one
- * fork-join (four products: OKV_MM_MAX_OPS).  Each product of a row is the
- * same whatever else is computed with it, so this gives the bits of the
- * grouped path. */
+/* The one row of a decode step.  Every chosen expert's gate and up take
+ * the same input: one quantization of it and one fork-join for all of them
+ * (OKV_MM_MAX_OPS / 2 experts a call); the down products, each of its own
+ * expert's activation, take one more.  Three fork-joins a layer with the
+ * router's, where one per product cost a few percent of a token.  Each
+ * product of a row is the same whatever else is computed with it, so this
+ * gives the bits of the grouped path. */
 static okv_status one_row(okv_fwd *f, const okv_moe_weights *x, okv_moe_act act) {
+    enum { PAIRS = OKV_MM_MAX_OPS / 2 };
     const int32_t K = f->m->n_expert_used, F = f->m->n_ff_exp;
     const size_t E = (size_t)f->m->n_embd;
+    okv_weight w[OKV_MM_MAX_OPS];
+    const okv_weight *ws[OKV_MM_MAX_OPS];
+    float *ys[OKV_MM_MAX_OPS];
     okv_status st;
-    for (int32_t j = 0; j < K; j += 2) {
-        const int32_t c = K - j < 2 ? K - j : 2;
-        okv_weight w[4];
-        const okv_weight *ws[4];
-        float *ys[4];
+    for (int32_t j = 0; j < K; j += PAIRS) {
+        const int32_t c = K - j < PAIRS ? K - j : PAIRS;
         for (int32_t i = 0; i < c; i++) {
             const int32_t e = f->moe_ids[j + i];
             w[2 * i] = expert(&x->gate, e);
@@ -226,14 +229,21 @@ static okv_status one_row(okv_fwd *f, const okv_moe_weights *x, okv_moe_act act)
         for (int32_t i = 0; i < 2 * c; i++) ws[i] = &w[i];
         if ((st = okv_fwd_matmuls(f, f->xb, 1, 2 * c, ws, ys))) return st;
     }
+    for (int32_t j = 0; j < K; j++)
+        activate(f, x, f->moe_ids[j], act, f->hb + (size_t)j * F, f->hb2 + (size_t)j * F, 1);
+    for (int32_t j = 0; j < K; j += OKV_MM_MAX_OPS) {
+        const int32_t c = K - j < OKV_MM_MAX_OPS ? K - j : OKV_MM_MAX_OPS;
+        for (int32_t i = 0; i < c; i++) {
+            w[i] = expert(&x->down, f->moe_ids[j + i]);
+            ws[i] = &w[i];
+            ys[i] = f->moe_out + (size_t)(j + i) * E;
+        }
+        if ((st = okv_fwd_matmul_each(f, f->hb + (size_t)j * F, c, ws, ys))) return st;
+    }
     for (int32_t j = 0; j < K; j++) {
-        const int32_t e = f->moe_ids[j];
-        float *g = f->hb + (size_t)j * F;
-        activate(f, x, e, act, g, f->hb2 + (size_t)j * F, 1);
-        const okv_weight wd = expert(&x->down, e);
-        if ((st = okv_fwd_matmul(f, &wd, g, 1, f->moe_y))) return st;
-        add_rows(f->moe_y, expert_bias(&x->down_b, e), 1, (int64_t)E);
-        okv_scale(f->moe_out + (size_t)j * E, f->moe_y, f->moe_w[j], (int64_t)E);
+        float *y = f->moe_out + (size_t)j * E;
+        add_rows(y, expert_bias(&x->down_b, f->moe_ids[j]), 1, (int64_t)E);
+        okv_scale(y, y, f->moe_w[j], (int64_t)E);
     }
     return OKV_OK;
 }
