@@ -127,6 +127,21 @@ static void messages(void) {
     st = okv_chat_template_render(t, &in, &out, NULL, &err);
     CHECK(st == OKV_ERR_INVALID && !out && strstr(err.message, "lone surrogate"), "lone surrogate: %s", err.message);
     free(out);
+    /* The memory budget running out while the values are built: the error
+     * is the budget's, and the tree is freed on the way (valgrind and
+     * ASan see no leak). */
+    char *many = malloc(64 * 1024);
+    size_t k = (size_t)sprintf(many, "[");
+    for (int i = 0; i < 4000; i++) k += (size_t)sprintf(many + k, "%s{\"n\": %d}", i ? "," : "", i);
+    sprintf(many + k, "]");
+    okv_chat_limits lim = {.max_memory = 16384};
+    in.messages_json = many;
+    in.limits = &lim;
+    out = NULL;
+    st = okv_chat_template_render(t, &in, &out, NULL, &err);
+    CHECK(st == OKV_ERR_INVALID && !out && strstr(err.message, "more than 16384 bytes"), "budget: %s", err.message);
+    free(out);
+    free(many);
     okv_chat_template_free(t);
 }
 
