@@ -599,6 +599,41 @@ static void test_warmup_families(void) {
     }
 }
 
+/* synth --vocab: the model tokenizes as the vocabulary file's own
+ * tokenizer does (the reference: okv_tokenizer_from_gguf on that file),
+ * with as many rows as it has tokens; a disagreeing --n-vocab is refused. */
+static void test_synth_vocab(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) { printf("skipped (synth --vocab): ../shared not found\n"); return; }
+    char vocab[4200], model[4200];
+    snprintf(vocab, sizeof vocab, "%s/vocab/ggml-vocab-qwen3.gguf", shared);
+    path_in(model, sizeof model, "synth-qwen3-vocab.gguf");
+    CHECK(offkv("synth", "--type", "q8_0", "--vocab", vocab, "-o", model, NULL) == 0, "synth --vocab: %s", err_text);
+    CHECK(offkv("synth", "--n-vocab", "512", "--vocab", vocab, "-o", model, NULL) != 0 && strstr(err_text, "--n-vocab 512"),
+          "--n-vocab against --vocab: %s", err_text);
+    okv_error err;
+    okv_gguf *gv = okv_gguf_open(vocab, &err);
+    okv_tokenizer *ref = gv ? okv_tokenizer_from_gguf(gv, &err) : NULL;
+    okv_model *m = okv_model_load(model, NULL, &err);
+    CHECK(ref && m, "load: %s", err.message);
+    if (ref && m) {
+        const okv_tokenizer *tok = okv_model_tokenizer(m);
+        CHECK(okv_tokenizer_n_vocab(tok) == okv_tokenizer_n_vocab(ref) && okv_tokenizer_n_vocab(ref) > 150000,
+              "vocabulary %d, want %d", (int)okv_tokenizer_n_vocab(tok), (int)okv_tokenizer_n_vocab(ref));
+        CHECK(okv_tokenizer_eos(tok) == okv_tokenizer_eos(ref), "eos %d, want %d", (int)okv_tokenizer_eos(tok),
+              (int)okv_tokenizer_eos(ref));
+        static const char text[] = "Hello, world! \xe4\xbd\xa0\xe5\xa5\xbd {\"a\": [1, 2.5]}\n\tdone";
+        int32_t a[128], b[128];
+        size_t na = 0, nb = 0;
+        okv_tokenizer_encode(tok, text, strlen(text), 0, a, 128, &na, &err);
+        okv_tokenizer_encode(ref, text, strlen(text), 0, b, 128, &nb, &err);
+        CHECK(na > 0 && na == nb && memcmp(a, b, na * sizeof *a) == 0, "tokens: %zu vs %zu", na, nb);
+    }
+    okv_model_free(m);
+    okv_tokenizer_free(ref);
+    okv_gguf_close(gv);
+}
+
 int main(void) {
     const char *b = getenv("OKV_BIN");
     if (!b) {
@@ -618,6 +653,7 @@ int main(void) {
     test_synth(model);
     test_synth_archs();
     test_synth_moe();
+    test_synth_vocab();
     test_model_commands(model);
     test_warmup_families();
     test_logits_goldens();

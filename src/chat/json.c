@@ -1,217 +1,71 @@
-/* JSON text to values and back.  The parser keeps what templates can see:
+/* JSON text to values and back.  The values keep what templates can see:
  * key order, and ints apart from floats (1 is not 1.0 to Python); the
  * writer is Python's json.dumps(ensure_ascii=False) with its indent,
  * separators and sort_keys, which Hugging Face's tojson filter calls. */
-#include <limits.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat/jinja.h"
+#include "core/json.h"
 
-typedef struct jp {
-    jarena *a;
-    jfail *f;
-    const char *s;
-    size_t n, i;
-    const char *what;
-    int depth;
-} jp;
-
-static _Noreturn void bad(jp *p, const char *why) {
-    okv_jinja_fail(p->f, 0, "%s: invalid JSON at byte %zu: %s", p->what, p->i, why);
-}
-
-static void ws(jp *p) {
-    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
-}
-
-static int hex4(jp *p) {
-    if (p->n - p->i < 4) bad(p, "short \\u escape");
-    int v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = p->s[p->i++];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else bad(p, "bad \\u escape");
-    }
-    return v;
-}
-
-static void put_utf8(jp *p, jbuf *b, unsigned cp) {
-    char u[4];
-    int n;
-    if (cp < 0x80) u[0] = (char)cp, n = 1;
-    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), n = 2;
-    else if (cp < 0x10000)
-        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | (cp >> 6 & 63)), u[2] = (char)(0x80 | (cp & 63)), n = 3;
-    else
-        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | (cp >> 12 & 63)), u[2] = (char)(0x80 | (cp >> 6 & 63)),
-        u[3] = (char)(0x80 | (cp & 63)), n = 4;
-    okv_jbuf_put(p->a, p->f, b, u, (size_t)n);
-}
-
-static jv string(jp *p) {
-    p->i++; /* the opening quote */
-    jbuf b = {0};
-    okv_jbuf_put(p->a, p->f, &b, "", 0);
-    for (;;) {
-        if (p->i >= p->n) bad(p, "unterminated string");
-        size_t start = p->i;
-        while (p->i < p->n && p->s[p->i] != '"' && p->s[p->i] != '\\' && (unsigned char)p->s[p->i] >= 0x20) p->i++;
-        okv_jbuf_put(p->a, p->f, &b, p->s + start, p->i - start);
-        if (p->i >= p->n) bad(p, "unterminated string");
-        char c = p->s[p->i++];
-        if (c == '"') break;
-        if (c != '\\') {
-            p->i--;
-            bad(p, "control character in string");
+/* Template values from the library's JSON tree (core/json.c), so that
+ * templates and schemas are read by one reader with one set of checks. */
+static jv from_json(jarena *a, jfail *f, const okv_json *t) {
+    switch (t->type) {
+    case OKV_JSON_NULL: return okv_jv_none();
+    case OKV_JSON_BOOL: return okv_jv_bool(t->b);
+    case OKV_JSON_NUMBER: {
+        /* Python: no fraction nor exponent is an int (1 is not 1.0); an
+         * int past 64 bits stays exact in Python, here it becomes a float. */
+        if (!strpbrk(t->str, ".eE")) {
+            errno = 0;
+            long long v = strtoll(t->str, NULL, 10);
+            if (errno != ERANGE) return okv_jv_int(v);
         }
-        if (p->i >= p->n) bad(p, "unterminated string");
-        c = p->s[p->i++];
-        switch (c) {
-        case '"': okv_jbuf_putc(p->a, p->f, &b, '"'); break;
-        case '\\': okv_jbuf_putc(p->a, p->f, &b, '\\'); break;
-        case '/': okv_jbuf_putc(p->a, p->f, &b, '/'); break;
-        case 'b': okv_jbuf_putc(p->a, p->f, &b, '\b'); break;
-        case 'f': okv_jbuf_putc(p->a, p->f, &b, '\f'); break;
-        case 'n': okv_jbuf_putc(p->a, p->f, &b, '\n'); break;
-        case 'r': okv_jbuf_putc(p->a, p->f, &b, '\r'); break;
-        case 't': okv_jbuf_putc(p->a, p->f, &b, '\t'); break;
-        case 'u': {
-            unsigned cp = (unsigned)hex4(p);
-            if (cp >= 0xD800 && cp < 0xDC00 && p->n - p->i >= 6 && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
-                size_t save = p->i;
-                p->i += 2;
-                unsigned lo = (unsigned)hex4(p);
-                if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                else p->i = save;
-            }
-            if (cp >= 0xD800 && cp < 0xE000) cp = 0xFFFD; /* a lone surrogate has no UTF-8 */
-            put_utf8(p, &b, cp);
-            break;
+        return okv_jv_float(t->num);
+    }
+    case OKV_JSON_STRING: return okv_jv_str(okv_jstrdup(a, f, t->str, t->len), t->len);
+    case OKV_JSON_ARRAY: {
+        jv v = okv_jv_list_new(a, f, t->n);
+        for (size_t i = 0; i < t->n; i++) okv_jv_list_push(a, f, v, from_json(a, f, t->items[i]));
+        return v;
+    }
+    case OKV_JSON_OBJECT: {
+        jv v = okv_jv_dict_new(a, f, t->n);
+        for (size_t i = 0; i < t->n; i++) {
+            jv k = okv_jv_str(okv_jstrdup(a, f, t->keys[i], t->key_lens[i]), t->key_lens[i]);
+            okv_jv_dict_set(a, f, v, k, from_json(a, f, t->items[i]));
         }
-        default: p->i--; bad(p, "bad escape");
-        }
+        return v;
     }
-    return okv_jv_str(b.p, b.n);
-}
-
-static jv value(jp *p);
-
-static jv number(jp *p) {
-    size_t start = p->i;
-    bool is_float = false;
-    if (p->s[p->i] == '-') p->i++;
-    if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9') bad(p, "bad number");
-    if (p->s[p->i] == '0') p->i++;
-    else
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-    if (p->i < p->n && p->s[p->i] == '.') {
-        is_float = true;
-        p->i++;
-        if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9') bad(p, "bad number");
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
     }
-    if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-        is_float = true;
-        p->i++;
-        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
-        if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9') bad(p, "bad number");
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-    }
-    char tmp[64];
-    size_t len = p->i - start;
-    if (len >= sizeof tmp) {
-        p->i = start;
-        bad(p, "number too long");
-    }
-    memcpy(tmp, p->s + start, len);
-    tmp[len] = '\0';
-    if (!is_float) {
-        char *end;
-        long long v = strtoll(tmp, &end, 10);
-        if (end == tmp + len && !(v == LLONG_MAX || v == LLONG_MIN)) return okv_jv_int(v);
-    }
-    return okv_jv_float(strtod(tmp, NULL));
-}
-
-static bool word(jp *p, const char *w) {
-    size_t n = strlen(w);
-    if (p->n - p->i >= n && memcmp(p->s + p->i, w, n) == 0) {
-        p->i += n;
-        return true;
-    }
-    return false;
-}
-
-static jv value(jp *p) {
-    ws(p);
-    if (p->i >= p->n) bad(p, "unexpected end");
-    if (++p->depth > 256) bad(p, "nested more than 256 deep");
-    jv v;
-    char c = p->s[p->i];
-    if (c == '{') {
-        p->i++;
-        v = okv_jv_dict_new(p->a, p->f, 0);
-        ws(p);
-        if (p->i < p->n && p->s[p->i] == '}') p->i++;
-        else
-            for (;;) {
-                ws(p);
-                if (p->i >= p->n || p->s[p->i] != '"') bad(p, "expected a string key");
-                jv k = string(p);
-                ws(p);
-                if (p->i >= p->n || p->s[p->i] != ':') bad(p, "expected ':'");
-                p->i++;
-                okv_jv_dict_set(p->a, p->f, v, k, value(p));
-                ws(p);
-                if (p->i < p->n && p->s[p->i] == ',') {
-                    p->i++;
-                    continue;
-                }
-                if (p->i < p->n && p->s[p->i] == '}') {
-                    p->i++;
-                    break;
-                }
-                bad(p, "expected ',' or '}'");
-            }
-    } else if (c == '[') {
-        p->i++;
-        v = okv_jv_list_new(p->a, p->f, 0);
-        ws(p);
-        if (p->i < p->n && p->s[p->i] == ']') p->i++;
-        else
-            for (;;) {
-                okv_jv_list_push(p->a, p->f, v, value(p));
-                ws(p);
-                if (p->i < p->n && p->s[p->i] == ',') {
-                    p->i++;
-                    continue;
-                }
-                if (p->i < p->n && p->s[p->i] == ']') {
-                    p->i++;
-                    break;
-                }
-                bad(p, "expected ',' or ']'");
-            }
-    } else if (c == '"') v = string(p);
-    else if (c == '-' || (c >= '0' && c <= '9')) v = number(p);
-    else if (word(p, "true")) v = okv_jv_bool(true);
-    else if (word(p, "false")) v = okv_jv_bool(false);
-    else if (word(p, "null")) v = okv_jv_none();
-    else bad(p, "unexpected character");
-    p->depth--;
-    return v;
+    return okv_jv_none();
 }
 
 jv okv_jinja_json_parse(jarena *a, jfail *f, const char *text, size_t n, const char *what) {
-    jp p = {a, f, text, n, 0, what, 0};
-    jv v = value(&p);
-    ws(&p);
-    if (p.i != p.n) bad(&p, "text after the value");
+    okv_error err;
+    okv_json *const t = okv_json_parse(text, n, &err);
+    if (!t) okv_jinja_fail(f, 0, "%s: %s", what, err.message);
+    /* The arena's budget may run out while the values are built: that jump
+     * comes here first, to free the tree.  (Heap, not a local: a local
+     * changed between setjmp and longjmp would be indeterminate.) */
+    jfail *const here = malloc(sizeof *here);
+    if (!here) {
+        okv_json_free(t);
+        okv_jinja_fail(f, 0, "%s: out of memory", what);
+    }
+    here->err = f->err;
+    if (setjmp(here->env)) {
+        f->err = here->err;
+        free(here);
+        okv_json_free(t);
+        longjmp(f->env, 1);
+    }
+    jv v = from_json(a, here, t);
+    free(here);
+    okv_json_free(t);
     return v;
 }
 

@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "grammar/grammar_impl.h"
-#include "grammar/strmap.h"
+#include "core/strmap.h"
 
 /* Bounds that keep a hostile grammar from exhausting memory: a repetition
  * count and the total number of elements. */

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "grammar/json.h"
-#include "grammar/strmap.h"
+#include "core/json.h"
+#include "core/strmap.h"
 #include "offkv/grammar.h"
 
 #define SPACE_RULE "| \" \" | \"\\n\"{1,2} [ \\t]{0,20}"
@@ -28,7 +28,7 @@ typedef struct conv {
     rule *r;
     size_t n, cap;
     okv_strmap index; /* rule name -> index into r */
-    const jv *root;
+    const okv_json *root;
     const char *root_name; /* the start rule of the schema being converted ("#" refers to it) */
     char **ref_keys, **ref_names; /* $ref -> rule name, set before visiting (recursion) */
     size_t n_refs, n_placeholders;
@@ -218,7 +218,7 @@ static void put_literal(okv_sbuf *b, const char *s, size_t n) {
 }
 
 /* The GBNF literal of a JSON value's text, followed by space. */
-static void put_json_literal(conv *c, okv_sbuf *b, const jv *v) {
+static void put_json_literal(conv *c, okv_sbuf *b, const okv_json *v) {
     okv_sbuf t = {0};
     okv_json_write(&t, v);
     char *s = sbuf_take(c, &t);
@@ -345,11 +345,11 @@ static void int_range(okv_sbuf *b, int64_t lo, int64_t hi) {
 }
 
 /* An integer bound of a keyword, or false (reported) if not an integer. */
-static bool int_bound(conv *c, const jv *s, const char *kw, const char *path, bool *has, int64_t *out) {
-    const jv *v = okv_json_get(s, kw);
+static bool int_bound(conv *c, const okv_json *s, const char *kw, const char *path, bool *has, int64_t *out) {
+    const okv_json *v = okv_json_get(s, kw);
     *has = v != NULL;
     if (!v) return true;
-    if (v->type != JV_NUMBER) {
+    if (v->type != OKV_JSON_NUMBER) {
         cfail(c, OKV_ERR_INVALID, path, "'%s' must be a number", kw);
         return false;
     }
@@ -668,7 +668,7 @@ static char *pattern_body(conv *c, const char *pat, size_t n, const char *path) 
 
 /* ---- schemas ---- */
 
-static const char *visit(conv *c, const jv *s, const char *name, const char *path);
+static const char *visit(conv *c, const okv_json *s, const char *name, const char *path);
 
 static const char *const KNOWN[] = {
     "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems", "enum",
@@ -678,10 +678,11 @@ static const char *const KNOWN[] = {
     "title", "description", "$schema", "$id", "$comment", "default", "examples", "deprecated", "readOnly",
     "writeOnly", NULL};
 
-static bool check_keywords(conv *c, const jv *s, const char *path) {
+static bool check_keywords(conv *c, const okv_json *s, const char *path) {
     for (size_t i = 0; i < s->n; i++) {
         bool ok = false;
-        for (const char *const *k = KNOWN; *k && !ok; k++) ok = strcmp(*k, s->keys[i]) == 0;
+        for (const char *const *k = KNOWN; *k && !ok; k++)
+            ok = strlen(*k) == s->key_lens[i] && memcmp(*k, s->keys[i], s->key_lens[i]) == 0;
         if (!ok) {
             cfail(c, OKV_ERR_UNSUPPORTED, path, "keyword '%s' is not supported", s->keys[i]);
             return false;
@@ -690,10 +691,10 @@ static bool check_keywords(conv *c, const jv *s, const char *path) {
     return true;
 }
 
-static bool get_count(conv *c, const jv *s, const char *kw, const char *path, long *out) {
-    const jv *v = okv_json_get(s, kw);
+static bool get_count(conv *c, const okv_json *s, const char *kw, const char *path, long *out) {
+    const okv_json *v = okv_json_get(s, kw);
     if (!v) return true;
-    if (v->type != JV_NUMBER || v->num < 0 || v->num != floor(v->num) || v->num > 100000) {
+    if (v->type != OKV_JSON_NUMBER || v->num < 0 || v->num != floor(v->num) || v->num > 100000) {
         cfail(c, OKV_ERR_INVALID, path, "'%s' must be a non-negative integer (at most 100000)", kw);
         return false;
     }
@@ -765,29 +766,33 @@ static char *not_strings_node(conv *c, const char *const *names, size_t n_names,
     return sbuf_take(c, &b);
 }
 
-static const char *object_rule(conv *c, const jv *s, const char *name, const char *path) {
-    const jv *props = okv_json_get(s, "properties"), *req = okv_json_get(s, "required"),
+static const char *object_rule(conv *c, const okv_json *s, const char *name, const char *path) {
+    const okv_json *props = okv_json_get(s, "properties"), *req = okv_json_get(s, "required"),
              *addl = okv_json_get(s, "additionalProperties");
-    if (props && props->type != JV_OBJECT) {
+    if (props && props->type != OKV_JSON_OBJECT) {
         cfail(c, OKV_ERR_INVALID, path, "'%s' must be an object", "properties");
         return NULL;
     }
-    if (req && req->type != JV_ARRAY) {
+    if (req && req->type != OKV_JSON_ARRAY) {
         cfail(c, OKV_ERR_INVALID, path, "'%s' must be an array", "required");
         return NULL;
     }
-    if (addl && addl->type != JV_BOOL && addl->type != JV_OBJECT) {
+    if (addl && addl->type != OKV_JSON_BOOL && addl->type != OKV_JSON_OBJECT) {
         cfail(c, OKV_ERR_INVALID, path, "'%s' must be a boolean or a schema", "additionalProperties");
         return NULL;
     }
     size_t np = props ? props->n : 0;
     if (req) {
         for (size_t i = 0; i < req->n; i++) {
-            if (req->items[i]->type != JV_STRING) {
+            if (req->items[i]->type != OKV_JSON_STRING) {
                 cfail(c, OKV_ERR_INVALID, path, "'%s' must hold strings", "required");
                 return NULL;
             }
-            if (!okv_json_get(props, req->items[i]->str)) {
+            bool found = false;
+            for (size_t k = 0; props && k < props->n && !found; k++)
+                found = req->items[i]->len == props->key_lens[k] &&
+                        memcmp(req->items[i]->str, props->keys[k], props->key_lens[k]) == 0;
+            if (!found) {
                 cfail(c, OKV_ERR_INVALID, path, "required property '%s' is not among the properties",
                       req->items[i]->str);
                 return NULL;
@@ -817,7 +822,7 @@ static const char *object_rule(conv *c, const jv *s, const char *name, const cha
         if (!vr) break;
         okv_sbuf b = {0};
         okv_sbuf t = {0};
-        okv_json_write_string(&t, props->keys[i], strlen(props->keys[i]));
+        okv_json_write_string(&t, props->keys[i], props->key_lens[i]);
         char *ks = sbuf_take(c, &t);
         if (!ks) break;
         put_literal(&b, ks, strlen(ks));
@@ -827,14 +832,16 @@ static const char *object_rule(conv *c, const jv *s, const char *name, const cha
         snprintf(rn, sizeof rn, "%s-%s-kv", name, props->keys[i]);
         kv[i] = add_rule(c, rn, body);
         free(body);
-        for (size_t k = 0; req && k < req->n; k++) required[i] |= strcmp(req->items[k]->str, props->keys[i]) == 0;
+        for (size_t k = 0; req && k < req->n; k++)
+            required[i] |= req->items[k]->len == props->key_lens[i] &&
+                           memcmp(req->items[k]->str, props->keys[i], props->key_lens[i]) == 0;
     }
     const char *addl_kv = NULL;
-    if (!c->failed && addl && !(addl->type == JV_BOOL && !addl->b)) {
+    if (!c->failed && addl && !(addl->type == OKV_JSON_BOOL && !addl->b)) {
         char apath[512];
         subpath(apath, sizeof apath, path, "additionalProperties", NULL);
         snprintf(rn, sizeof rn, "%s-additional", name);
-        const char *vr = addl->type == JV_OBJECT ? visit(c, addl, rn, apath) : prim(c, "value");
+        const char *vr = addl->type == OKV_JSON_OBJECT ? visit(c, addl, rn, apath) : prim(c, "value");
         const char *key = NULL;
         if (np) {
             char *ns = not_strings(c, (const char *const *)props->keys, np);
@@ -913,8 +920,8 @@ static const char *object_rule(conv *c, const jv *s, const char *name, const cha
     return out;
 }
 
-static const char *array_rule(conv *c, const jv *s, const char *name, const char *path) {
-    const jv *items = okv_json_get(s, "items"), *prefix = okv_json_get(s, "prefixItems");
+static const char *array_rule(conv *c, const okv_json *s, const char *name, const char *path) {
+    const okv_json *items = okv_json_get(s, "items"), *prefix = okv_json_get(s, "prefixItems");
     long min = 0, max = -1;
     if (!get_count(c, s, "minItems", path, &min) || !get_count(c, s, "maxItems", path, &max)) return NULL;
     if (s && okv_json_get(s, "maxItems") && max < min) {
@@ -926,12 +933,12 @@ static const char *array_rule(conv *c, const jv *s, const char *name, const char
     okv_sbuf b = {0};
     okv_sbuf_puts(&b, "\"[\" space ");
     if (prefix) {
-        if (prefix->type != JV_ARRAY) {
+        if (prefix->type != OKV_JSON_ARRAY) {
             cfail(c, OKV_ERR_INVALID, path, "'%s' must be an array", "prefixItems");
             free(b.s);
             return NULL;
         }
-        if (okv_json_get(s, "minItems") || okv_json_get(s, "maxItems") || (items && !(items->type == JV_BOOL && !items->b))) {
+        if (okv_json_get(s, "minItems") || okv_json_get(s, "maxItems") || (items && !(items->type == OKV_JSON_BOOL && !items->b))) {
             cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "prefixItems with items, minItems or maxItems is not supported");
             free(b.s);
             return NULL;
@@ -947,12 +954,12 @@ static const char *array_rule(conv *c, const jv *s, const char *name, const char
         }
     } else {
         const char *item = NULL;
-        if (items && items->type == JV_BOOL && !items->b) max = 0;
-        if (items && items->type == JV_OBJECT) {
+        if (items && items->type == OKV_JSON_BOOL && !items->b) max = 0;
+        if (items && items->type == OKV_JSON_OBJECT) {
             subpath(sub, sizeof sub, path, "items", NULL);
             snprintf(rn, sizeof rn, "%s-item", name);
             item = visit(c, items, rn, sub);
-        } else if (items && items->type != JV_BOOL) {
+        } else if (items && items->type != OKV_JSON_BOOL) {
             cfail(c, OKV_ERR_INVALID, path, "'%s' must be a schema", "items");
         } else {
             item = prim(c, "value");
@@ -972,8 +979,8 @@ static const char *array_rule(conv *c, const jv *s, const char *name, const char
     return out;
 }
 
-static const char *string_rule(conv *c, const jv *s, const char *name, const char *path) {
-    const jv *fmt = okv_json_get(s, "format"), *pat = okv_json_get(s, "pattern");
+static const char *string_rule(conv *c, const okv_json *s, const char *name, const char *path) {
+    const okv_json *fmt = okv_json_get(s, "format"), *pat = okv_json_get(s, "pattern");
     bool has_len = okv_json_get(s, "minLength") || okv_json_get(s, "maxLength");
     if ((fmt || pat) && has_len) {
         cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "minLength / maxLength together with format or pattern is not supported");
@@ -984,7 +991,7 @@ static const char *string_rule(conv *c, const jv *s, const char *name, const cha
         return NULL;
     }
     if (fmt) {
-        if (fmt->type != JV_STRING) {
+        if (fmt->type != OKV_JSON_STRING) {
             cfail(c, OKV_ERR_INVALID, path, "'%s' must be a string", "format");
             return NULL;
         }
@@ -997,7 +1004,7 @@ static const char *string_rule(conv *c, const jv *s, const char *name, const cha
         return NULL;
     }
     if (pat) {
-        if (pat->type != JV_STRING) {
+        if (pat->type != OKV_JSON_STRING) {
             cfail(c, OKV_ERR_INVALID, path, "'%s' must be a string", "pattern");
             return NULL;
         }
@@ -1025,7 +1032,7 @@ static const char *string_rule(conv *c, const jv *s, const char *name, const cha
     return out;
 }
 
-static const char *numeric_rule(conv *c, const jv *s, const char *name, const char *path, bool integer) {
+static const char *numeric_rule(conv *c, const okv_json *s, const char *name, const char *path, bool integer) {
     bool hmin, hmax, hemin, hemax;
     int64_t lo = -INT_CAP, hi = INT_CAP, elo = 0, ehi = 0, vlo = 0, vhi = 0;
     if (!int_bound(c, s, "minimum", path, &hmin, &vlo) || !int_bound(c, s, "maximum", path, &hmax, &vhi) ||
@@ -1073,7 +1080,7 @@ static const char *numeric_rule(conv *c, const jv *s, const char *name, const ch
     return out;
 }
 
-static const char *typed(conv *c, const jv *s, const char *type, const char *name, const char *path) {
+static const char *typed(conv *c, const okv_json *s, const char *type, const char *name, const char *path) {
     if (strcmp(type, "object") == 0) return object_rule(c, s, name, path);
     if (strcmp(type, "array") == 0) return array_rule(c, s, name, path);
     if (strcmp(type, "string") == 0) return string_rule(c, s, name, path);
@@ -1088,7 +1095,7 @@ static const char *typed(conv *c, const jv *s, const char *type, const char *nam
 static const char *resolve_ref(conv *c, const char *ref, const char *path) {
     for (size_t i = 0; i < c->n_refs; i++)
         if (strcmp(c->ref_keys[i], ref) == 0) return c->ref_names[i];
-    const jv *target = NULL;
+    const okv_json *target = NULL;
     const char *def = NULL;
     if (strcmp(ref, "#") == 0) {
         target = c->root;
@@ -1138,8 +1145,8 @@ static const char *resolve_ref(conv *c, const char *ref, const char *path) {
     return body ? vv : NULL;
 }
 
-static const char *alternatives(conv *c, const jv *list, const char *kw, const char *name, const char *path) {
-    if (list->type != JV_ARRAY || list->n == 0) {
+static const char *alternatives(conv *c, const okv_json *list, const char *kw, const char *name, const char *path) {
+    if (list->type != OKV_JSON_ARRAY || list->n == 0) {
         cfail(c, OKV_ERR_INVALID, path, "'%s' must be a non-empty array", kw);
         return NULL;
     }
@@ -1160,7 +1167,7 @@ static const char *alternatives(conv *c, const jv *list, const char *kw, const c
     return out;
 }
 
-static const char *visit(conv *c, const jv *s, const char *name, const char *path) {
+static const char *visit(conv *c, const okv_json *s, const char *name, const char *path) {
     if (c->failed) return NULL;
     if (++c->depth > 64) {
         cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "schema nested deeper than 64");
@@ -1168,13 +1175,13 @@ static const char *visit(conv *c, const jv *s, const char *name, const char *pat
         return NULL;
     }
     const char *out = NULL;
-    if (s->type == JV_BOOL) {
+    if (s->type == OKV_JSON_BOOL) {
         if (!s->b) cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "the schema 'false' allows nothing");
         else out = add_rule(c, name, prim(c, "value"));
         c->depth--;
         return out;
     }
-    if (s->type != JV_OBJECT) {
+    if (s->type != OKV_JSON_OBJECT) {
         cfail(c, OKV_ERR_INVALID, path, "%s", "a schema must be an object or a boolean");
         c->depth--;
         return NULL;
@@ -1183,7 +1190,7 @@ static const char *visit(conv *c, const jv *s, const char *name, const char *pat
         c->depth--;
         return NULL;
     }
-    const jv *ref = okv_json_get(s, "$ref"), *any = okv_json_get(s, "anyOf"), *one = okv_json_get(s, "oneOf"),
+    const okv_json *ref = okv_json_get(s, "$ref"), *any = okv_json_get(s, "anyOf"), *one = okv_json_get(s, "oneOf"),
              *cnst = okv_json_get(s, "const"), *en = okv_json_get(s, "enum"), *type = okv_json_get(s, "type");
     int combos = (ref != NULL) + (any != NULL) + (one != NULL) + (cnst != NULL) + (en != NULL);
     if (combos > 1) {
@@ -1191,7 +1198,7 @@ static const char *visit(conv *c, const jv *s, const char *name, const char *pat
     } else if (combos == 1 && type && !cnst && !en) {
         cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "'type' beside $ref, anyOf or oneOf is not supported");
     } else if (ref) {
-        if (ref->type != JV_STRING) cfail(c, OKV_ERR_INVALID, path, "'%s' must be a string", "$ref");
+        if (ref->type != OKV_JSON_STRING) cfail(c, OKV_ERR_INVALID, path, "'%s' must be a string", "$ref");
         else out = resolve_ref(c, ref->str, path);
     } else if (any || one) {
         out = alternatives(c, any ? any : one, any ? "anyOf" : "oneOf", name, path);
@@ -1200,7 +1207,7 @@ static const char *visit(conv *c, const jv *s, const char *name, const char *pat
         okv_sbuf b = {0};
         if (cnst) {
             put_json_literal(c, &b, cnst);
-        } else if (en->type != JV_ARRAY || en->n == 0) {
+        } else if (en->type != OKV_JSON_ARRAY || en->n == 0) {
             cfail(c, OKV_ERR_INVALID, path, "'%s' must be a non-empty array", "enum");
         } else {
             okv_sbuf_puts(&b, "(");
@@ -1215,13 +1222,13 @@ static const char *visit(conv *c, const jv *s, const char *name, const char *pat
         if (!c->failed) out = add_rule(c, name, body);
         free(body);
     } else if (type) {
-        if (type->type == JV_STRING) {
+        if (type->type == OKV_JSON_STRING) {
             out = typed(c, s, type->str, name, path);
-        } else if (type->type == JV_ARRAY && type->n > 0) {
+        } else if (type->type == OKV_JSON_ARRAY && type->n > 0) {
             okv_sbuf b = {0};
             char rn[256];
             for (size_t i = 0; i < type->n && !c->failed; i++) {
-                if (type->items[i]->type != JV_STRING) {
+                if (type->items[i]->type != OKV_JSON_STRING) {
                     cfail(c, OKV_ERR_INVALID, path, "'%s' must hold strings", "type");
                     break;
                 }
@@ -1294,7 +1301,7 @@ char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size
         add_rule(&c, nm, ph);
     }
     for (int32_t i = 0; i < n && !c.failed; i++) {
-        jv *root = okv_json_parse(schemas[i], lens[i], err);
+        okv_json *root = okv_json_parse(schemas[i], lens[i], err);
         if (!root) {
             c.failed = true;
             break;

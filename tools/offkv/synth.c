@@ -605,10 +605,115 @@ static bool build_vocab(vocab *v, int32_t n_vocab) {
     return true;
 }
 
+/* --vocab FILE: every tokenizer.* key of another GGUF (a real model's, or
+ * llama.cpp's ggml-vocab-*.gguf), so the synthetic model tokenizes as that
+ * model does: benchmarks of what scales with the vocabulary (the output
+ * matrix, sampling, grammar masks) then see a real 150 k-token one. */
+static okv_status copy_fail(okv_error *err, okv_status st, const char *key, const char *why) {
+    err->status = st;
+    snprintf(err->message, sizeof err->message, "%s: %s", key, why);
+    return st;
+}
+
+static okv_status copy_array(okv_gguf_writer *w, const okv_gguf *g, const char *key, okv_error *err) {
+    okv_gguf_type et;
+    uint64_t n;
+    okv_status st = okv_gguf_get_array(g, key, &et, &n, err);
+    if (st != OKV_OK) return st;
+    static const uint8_t width[] = {[OKV_GGUF_U8] = 1, [OKV_GGUF_I8] = 1, [OKV_GGUF_U16] = 2, [OKV_GGUF_I16] = 2,
+                                    [OKV_GGUF_U32] = 4, [OKV_GGUF_I32] = 4, [OKV_GGUF_F32] = 4, [OKV_GGUF_BOOL] = 1,
+                                    [OKV_GGUF_STRING] = sizeof(char *), [OKV_GGUF_U64] = 8, [OKV_GGUF_I64] = 8};
+    if ((int)et < 0 || (size_t)et >= sizeof width || !width[et])
+        return copy_fail(err, OKV_ERR_FORMAT, key, "an array of a type synth cannot copy");
+    char *vals = malloc((size_t)(n ? n : 1) * width[et]), *text = NULL;
+    size_t text_n = 0;
+    if (!vals) return copy_fail(err, OKV_ERR_NOMEM, key, "out of memory");
+    if (et == OKV_GGUF_STRING) {
+        /* One buffer of NUL-terminated copies; pointers set once it stops moving. */
+        for (uint64_t i = 0; i < n && st == OKV_OK; i++) {
+            size_t len;
+            const char *s;
+            if ((st = okv_gguf_array_str(g, key, i, &s, &len, err)) == OKV_OK) text_n += len + 1;
+        }
+        if (st == OKV_OK && !(text = malloc(text_n ? text_n : 1))) st = copy_fail(err, OKV_ERR_NOMEM, key, "out of memory");
+        size_t at = 0;
+        for (uint64_t i = 0; i < n && st == OKV_OK; i++) {
+            size_t len;
+            const char *s;
+            if ((st = okv_gguf_array_str(g, key, i, &s, &len, err)) != OKV_OK) break;
+            memcpy(text + at, s, len);
+            text[at + len] = '\0';
+            ((const char **)(void *)vals)[i] = text + at;
+            at += len + 1;
+        }
+    } else {
+        for (uint64_t i = 0; i < n && st == OKV_OK; i++) {
+            void *dst = vals + i * width[et];
+            int64_t iv = 0;
+            float fv = 0.0f;
+            bool bv = false;
+            if (et == OKV_GGUF_F32) {
+                if ((st = okv_gguf_array_f32(g, key, i, &fv, err)) == OKV_OK) memcpy(dst, &fv, 4);
+            } else if (et == OKV_GGUF_BOOL) {
+                if ((st = okv_gguf_array_bool(g, key, i, &bv, err)) == OKV_OK) memcpy(dst, &bv, 1);
+            } else if ((st = okv_gguf_array_i64(g, key, i, &iv, err)) == OKV_OK) {
+                /* Little-endian, as GGUF: the low bytes are the narrower type's value. */
+                memcpy(dst, &iv, width[et]);
+            }
+        }
+    }
+    if (st == OKV_OK) st = okv_gguf_writer_add_array(w, key, et, vals, n, err);
+    free(vals);
+    free(text);
+    return st;
+}
+
+static okv_status copy_tokenizer(okv_gguf_writer *w, const okv_gguf *g, okv_error *err) {
+    for (int64_t i = 0; i < okv_gguf_n_kv(g); i++) {
+        const char *key = okv_gguf_key(g, i);
+        if (strncmp(key, "tokenizer.", 10) != 0) continue;
+        const okv_gguf_type t = okv_gguf_kv_type(g, i);
+        okv_status st;
+        if (t == OKV_GGUF_ARRAY) {
+            st = copy_array(w, g, key, err);
+        } else if (t == OKV_GGUF_STRING) {
+            const char *s;
+            size_t len;
+            char *z = NULL;
+            if ((st = okv_gguf_get_str(g, key, &s, &len, err)) == OKV_OK) {
+                if (!(z = malloc(len + 1))) return copy_fail(err, OKV_ERR_NOMEM, key, "out of memory");
+                memcpy(z, s, len);
+                z[len] = '\0';
+                st = okv_gguf_writer_add_str(w, key, z, err);
+            }
+            free(z);
+        } else if (t == OKV_GGUF_F32) {
+            float f;
+            if ((st = okv_gguf_get_f32(g, key, &f, err)) == OKV_OK) st = okv_gguf_writer_add_f32(w, key, f, err);
+        } else if (t == OKV_GGUF_BOOL) {
+            bool b;
+            if ((st = okv_gguf_get_bool(g, key, &b, err)) == OKV_OK) st = okv_gguf_writer_add_bool(w, key, b, err);
+        } else if (t == OKV_GGUF_U64) {
+            uint64_t u;
+            if ((st = okv_gguf_get_u64(g, key, &u, err)) == OKV_OK) st = okv_gguf_writer_add_u64(w, key, u, err);
+        } else if (t != OKV_GGUF_F64) {
+            /* Any other integer: the value, written back in its own type. */
+            int64_t iv;
+            if ((st = okv_gguf_get_i64(g, key, &iv, err)) == OKV_OK)
+                st = okv_gguf_writer_add_scalar(w, key, t, &iv, err); /* little-endian: the low bytes */
+        } else {
+            st = copy_fail(err, OKV_ERR_FORMAT, key, "an f64 value synth cannot copy");
+        }
+        if (st != OKV_OK) return st;
+    }
+    return OKV_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* Metadata                                                            */
 
-static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab *v, okv_error *err) {
+static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab *v, const okv_gguf *vocab_file,
+                               okv_error *err) {
     const char *arch = arch_names[sh->arch];
     char key[128], name[128];
     okv_status st;
@@ -659,6 +764,7 @@ static okv_status add_metadata(okv_gguf_writer *w, const shape *sh, const vocab 
         TRY(okv_gguf_writer_add_u32(w, K("rope.scaling.original_context_length"), (uint32_t)sh->yarn_orig_ctx, err));
     }
 
+    if (vocab_file) return copy_tokenizer(w, vocab_file, err);
     TRY(okv_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", err));
     TRY(okv_gguf_writer_add_array(w, "tokenizer.ggml.tokens", OKV_GGUF_STRING, v->tok, (uint64_t)v->n, err));
     TRY(okv_gguf_writer_add_array(w, "tokenizer.ggml.scores", OKV_GGUF_F32, v->score, (uint64_t)v->n, err));
@@ -703,6 +809,8 @@ static void usage(FILE *f) {
             "  --n-head-kv N            key/value heads, dividing n-head (default 2)\n"
             "  --n-ff N                 feed-forward width (default 172)\n"
             "  --n-vocab N              vocabulary size, at least 260 (default 512)\n"
+            "  --vocab FILE             the tokenizer (every tokenizer.* key) of another GGUF, e.g. llama.cpp's\n"
+            "                           ggml-vocab-qwen3.gguf; the vocabulary size is then its token count\n"
             "  --head-dim N             head width (default n-embd / n-head)\n"
             "  --ctx N                  training context length written to the file (default 2048)\n"
             "  --rope-base F            rope.freq_base (default 10000)\n"
@@ -769,7 +877,8 @@ int cmd_synth(int argc, char **argv) {
                 .n_vocab = 512, .head_dim = 0, .ctx = 2048, .rope_base = 10000.0f, .rope_base_swa = 0.0f,
                 .window = -1, .pattern = -2, .logit_scale = 0.5f, .type_idx = 0, .seed = 1, .threads = 2,
                 .yarn_factor = -1.0f};
-    const char *out = NULL, *v;
+    const char *out = NULL, *vocab_path = NULL, *v;
+    bool seen_n_vocab = false; /* a preset's n_vocab gives way to --vocab's; the flag's must agree */
     cli_seen seen = {0};
     /* A preset first, whatever its place: the other flags override it. */
     for (int i = 1; i + 1 < argc; i++) {
@@ -813,12 +922,13 @@ int cmd_synth(int argc, char **argv) {
               cli_is(a, "--rope-base-swa", "--sliding-window") || cli_is(a, "--sliding-window-pattern", "--softcap") ||
               cli_is(a, "--logit-scale", "-t") || cli_is(a, "--threads", "--preset") ||
               cli_is(a, "--n-expert", "--n-expert-used") || cli_is(a, "--n-ff-exp", "--yarn-factor") ||
-              cli_is(a, "--yarn-orig-ctx", NULL)))
+              cli_is(a, "--yarn-orig-ctx", "--vocab")))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
         if (cli_is(a, "--preset", NULL)) continue; /* applied above */
         if (cli_is(a, "-o", "--output")) out = v;
+        else if (cli_is(a, "--vocab", NULL)) vocab_path = v;
         else if (cli_is(a, "--arch", NULL)) ok = cli_choice(cmd, a, v, arch_names, &sh.arch);
         else if (cli_is(a, "--type", NULL)) ok = cli_choice(cmd, a, v, type_names, &sh.type_idx);
         else if (cli_is(a, "--seed", NULL)) ok = cli_u64(cmd, a, v, &sh.seed);
@@ -827,7 +937,7 @@ int cmd_synth(int argc, char **argv) {
         else if (cli_is(a, "--n-head", NULL)) ok = cli_int(cmd, a, v, 1, 4096, &sh.n_head);
         else if (cli_is(a, "--n-head-kv", NULL)) ok = cli_int(cmd, a, v, 1, 4096, &sh.n_head_kv);
         else if (cli_is(a, "--n-ff", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 18, &sh.n_ff);
-        else if (cli_is(a, "--n-vocab", NULL)) ok = cli_int(cmd, a, v, 260, 1 << 20, &sh.n_vocab);
+        else if (cli_is(a, "--n-vocab", NULL)) seen_n_vocab = ok = cli_int(cmd, a, v, 260, 1 << 20, &sh.n_vocab);
         else if (cli_is(a, "--head-dim", NULL)) ok = cli_int(cmd, a, v, 2, 512, &sh.head_dim);
         else if (cli_is(a, "--ctx", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 24, &sh.ctx);
         else if (cli_is(a, "--rope-base", NULL)) ok = cli_float(cmd, a, v, 1.0, 1e12, &sh.rope_base);
@@ -919,8 +1029,28 @@ int cmd_synth(int argc, char **argv) {
     vocab voc = {0};
     okv_error err = {0};
     okv_gguf_writer *w = NULL;
+    okv_gguf *vocab_file = NULL;
     int rc = CLI_FAIL;
-    if (!build_vocab(&voc, sh.n_vocab) || !build_specs(&run, &sh)) {
+    if (vocab_path) {
+        uint64_t n_tok = 0;
+        if (!(vocab_file = okv_gguf_open(vocab_path, &err)) ||
+            okv_gguf_get_array(vocab_file, "tokenizer.ggml.tokens", NULL, &n_tok, &err) != OKV_OK) {
+            cli_error(cmd, "--vocab %s: %s", vocab_path, err.message);
+            goto done;
+        }
+        if (n_tok < 260 || n_tok > (1u << 20)) {
+            cli_error(cmd, "--vocab %s has %llu tokens; synth takes 260 to 1048576", vocab_path,
+                      (unsigned long long)n_tok);
+            goto done;
+        }
+        if (seen_n_vocab && sh.n_vocab != (int32_t)n_tok) {
+            cli_error(cmd, "--n-vocab %d disagrees with the %llu tokens of --vocab %s", (int)sh.n_vocab,
+                      (unsigned long long)n_tok, vocab_path);
+            goto done;
+        }
+        sh.n_vocab = (int32_t)n_tok;
+    }
+    if ((!vocab_file && !build_vocab(&voc, sh.n_vocab)) || !build_specs(&run, &sh)) {
         cli_error(cmd, "out of memory building the model description");
         goto done;
     }
@@ -931,7 +1061,7 @@ int cmd_synth(int argc, char **argv) {
         cli_error(cmd, "cannot start %d threads: %s", (int)sh.threads, run.pool ? "out of memory" : err.message);
         goto done;
     }
-    if (!(w = okv_gguf_writer_create(&err)) || add_metadata(w, &sh, &voc, &err) != OKV_OK) {
+    if (!(w = okv_gguf_writer_create(&err)) || add_metadata(w, &sh, &voc, vocab_file, &err) != OKV_OK) {
         cli_error(cmd, "metadata: %s", err.message);
         goto done;
     }
@@ -971,5 +1101,6 @@ done:
     free(run.scratch);
     free(run.t);
     vocab_free(&voc);
+    okv_gguf_close(vocab_file);
     return rc;
 }

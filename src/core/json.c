@@ -1,4 +1,5 @@
-/* A small strict JSON reader and writer (RFC 8259), for JSON Schemas. */
+/* The library's JSON reader (RFC 8259, strict) and compact writer; see
+ * core/json.h. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -7,9 +8,8 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "grammar/json.h"
-
-#define JSON_MAX_DEPTH 512
+#include "core/json.h"
+#include "core/strmap.h"
 
 typedef struct jp {
     const char *s;
@@ -21,14 +21,15 @@ typedef struct jp {
 static void jfail(jp *p, const char *what) {
     if (p->failed) return;
     p->failed = true;
-    okv_fail(p->err, OKV_ERR_INVALID, "JSON: %s at offset %zu", what, p->i);
+    okv_fail(p->err, strcmp(what, "out of memory") ? OKV_ERR_INVALID : OKV_ERR_NOMEM, "invalid JSON at byte %zu: %s",
+             p->i, what);
 }
 
 static void ws(jp *p) {
     while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
 }
 
-void okv_json_free(jv *v) {
+void okv_json_free(okv_json *v) {
     if (!v) return;
     for (size_t i = 0; i < v->n; i++) {
         okv_json_free(v->items[i]);
@@ -36,6 +37,7 @@ void okv_json_free(jv *v) {
     }
     free(v->items);
     free(v->keys);
+    free(v->key_lens);
     free(v->str);
     free(v);
 }
@@ -181,6 +183,12 @@ static char *string(jp *p, size_t *len) {
                 if (hex4(p, &lo) && lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 else p->i = save;
             }
+            if (cp >= 0xD800 && cp < 0xE000) {
+                /* Half a pair has no UTF-8 form (Python would fail to encode it later). */
+                p->i -= 6;
+                jfail(p, "a lone surrogate escape");
+                goto out;
+            }
             put_utf8(&b, cp);
             break;
         }
@@ -192,32 +200,35 @@ out:
     return NULL;
 }
 
-static jv *value(jp *p, int depth);
+static okv_json *value(jp *p, int depth);
 
-static jv *newv(jp *p, jv_type t) {
-    jv *v = calloc(1, sizeof *v);
+static okv_json *newv(jp *p, okv_json_type t) {
+    okv_json *v = calloc(1, sizeof *v);
     if (!v) jfail(p, "out of memory");
     else v->type = t;
     return v;
 }
 
-static bool grow(jv *v, size_t *cap, bool keys) {
+static bool grow(okv_json *v, size_t *cap, bool keys) {
     if (v->n < *cap) return true;
     size_t c = *cap ? *cap * 2 : 4;
-    jv **it = realloc(v->items, c * sizeof *it);
+    okv_json **it = realloc(v->items, c * sizeof *it);
     if (!it) return false;
     v->items = it;
     if (keys) {
         char **k = realloc(v->keys, c * sizeof *k);
         if (!k) return false;
         v->keys = k;
+        size_t *kl = realloc(v->key_lens, c * sizeof *kl);
+        if (!kl) return false;
+        v->key_lens = kl;
     }
     *cap = c;
     return true;
 }
 
-static jv *value(jp *p, int depth) {
-    if (depth > JSON_MAX_DEPTH) {
+static okv_json *value(jp *p, int depth) {
+    if (depth >= OKV_JSON_MAX_DEPTH) {
         jfail(p, "nesting too deep");
         return NULL;
     }
@@ -229,9 +240,11 @@ static jv *value(jp *p, int depth) {
     char c = p->s[p->i];
     if (c == '{' || c == '[') {
         const bool obj = c == '{';
-        jv *v = newv(p, obj ? JV_OBJECT : JV_ARRAY);
+        okv_json *v = newv(p, obj ? OKV_JSON_OBJECT : OKV_JSON_ARRAY);
+        okv_strmap seen = {0}; /* the keys so far, past a few */
         if (!v) return NULL;
-        size_t cap = 0;
+        size_t cap = 0, kl = 0;
+        bool oom = false;
         p->i++;
         ws(p);
         if (p->i < p->n && p->s[p->i] == (obj ? '}' : ']')) {
@@ -250,9 +263,28 @@ static jv *value(jp *p, int depth) {
                     jfail(p, "expected a key");
                     break;
                 }
-                size_t kl;
+                const size_t key_at = p->i;
                 key = string(p, &kl);
                 if (!key) break;
+                bool dup = false;
+                if (v->n < 16) {
+                    for (size_t k = 0; k < v->n && !dup; k++)
+                        dup = v->key_lens[k] == kl && memcmp(v->keys[k], key, kl) == 0;
+                } else {
+                    if (!seen.n)
+                        for (size_t k = 0; k < v->n; k++)
+                            if (!okv_strmap_put(&seen, v->keys[k], v->key_lens[k], 0)) oom = true;
+                    dup = okv_strmap_get(&seen, key, kl) >= 0;
+                    if (!dup && !okv_strmap_put(&seen, key, kl, 0)) oom = true;
+                }
+                if (oom || dup) {
+                    char why[96];
+                    snprintf(why, sizeof why, "the key \"%.*s\" given twice", kl > 48 ? 48 : (int)kl, key);
+                    free(key);
+                    if (dup) p->i = key_at;
+                    jfail(p, oom ? "out of memory" : why);
+                    break;
+                }
                 ws(p);
                 if (p->i >= p->n || p->s[p->i] != ':') {
                     free(key);
@@ -261,12 +293,15 @@ static jv *value(jp *p, int depth) {
                 }
                 p->i++;
             }
-            jv *item = value(p, depth + 1);
+            okv_json *item = value(p, depth + 1);
             if (!item) {
                 free(key);
                 break;
             }
-            if (obj) v->keys[v->n] = key;
+            if (obj) {
+                v->keys[v->n] = key;
+                v->key_lens[v->n] = kl;
+            }
             v->items[v->n++] = item;
             ws(p);
             if (p->i < p->n && p->s[p->i] == ',') {
@@ -275,16 +310,18 @@ static jv *value(jp *p, int depth) {
             }
             if (p->i < p->n && p->s[p->i] == (obj ? '}' : ']')) {
                 p->i++;
+                okv_strmap_free(&seen);
                 return v;
             }
             jfail(p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
             break;
         }
+        okv_strmap_free(&seen);
         okv_json_free(v);
         return NULL;
     }
     if (c == '"') {
-        jv *v = newv(p, JV_STRING);
+        okv_json *v = newv(p, OKV_JSON_STRING);
         if (!v) return NULL;
         v->str = string(p, &v->len);
         if (!v->str) {
@@ -295,14 +332,14 @@ static jv *value(jp *p, int depth) {
     }
     static const struct {
         const char *w;
-        jv_type t;
+        okv_json_type t;
         bool b;
-    } words[] = {{"true", JV_BOOL, true}, {"false", JV_BOOL, false}, {"null", JV_NULL, false}};
+    } words[] = {{"true", OKV_JSON_BOOL, true}, {"false", OKV_JSON_BOOL, false}, {"null", OKV_JSON_NULL, false}};
     for (size_t k = 0; k < 3; k++) {
         size_t wl = strlen(words[k].w);
         if (p->n - p->i >= wl && memcmp(p->s + p->i, words[k].w, wl) == 0) {
             p->i += wl;
-            jv *v = newv(p, words[k].t);
+            okv_json *v = newv(p, words[k].t);
             if (v) v->b = words[k].b;
             return v;
         }
@@ -337,7 +374,7 @@ static jv *value(jp *p, int depth) {
             return NULL;
         }
     }
-    jv *v = newv(p, JV_NUMBER);
+    okv_json *v = newv(p, OKV_JSON_NUMBER);
     if (!v) return NULL;
     v->len = p->i - st;
     v->str = malloc(v->len + 1);
@@ -352,14 +389,14 @@ static jv *value(jp *p, int depth) {
     return v;
 }
 
-jv *okv_json_parse(const char *text, size_t len, okv_error *err) {
+okv_json *okv_json_parse(const char *text, size_t len, okv_error *err) {
     okv_error_clear(err);
     if (!text) {
         okv_fail(err, OKV_ERR_INVALID, "JSON text is NULL");
         return NULL;
     }
     jp p = {text, len, 0, err, false};
-    jv *v = value(&p, 0);
+    okv_json *v = value(&p, 0);
     if (v) {
         ws(&p);
         if (p.i != p.n) {
@@ -371,10 +408,11 @@ jv *okv_json_parse(const char *text, size_t len, okv_error *err) {
     return v;
 }
 
-const jv *okv_json_get(const jv *obj, const char *key) {
-    if (!obj || obj->type != JV_OBJECT) return NULL;
+const okv_json *okv_json_get(const okv_json *obj, const char *key) {
+    if (!obj || obj->type != OKV_JSON_OBJECT) return NULL;
+    const size_t n = strlen(key);
     for (size_t i = 0; i < obj->n; i++)
-        if (strcmp(obj->keys[i], key) == 0) return obj->items[i];
+        if (obj->key_lens[i] == n && memcmp(obj->keys[i], key, n) == 0) return obj->items[i];
     return NULL;
 }
 
@@ -393,24 +431,24 @@ void okv_json_write_string(okv_sbuf *b, const char *s, size_t n) {
     okv_sbuf_put(b, "\"", 1);
 }
 
-void okv_json_write(okv_sbuf *b, const jv *v) {
+void okv_json_write(okv_sbuf *b, const okv_json *v) {
     switch (v->type) {
-    case JV_NULL: okv_sbuf_puts(b, "null"); break;
-    case JV_BOOL: okv_sbuf_puts(b, v->b ? "true" : "false"); break;
-    case JV_NUMBER: okv_sbuf_put(b, v->str, v->len); break;
-    case JV_STRING: okv_json_write_string(b, v->str, v->len); break;
-    case JV_ARRAY:
-    case JV_OBJECT:
-        okv_sbuf_put(b, v->type == JV_ARRAY ? "[" : "{", 1);
+    case OKV_JSON_NULL: okv_sbuf_puts(b, "null"); break;
+    case OKV_JSON_BOOL: okv_sbuf_puts(b, v->b ? "true" : "false"); break;
+    case OKV_JSON_NUMBER: okv_sbuf_put(b, v->str, v->len); break;
+    case OKV_JSON_STRING: okv_json_write_string(b, v->str, v->len); break;
+    case OKV_JSON_ARRAY:
+    case OKV_JSON_OBJECT:
+        okv_sbuf_put(b, v->type == OKV_JSON_ARRAY ? "[" : "{", 1);
         for (size_t i = 0; i < v->n; i++) {
             if (i) okv_sbuf_put(b, ",", 1);
-            if (v->type == JV_OBJECT) {
-                okv_json_write_string(b, v->keys[i], strlen(v->keys[i]));
+            if (v->type == OKV_JSON_OBJECT) {
+                okv_json_write_string(b, v->keys[i], v->key_lens[i]);
                 okv_sbuf_put(b, ":", 1);
             }
             okv_json_write(b, v->items[i]);
         }
-        okv_sbuf_put(b, v->type == JV_ARRAY ? "]" : "}", 1);
+        okv_sbuf_put(b, v->type == OKV_JSON_ARRAY ? "]" : "}", 1);
         break;
     }
 }

@@ -1,8 +1,9 @@
 /* Internal: a string -> int32 map (open addressing, FNV-1a), so that rule
- * lookups in a grammar of many rules cost O(1), not a scan: a client's
- * grammar or schema of 100 000 rules must not take minutes. */
-#ifndef OKV_GRAMMAR_STRMAP_H
-#define OKV_GRAMMAR_STRMAP_H
+ * lookups in a grammar of many rules, and the duplicate-key check of a JSON
+ * object of many members, cost O(1), not a scan: a client's grammar,
+ * schema or object of 100 000 names must not take minutes. */
+#ifndef OKV_CORE_STRMAP_H
+#define OKV_CORE_STRMAP_H
 
 #include <stdbool.h>
 #include <stddef.h>
