@@ -109,11 +109,17 @@ static void run_case(const tcase *c, const char *what, int all_isas_threaded) {
     snprintf(desc, sizeof desc, "%s: %s hd=%d kv=%d G=%d W=%d ring=%d rows=%d lo=%d start=%d n=%d sinks=%d",
              what, c->dtype == OKV_F16 ? "f16" : "f32", hd, c->n_kv, c->group, c->window, c->ring,
              c->rows, c->lo_pos, c->start, c->n_tokens, c->sinks);
-    const int threaded_isa = case_counter++ % 3;
-    for (int isa = OKV_ISA_SCALAR; isa <= OKV_ISA_AVX512; isa++) {
-        if (!okv_cpu_has_isa((okv_isa)isa)) continue;
-        const int threaded = all_isas_threaded || isa == threaded_isa ||
-                             !okv_cpu_has_isa((okv_isa)threaded_isa);
+    /* the levels with attention kernels of their own that run here (every
+     * ARM level runs NEON's) */
+    static const okv_isa levels[] = {OKV_ISA_SCALAR, OKV_ISA_AVX2, OKV_ISA_AVX512, OKV_ISA_NEON};
+    okv_isa here[4];
+    int n_here = 0;
+    for (int i = 0; i < 4; i++)
+        if (okv_cpu_has_isa(levels[i])) here[n_here++] = levels[i];
+    const okv_isa threaded_isa = here[case_counter++ % n_here];
+    for (int li = 0; li < n_here; li++) {
+        const okv_isa isa = here[li];
+        const int threaded = all_isas_threaded || isa == threaded_isa;
         for (int pi = 0; pi < (threaded ? 3 : 1); pi++) {
             const size_t bytes = okv_attend_scratch_bytes(&job, pool_sizes[pi]);
             void *scratch = alloc64(bytes);
