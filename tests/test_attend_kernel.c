@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "attend/attend.h"
+#include "attend/attend_impl.h"
 #include "check.h"
 #include "kernels/f16.h"
+#include "kernels/quant.h"
 #include "offkv/offkv.h"
 
 typedef struct tcase {
@@ -109,11 +111,17 @@ static void run_case(const tcase *c, const char *what, int all_isas_threaded) {
     snprintf(desc, sizeof desc, "%s: %s hd=%d kv=%d G=%d W=%d ring=%d rows=%d lo=%d start=%d n=%d sinks=%d",
              what, c->dtype == OKV_F16 ? "f16" : "f32", hd, c->n_kv, c->group, c->window, c->ring,
              c->rows, c->lo_pos, c->start, c->n_tokens, c->sinks);
-    const int threaded_isa = case_counter++ % 3;
-    for (int isa = OKV_ISA_SCALAR; isa <= OKV_ISA_AVX512; isa++) {
-        if (!okv_cpu_has_isa((okv_isa)isa)) continue;
-        const int threaded = all_isas_threaded || isa == threaded_isa ||
-                             !okv_cpu_has_isa((okv_isa)threaded_isa);
+    /* the levels with attention kernels of their own that run here (every
+     * ARM level runs NEON's) */
+    static const okv_isa levels[] = {OKV_ISA_SCALAR, OKV_ISA_AVX2, OKV_ISA_AVX512, OKV_ISA_NEON};
+    okv_isa here[4];
+    int n_here = 0;
+    for (int i = 0; i < 4; i++)
+        if (okv_cpu_has_isa(levels[i])) here[n_here++] = levels[i];
+    const okv_isa threaded_isa = here[case_counter++ % n_here];
+    for (int li = 0; li < n_here; li++) {
+        const okv_isa isa = here[li];
+        const int threaded = all_isas_threaded || isa == threaded_isa;
         for (int pi = 0; pi < (threaded ? 3 : 1); pi++) {
             const size_t bytes = okv_attend_scratch_bytes(&job, pool_sizes[pi]);
             void *scratch = alloc64(bytes);
@@ -155,7 +163,35 @@ static void run_case(const tcase *c, const char *what, int all_isas_threaded) {
     free(K); free(V); free(q); free(out); free(single); free(first); free(ref); free(sinks);
 }
 
+/* Q8_0 K/V rows widened on every level with kernels of its own: each value
+ * exactly d * q (ggml's dequantization), head dims with and without a
+ * partial last block. */
+static void test_widen_q8(void) {
+    static const okv_isa levels[] = {OKV_ISA_SCALAR, OKV_ISA_AVX2, OKV_ISA_AVX512, OKV_ISA_NEON};
+    const int32_t hds[] = {32, 64, 80, 16};
+    for (int hi = 0; hi < 4; hi++) {
+        const int32_t hd = hds[hi], per_row = (hd + 31) / 32, nr = 5;
+        block_q8_0 b[5 * 3];
+        float want[5 * 80], got[5 * 80];
+        for (int32_t r = 0; r < nr; r++)
+            for (int32_t i = 0; i < per_row; i++) {
+                block_q8_0 *x = &b[r * per_row + i];
+                x->d = okv_f32_to_f16(frand() * 0.1f);
+                for (int j = 0; j < 32; j++) x->qs[j] = (int8_t)(frand() * 127.0f);
+                for (int j = 0; j < 32 && 32 * i + j < hd; j++)
+                    want[r * hd + 32 * i + j] = okv_f16_to_f32(x->d) * (float)x->qs[j];
+            }
+        for (int li = 0; li < 4; li++) {
+            if (!okv_cpu_has_isa(levels[li])) continue;
+            okv_attend_widen_q8(b, hd, nr, got, levels[li]);
+            CHECK(memcmp(got, want, sizeof(float) * (size_t)(nr * hd)) == 0, "widen q8 %s hd=%d: not d * q",
+                  okv_isa_name(levels[li]), hd);
+        }
+    }
+}
+
 int main(void) {
+    test_widen_q8();
     okv_error err;
     for (int i = 0; i < 3; i++) {
         pools[i] = okv_threadpool_create(pool_sizes[i], &err);

@@ -1,7 +1,10 @@
 /* Elementwise kernels against their formulas evaluated in double. */
 #include <math.h>
 
+#include <string.h>
+
 #include "check.h"
+#include "kernels/cpu.h"
 #include "kernels/ops.h"
 
 static uint64_t rng_state = 0xDEADBEEFCAFEull;
@@ -177,11 +180,51 @@ static void test_softmax_softcap(void) {
     CHECK(o[0] == -2 && o[4] == -10, "scale");
 }
 
+/* The vector silu (ops_avx2.c on x86, ops_neon.c on aarch64) modelled one
+ * element at a time: the same correctly rounded steps (fmaf for the fused
+ * ones, nearbyintf to nearest even, 2^n exact), so the kernels must give
+ * these bits on both families. */
+static float silu_model(float x) {
+    const float t = fminf(fmaxf(-x, -87.0f), 88.0f);
+    const float n = nearbyintf(t * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, t);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.0f / 5040.0f;
+    const float c[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f};
+    for (int i = 0; i < 7; i++) p = fmaf(p, r, c[i]);
+    return x / (1.0f + p * ldexpf(1.0f, (int)n));
+}
+
+/* Where a vector silu runs (any SIMD level), every element has the model's
+ * bits, whatever n and its index (chunks of a prefill agree with the whole). */
+static void test_silu_bits(void) {
+    if (okv_cpu_best_isa() == OKV_ISA_SCALAR) {
+        printf("silu bits: the scalar level runs expf, skipped\n");
+        return;
+    }
+    enum { N = 203 };
+    float x[N], u[N], y[N], yc[N];
+    for (int i = 0; i < N; i++) { x[i] = frand() * 100.0f; u[i] = frand() * 2.0f; }
+    x[0] = 0.0f; x[1] = -87.5f; x[2] = 88.5f; x[3] = -1e-30f; x[4] = 3.0f;
+    okv_silu(y, x, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += memcmp(&y[i], &(float){silu_model(x[i])}, sizeof(float)) != 0;
+    CHECK(bad == 0, "silu (%s): %d elements differ from the model's bits", okv_isa_name(okv_cpu_best_isa()), bad);
+    okv_swiglu(y, x, u, N);
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += memcmp(&y[i], &(float){silu_model(x[i]) * u[i]}, sizeof(float)) != 0;
+    CHECK(bad == 0, "swiglu (%s): %d elements differ from the model's bits", okv_isa_name(okv_cpu_best_isa()), bad);
+    /* chunks of 1..9 elements at odd offsets */
+    for (int i = 0, len = 1; i < N; i += len, len = len % 9 + 1) okv_swiglu(yc + i, x + i, u + i, i + len <= N ? len : N - i);
+    CHECK(memcmp(y, yc, sizeof y) == 0, "swiglu: chunked and whole differ");
+}
+
 int main(void) {
     test_rmsnorm();
     test_rope(0);
     test_rope(1);
     test_activations();
+    test_silu_bits();
     test_softmax_softcap();
     return check_done();
 }

@@ -320,6 +320,12 @@ void okv_attend_run(const okv_attend_job *job, okv_threadpool *pool, void *scrat
         c.kern = &okv_attend_kernels_avx2;
         c.isa = OKV_ISA_AVX2;
     }
+#elif defined(OKV_ARM)
+    /* every ARM level runs the NEON kernels: attention has no 8-bit products */
+    if (okv_isa_is_arm(isa) && okv_cpu_has_isa(OKV_ISA_NEON)) {
+        c.kern = &okv_attend_kernels_neon;
+        c.isa = OKV_ISA_NEON;
+    }
 #else
     (void)isa;
 #endif

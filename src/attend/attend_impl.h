@@ -64,5 +64,8 @@ extern const okv_attend_kernels okv_attend_kernels_scalar;
 extern const okv_attend_kernels okv_attend_kernels_avx2;
 extern const okv_attend_kernels okv_attend_kernels_avx512;
 #endif
+#if defined(OKV_ARM)
+extern const okv_attend_kernels okv_attend_kernels_neon;
+#endif
 
 #endif

@@ -30,6 +30,20 @@ OKV_TARGET_AVX2 static void widen_avx2(const block_q8_0 *b, int32_t n_blocks, fl
         }
     }
 }
+#elif defined(OKV_ARM)
+#include <arm_neon.h>
+
+/* d * (float)q lane by lane, as widen_scalar: SXTL twice, SCVTF, FMUL. */
+static void widen_neon(const block_q8_0 *b, int32_t n_blocks, float *dst) {
+    for (int32_t i = 0; i < n_blocks; i++) {
+        const float d = okv_f16_to_f32(b[i].d);
+        for (int j = 0; j < 32; j += 8) {
+            const int16x8_t q = vmovl_s8(vld1_s8(b[i].qs + j));
+            vst1q_f32(dst + 32 * i + j, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), d));
+            vst1q_f32(dst + 32 * i + j + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(q)), d));
+        }
+    }
+}
 #endif
 
 static void widen_scalar(const block_q8_0 *b, int32_t n_blocks, float *dst) {
@@ -46,6 +60,8 @@ void okv_attend_widen_q8(const void *rows, int32_t hd, int32_t nr, float *dst, o
 #ifdef OKV_ATTEND_HAVE_X86
     if (isa == OKV_ISA_AVX512) widen = widen_avx512;
     else if (isa == OKV_ISA_AVX2) widen = widen_avx2;
+#elif defined(OKV_ARM)
+    if (isa == OKV_ISA_NEON) widen = widen_neon;
 #else
     (void)isa;
 #endif

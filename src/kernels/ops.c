@@ -96,13 +96,18 @@ void okv_rope_neox(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, c
 
 static inline float silu1(float x) { return x / (1.0f + expf(-x)); }
 
-/* The vector silu (ops_avx2.c) rounds differently from expf (within a few
- * ulps); which one runs depends on the processor alone, like matmul's
+/* The vector silu (ops_avx2.c, and ops_neon.c with the same bits) rounds
+ * differently from expf (within a few ulps); which one runs depends on the processor alone, like matmul's
  * kernels, never on n or chunking. */
 void okv_silu(float *y, const float *x, int64_t n) {
 #if defined(OKV_X86)
     if (okv_isa_is_x86(okv_cpu_best_isa())) {
         okv_silu_avx2(y, x, n);
+        return;
+    }
+#elif defined(OKV_ARM)
+    if (okv_isa_is_arm(okv_cpu_best_isa())) {
+        okv_silu_neon(y, x, n);
         return;
     }
 #endif
@@ -113,6 +118,11 @@ void okv_swiglu(float *y, const float *gate, const float *up, int64_t n) {
 #if defined(OKV_X86)
     if (okv_isa_is_x86(okv_cpu_best_isa())) {
         okv_swiglu_avx2(y, gate, up, n);
+        return;
+    }
+#elif defined(OKV_ARM)
+    if (okv_isa_is_arm(okv_cpu_best_isa())) {
+        okv_swiglu_neon(y, gate, up, n);
         return;
     }
 #endif

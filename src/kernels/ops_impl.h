@@ -7,5 +7,7 @@
 
 void okv_swiglu_avx2(float *y, const float *gate, const float *up, int64_t n);
 void okv_silu_avx2(float *y, const float *x, int64_t n);
+void okv_swiglu_neon(float *y, const float *gate, const float *up, int64_t n);
+void okv_silu_neon(float *y, const float *x, int64_t n);
 
 #endif
