@@ -13,7 +13,8 @@
  * each value moves by at most half a step, amax_b/254, and the scale by
  * 2^-11 relative, giving the looser bound checked second.  SIMD kernels
  * differ from scalar only in the order of float sums, so both bounds hold
- * for every ISA. */
+ * for every ISA; the ARM kernels for the quantized types keep the scalar
+ * order too, and must give its bits on every level. */
 #include <math.h>
 
 #include "check.h"
@@ -263,6 +264,7 @@ static void check_type_shape(int t, shape s, okv_threadpool **pools) {
     float *y2 = malloc(sizeof(float) * (size_t)(n * rows));
     float *y1 = malloc(sizeof(float) * (size_t)rows);
     float *yb = malloc(sizeof(float) * (size_t)(n * rows));
+    float *ys = malloc(sizeof(float) * (size_t)(n * rows));
     int have_bw = 0;
     for (int kern = 0; kern < OKV_ISA_COUNT; kern++) {
         if (!okv_cpu_has_isa((okv_isa)kern)) {
@@ -299,6 +301,13 @@ static void check_type_shape(int t, shape s, okv_threadpool **pools) {
                   "%s %s: column %lld alone differs from within n = %lld", kn, okv_ggml_type_name(t),
                   (long long)j, (long long)n);
         }
+        /* ARM's kernels for the quantized types repeat the scalar kernel's
+         * float operations over exact integer sums: its bits, every level */
+        if (kern == OKV_ISA_SCALAR) memcpy(ys, y, sizeof(float) * (size_t)(n * rows));
+        if (quant && okv_isa_is_arm((okv_isa)kern))
+            CHECK(memcmp(ys, y, sizeof(float) * (size_t)(n * rows)) == 0,
+                  "%s %s rows %lld k %lld n %lld: differs from the scalar kernel's bits", kn, okv_ggml_type_name(t),
+                  (long long)rows, (long long)k, (long long)n);
         if (kern == OKV_ISA_AVX512) { memcpy(yb, y, sizeof(float) * (size_t)(n * rows)); have_bw = 1; }
         if (kern > OKV_ISA_SCALAR && !okv_wtype_get(t)->tile[kern]) continue; /* the lower ISA's kernel */
         if (kern == OKV_ISA_AVX512_VNNI && have_bw)
@@ -306,7 +315,7 @@ static void check_type_shape(int t, shape s, okv_threadpool **pools) {
                   okv_ggml_type_name(t));
     }
     free(w); free(wd); free(wm); free(x); free(xq); free(ref); free(tol); free(ref_exact); free(tol_exact);
-    free(scratch); free(y); free(y2); free(y1); free(yb);
+    free(scratch); free(y); free(y2); free(y1); free(yb); free(ys);
 }
 
 static void test_act_quantizers(void) {

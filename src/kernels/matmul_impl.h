@@ -72,13 +72,21 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
-/* aarch64 (kernels/..._neon.c): NEON and DOTPROD per sixteen-wide layout. */
+/* aarch64 (kernels/..._neon.c): NEON and DOTPROD per sixteen-wide layout ... */
 #define OKV_MM_TILES_ARM(t) OKV_MM_TILE(okv_mm_tile_##t##_neon); OKV_MM_TILE(okv_mm_tile_##t##_dotprod)
 OKV_MM_TILES_ARM(q4_0x16);
 OKV_MM_TILES_ARM(q8_0x16);
 OKV_MM_TILES_ARM(q4_Kx16);
 OKV_MM_TILES_ARM(q5_Kx16);
 OKV_MM_TILES_ARM(q6_Kx16);
+OKV_MM_TILES_ARM(mxfp4x16);
+/* ... and ggml's layouts (kernels/matmul_neon_q.c, matmul_neon_f.c: one
+ * float kernel for every level). */
+OKV_MM_TILES_ARM(q8_0); OKV_MM_TILES_ARM(q4_0); OKV_MM_TILES_ARM(q4_1);
+OKV_MM_TILES_ARM(q5_0); OKV_MM_TILES_ARM(q5_1); OKV_MM_TILES_ARM(mxfp4);
+OKV_MM_TILES_ARM(q2_K); OKV_MM_TILES_ARM(q3_K); OKV_MM_TILES_ARM(q4_K);
+OKV_MM_TILES_ARM(q5_K); OKV_MM_TILES_ARM(q6_K);
+OKV_MM_TILE(okv_mm_tile_f32_neon); OKV_MM_TILE(okv_mm_tile_f16_neon); OKV_MM_TILE(okv_mm_tile_bf16_neon);
 /* MXFP4 sixteen blocks wide (kernels/mxfp4x16.h). */
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_scalar);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx2);

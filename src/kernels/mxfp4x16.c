@@ -5,8 +5,8 @@
  * take |w| times x with w's sign (maddubs and vpdpbusd need one unsigned
  * side): 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum stay
  * within int16 (24384), so the kernels without VNNI widen once per group
- * half, and every ISA gets the same exact lanes.  On other processors only
- * the scalar tile is built (wtype.c's X16() names no other). */
+ * half, and every ISA gets the same exact lanes.  The aarch64 bodies are in
+ * mxfp4x16_neon.c. */
 #include <math.h>
 #include <string.h>
 

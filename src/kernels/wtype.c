@@ -34,20 +34,23 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define X16_NEON(t) X16(t)
 #define X16_NEON_AVX2(t) X16_AVX2(t)
 #else
-/* aarch64 (kernels/..._neon.c: the sixteen-wide layouts' tiles per level,
- * I8MM taking DOTPROD's; no block passes, the tiles already convert a row
- * group once for 4 columns), or any other processor: scalar */
-#define TILES_SIMD(t) {okv_mm_tile_##t##_scalar}
-#define TILES_VNNI(t) {okv_mm_tile_##t##_scalar}
-#define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t)
-#define X16(t) .tile = TILES_VNNI(t)
+/* aarch64 (kernels/..._neon.c: every runnable type's tiles per level,
+ * I8MM taking DOTPROD's and the float ones NEON's for every level; no block
+ * passes, the tiles already convert a row group once for 4 columns), or any
+ * other processor: scalar */
 #if defined(OKV_ARM)
-#define X16_NEON(t) .tile = {okv_mm_tile_##t##_scalar, [OKV_ISA_NEON] = okv_mm_tile_##t##_neon, \
-                             [OKV_ISA_DOTPROD] = okv_mm_tile_##t##_dotprod}
+#define TILES_SIMD(t) {okv_mm_tile_##t##_scalar, [OKV_ISA_NEON] = okv_mm_tile_##t##_neon, \
+                       [OKV_ISA_DOTPROD] = okv_mm_tile_##t##_dotprod}
+#define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, \
+                 .tile = {okv_mm_tile_##t##_scalar, [OKV_ISA_NEON] = okv_mm_tile_##t##_neon}
 #else
-#define X16_NEON(t) X16(t)
+#define TILES_SIMD(t) {okv_mm_tile_##t##_scalar}
+#define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t)
 #endif
-#define X16_NEON_AVX2(t) X16_NEON(t)
+#define TILES_VNNI(t) TILES_SIMD(t)
+#define X16(t) .tile = TILES_SIMD(t)
+#define X16_NEON(t) X16(t)
+#define X16_NEON_AVX2(t) X16(t)
 #endif
 
 /* Block layouts as ggml-common.h defines them (quant.h has the structs);
