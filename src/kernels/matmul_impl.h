@@ -99,6 +99,7 @@ OKV_MM_TILE(okv_mm_tile_q8_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx2);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx512vnni);
 /* Q6_K sixteen sub-blocks wide (kernels/q6_Kx16.h). */
@@ -114,6 +115,7 @@ OKV_MM_TILE(okv_mm_tile_q5_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q5_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q5_Kx16_avx512);
 OKV_MM_TILE(okv_mm_tile_q5_Kx16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q5_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q5_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q5_Kx16_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_scalar);

@@ -89,6 +89,67 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(cons
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q8_0x16_avx2)
 
+/* The AVX2 block pass (from 5 columns on: wtype.c), weight-stationary as
+ * q4_0x16.c's: a half-group's eight |w| vectors stay in registers for
+ * X16_CB columns (tile_avx2 makes them again for every 4 columns, and its
+ * accumulators for 4 columns besides them fill AVX2's 16 registers); the
+ * signs come from w in memory (vpsignb's mask operand, L1), the float
+ * accumulators from acc_buf.  Each lane sees tile_avx2's operations in its
+ * order (the same exact integer dot, then one FMA per group): the same
+ * bits. */
+enum { X16_CB = 16, X16_STRIP = 8 };
+
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin,
+                                                                             int64_t r_end, int64_t c_begin,
+                                                                             int64_t c_end) {
+    const int64_t ng = okv_x16_groups(c->k);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc_buf[X16_STRIP][X16_CB][2];
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {
+        const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);
+        const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);
+        const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */
+        for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {
+            const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);
+            for (int r = 0; r < nr; r++)
+                for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();
+            for (int64_t g = 0; g < ng; g++) {
+                for (int r = 0; r < nr; r++) {
+                    const block_q8_0x16 *w = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow) + g;
+                    /* the next strip's group: used X16_STRIP rows later */
+                    for (int l = 0; l < (int)sizeof *w; l += 64)
+                        _mm_prefetch((const char *)w + X16_STRIP * c->wrow + l, _MM_HINT_T1);
+                    UNROLL for (int half = 0; half < 2; half++) {
+                        __m256i wa[8];
+                        UNROLL for (int v = 0; v < 8; v++)
+                            wa[v] = _mm256_abs_epi8(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)));
+                        const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
+                        const block_act_q8_0x16 *x = xs + g;
+                        for (int j = 0; j < nc; j++, x += xstride) {
+                            __m256i p = _mm256_setzero_si256();
+                            UNROLL for (int v = 0; v < 8; v++) {
+                                const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)),
+                                                                    _mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)));
+                                p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(wa[v], xv), ones));
+                            }
+                            acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                                                  _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)),
+                                                                  acc_buf[r][j][half]);
+                        }
+                    }
+                }
+            }
+            for (int r = 0; r < nr; r++)
+                for (int j = 0; j < nc; j++)
+                    c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]);
+        }
+    }
+}
+
+OKV_TARGET_AVX2 void okv_mm_block_q8_0x16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    block_avx2(c, r0, r1, c0, c1);
+}
+
 /* AVX-512: VNNI takes w + 128 (unsigned) and starts each lane at
  * -128 * its activation sum (16 * c8); BW moves w's sign onto x. */
 #define TILE_AVX512(name, TARGET, VNNI)                                                                   \
