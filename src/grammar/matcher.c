@@ -461,7 +461,7 @@ static bool reserve(char **buf, size_t *cap, size_t n) {
 
 static bool set_pend(okv_grammar_matcher *m, const char *s, size_t n) {
     if (!reserve(&m->pend, &m->pend_cap, n)) return false;
-    memmove(m->pend, s, n);
+    if (n) memmove(m->pend, s, n);
     m->pend_n = n;
     return true;
 }
@@ -497,9 +497,11 @@ bool okv_grammar_matcher_triggered(const okv_grammar_matcher *m) { return m && m
  * tail to keep as pend), LK_OFF (an anchored trigger cannot come now). */
 static int lazy_look(okv_grammar_matcher *m, const char *b, size_t len, size_t *at, size_t *keep) {
     const size_t n = m->pend_n + len;
+    *at = *keep = 0;
+    if (!n) return LK_WAIT;
     if (!reserve(&m->tbuf, &m->tbuf_cap, n)) return LK_NOMEM;
-    memcpy(m->tbuf, m->pend, m->pend_n);
-    memcpy(m->tbuf + m->pend_n, b, len);
+    if (m->pend_n) memcpy(m->tbuf, m->pend, m->pend_n);
+    if (len) memcpy(m->tbuf + m->pend_n, b, len);
     const char *t = m->tbuf;
     if (m->anchored) {
         size_t i = 0;
