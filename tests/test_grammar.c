@@ -298,6 +298,85 @@ static void test_utf8(void) {
     okv_grammar_free(g);
 }
 
+/* The lazy reference: text is free up to the first trigger; from there
+ * on it must begin a sentence of g (a fresh, eager matcher over that part). */
+static bool lazy_ref(const okv_grammar *g, const char *text, size_t n, const char *trig, bool anchored, bool *on) {
+    const size_t tn = strlen(trig);
+    size_t at = n;
+    if (anchored) {
+        size_t i = 0;
+        while (i < n && strchr(" \n\t\r", text[i])) i++;
+        at = n - i >= tn && !memcmp(text + i, trig, tn) ? i : n;
+    } else {
+        for (size_t i = 0; i + tn <= n && at == n; i++)
+            if (!memcmp(text + i, trig, tn)) at = i;
+    }
+    *on = at < n;
+    if (at == n) return true;
+    okv_error err;
+    okv_grammar_matcher *m = okv_grammar_matcher_create(g, &err);
+    bool ok = okv_grammar_matcher_accept_bytes(m, text + at, n - at);
+    okv_grammar_matcher_free(m);
+    return ok;
+}
+
+/* Lazy matchers (tool_choice "auto"): every text split in two at every
+ * byte, each part judged against the reference, the trigger split between
+ * the parts or inside one with text before and after it. */
+static void test_lazy(void) {
+    okv_grammar *g = parse("root ::= \"<tool_call>\" [0-9]+ \"</tool_call>\"");
+    static const char *const texts[] = {"hello <tool_call>12</tool_call>", "a<tool_call>x", "<tool_<tool_call>5",
+                                        "<tool_call<tool_call>7</tool_call>", "no call at all", "x<tool_call>12</tool_call>y",
+                                        "<tool_call>", "<<tool_call>>", "tool_call>3"};
+    okv_error err;
+    int bad = 0;
+    for (size_t t = 0; g && t < sizeof texts / sizeof *texts; t++) {
+        const size_t n = strlen(texts[t]);
+        for (size_t s = 0; s <= n; s++) {
+            okv_grammar_matcher *m = okv_grammar_matcher_create_lazy(g, "<tool_call>", 11, false, &err);
+            bool on1, on2;
+            const bool r1 = lazy_ref(g, texts[t], s, "<tool_call>", false, &on1);
+            const bool a1 = okv_grammar_matcher_accept_bytes(m, texts[t], s);
+            bool a2 = false, r2 = false;
+            if (a1 && r1) {
+                okv_grammar_matcher *c = okv_grammar_matcher_clone(m, &err); /* forks keep the waiting text */
+                r2 = lazy_ref(g, texts[t], n, "<tool_call>", false, &on2);
+                a2 = okv_grammar_matcher_accept_bytes(c, texts[t] + s, n - s);
+                if (a2 && okv_grammar_matcher_triggered(c) != on2) bad++;
+                if (a2 && !on2 && !okv_grammar_matcher_can_end(c)) bad++; /* free text may end anywhere */
+                okv_grammar_matcher_free(c);
+            }
+            if (a1 != r1 || a2 != r2 || (a1 && okv_grammar_matcher_triggered(m) != on1)) {
+                if (bad++ < 5)
+                    fprintf(stderr, "  '%s' split at %zu: lazy %d %d, reference %d %d\n", texts[t], s, a1, a2, r1, r2);
+            }
+            okv_grammar_matcher_reset(m); /* back to waiting */
+            CHECK(!okv_grammar_matcher_triggered(m) && okv_grammar_matcher_accept_bytes(m, "free <tool", 10) &&
+                      !okv_grammar_matcher_accept_bytes(m, "_call>x", 7) && okv_grammar_matcher_accept_bytes(m, "_call>4", 7) &&
+                      okv_grammar_matcher_triggered(m) && !okv_grammar_matcher_can_end(m),
+                  "reset: waiting again, then the trigger split over two pieces");
+            okv_grammar_matcher_free(m);
+        }
+    }
+    CHECK(bad == 0, "lazy matcher: %d judgements differ from the reference", bad);
+    okv_grammar_free(g);
+
+    /* anchored: a bare JSON call opens the answer, or the answer is free */
+    g = parse("root ::= \"{\" [a-z]* \"}\"");
+    static const struct { const char *text; bool ok, on; } an[] = {
+        {"  {ab}", true, true}, {"x{1", true, false}, {" {1", false, false}, {"\n{}", true, true}, {"", true, false}};
+    for (size_t i = 0; g && i < sizeof an / sizeof *an; i++) {
+        okv_grammar_matcher *m = okv_grammar_matcher_create_lazy(g, "{", 1, true, &err);
+        const bool ok = okv_grammar_matcher_accept_bytes(m, an[i].text, strlen(an[i].text));
+        CHECK(ok == an[i].ok && (!ok || okv_grammar_matcher_triggered(m) == an[i].on), "anchored '%s': %d, triggered %d",
+              an[i].text, ok, okv_grammar_matcher_triggered(m));
+        okv_grammar_matcher_free(m);
+    }
+    CHECK(okv_grammar_matcher_create_lazy(g, "", 0, false, &err) == NULL && err.status == OKV_ERR_INVALID,
+          "an empty trigger is refused");
+    okv_grammar_free(g);
+}
+
 /* The vocabulary mask against per-token answers, at positions along a JSON
  * text, on Qwen 3's vocabulary. */
 static void test_mask_qwen(void) {
@@ -401,6 +480,7 @@ int main(void) {
     test_bad();
     test_against_references();
     test_utf8();
+    test_lazy();
     test_mask_qwen();
     return check_done();
 }

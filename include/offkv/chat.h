@@ -134,8 +134,10 @@ okv_chat_syntax okv_chat_template_syntax(const okv_chat_template *t, const char 
  * where a call is a bare JSON object at the start of the answer (Llama 3,
  * generic), or NULL for OKV_CHAT_FORMAT_CONTENT.  The hook for a lazy
  * grammar: constrained decoding of the call switches on once the model has
- * written this text (tool_choice "auto"), or is forced from the start
- * (tool_choice "required" or named). */
+ * written this text (tool_choice "auto": the trigger of
+ * okv_grammar_matcher_create_lazy, anchored at the answer's start where the
+ * opener is ""), or is forced from the start (tool_choice "required" or
+ * named). */
 const char *okv_chat_tool_call_opener(okv_chat_format f);
 
 /* The format's name ("hermes", "llama3", ...). */

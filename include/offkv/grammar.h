@@ -90,6 +90,13 @@ const char *okv_gbnf_json_object(void);
 okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end,
                                             okv_error *err);
 
+/* The same with control tokens as their text ("[TOOL_CALLS]",
+ * "<|channel|>"; the end tokens stay ends): for output that shows control
+ * tokens (a server detokenizing with special), so that a grammar or a lazy
+ * trigger can name the markup a model writes as one control token. */
+okv_grammar_vocab *okv_grammar_vocab_create_special(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end,
+                                                    okv_error *err);
+
 /* Frees a vocabulary trie.  NULL is a no-op. */
 void okv_grammar_vocab_free(okv_grammar_vocab *v);
 
@@ -102,6 +109,25 @@ bool okv_grammar_vocab_is_end(const okv_grammar_vocab *v, int32_t id);
 /* Creates a matcher at the start of g (g must outlive it).  NULL on
  * error (memory); free with okv_grammar_matcher_free. */
 okv_grammar_matcher *okv_grammar_matcher_create(const okv_grammar *g, okv_error *err);
+
+/* A lazy matcher (llama.cpp's lazy grammar): text passes freely until it
+ * contains trigger (len bytes, at least 1), then g constrains the rest,
+ * starting at the trigger's first byte, so g's sentences begin with the
+ * trigger (a tool call's opener and the call after it).  A token may end
+ * inside the trigger, or hold the trigger and text past it: the text
+ * before the trigger is free, the trigger and what follows go to g, and a
+ * token whose part from the trigger on g refuses is refused as a whole.
+ * anchored: the trigger counts only at the start of the text (after ASCII
+ * whitespace); once the text starts otherwise, the matcher stays free.
+ * While free, every token is allowed (control tokens too) and the text may
+ * end anywhere.  okv_grammar_matcher_reset and _clone keep the trigger and
+ * its waiting state.  NULL on error (an empty trigger is OKV_ERR_INVALID). */
+okv_grammar_matcher *okv_grammar_matcher_create_lazy(const okv_grammar *g, const char *trigger, size_t len,
+                                                     bool anchored, okv_error *err);
+
+/* Whether a lazy matcher has seen its trigger (the grammar is on); true
+ * for a matcher that is not lazy, false for NULL. */
+bool okv_grammar_matcher_triggered(const okv_grammar_matcher *m);
 
 /* Frees a matcher.  NULL is a no-op. */
 void okv_grammar_matcher_free(okv_grammar_matcher *m);

@@ -75,7 +75,23 @@ struct okv_grammar_matcher {
     uint64_t clock;
     uintptr_t *keybuf;
     size_t keybuf_cap;
+    /* lazy (okv_grammar_matcher_create_lazy): the grammar waits for trig */
+    char *trig; /* NULL: not lazy */
+    size_t trig_n;
+    bool anchored;
+    int lazy;   /* LZ_ON: the grammar is on (or not lazy); LZ_WAIT; LZ_OFF: free for good */
+    char *pend; /* while waiting, the text that may still begin the trigger: the tail shorter than the
+                   trigger (anchored: all of it, whitespace then a prefix of the trigger) */
+    size_t pend_n, pend_cap;
+    char *tbuf; /* pend + the next piece, to look for the trigger in */
+    size_t tbuf_cap;
 };
+
+enum { LZ_ON, LZ_WAIT, LZ_OFF };
+enum { LK_FOUND, LK_WAIT, LK_OFF, LK_NOMEM };
+/* A text waiting for an anchored trigger longer than this is not going to
+ * start with it (only whitespace came): the matcher turns free. */
+#define MAX_ANCHOR_WAIT 4096
 
 /* ---- arena ---- */
 
@@ -377,6 +393,8 @@ static bool commit(okv_grammar_matcher *m, const sset *set, uint32_t pval, int p
 
 void okv_grammar_matcher_reset(okv_grammar_matcher *m) {
     if (!m) return;
+    m->lazy = m->trig ? LZ_WAIT : LZ_ON;
+    m->pend_n = 0;
     arena_reset(&m->scratch);
     const okv_grammar *g = m->g;
     const gelem *root = g->rules[g->root];
@@ -424,17 +442,97 @@ void okv_grammar_matcher_free(okv_grammar_matcher *m) {
         free(m->cache[i].bits);
     }
     free(m->keybuf);
+    free(m->trig);
+    free(m->pend);
+    free(m->tbuf);
     free(m);
+}
+
+/* Grows *buf to hold n bytes. */
+static bool reserve(char **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return true;
+    size_t c = n * 2 + 16;
+    char *b = realloc(*buf, c);
+    if (!b) return false;
+    *buf = b;
+    *cap = c;
+    return true;
+}
+
+static bool set_pend(okv_grammar_matcher *m, const char *s, size_t n) {
+    if (!reserve(&m->pend, &m->pend_cap, n)) return false;
+    if (n) memmove(m->pend, s, n);
+    m->pend_n = n;
+    return true;
+}
+
+static bool set_trigger(okv_grammar_matcher *m, const char *trigger, size_t len, bool anchored) {
+    if (!(m->trig = malloc(len))) return false;
+    memcpy(m->trig, trigger, len);
+    m->trig_n = len;
+    m->anchored = anchored;
+    m->lazy = LZ_WAIT;
+    return true;
+}
+
+okv_grammar_matcher *okv_grammar_matcher_create_lazy(const okv_grammar *g, const char *trigger, size_t len,
+                                                     bool anchored, okv_error *err) {
+    if (!trigger || !len) {
+        okv_fail(err, OKV_ERR_INVALID, "a lazy grammar needs a trigger of at least one byte");
+        return NULL;
+    }
+    okv_grammar_matcher *m = okv_grammar_matcher_create(g, err);
+    if (m && !set_trigger(m, trigger, len, anchored)) {
+        okv_grammar_matcher_free(m);
+        okv_fail(err, OKV_ERR_NOMEM, "grammar matcher trigger");
+        return NULL;
+    }
+    return m;
+}
+
+bool okv_grammar_matcher_triggered(const okv_grammar_matcher *m) { return m && m->lazy == LZ_ON; }
+
+/* Where a waiting matcher's trigger is in pend + b (len bytes), put in
+ * tbuf: LK_FOUND with *at its offset, LK_WAIT (*keep: the offset of the
+ * tail to keep as pend), LK_OFF (an anchored trigger cannot come now). */
+static int lazy_look(okv_grammar_matcher *m, const char *b, size_t len, size_t *at, size_t *keep) {
+    const size_t n = m->pend_n + len;
+    *at = *keep = 0;
+    if (!n) return LK_WAIT;
+    if (!reserve(&m->tbuf, &m->tbuf_cap, n)) return LK_NOMEM;
+    if (m->pend_n) memcpy(m->tbuf, m->pend, m->pend_n);
+    if (len) memcpy(m->tbuf + m->pend_n, b, len);
+    const char *t = m->tbuf;
+    if (m->anchored) {
+        size_t i = 0;
+        while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t' || t[i] == '\r')) i++;
+        const size_t r = n - i, c = r < m->trig_n ? r : m->trig_n;
+        if (memcmp(t + i, m->trig, c) != 0 || n > MAX_ANCHOR_WAIT) return LK_OFF;
+        *at = i;
+        *keep = 0;
+        return r >= m->trig_n ? LK_FOUND : LK_WAIT;
+    }
+    for (size_t i = 0; i + m->trig_n <= n; i++) {
+        if (t[i] == m->trig[0] && memcmp(t + i, m->trig, m->trig_n) == 0) {
+            *at = i;
+            return LK_FOUND;
+        }
+    }
+    *keep = n >= m->trig_n ? n - (m->trig_n - 1) : 0;
+    return LK_WAIT;
 }
 
 okv_grammar_matcher *okv_grammar_matcher_clone(const okv_grammar_matcher *src, okv_error *err) {
     okv_grammar_matcher *m = okv_grammar_matcher_create(src ? src->g : NULL, err);
     if (!m) return NULL;
-    if (!commit(m, &src->stacks, src->pval, src->prem)) {
+    if (!commit(m, &src->stacks, src->pval, src->prem) ||
+        (src->trig && (!set_trigger(m, src->trig, src->trig_n, src->anchored) ||
+                       !set_pend(m, src->pend, src->pend_n)))) {
         okv_grammar_matcher_free(m);
         okv_fail(err, OKV_ERR_NOMEM, "grammar matcher clone");
         return NULL;
     }
+    m->lazy = src->lazy;
     return m;
 }
 
@@ -455,8 +553,35 @@ static bool run_bytes(okv_grammar_matcher *m, const unsigned char *b, size_t len
     return true;
 }
 
+/* A waiting lazy matcher over len more bytes: free text, or the trigger
+ * and the grammar from it on (check: only whether it would be accepted). */
+static bool lazy_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bool check) {
+    if (m->lazy == LZ_OFF) return true;
+    size_t at = 0, keep = 0;
+    switch (lazy_look(m, bytes, len, &at, &keep)) {
+    case LK_NOMEM: return false;
+    case LK_OFF:
+        if (!check) m->lazy = LZ_OFF, m->pend_n = 0;
+        return true;
+    case LK_WAIT: return check || set_pend(m, m->tbuf + keep, m->pend_n + len - keep);
+    default: break;
+    }
+    arena_reset(&m->scratch);
+    sset out;
+    uint32_t pv;
+    int pr;
+    const size_t n = m->pend_n + len;
+    if (!run_bytes(m, (const unsigned char *)m->tbuf + at, n - at, &out, &pv, &pr)) return false;
+    if (check) return true;
+    if (!commit(m, &out, pv, pr)) return false;
+    m->lazy = LZ_ON;
+    m->pend_n = 0;
+    return true;
+}
+
 bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes, size_t len) {
     if (!m || (!bytes && len)) return false;
+    if (m->lazy != LZ_ON) return lazy_bytes(m, bytes, len, false);
     arena_reset(&m->scratch);
     sset out;
     uint32_t pv;
@@ -466,6 +591,7 @@ bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes,
 }
 
 bool okv_grammar_matcher_can_end(const okv_grammar_matcher *m) {
+    if (m && m->lazy != LZ_ON) return true;
     if (!m || m->prem) return false;
     for (int32_t i = 0; i < m->stacks.n; i++)
         if (!m->stacks.s[i]) return true;
@@ -473,7 +599,7 @@ bool okv_grammar_matcher_can_end(const okv_grammar_matcher *m) {
 }
 
 bool okv_grammar_matcher_must_end(const okv_grammar_matcher *m) {
-    if (!m || m->prem) return false;
+    if (!m || m->prem || m->lazy != LZ_ON) return false;
     for (int32_t i = 0; i < m->stacks.n; i++)
         if (m->stacks.s[i]) return false;
     return true;
@@ -482,6 +608,7 @@ bool okv_grammar_matcher_must_end(const okv_grammar_matcher *m) {
 bool okv_grammar_matcher_allows(okv_grammar_matcher *m, const okv_grammar_vocab *v, int32_t id) {
     if (!m || !v || id < 0 || id >= v->n_tokens) return false;
     if (v->is_end[id]) return okv_grammar_matcher_can_end(m);
+    if (m->lazy != LZ_ON) return v->len[id] == 0 || lazy_bytes(m, v->bytes + v->off[id], v->len[id], true);
     if (v->len[id] == 0) return false;
     arena_reset(&m->scratch);
     sset out;
@@ -501,6 +628,7 @@ okv_status okv_grammar_matcher_accept_token(okv_grammar_matcher *m, const okv_gr
             return okv_fail(err, OKV_ERR_INVALID, "end token %d before the grammar is complete", (int)id);
         return OKV_OK;
     }
+    if (v->len[id] == 0 && m->lazy != LZ_ON) return OKV_OK; /* free text: a control token */
     if (v->len[id] == 0) return okv_fail(err, OKV_ERR_INVALID, "token %d has no text; the grammar refuses it", (int)id);
     if (!okv_grammar_matcher_accept_bytes(m, v->bytes + v->off[id], v->len[id])) {
         if (m->scratch.oom || m->next.oom) return okv_fail(err, OKV_ERR_NOMEM, "grammar matcher state");
@@ -621,6 +749,13 @@ static void bits_to_bools(const uint64_t *bits, int32_t n, bool *allowed) {
 int32_t okv_grammar_matcher_mask(okv_grammar_matcher *m, const okv_grammar_vocab *v, bool *allowed) {
     if (!m || !v || !allowed) return 0;
     const int32_t n = v->n_tokens;
+    if (m->lazy != LZ_ON) {
+        /* Waiting: only a token that completes the trigger with text the
+         * grammar refuses is out (rare: this runs after a refused draw). */
+        int32_t count = 0;
+        for (int32_t i = 0; i < n; i++) count += (allowed[i] = okv_grammar_matcher_allows(m, v, i));
+        return count;
+    }
     const size_t words = ((size_t)n + 63) / 64;
     if (m->cache_v != v || m->cache_vocab != n) {
         for (int i = 0; i < N_CACHE; i++) {

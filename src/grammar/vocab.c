@@ -41,8 +41,8 @@ bool okv_grammar_vocab_is_end(const okv_grammar_vocab *v, int32_t id) {
     return v && id >= 0 && id < v->n_tokens && v->is_end[id];
 }
 
-okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end,
-                                            okv_error *err) {
+static okv_grammar_vocab *vocab_create(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end, int special,
+                                       okv_error *err) {
     okv_error_clear(err);
     if (!tok) {
         okv_fail(err, OKV_ERR_INVALID, "tokenizer is NULL");
@@ -82,14 +82,14 @@ okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int3
     for (int32_t i = 0; i < n; i++) {
         size_t got = 0;
         okv_error e2;
-        okv_status st = okv_tokenizer_token_to_piece(tok, i, 0, v->bytes + used, cap - used, &got, &e2);
+        okv_status st = okv_tokenizer_token_to_piece(tok, i, special, v->bytes + used, cap - used, &got, &e2);
         if (st != OKV_OK && got > cap - used) {
             size_t ncap = (cap + got) * 2;
             char *b = realloc(v->bytes, ncap);
             if (!b) goto nomem;
             v->bytes = b;
             cap = ncap;
-            st = okv_tokenizer_token_to_piece(tok, i, 0, v->bytes + used, cap - used, &got, &e2);
+            st = okv_tokenizer_token_to_piece(tok, i, special, v->bytes + used, cap - used, &got, &e2);
         }
         if (st != OKV_OK) {
             okv_fail(err, st, "token %d: %s", (int)i, e2.message);
@@ -172,4 +172,14 @@ nomem:
     okv_grammar_vocab_free(v);
     okv_fail(err, OKV_ERR_NOMEM, "grammar vocabulary");
     return NULL;
+}
+
+okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end,
+                                            okv_error *err) {
+    return vocab_create(tok, end_ids, n_end, 0, err);
+}
+
+okv_grammar_vocab *okv_grammar_vocab_create_special(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end,
+                                                    okv_error *err) {
+    return vocab_create(tok, end_ids, n_end, 1, err);
 }

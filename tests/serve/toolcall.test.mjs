@@ -8,7 +8,11 @@
 // parse and pass ajv against the tool's own schema, plain and streamed, with
 // finish_reason "tool_calls"; the named tool is the one called; the tool's
 // result goes back (role tool) and the server answers.  A schema keyword the
-// converter cannot honour is a 400 naming it and the tool.
+// converter cannot honour is a 400 naming it and the tool.  parallel_tool_calls
+// false gives exactly one call, true (the default) one or more.  With
+// tool_choice "auto" the grammar is lazy: a logit_bias on the '{' token makes
+// the random model open a Llama 3 call, and the rest of it must
+// then be valid (plain, streamed, and with n: 2 forks).
 import path from 'node:path';
 import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
 
@@ -58,6 +62,25 @@ function validCallOf(call, what, only) {
   return ok;
 }
 
+// A streamed request's choices: the tool-call deltas joined, and finish_reason.
+async function streamed(client, body) {
+  const st = await client.chat.completions.create(body);
+  const out = [];
+  for await (const chunk of st) {
+    for (const c of chunk.choices ?? []) {
+      const o = (out[c.index] ??= { calls: [], finish: null });
+      for (const d of c.delta?.tool_calls ?? []) {
+        o.calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
+        if (d.id) o.calls[d.index].id = d.id;
+        if (d.function?.name) o.calls[d.index].function.name += d.function.name;
+        if (d.function?.arguments) o.calls[d.index].function.arguments += d.function.arguments;
+      }
+      if (c.finish_reason) o.finish = c.finish_reason;
+    }
+  }
+  return out;
+}
+
 for (const family of ['Qwen-Qwen2.5-7B-Instruct', 'meta-llama-Llama-3.2-3B-Instruct', 'microsoft-Phi-3.5-mini-instruct']) {
 const template = path.join(SHARED, 'templates', 'src', `${family}.jinja`);
 const srv = await startServer(['--chat-template-file', template, '-c', '2048'],
@@ -68,7 +91,8 @@ try {
   // required: several seeds and temperatures, each answer one valid call
   let first;
   for (const [seed, temperature] of [[1, 1], [2, 1.5], [3, 0.7], [4, 0], [5, 2]]) {
-    const r = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required', seed, temperature, max_tokens: 400 });
+    const r = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required', seed, temperature, max_tokens: 400,
+      parallel_tool_calls: false });
     const ch = r.choices[0];
     eq(ch.finish_reason, 'tool_calls', `seed ${seed}: finish_reason`);
     check(ch.message.tool_calls?.length === 1, `seed ${seed}: one call, got ${JSON.stringify(ch.message)}`);
@@ -79,7 +103,7 @@ try {
   // named: the call is to that tool
   for (const seed of [6, 7, 8]) {
     const r = await client.chat.completions.create({ model: 'x', messages, tools, seed, temperature: 1.5, max_tokens: 400,
-      tool_choice: { type: 'function', function: { name: 'get_time' } } });
+      parallel_tool_calls: false, tool_choice: { type: 'function', function: { name: 'get_time' } } });
     eq(r.choices[0].finish_reason, 'tool_calls', `named seed ${seed}: finish_reason`);
     if (r.choices[0].message.tool_calls?.length) validCall(r.choices[0].message.tool_calls[0], `named seed ${seed}`, 'get_time');
     else check(false, `named seed ${seed}: no call: ${JSON.stringify(r.choices[0].message)}`);
@@ -87,25 +111,54 @@ try {
 
   // streamed: the deltas join to one valid call
   for (const seed of [9, 10]) {
-    const st = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required', seed, temperature: 1,
-      max_tokens: 400, stream: true });
-    const calls = [];
-    let finish = null;
-    for await (const chunk of st) {
-      const c = chunk.choices[0];
-      if (!c) continue;
-      for (const d of c.delta?.tool_calls ?? []) {
-        calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } };
-        if (d.id) calls[d.index].id = d.id;
-        if (d.function?.name) calls[d.index].function.name += d.function.name;
-        if (d.function?.arguments) calls[d.index].function.arguments += d.function.arguments;
-      }
-      if (c.finish_reason) finish = c.finish_reason;
-    }
+    const [{ calls, finish }] = await streamed(client, { model: 'x', messages, tools, tool_choice: 'required', seed, temperature: 1,
+      max_tokens: 400, stream: true, parallel_tool_calls: false });
     eq(finish, 'tool_calls', `stream seed ${seed}: finish_reason`);
     check(calls.length === 1, `stream seed ${seed}: one call, got ${JSON.stringify(calls)}`);
     if (calls.length) validCall(calls[0], `stream seed ${seed}`);
   }
+
+  // parallel_tool_calls true: one or more calls, each valid (Hermes: each call
+  // whole in its tags, so a cut at max_tokens leaves the earlier ones)
+  if (family.startsWith('Qwen')) {
+    const r = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required', seed: 12, temperature: 1,
+      max_tokens: 300 });
+    const calls = r.choices[0].message.tool_calls ?? [];
+    check(calls.length >= 1, `parallel: calls, got ${JSON.stringify(r.choices[0].message)}`);
+    calls.forEach((c, i) => validCall(c, `parallel call ${i}`));
+  }
+
+  // auto: the lazy grammar.  Llama 3's call is a bare JSON object opening the
+  // answer: a bias on the '{' token makes the random model open one, and the
+  // grammar must then keep it valid.  (Generic's {"response": text} would
+  // fill with the biased '{' to max_tokens: test_serve_toolgrammar checks it.)
+  if (family.startsWith('meta')) {
+    // 'x{': the vocabulary (SentencePiece) prefixes a lone '{' with a space
+    const tk = await post(srv, '/tokenize', { content: 'x{', add_special: false });
+    const brace = tk.json?.tokens?.at(-1);
+    const dt = await post(srv, '/detokenize', { tokens: [brace] });
+    eq(dt.json?.content, '{', `the '{' token ${brace}`);
+    const logit_bias = { [brace]: 40 };
+    const answers = [];
+    for (const seed of [21, 22]) {
+      const r = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'auto', seed, temperature: 1,
+        max_tokens: 300, logit_bias, parallel_tool_calls: false });
+      answers.push({ calls: r.choices[0].message.tool_calls ?? [], finish: r.choices[0].finish_reason, msg: r.choices[0].message });
+    }
+    // streamed, two forks of one prompt
+    const forks = await streamed(client, { model: 'x', messages, tools, tool_choice: 'auto', seed: 23, temperature: 1,
+      max_tokens: 300, logit_bias, parallel_tool_calls: false, stream: true, n: 2 });
+    eq(forks.length, 2, 'auto stream n 2: choices');
+    answers.push(...forks);
+    answers.forEach(({ calls, finish, msg }, i) => {
+      eq(finish, 'tool_calls', `auto answer ${i}: finish_reason`);
+      check(calls.length === 1, `auto answer ${i}: one call, got ${JSON.stringify(msg ?? calls)}`);
+      if (calls.length) validCall(calls[0], `auto answer ${i}`);
+    });
+  }
+  // no bias: whatever the model writes, a call in it is valid
+  const free = await client.chat.completions.create({ model: 'x', messages, tools, seed: 25, max_tokens: 40 });
+  (free.choices[0].message.tool_calls ?? []).forEach((c, i) => validCall(c, `auto free call ${i}`));
 
   // round trip: the call and its result go back, the server answers and the
   // template shows the result to the model (Qwen's <tool_response>)

@@ -429,32 +429,38 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             status = wire_fail(srv, c, 400, "invalid_request_error", "logit_bias",
                           "'logit_bias' names token %d; the vocabulary has %d tokens", (int)req.bias_ids[b],
                           (int)n_vocab) == MHD_YES ? 1 : -1;
+    srv_trigger trigger = {0};
     for (int i = 0; i < n_texts && !status; i++) {
         char *rendered = NULL;
         const char *text;
         if (kind == SRV_CHAT) {
-            srv_fail rf;
+            srv_fail rf = {0};
             if (!(rendered = srv_chat_render(srv->chat, &req, true, &rf))) {
                 status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
                 break;
             }
             okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
-            /* tool_choice "required" or named: the answer is a call in the
+            /* tool_choice "required" or named: the answer is calls in the
              * template's format, arguments per the tool's schema, forced
-             * from the first token (a grammar of the client's would fight it). */
-            if (req.tool_choice == SRV_TOOLS_REQUIRED || req.tool_choice == SRV_TOOLS_NAMED) {
-                bool clash = req.grammar != NULL;
-                if (clash) {
-                    srv_fail_set(&rf, 400, "invalid_request_error", "tool_choice",
-                                 "'tool_choice' forces a tool call; it cannot come with 'response_format', 'grammar' or 'json_schema'");
-                } else {
-                    req.grammar = srv_tool_call_grammar(&req, syn.format, &rf);
-                }
-                if (clash || !req.grammar) {
+             * from the first token (a grammar of the client's would fight it).
+             * "auto": the same grammar, lazy: on from the format's opener, so
+             * a call the model starts is valid (a client's grammar wins). */
+            const bool forced = req.tool_choice == SRV_TOOLS_REQUIRED || req.tool_choice == SRV_TOOLS_NAMED;
+            if (forced && req.grammar) {
+                srv_fail_set(&rf, 400, "invalid_request_error", "tool_choice",
+                             "'tool_choice' forces a tool call; it cannot come with 'response_format', 'grammar' or 'json_schema'");
+                free(rendered);
+                status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
+                break;
+            }
+            if (forced || (req.tool_choice == SRV_TOOLS_AUTO && req.tools_json && !req.grammar)) {
+                req.grammar = srv_tool_call_grammar(&req, syn.format, !forced, forced ? NULL : &trigger, &rf);
+                if (!req.grammar && rf.status) {
                     free(rendered);
                     status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
                     break;
                 }
+                if (!req.grammar) trigger.text = NULL; /* a format offkv cannot constrain: free */
             }
             /* One parse per choice: n answers stream side by side. */
             for (int c2 = 0; c2 < req.n && c2 < SRV_MAX_PROMPTS; c2++)
@@ -498,11 +504,10 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .bias = req.bias,
             .n_bias = req.n_bias,
             .grammar = req.grammar,
+            .trigger = trigger.text,
+            .trigger_anchored = trigger.anchored,
             .top_logprobs = req.top_logprobs,
             .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
-            /* req.grammar holds the forced tool call's grammar (above);
-             * tool_choice "auto" with a lazy grammar from
-             * okv_chat_tool_call_opener on is not done yet. */
         };
         bool busy = false;
         const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy);

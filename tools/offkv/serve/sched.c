@@ -93,7 +93,8 @@ struct srv_sched {
     int32_t *eog;                   /* tokens that end a turn */
     int n_eog, cap_eog;
     pthread_mutex_t gv_mu;          /* guards gv's creation */
-    okv_grammar_vocab *gv;          /* the vocabulary's trie, made for the first grammar; ends at eog */
+    okv_grammar_vocab *gv[2];       /* the vocabulary's trie, made for the first grammar; ends at eog;
+                                       [1]: control tokens as their text, for jobs that show them */
 
     pthread_mutex_t mu;
     pthread_cond_t work;
@@ -307,7 +308,8 @@ void srv_sched_free(srv_sched *s) {
     free(s->eog);
     okv_batch_free(s->batch);
     okv_threadpool_free(s->pool);
-    okv_grammar_vocab_free(s->gv);
+    okv_grammar_vocab_free(s->gv[0]);
+    okv_grammar_vocab_free(s->gv[1]);
     pthread_mutex_destroy(&s->gv_mu);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
@@ -317,10 +319,12 @@ void srv_sched_free(srv_sched *s) {
 /* The vocabulary's trie for grammars, made by the first request with one
  * (a 150 k-token vocabulary's takes tens of MB and 0.2 s: servers that
  * never see a grammar never pay); NULL with err filled when it cannot be. */
-static const okv_grammar_vocab *grammar_vocab(srv_sched *s, okv_error *err) {
+static const okv_grammar_vocab *grammar_vocab(srv_sched *s, bool special, okv_error *err) {
     pthread_mutex_lock(&s->gv_mu);
-    if (!s->gv) s->gv = okv_grammar_vocab_create(s->tok, s->eog, s->n_eog, err);
-    const okv_grammar_vocab *v = s->gv;
+    if (!s->gv[special])
+        s->gv[special] = special ? okv_grammar_vocab_create_special(s->tok, s->eog, s->n_eog, err)
+                                 : okv_grammar_vocab_create(s->tok, s->eog, s->n_eog, err);
+    const okv_grammar_vocab *v = s->gv[special];
     pthread_mutex_unlock(&s->gv_mu);
     return v;
 }
@@ -346,8 +350,10 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
               okv_sampler_set_logit_bias(j->sampler, p->bias_ids, p->bias, p->n_bias, err) == OKV_OK;
     if (ok && p->grammar) {
         ok = (j->grammar = okv_grammar_parse(p->grammar, strlen(p->grammar), NULL, err)) != NULL &&
-             (j->gm = okv_grammar_matcher_create(j->grammar, err)) != NULL &&
-             okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, err), err) == OKV_OK;
+             (j->gm = p->trigger ? okv_grammar_matcher_create_lazy(j->grammar, p->trigger, strlen(p->trigger),
+                                                                   p->trigger_anchored, err)
+                                 : okv_grammar_matcher_create(j->grammar, err)) != NULL &&
+             okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, p->special, err), err) == OKV_OK;
     }
     for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;
     if (!ok) {

@@ -150,14 +150,28 @@ char *srv_error_json(const srv_fail *f);
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-/* ---- forced tool calls (toolgrammar.c) ---- */
+/* ---- constrained tool calls (toolgrammar.c) ---- */
 
-/* The GBNF of one call in format's markup to one of r's tools (the one
- * tool_choice names, else any), its arguments following the tool's
- * "parameters" schema: for tool_choice "required" and named.  NULL with *f
- * set: 400 naming the tool and the schema keyword offkv cannot honour, or
- * the format it cannot force; 500 when out of memory.  Free with free(). */
-char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, srv_fail *f);
+/* Where a lazy tool-call grammar switches on. */
+typedef struct srv_trigger {
+    const char *text; /* the format's opener, or "{" for a bare JSON call (static) */
+    bool anchored;    /* only at the answer's start (Llama 3, generic) */
+} srv_trigger;
+
+/* The GBNF of tool calls in format's markup to r's tools (the one
+ * tool_choice names, else any), each call's arguments following its
+ * tool's "parameters" schema.  parallel_tool_calls false: exactly one
+ * call; else one or more, joined the format's way (gpt-oss and Llama 3
+ * write one).  lazy false (tool_choice "required" or named): the answer is
+ * the calls, from its first token.  lazy true (tool_choice "auto"): the
+ * grammar's sentences start at the format's opener, *trig says where it
+ * switches on (okv_grammar_matcher_create_lazy), and the generic format
+ * may answer {"response": text} instead.  NULL with f->status 0 for a lazy
+ * grammar of a format offkv cannot constrain (qwen3-coder, command-r,
+ * apertus, pythonic: decoding stays free); NULL with *f set: 400 naming
+ * the tool and the schema keyword offkv cannot honour, or the format it
+ * cannot force; 500 when out of memory.  Free with free(). */
+char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, bool lazy, srv_trigger *trig, srv_fail *f);
 
 /* ---- the answer as OpenAI shapes it (toolcalls.c) ---- */
 
@@ -240,6 +254,8 @@ typedef struct srv_job_params {
     const float *bias;
     int32_t n_bias;
     const char *grammar;    /* GBNF (parsed per job); NULL: none */
+    const char *trigger;    /* non-NULL: the grammar is lazy, on from this text (a tool call's opener) */
+    bool trigger_anchored;  /* the trigger counts only at the answer's start */
     int32_t top_logprobs;   /* -1: none */
     bool special;           /* control tokens come out as their text (the answer's markup is parsed) */
 } srv_job_params;

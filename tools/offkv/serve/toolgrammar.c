@@ -43,40 +43,93 @@ static bool put_lit(char **b, size_t *n, size_t *cap, const char *s) {
     return true;
 }
 
-/* The call's text before the JSON-quoted name (head), between it and the
- * arguments (mid) and after them (tail), as the family's parser
- * (src/chat/toolcall.c) reads it; head NULL for a format offkv cannot
- * force yet. */
-static void call_frame(okv_chat_format f, const char **head, const char **mid, const char **tail) {
-    *head = NULL;
-    *mid = ", \"arguments\": ";
-    *tail = "}";
+/* One way a format writes its calls, as its parser (src/chat/toolcall.c)
+ * reads them: open, then calls joined by sep, then close; a call is head,
+ * the tool's name (JSON-quoted, or bare), mid, the arguments, tail.  Plain
+ * text, except mid_gbnf and tail_gbnf, GBNF fragments added after mid and
+ * tail where the format allows several spellings. */
+typedef struct frame {
+    const char *open, *head, *mid, *tail, *sep, *close, *mid_gbnf, *tail_gbnf;
+    bool bare;  /* the name as is, not a JSON string */
+    bool multi; /* several calls may follow one another (parallel_tool_calls) */
+} frame;
+
+#define JSON_CALL .head = "{\"name\": ", .mid = ", \"arguments\": ", .tail = "}"
+
+/* The frames of format f (up to 2, the model picks one), for a grammar from
+ * the answer's start (lazy false) or from the format's opener (lazy true);
+ * 0 for a format offkv cannot constrain. */
+static int call_frames(okv_chat_format f, bool lazy, bool parallel, frame fr[2]) {
+    memset(fr, 0, 2 * sizeof *fr);
     switch (f) {
     case OKV_CHAT_FORMAT_HERMES:
-        *head = "<tool_call>\n{\"name\": ";
-        *tail = "}\n</tool_call>";
-        break;
+        fr[0] = (frame){.head = "<tool_call>\n{\"name\": ", .mid = ", \"arguments\": ", .tail = "}\n</tool_call>",
+                        .sep = "\n", .multi = true};
+        return 1;
     case OKV_CHAT_FORMAT_GENERIC:
-        *head = "{\"tool_call\": {\"name\": ";
-        *tail = "}}";
-        break;
+        fr[0] = parallel ? (frame){JSON_CALL, .open = "{\"tool_calls\": [", .sep = ", ", .close = "]}", .multi = true}
+                         : (frame){JSON_CALL, .open = "{\"tool_call\": ", .close = "}"};
+        return 1;
     case OKV_CHAT_FORMAT_LLAMA3:
-        *head = "{\"name\": ";
-        *mid = ", \"parameters\": ";
-        break;
-    default: break;
+        fr[0] = (frame){.head = "{\"name\": ", .mid = ", \"parameters\": ", .tail = "}"};
+        return 1;
+    case OKV_CHAT_FORMAT_MISTRAL:
+        /* Nemo's JSON array, and Small 3.x / Devstral's NAME[ARGS]{...} */
+        fr[0] = (frame){JSON_CALL, .open = "[TOOL_CALLS][", .sep = ", ", .close = "]", .multi = true};
+        fr[1] = (frame){.head = "[TOOL_CALLS]", .mid = "[ARGS]", .bare = true, .multi = true};
+        return 2;
+    case OKV_CHAT_FORMAT_GRANITE:
+        fr[0] = (frame){JSON_CALL, .open = "<|tool_call|>[", .sep = ", ", .close = "]", .multi = true};
+        return 1;
+    case OKV_CHAT_FORMAT_DEEPSEEK:
+        fr[0] = (frame){.open = "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>",
+                        .head = "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>",
+                        .mid = "<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>",
+                        .tail = "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>",
+                        .close = "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>",
+                        .bare = true, .multi = true};
+        return 1;
+    case OKV_CHAT_FORMAT_GPT_OSS:
+        /* One call per message: <|call|> ends the turn.  The recipient comes
+         * in the channel's header (from the start) or after it (lazy, from
+         * the opener " to=functions." wherever the model writes it). */
+        fr[0] = (frame){.head = lazy ? " to=functions." : "<|channel|>commentary to=functions.", .bare = true,
+                        .mid_gbnf = "( \" <|constrain|>json\" | \"<|channel|>commentary\" ( \" <|constrain|>json\" | "
+                                    "\" json\" )? )? \"<|message|>\"",
+                        .tail_gbnf = "\"<|call|>\"?"};
+        return 1;
+    default: return 0;
     }
 }
 
-char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, srv_fail *f) {
-    const char *head, *mid, *tail;
-    call_frame(format, &head, &mid, &tail);
-    if (!head) {
-        srv_fail_set(f, 400, "invalid_request_error", "tool_choice",
-                     "'tool_choice' forces a call, but offkv cannot constrain the template's '%s' call format yet "
-                     "(hermes, generic and llama3 it can)",
-                     okv_chat_format_name(format));
+/* Appends a GBNF literal of s ("" for an empty s adds nothing). */
+static bool put_text(char **b, size_t *n, size_t *cap, const char *s) {
+    if (!s || !*s) return true;
+    return put(b, n, cap, " \"", 2) && put_lit(b, n, cap, s) && put(b, n, cap, "\"", 1);
+}
+
+/* A JSON string, for the generic format's {"response": ...} (auto). */
+static const char RESPONSE_RULES[] =
+    "\nresponse ::= \"{\\\"response\\\": \\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt] | "
+    "\"\\\\u\" [0-9a-fA-F]{4} )* \"\\\"}\"\n";
+
+char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, bool lazy, srv_trigger *trig, srv_fail *f) {
+    frame fr[2];
+    const int n_fr = call_frames(format, lazy, r->parallel_tool_calls, fr);
+    f->status = 0;
+    if (!n_fr) {
+        if (!lazy)
+            srv_fail_set(f, 400, "invalid_request_error", "tool_choice",
+                         "'tool_choice' forces a call, but offkv cannot constrain the template's '%s' call format yet "
+                         "(hermes, llama3, mistral, gpt-oss, deepseek, granite and generic it can)",
+                         okv_chat_format_name(format));
         return NULL;
+    }
+    if (trig) {
+        const char *op = okv_chat_tool_call_opener(format);
+        /* a bare JSON call (Llama 3, generic) opens the answer */
+        trig->anchored = !op || !*op;
+        trig->text = trig->anchored ? "{" : op;
     }
     cJSON *tools = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
     int nt = cJSON_GetArraySize(tools), k = 0;
@@ -126,25 +179,45 @@ char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, srv_fa
             goto out;
         }
     }
-    /* root ::= call-0 | call-1 ...; call-K ::= head tool-K tail */
-    oom = oom || !put(&out, &n, &cap, "root ::=", 8);
-    for (int i = 0; i < k && !oom; i++) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "%s call-%d", i ? " |" : "", i);
-        oom = !put(&out, &n, &cap, buf, strlen(buf));
+    /* root ::= form-0 | form-1 [| response]; form-F ::= open call-F (sep call-F)* close;
+     * call-F ::= call-F-0 | call-F-1 ...; call-F-K ::= head NAME mid tool-K tail */
+    char buf[96];
+    oom = oom || !put(&out, &n, &cap, "root ::= form-0", 15) || (n_fr > 1 && !put(&out, &n, &cap, " | form-1", 9)) ||
+          (lazy && format == OKV_CHAT_FORMAT_GENERIC && !put(&out, &n, &cap, " | response", 11));
+    for (int F = 0; F < n_fr && !oom; F++) {
+        const frame *w = &fr[F];
+        const bool many = w->multi && r->parallel_tool_calls;
+        snprintf(buf, sizeof buf, "\nform-%d ::=", F);
+        oom = !put(&out, &n, &cap, buf, strlen(buf)) || !put_text(&out, &n, &cap, w->open);
+        snprintf(buf, sizeof buf, " call-%d", F);
+        oom = oom || !put(&out, &n, &cap, buf, strlen(buf));
+        if (many) {
+            oom = oom || !put(&out, &n, &cap, " (", 2) || !put_text(&out, &n, &cap, w->sep) ||
+                  !put(&out, &n, &cap, buf, strlen(buf)) || !put(&out, &n, &cap, ")*", 2);
+        }
+        oom = oom || !put_text(&out, &n, &cap, w->close);
+        snprintf(buf, sizeof buf, "\ncall-%d ::=", F);
+        oom = oom || !put(&out, &n, &cap, buf, strlen(buf));
+        for (int i = 0; i < k && !oom; i++) {
+            snprintf(buf, sizeof buf, "%s call-%d-%d", i ? " |" : "", F, i);
+            oom = !put(&out, &n, &cap, buf, strlen(buf));
+        }
+        for (int i = 0; i < k && !oom; i++) {
+            cJSON *js = w->bare ? NULL : cJSON_CreateString(fn[i]);
+            char *quoted = js ? cJSON_PrintUnformatted(js) : NULL;
+            cJSON_Delete(js);
+            snprintf(buf, sizeof buf, "\ncall-%d-%d ::=", F, i);
+            oom = (!w->bare && !quoted) || !put(&out, &n, &cap, buf, strlen(buf)) || !put_text(&out, &n, &cap, w->head) ||
+                  !put_text(&out, &n, &cap, w->bare ? fn[i] : quoted) ||
+                  !put_text(&out, &n, &cap, w->mid) ||
+                  (w->mid_gbnf && (!put(&out, &n, &cap, " ", 1) || !put(&out, &n, &cap, w->mid_gbnf, strlen(w->mid_gbnf))));
+            snprintf(buf, sizeof buf, " tool-%d", i);
+            oom = oom || !put(&out, &n, &cap, buf, strlen(buf)) || !put_text(&out, &n, &cap, w->tail) ||
+                  (w->tail_gbnf && (!put(&out, &n, &cap, " ", 1) || !put(&out, &n, &cap, w->tail_gbnf, strlen(w->tail_gbnf))));
+            free(quoted);
+        }
     }
-    for (int i = 0; i < k && !oom; i++) {
-        cJSON *js = cJSON_CreateString(fn[i]);
-        char *quoted = js ? cJSON_PrintUnformatted(js) : NULL, buf[64];
-        cJSON_Delete(js);
-        snprintf(buf, sizeof buf, "\ncall-%d ::= \"", i);
-        oom = !quoted || !put(&out, &n, &cap, buf, strlen(buf)) || !put_lit(&out, &n, &cap, head) ||
-              !put_lit(&out, &n, &cap, quoted) || !put_lit(&out, &n, &cap, mid);
-        snprintf(buf, sizeof buf, "\" tool-%d \"", i);
-        oom = oom || !put(&out, &n, &cap, buf, strlen(buf)) || !put_lit(&out, &n, &cap, tail) ||
-              !put(&out, &n, &cap, "\"", 1);
-        free(quoted);
-    }
+    if (lazy && format == OKV_CHAT_FORMAT_GENERIC) oom = oom || !put(&out, &n, &cap, RESPONSE_RULES, strlen(RESPONSE_RULES));
     oom = oom || !put(&out, &n, &cap, "\n", 1) || !put(&out, &n, &cap, prims, strlen(prims));
     if (oom) {
         free(out);

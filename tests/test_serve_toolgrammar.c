@@ -1,0 +1,141 @@
+/* The grammars that keep tool calls valid (serve/toolgrammar.c): for each
+ * call format offkv constrains, texts written the way the family's
+ * template renders a call are accepted or refused as they should be, from
+ * the answer's start (tool_choice "required" / named) and lazily from the
+ * format's opener (tool_choice "auto": free text first, then a call);
+ * parallel_tool_calls false allows exactly one call, true one or more;
+ * arguments outside the tool's schema are refused; and every text the
+ * grammar accepts, the format's parser (okv_chat_parse, the reference)
+ * reads as the same calls. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "offkv/chat.h"
+#include "offkv/grammar.h"
+#include "serve/serve.h"
+
+static const char *TOOLS =
+    ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+    "\"properties\": {\"city\": {\"enum\": [\"Paris\", \"Lima\"]}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\", "
+    "\"days\"], \"additionalProperties\": false}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}]";
+
+#define W "{\"city\": \"Paris\", \"days\": 3}"
+#define BAD "{\"city\": \"Rome\", \"days\": 3}"
+
+typedef struct gcase {
+    okv_chat_format fmt;
+    int mode;   /* 0 forced, 1 lazy */
+    bool par;   /* parallel_tool_calls */
+    const char *text;
+    bool ok;    /* a whole sentence */
+    int calls;  /* what the parser reads when ok */
+} gcase;
+
+#define DS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>"
+#define DS_CEND "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define HERMES(a) "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " a "}\n</tool_call>"
+#define HERMES_T "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>"
+#define OSS "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" W
+
+static const gcase CASES[] = {
+    {OKV_CHAT_FORMAT_HERMES, 0, true, HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 0, true, HERMES(W) "\n" HERMES_T, true, 2},
+    {OKV_CHAT_FORMAT_HERMES, 0, false, HERMES(W) "\n" HERMES_T, false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 0, false, HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 0, true, HERMES(BAD), false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 0, true, "Sure. " HERMES(W), false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "Sure. " HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "Sure. " HERMES(BAD), false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "Just text, no call.", true, 0},
+    {OKV_CHAT_FORMAT_HERMES, 1, false, "Sure. " HERMES(W) "\n" HERMES_T, false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "Sure. " HERMES(W) " and more text", false, 0},
+    {OKV_CHAT_FORMAT_GENERIC, 0, false, "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": " W "}}", true, 1},
+    {OKV_CHAT_FORMAT_GENERIC, 0, true,
+     "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": " W "}, {\"name\": \"get_time\", \"arguments\": {}}]}", true, 2},
+    {OKV_CHAT_FORMAT_GENERIC, 1, true, "{\"response\": \"It is \\\"sunny\\\".\"}", true, 0},
+    {OKV_CHAT_FORMAT_GENERIC, 1, true, "Plain text.", true, 0},
+    {OKV_CHAT_FORMAT_GENERIC, 1, false, " {\"tool_call\": {\"name\": \"get_weather\", \"arguments\": " BAD "}}", false, 0},
+    {OKV_CHAT_FORMAT_LLAMA3, 0, true, "{\"name\": \"get_weather\", \"parameters\": " W "}", true, 1},
+    {OKV_CHAT_FORMAT_LLAMA3, 1, true, "{\"name\": \"get_weather\", \"parameters\": " BAD "}", false, 0},
+    {OKV_CHAT_FORMAT_MISTRAL, 0, true,
+     "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " W "}, {\"name\": \"get_time\", \"arguments\": {}}]", true, 2},
+    {OKV_CHAT_FORMAT_MISTRAL, 0, false,
+     "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": " W "}, {\"name\": \"get_time\", \"arguments\": {}}]", false, 0},
+    {OKV_CHAT_FORMAT_MISTRAL, 0, true, "[TOOL_CALLS]get_weather[ARGS]" W "[TOOL_CALLS]get_time[ARGS]{}", true, 2},
+    {OKV_CHAT_FORMAT_MISTRAL, 1, false, "Let me see.[TOOL_CALLS]get_weather[ARGS]" W, true, 1},
+    {OKV_CHAT_FORMAT_MISTRAL, 1, false, "Let me see.[TOOL_CALLS]get_weather[ARGS]" BAD, false, 0},
+    {OKV_CHAT_FORMAT_GPT_OSS, 0, true, OSS "<|call|>", true, 1},
+    {OKV_CHAT_FORMAT_GPT_OSS, 0, true, OSS, true, 1},
+    {OKV_CHAT_FORMAT_GPT_OSS, 1, true,
+     "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" OSS "<|call|>", true, 1},
+    {OKV_CHAT_FORMAT_GPT_OSS, 1, true, "<|channel|>commentary to=functions.get_weather<|channel|>commentary json<|message|>" W,
+     true, 1},
+    {OKV_CHAT_FORMAT_GPT_OSS, 1, true, "<|channel|>final<|message|>No call.", true, 0},
+    {OKV_CHAT_FORMAT_GPT_OSS, 1, true, "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" BAD,
+     false, 0},
+    {OKV_CHAT_FORMAT_GRANITE, 0, true, "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": " W "}]", true, 1},
+    {OKV_CHAT_FORMAT_GRANITE, 1, true, "Ok <|tool_call|>[{\"name\": \"get_wether\", \"arguments\": " W "}]", false, 0},
+    {OKV_CHAT_FORMAT_DEEPSEEK, 0, true,
+     DS_BEGIN DS_CALL "get_weather" DS_SEP W DS_CEND DS_CALL "get_time" DS_SEP "{}" DS_CEND DS_END, true, 2},
+    {OKV_CHAT_FORMAT_DEEPSEEK, 1, false, "Sure" DS_BEGIN DS_CALL "get_weather" DS_SEP W DS_CEND DS_END, true, 1},
+};
+
+static void check_case(size_t i, const gcase *c) {
+    char extra[2048];
+    snprintf(extra, sizeof extra, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s, \"parallel_tool_calls\": %s}",
+             TOOLS, c->par ? "true" : "false");
+    srv_request r;
+    srv_fail f;
+    CHECK(srv_request_parse(SRV_CHAT, extra, strlen(extra), &r, &f), "request: %s", f.message);
+    srv_trigger trig = {0};
+    char *gbnf = srv_tool_call_grammar(&r, c->fmt, c->mode == 1, &trig, &f);
+    CHECK(gbnf != NULL, "case %zu (%s): grammar: %s", i, okv_chat_format_name(c->fmt), f.message);
+    okv_error err;
+    okv_grammar *g = gbnf ? okv_grammar_parse(gbnf, strlen(gbnf), NULL, &err) : NULL;
+    CHECK(!gbnf || g, "case %zu: the grammar does not parse: %s\n%s", i, err.message, gbnf);
+    if (g) {
+        okv_grammar_matcher *m = c->mode ? okv_grammar_matcher_create_lazy(g, trig.text, strlen(trig.text), trig.anchored, &err)
+                                         : okv_grammar_matcher_create(g, &err);
+        const bool ok = okv_grammar_matcher_accept_bytes(m, c->text, strlen(c->text)) && okv_grammar_matcher_can_end(m);
+        CHECK(ok == c->ok, "case %zu (%s %s%s): want %s: %s", i, okv_chat_format_name(c->fmt), c->mode ? "lazy" : "forced",
+              c->par ? " parallel" : "", c->ok ? "accepted" : "refused", c->text);
+        if (ok) {
+            okv_chat_syntax syn = {.format = c->fmt};
+            okv_chat_msg msg;
+            CHECK(okv_chat_parse(&syn, c->text, strlen(c->text), false, &msg, &err) == OKV_OK, "parse: %s", err.message);
+            CHECK(msg.n_tool_calls == c->calls, "case %zu: the parser reads %d calls, want %d: %s", i, msg.n_tool_calls, c->calls,
+                  c->text);
+            for (int k = 0; k < msg.n_tool_calls; k++)
+                CHECK(msg.tool_calls[k].complete && msg.tool_calls[k].name &&
+                          (!strcmp(msg.tool_calls[k].name, "get_weather") || !strcmp(msg.tool_calls[k].name, "get_time")),
+                      "case %zu: call %d", i, k);
+            okv_chat_msg_free(&msg);
+        }
+        okv_grammar_matcher_free(m);
+    }
+    okv_grammar_free(g);
+    free(gbnf);
+    srv_request_clear(&r);
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) check_case(i, &CASES[i]);
+    /* formats without JSON arguments: free with "auto", a 400 when forced */
+    char body[2048];
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s}", TOOLS);
+    srv_request r;
+    srv_fail f;
+    CHECK(srv_request_parse(SRV_CHAT, body, strlen(body), &r, &f), "request: %s", f.message);
+    srv_trigger trig = {0};
+    CHECK(srv_tool_call_grammar(&r, OKV_CHAT_FORMAT_PYTHONIC, true, &trig, &f) == NULL && f.status == 0,
+          "pythonic, auto: no grammar, no error");
+    CHECK(srv_tool_call_grammar(&r, OKV_CHAT_FORMAT_PYTHONIC, false, NULL, &f) == NULL && f.status == 400 &&
+              strstr(f.message, "pythonic"),
+          "pythonic, forced: a 400 naming the format");
+    srv_request_clear(&r);
+    return check_done();
+}
