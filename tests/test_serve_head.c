@@ -10,7 +10,7 @@
  *  - srv_request_parse: an escaped \u0000 in any string is refused naming
  *    the top-level field (cJSON cut the text there), an escaped backslash
  *    followed by "u0000" is text; a key given twice in any object is
- *    refused naming it. */
+ *    refused naming it; bad UTF-8 anywhere in the body is refused. */
 #include <cjson/cJSON.h>
 
 #include "check.h"
@@ -114,6 +114,10 @@ int main(void) {
     parse_bad(SRV_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":2,\"max_tokens\":-5}", "max_tokens", "twice");
     parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"role\":\"system\"}]}", "role", "twice");
     parse_bad(SRV_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":2,\"1\":3}}", "1", "twice");
+    /* Bad UTF-8 anywhere, a key included (the template's reader refuses it
+     * later, after the request was accepted), is refused naming the byte. */
+    parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"cont\xffnt\":\"hi\"}]}", "", "byte 33");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"caf\xc3\"}", "", "UTF-8");
     srv_request r;
     const char *fine = "{\"prompt\":\"a \\\\u0000 b\",\"stop\":\"\\u0001\",\"logit_bias\":{\"1\":2,\"2\":3}}";
     const bool parsed = srv_request_parse(SRV_COMPLETION, fine, strlen(fine), &r, &f);

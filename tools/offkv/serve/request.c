@@ -58,11 +58,14 @@ void srv_request_clear(srv_request *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Strings reach the tokenizer and come back inside our JSON, so they must
- * be UTF-8: cJSON copies raw bytes as they are. */
-static bool valid_utf8(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
+/* The length of the valid UTF-8 that starts s (at most len bytes): all of
+ * it when s is valid.  Strings reach the tokenizer and come back inside our
+ * JSON, and keys reach the template's reader, which refuses bad UTF-8, so
+ * the whole body must be UTF-8 (as RFC 8259 asks of JSON text): cJSON
+ * copies raw bytes as they are. */
+static size_t utf8_prefix(const char *s, size_t len) {
+    const unsigned char *p = (const unsigned char *)s, *e = p + len;
+    while (p < e) {
         unsigned c = *p;
         int n;
         unsigned min;
@@ -70,16 +73,23 @@ static bool valid_utf8(const char *s) {
         if (c >= 0xC2 && c <= 0xDF) n = 1, min = 0x80;
         else if (c >= 0xE0 && c <= 0xEF) n = 2, min = 0x800;
         else if (c >= 0xF0 && c <= 0xF4) n = 3, min = 0x10000;
-        else return false;
+        else break;
+        if (e - p <= n) break;
         unsigned cp = c & (0x3F >> n);
-        for (int i = 1; i <= n; i++) {
-            if ((p[i] & 0xC0) != 0x80) return false;
+        bool cont = true;
+        for (int i = 1; i <= n && cont; i++) {
+            cont = (p[i] & 0xC0) == 0x80;
             cp = (cp << 6) | (p[i] & 0x3F);
         }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        if (!cont || cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) break;
         p += n + 1;
     }
-    return true;
+    return (size_t)(p - (const unsigned char *)s);
+}
+
+static bool valid_utf8(const char *s) {
+    const size_t n = strlen(s);
+    return utf8_prefix(s, n) == n;
 }
 
 static bool bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -469,6 +479,8 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     r->temperature = 1.0f;
     r->top_p = 1.0f;
     const char *end = NULL;
+    const size_t good = utf8_prefix(body, len);
+    if (good < len) return bad(f, "", "the body is not valid UTF-8 (byte %zu)", good);
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     bool ok = false;
     if (!root) {
