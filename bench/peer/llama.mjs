@@ -50,6 +50,10 @@ const REPS = Number(env.BENCH_REPS ?? 3);
 if (!Number.isInteger(REPS) || REPS < 1) throw new Error(`BENCH_REPS '${env.BENCH_REPS}': expected an integer >= 1`);
 const FA = { auto: "auto", on: true, off: false }[env.BENCH_FA ?? "auto"];
 const LLAMA_BENCH = env.LLAMA_BENCH && fs.existsSync(env.LLAMA_BENCH) ? env.LLAMA_BENCH : null;
+// node-llama-cpp's turns (BENCH_NLC=0 leaves them out: its prefill at depth
+// 4096 runs at ~3 t/s without flash attention, most of the script's time;
+// llama-bench is the peer the targets are set against)
+const NLC = (env.BENCH_NLC ?? "1") !== "0";
 if (FA === undefined) throw new Error(`BENCH_FA '${env.BENCH_FA}': expected auto, on or off`);
 const models = need("BENCH_MODELS").trim().split(/\s+/).map((s) => {
     const i = s.indexOf("=");
@@ -180,14 +184,19 @@ async function phase(model, path, toks, depth) {
     const tests = [`pp${P}${at}`, `tg${N}${at}`];
     const o = offkvTurns(path, ["-p", String(P), "-n", String(N), "-d", String(depth)]);
     await o.ready();
-    const ctx = await llamaContext(model, depth + Math.max(P, N));
+    const ctx = NLC ? await llamaContext(model, depth + Math.max(P, N)) : null;
     const out = {};
     try {
-        const seq = ctx.getSequence();
+        const seq = ctx?.getSequence();
         for (const test of tests) {
             out[test] = { offkv: [], llama: [] };
             for (let r = -1; r < REPS; r++) { // r = -1: the warm-up
                 const ov = await o.run();
+                if (!NLC) {
+                    say(`  ${test} ${r < 0 ? "warm-up" : `run ${r + 1}/${REPS}`}: offkv ${ov.toFixed(2)} t/s`);
+                    if (r >= 0) out[test].offkv.push(ov);
+                    continue;
+                }
                 if (r < 0 && depth > 0 && seq.nextTokenIndex < depth) {
                     await resetTo(seq, 0);
                     const t0 = now();
@@ -202,7 +211,7 @@ async function phase(model, path, toks, depth) {
             }
         }
     } finally {
-        await ctx.dispose();
+        await ctx?.dispose();
     }
     await o.finish();
     return out;
@@ -328,7 +337,7 @@ function writeTable(done) {
     lines.push(`offkv vs llama.cpp, ${new Date().toISOString().replace(/\.\d+Z$/, "Z")}${quick ? " (BENCH_QUICK: short tests)" : ""}` +
         `${done ? "" : ` (partial: ${results.length} of ${models.length} types so far)`}`);
     lines.push(`CPU: ${cpuModel}, ${os.cpus().length} cores online; SIMD: ${simd}`);
-    lines.push(`llama.cpp: node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release}, prebuilt), CPU variant ${variant}, flash attention ${faResolved}`);
+    lines.push(!NLC ? "node-llama-cpp: not run (BENCH_NLC=0)" : `llama.cpp: node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release}, prebuilt), CPU variant ${variant}, flash attention ${faResolved}`);
     lines.push(LLAMA_BENCH ? `llama-bench: ${LLAMA_BENCH} (CPU variant ${lbVariant ?? "?"}), run after each type's turns, -r ${REPS}, f16 K/V, -fa ${env.BENCH_FA ?? "auto"}; median of its samples${env.OKV_ISA ? `; OKV_ISA=${env.OKV_ISA} caps offkv (LLAMA_VARIANT limits llama.cpp; run.sh picks haswell for avx2)` : ""}`
         : "llama-bench: not run (LLAMA_BENCH unset or missing)");
     lines.push(peak ? `compute peak (build/bench/peak, ${THREADS} thread(s), best wall run): ${peak.names}${env.OKV_ISA ? ` (OKV_ISA=${env.OKV_ISA})` : ""}; prefill share = t/s x flops per token / peak (a mixture of experts: the flops of the experts a token uses)`
