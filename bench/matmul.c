@@ -7,7 +7,7 @@
  *
  *   build/bench/matmul [reps] [kernel] [type] [n] [threads]
  *     kernel: scalar|avx2|avx512|avx512vnni; type: a ggml name, q4_0|q4_K|f16|... (default all);
- *     n: only the 5632x2048 product with n columns (prefill: 64 or more);
+ *     n: only the 2048x2048 and 5632x2048 products with n columns (prefill: 64 or more);
  *     threads: only that many (default 1 and 2)
  *
  * The "hot" line multiplies one small matrix (1024 rows per thread) over and
@@ -223,8 +223,10 @@ int main(int argc, char **argv) {
         if (!pool) return 1;
         if (only_n > 0) {
             for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
-                if (argc <= 3 || !strcmp(argv[3], okv_wtype_get(types[ti])->name))
+                if (argc <= 3 || !strcmp(argv[3], okv_wtype_get(types[ti])->name)) {
+                    bench(kern, pool, types[ti], 2048, 2048, only_n, reps, 0);
                     bench(kern, pool, types[ti], 5632, 2048, only_n, reps, 0);
+                }
             okv_threadpool_free(pool);
             continue;
         }
