@@ -271,24 +271,25 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
 }
 
 /* A random llama of 512-value rows and an FFN of 4352 (ffn_down's rows end
- * in a part-padded group: repacked for Q4_0, Q8_0 and Q6_K, left in ggml's
- * layout for Q4_K, where padding would add 9 %), written by `offkv synth`
- * into the build folder. */
+ * in a part-padded group for Q4_0 and Q8_0, a half group for Q4_K and Q5_K:
+ * all repacked), written by `offkv synth` into the build folder. */
 static const char *synth_model(const char *type, int moe) {
     static char path[64];
     snprintf(path, sizeof path, "test_x16.%s%s.tmp.gguf", type, moe == 2 ? ".gpt-oss" : moe ? ".moe" : "");
     const char *bin = getenv("OKV_BIN");
     if (!bin) return NULL;
-    /* moe: a qwen3moe whose experts (4, 2 a token, 1024 wide) are matrices
-     * repacked like any other */
+    /* moe: a qwen3moe whose experts (4, 2 a token, 1024 wide; 768 as
+     * Qwen3-30B-A3B's for the K-quants, whose down rows then end in a half
+     * group) are matrices repacked like any other */
     const char *shape = moe == 2   ? "--arch gpt-oss --n-expert 4 --n-expert-used 2 --n-ff-exp 1024"
-                        : moe == 1 ? "--arch qwen3moe --n-expert 4 --n-expert-used 2 --n-ff-exp 1024"
+                        : moe == 1 ? "--arch qwen3moe --n-expert 4 --n-expert-used 2 --n-ff-exp"
                                    : "--arch llama --n-ff 4352";
+    const char *ff = moe != 1 ? "" : strstr(type, "_k") ? "768" : "1024";
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "'%s/offkv' synth %s --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 "
+             "'%s/offkv' synth %s %s --n-embd 512 --n-layer 2 --n-head 8 --n-head-kv 4 "
              "--n-vocab 512 --type %s --seed 5 -o %s 2> /dev/null",
-             bin, shape, type, path);
+             bin, shape, ff, type, path);
     return system(cmd) == 0 ? path : NULL;
 }
 
@@ -331,7 +332,9 @@ static void check_model(const char *type, int tied, int moe) {
     CHECK(mp->packed && !mn->packed && mp->output.type >= OKV_GGML_TYPE_END && mn->output.type < OKV_GGML_TYPE_END &&
               mp->output.data != mp->tok_embd.data && mp->tok_embd.type < OKV_GGML_TYPE_END,
           "%s: repacked %p (output type %d), repack=off %p", type, mp->packed, (int)mp->output.type, mn->packed);
+    /* (layer 0's down is q4_K in a q4_k_m file, layer 1's q6_K) */
     CHECK(!moe || (mp->moe[1].down.w.type >= OKV_GGML_TYPE_END && mn->moe[1].down.w.type < OKV_GGML_TYPE_END &&
+                   mp->moe[0].down.w.type >= OKV_GGML_TYPE_END &&
                    mp->moe[0].gate.w.type >= OKV_GGML_TYPE_END && mp->moe[1].up.w.type >= OKV_GGML_TYPE_END),
           "%s: experts repacked (type %d) or not (%d)", type, moe ? (int)mp->moe[1].down.w.type : 0,
           moe ? (int)mn->moe[1].down.w.type : 0);

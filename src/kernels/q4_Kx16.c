@@ -39,42 +39,97 @@ static void put_super_block(block_q4_Kx16 *o, int b, okv_f16 d, okv_f16 dmin, co
     }
 }
 
+/* Lanes 0-7 of o (its second super-block unused) as a half group. */
+static void halve(block_q4_Kx8 *h, const block_q4_Kx16 *o) {
+    for (int u = 0; u < 4; u++) memcpy(h->qs[u], o->qs[u], sizeof h->qs[u]);
+    memcpy(h->sc, o->sc, sizeof h->sc);
+    memcpy(h->m, o->m, sizeof h->m);
+    h->d = o->d[0];
+    h->dmin = o->dmin[0];
+}
+
+/* Bytes of a row of k values (FIVE: Q5_K's layout). */
+static size_t row_bytes(int64_t k, int FIVE) {
+    const int64_t nw = okv_kx16_whole(k);
+    if (FIVE) return (size_t)nw * sizeof(block_q5_Kx16) + (k % 512 ? sizeof(block_q5_Kx8) : 0);
+    return (size_t)nw * sizeof(block_q4_Kx16) + (k % 512 ? sizeof(block_q4_Kx8) : 0);
+}
+
 void okv_repack_q4_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
-    const int64_t nsb = k / OKV_QK_K, ng = okv_x16_groups(k);
+    const int64_t nsb = k / OKV_QK_K, nw = okv_kx16_whole(k);
+    const size_t row = row_bytes(k, 0);
     const block_q4_K *in = src;
-    block_q4_Kx16 *out = dst;
-    memset(out, 0, (size_t)(rows * ng) * sizeof *out); /* the padding */
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t s = 0; s < nsb; s++, in++)
-            put_super_block(out + r * ng + s / SB, (int)(s % SB), in->d, in->dmin, in->scales, in->qs);
+    for (int64_t r = 0; r < rows; r++) {
+        block_q4_Kx16 *out = (block_q4_Kx16 *)((uint8_t *)dst + (size_t)r * row);
+        for (int64_t s = 0; s < nsb; s++, in++) {
+            if (s / SB < nw) {
+                put_super_block(out + s / SB, (int)(s % SB), in->d, in->dmin, in->scales, in->qs);
+                continue;
+            }
+            block_q4_Kx16 o = {0};
+            put_super_block(&o, 0, in->d, in->dmin, in->scales, in->qs);
+            halve((block_q4_Kx8 *)(out + nw), &o);
+        }
+    }
+}
+
+/* Q5_K super-block in into half b of group o (whose fifth bits start at zero). */
+static void put_q5_K(block_q5_Kx16 *o, int b, const block_q5_K *in) {
+    put_super_block(&o->low, b, in->d, in->dmin, in->scales, in->qs);
+    /* sub-block j's value l has its fifth bit at bit j of qh[l] */
+    for (int j = 0; j < 8; j++)
+        for (int u = 0; u < 4; u++)
+            for (int m = 0; m < 4; m++) {
+                const int lo = (in->qh[4 * u + m] >> j) & 1, hi = (in->qh[16 + 4 * u + m] >> j) & 1;
+                o->qh[4 * (8 * b + j) + m] |= (uint8_t)(lo << u | hi << (4 + u));
+            }
 }
 
 void okv_repack_q5_Kx16(void *dst, const void *src, int64_t rows, int64_t k) {
-    const int64_t nsb = k / OKV_QK_K, ng = okv_x16_groups(k);
+    const int64_t nsb = k / OKV_QK_K, nw = okv_kx16_whole(k);
+    const size_t row = row_bytes(k, 1);
     const block_q5_K *in = src;
-    block_q5_Kx16 *out = dst;
-    memset(out, 0, (size_t)(rows * ng) * sizeof *out);
-    for (int64_t r = 0; r < rows; r++)
+    memset(dst, 0, (size_t)rows * row);
+    for (int64_t r = 0; r < rows; r++) {
+        block_q5_Kx16 *out = (block_q5_Kx16 *)((uint8_t *)dst + (size_t)r * row);
         for (int64_t s = 0; s < nsb; s++, in++) {
-            block_q5_Kx16 *o = out + r * ng + s / SB;
-            const int b = (int)(s % SB);
-            put_super_block(&o->low, b, in->d, in->dmin, in->scales, in->qs);
-            /* sub-block j's value l has its fifth bit at bit j of qh[l] */
-            for (int j = 0; j < 8; j++)
-                for (int u = 0; u < 4; u++)
-                    for (int m = 0; m < 4; m++) {
-                        const int lo = (in->qh[4 * u + m] >> j) & 1, hi = (in->qh[16 + 4 * u + m] >> j) & 1;
-                        o->qh[4 * (8 * b + j) + m] |= (uint8_t)(lo << u | hi << (4 + u));
-                    }
+            if (s / SB < nw) {
+                put_q5_K(out + s / SB, (int)(s % SB), in);
+                continue;
+            }
+            block_q5_Kx16 o = {0};
+            put_q5_K(&o, 0, in);
+            block_q5_Kx8 *h = (block_q5_Kx8 *)(out + nw);
+            halve(&h->low, &o.low);
+            memcpy(h->qh, o.qh, sizeof h->qh);
         }
+    }
 }
 
-/* Groups of gs bytes, each a block_q4_Kx16 followed (qh_off > 0) by a
- * vector of fifth bits at byte qh_off. */
-static void dequantize_row(const uint8_t *src, size_t gs, size_t qh_off, float *dst, int64_t k) {
-    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, src += gs) {
-        const block_q4_Kx16 *g = (const block_q4_Kx16 *)src;
-        const uint8_t *qh = qh_off ? src + qh_off : NULL;
+/* Group g of a row of nw whole groups (FIVE: Q5_K's), the half group after
+ * them expanded into *tmp with zero lanes 8-15: the padded group the kernels'
+ * half-group steps stand for (q4_Kx16.h).  The scalar kernel and the
+ * dequantization read it so. */
+static const block_q4_Kx16 *group_at(const uint8_t *row, int64_t g, int64_t nw, int FIVE, block_q5_Kx16 *tmp) {
+    const size_t gs = FIVE ? sizeof(block_q5_Kx16) : sizeof(block_q4_Kx16);
+    if (g < nw) return (const block_q4_Kx16 *)(row + (size_t)g * gs);
+    const block_q4_Kx8 *h = (const block_q4_Kx8 *)(row + (size_t)nw * gs);
+    memset(tmp, 0, sizeof *tmp);
+    for (int u = 0; u < 4; u++) memcpy(tmp->low.qs[u], h->qs[u], sizeof h->qs[u]);
+    memcpy(tmp->low.sc, h->sc, sizeof h->sc);
+    memcpy(tmp->low.m, h->m, sizeof h->m);
+    tmp->low.d[0] = h->d;
+    tmp->low.dmin[0] = h->dmin;
+    if (FIVE) memcpy(tmp->qh, ((const block_q5_Kx8 *)h)->qh, sizeof((const block_q5_Kx8 *)h)->qh);
+    return &tmp->low;
+}
+
+/* A row's groups (FIVE: Q5_K's). */
+static void dequantize_row(const uint8_t *src, int FIVE, float *dst, int64_t k) {
+    block_q5_Kx16 tmp;
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++) {
+        const block_q4_Kx16 *g = group_at(src, gi, okv_kx16_whole(k), FIVE, &tmp);
+        const uint8_t *qh = FIVE ? ((const block_q5_Kx16 *)g)->qh : NULL;
         for (int i = 0; i < 16 && (gi * 16 + i) * 32 < k; i++) {
             /* ggml's float operations: d * sc, min * m, then d1 * q - m1 */
             const float d1 = okv_f16_to_f32(g->d[i / 8]) * (float)g->sc[i];
@@ -90,13 +145,9 @@ static void dequantize_row(const uint8_t *src, size_t gs, size_t qh_off, float *
     }
 }
 
-void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) {
-    dequantize_row(src, sizeof(block_q4_Kx16), 0, dst, k);
-}
+void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) { dequantize_row(src, 0, dst, k); }
 
-void okv_dequantize_row_q5_Kx16(const void *src, float *dst, int64_t k) {
-    dequantize_row(src, sizeof(block_q5_Kx16), offsetof(block_q5_Kx16, qh), dst, k);
-}
+void okv_dequantize_row_q5_Kx16(const void *src, float *dst, int64_t k) { dequantize_row(src, 1, dst, k); }
 
 void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16 *y) {
     block_q8_K a[SB];
@@ -117,9 +168,11 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act
 }
 
 /* Hoisted tile pointers: row r's groups (gs bytes each: block_q4_Kx16 or
- * block_q5_Kx16) and column j's groups. */
+ * block_q5_Kx16; after nw of them perhaps a half group) and column j's
+ * groups. */
 #define TILE_SETUP(FIVE)                                                                     \
     const size_t gs = (FIVE) ? sizeof(block_q5_Kx16) : sizeof(block_q4_Kx16);               \
+    const int64_t nw = okv_kx16_whole(c->k);                                                 \
     OKV_X16_TILE_SETUP(uint8_t, block_act_q8_Kx16, okv_x16_groups(c->k))
 
 /* Group g of row r: its Q4_K part and (FIVE) its fifth bits. */
@@ -127,16 +180,24 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act
     const block_q4_Kx16 *w = (const block_q4_Kx16 *)(wr[r] + g * gs);                        \
     const uint8_t *qh = (FIVE) ? ((const block_q5_Kx16 *)w)->qh : NULL
 
+/* Row r's half group, if any (g is nw): its Q4_K part and (FIVE) its fifth bits. */
+#define HALF_GROUP(FIVE)                                                                     \
+    const block_q4_Kx8 *h = (const block_q4_Kx8 *)(wr[r] + nw * gs);                         \
+    const uint8_t *hqh = (FIVE) ? ((const block_q5_Kx8 *)h)->qh : NULL
+
 /* Per lane and group: acc = fma(dot, (d sc) dx, acc), then
  * acc = fnmadd(dmin m, xm, acc).  d sc and dmin m are exact in f32
  * (11-bit mantissas times 6-bit integers). */
 static void tile_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC, int FIVE) {
-    TILE_SETUP(FIVE);
+    const int64_t nw = okv_kx16_whole(c->k);
+    OKV_X16_TILE_SETUP(uint8_t, block_act_q8_Kx16, okv_x16_groups(c->k));
+    block_q5_Kx16 tmp;
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NC; j++) {
             float acc[16] = {0};
             for (int64_t g = 0; g < ng; g++) {
-                GROUP(FIVE);
+                const block_q4_Kx16 *w = group_at(wr[r], g, nw, FIVE, &tmp);
+                const uint8_t *qh = FIVE ? ((const block_q5_Kx16 *)w)->qh : NULL;
                 const block_act_q8_Kx16 *x = xs[j] + g;
                 for (int i = 0; i < 16; i++) {
                     const float dsc = okv_f16_to_f32(w->d[i / 8]) * (float)w->sc[i];
@@ -162,39 +223,55 @@ void okv_mm_tile_q5_Kx16_scalar(const okv_mm_ctx *c, int64_t r0, int nr, int64_t
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
-/* A group's d sc and dmin m for lanes 8 half .. 8 half + 7 (super-block half). */
-AVX2 void scales_avx2(const block_q4_Kx16 *w, int half, __m256 *dsc, __m256 *dm) {
+/* A super-block's d sc and dmin m for its 8 lanes, from its scale d, min
+ * scale dmin and 6-bit scales and mins (8 bytes each). */
+AVX2 void scales_avx2(okv_f16 d16, okv_f16 dmin16, const uint8_t *sc, const uint8_t *mn, __m256 *dsc, __m256 *dm) {
     /* F16C's conversion (exact, as okv_f16_to_f32's; no branches for
      * subnormals in the loop of every super-block) */
-    const __m256 d = _mm256_set1_ps(_cvtsh_ss(w->d[half])), mn = _mm256_set1_ps(_cvtsh_ss(w->dmin[half]));
-    *dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
-    *dm = _mm256_mul_ps(mn, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w->m + 8 * half)))));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(d16)), mv = _mm256_set1_ps(_cvtsh_ss(dmin16));
+    *dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+    *dm = _mm256_mul_ps(mv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn))));
 }
+
+/* One super-block for NC columns: lanes 8 half .. 8 half + 7 of activation
+ * group g into ACC[j] (__m256): weights QS[u] + 32 half, fifth bits QH + 32
+ * half, then scales_avx2 of D, DMIN, SC, MN.  A macro, as QS is a group's
+ * [4][64] or a half group's [4][32] (half 0). */
+#define SUPER_BLOCK_AVX2(ACC, QS, QH, D, DMIN, SC, MN, half, FIVE)                               \
+    do {                                                                                     \
+        __m256i p_[OKV_X16_MAX_COLS];                                                        \
+        UNROLL for (int j_ = 0; j_ < NC; j_++) p_[j_] = _mm256_setzero_si256();              \
+        OKV_X16_DOTS_256(p_, QS, QH, xq, NC, half, FIVE);                                    \
+        __m256 dsc_, dm_;                                                                    \
+        scales_avx2(D, DMIN, SC, MN, &dsc_, &dm_);                                           \
+        UNROLL for (int j_ = 0; j_ < NC; j_++) {                                             \
+            const __m256 a_ = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p_[j_]),                   \
+                                              _mm256_mul_ps(dsc_, _mm256_loadu_ps(xs[j_][g].d + 8 * (half))), ACC[j_]); \
+            ACC[j_] = _mm256_fnmadd_ps(dm_, _mm256_loadu_ps(xs[j_][g].xm + 8 * (half)), a_);  \
+        }                                                                                    \
+    } while (0)
 
 AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC, const int FIVE) {
     TILE_SETUP(FIVE);
     const int8_t (*xq[OKV_X16_MAX_COLS])[64];
     for (int r = 0; r < NR; r++) {
-        __m256 acc[OKV_X16_MAX_COLS][2];
-        UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        for (int64_t g = 0; g < ng; g++) {
+        __m256 acc[2][OKV_X16_MAX_COLS]; /* lanes 0-7, 8-15 */
+        UNROLL for (int j = 0; j < NC; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+        for (int64_t g = 0; g < nw; g++) {
             GROUP(FIVE);
             for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
             UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
-            UNROLL for (int half = 0; half < 2; half++) {
-                __m256i p[OKV_X16_MAX_COLS];
-                UNROLL for (int j = 0; j < NC; j++) p[j] = _mm256_setzero_si256();
-                OKV_X16_DOTS_256(p, w->qs, qh, xq, NC, half, FIVE);
-                __m256 dsc, dm;
-                scales_avx2(w, half, &dsc, &dm);
-                UNROLL for (int j = 0; j < NC; j++) {
-                    acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]),
-                                                   _mm256_mul_ps(dsc, _mm256_loadu_ps(xs[j][g].d + 8 * half)), acc[j][half]);
-                    acc[j][half] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(xs[j][g].xm + 8 * half), acc[j][half]);
-                }
-            }
+            UNROLL for (int half = 0; half < 2; half++)
+                SUPER_BLOCK_AVX2(acc[half], w->qs, qh, w->d[half], w->dmin[half], w->sc + 8 * half, w->m + 8 * half, half, FIVE);
         }
-        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
+        if (ng > nw) {
+            const int64_t g = nw;
+            HALF_GROUP(FIVE);
+            for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
+            SUPER_BLOCK_AVX2(acc[0], h->qs, hqh, h->d, h->dmin, h->sc, h->m, 0, FIVE);
+        }
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[0][j], acc[1][j]);
     }
 }
 
@@ -216,7 +293,7 @@ enum { X16_CB = 16, X16_STRIP = 8 };
 
 AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c_begin, int64_t c_end,
                      const int FIVE) {
-    const int64_t ng = okv_x16_groups(c->k);
+    const int64_t ng = okv_x16_groups(c->k), nw = okv_kx16_whole(c->k);
     const size_t gs = FIVE ? sizeof(block_q5_Kx16) : sizeof(block_q4_Kx16);
     const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
     __m256 acc_buf[X16_STRIP][X16_CB][2];
@@ -229,17 +306,25 @@ AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_
             for (int r = 0; r < nr; r++)
                 for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();
             for (int64_t g = 0; g < ng; g++) {
+                const int whole = g < nw; /* else the half group: its lanes 0-7 only */
                 for (int r = 0; r < nr; r++) {
-                    const block_q4_Kx16 *w = (const block_q4_Kx16 *)(c->w + (r0 + r) * c->wrow + g * gs);
+                    const uint8_t *wg = c->w + (r0 + r) * c->wrow + g * gs;
+                    const block_q4_Kx16 *w = (const block_q4_Kx16 *)wg;
+                    const block_q4_Kx8 *h = (const block_q4_Kx8 *)wg;
                     /* the next strip's group: used X16_STRIP rows later */
-                    for (int l = 0; l < (int)gs; l += 64)
-                        _mm_prefetch((const char *)w + X16_STRIP * c->wrow + l, _MM_HINT_T1);
-                    UNROLL for (int half = 0; half < 2; half++) {
+                    for (int l = 0; l < (int)(whole ? gs : gs / 2); l += 64)
+                        _mm_prefetch((const char *)wg + X16_STRIP * c->wrow + l, _MM_HINT_T1);
+                    for (int half = 0; half < 1 + whole; half++) {
+                        /* the super-block's 32-byte rows of values, fifth bits, scales */
+                        const uint8_t *qs = whole ? w->qs[0] + 32 * half : h->qs[0];
+                        const size_t qstride = whole ? sizeof w->qs[0] : sizeof h->qs[0];
+                        const uint8_t *qh = !FIVE ? NULL
+                                            : whole ? ((const block_q5_Kx16 *)wg)->qh + 32 * half
+                                                    : ((const block_q5_Kx8 *)wg)->qh;
                         __m256i wq[8];
-                        const __m256i hb = FIVE ? _mm256_loadu_si256((const __m256i *)(((const block_q5_Kx16 *)w)->qh + 32 * half))
-                                                : _mm256_setzero_si256();
+                        const __m256i hb = FIVE ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
                         UNROLL for (int u = 0; u < 4; u++) {
-                            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));
+                            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + u * qstride));
                             wq[2 * u] = _mm256_and_si256(v, low4);
                             wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
                             if (FIVE) { /* OKV_X16_DOTS_256's fifth bits */
@@ -248,7 +333,8 @@ AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_
                             }
                         }
                         __m256 dsc, dm;
-                        scales_avx2(w, half, &dsc, &dm);
+                        if (whole) scales_avx2(w->d[half], w->dmin[half], w->sc + 8 * half, w->m + 8 * half, &dsc, &dm);
+                        else scales_avx2(h->d, h->dmin, h->sc, h->m, &dsc, &dm);
                         const block_act_q8_Kx16 *x = xs + g;
                         for (int j = 0; j < nc; j++, x += xstride) {
                             /* OKV_X16_DOTS_256's sums, exact: 16 products per int16 lane
@@ -301,7 +387,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
         for (int r = 0; r < NR; r++) {                                                                    \
             __m512 acc[OKV_X16_MAX_COLS];                                                                 \
             UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
-            for (int64_t g = 0; g < ng; g++) {                                                            \
+            for (int64_t g = 0; g < nw; g++) {                                                            \
                 GROUP(FIVE);                                                                              \
                 for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
                 __m512i p[OKV_X16_MAX_COLS];                                                              \
@@ -316,6 +402,18 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
                                              acc[j]);                                                     \
                     acc[j] = _mm512_fnmadd_ps(dm, _mm512_loadu_ps(xs[j][g].xm), acc[j]);                  \
                 }                                                                                         \
+            }                                                                                             \
+            if (ng > nw) { /* the half group: lanes 0-7, AVX2's operations on them */                    \
+                const int64_t g = nw;                                                                     \
+                HALF_GROUP(FIVE);                                                                         \
+                for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                __m256 lo[OKV_X16_MAX_COLS];                                                              \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    lo[j] = _mm512_castps512_ps256(acc[j]);                                               \
+                    xq[j] = xs[j][g].qs;                                                                  \
+                }                                                                                         \
+                SUPER_BLOCK_AVX2(lo, h->qs, hqh, h->d, h->dmin, h->sc, h->m, 0, FIVE);                       \
+                UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_insertf32x8(acc[j], lo[j], 0);        \
             }                                                                                             \
             UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
         }                                                                                                 \

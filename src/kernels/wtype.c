@@ -105,9 +105,11 @@ static const okv_wtype types[OKV_WT_END] = {
                         .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16_NEON_AVX2(q6_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q5_KX16] = {.name = "q5_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q5_Kx16),
+                        .half_size = sizeof(block_q5_Kx8),
                         .to_float = okv_dequantize_row_q5_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON_AVX2(q5_Kx16),
                         .block_min_n = 5},
     [OKV_WT_Q4_KX16] = {.name = "q4_Kx16", .block = 512, .unit = OKV_QK_K, .size = sizeof(block_q4_Kx16),
+                        .half_size = sizeof(block_q4_Kx8),
                         .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON_AVX2(q4_Kx16),
                         .block_min_n = 5},
 };
@@ -123,9 +125,12 @@ static const okv_wtype *ggml_type(int32_t t) { return t < OKV_GGML_TYPE_END ? ok
 size_t okv_wtype_row_size(int32_t t, int64_t n) {
     const okv_wtype *w = okv_wtype_get(t);
     if (!w || n < 0 || n % (w->unit ? w->unit : w->block) != 0) return 0;
-    uint64_t blocks = (uint64_t)(n / w->block + (n % w->block != 0));
-    if (blocks > SIZE_MAX / w->size) return 0;
-    return (size_t)blocks * w->size;
+    const uint64_t whole = (uint64_t)(n / w->block);
+    const int half = w->half_size && n % w->block == w->block / 2;
+    const uint64_t blocks = whole + (n % w->block != 0 && !half);
+    const size_t tail = half ? w->half_size : 0;
+    if (blocks > (SIZE_MAX - tail) / w->size) return 0;
+    return (size_t)blocks * w->size + tail;
 }
 
 bool okv_wtype_runnable(int32_t t) {

@@ -55,6 +55,8 @@ typedef struct okv_wtype {
     okv_mm_tile_fn tile[OKV_ISA_COUNT];   /* NULL: that ISA uses a lower one's */
     okv_mm_block_fn block_pass[OKV_ISA_COUNT]; /* optional */
     int64_t block_min_n;       /* fewest columns that take the block pass; 0: the driver's default */
+    size_t half_size;          /* 0, or a row's last block holding block / 2 values takes these
+                                  bytes, not size (q4_Kx16.h's block_q4_Kx8) */
 } okv_wtype;
 
 /* The entry for type t, or NULL for a number that is no ggml type. */

@@ -451,10 +451,12 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 }
 
 /* The sixteen-wide layout w is kept in (kernels/q4_0x16.h, q8_0x16.h,
- * q4_Kx16.h, q6_Kx16.h), or -1.  Q4_0, Q8_0, Q4_K and Q5_K rows end in a
- * group that may be partly padding: they are repacked while that adds at
- * most a sixteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and
- * 4 %), as single-token decode reads every byte (1152 would add a third). */
+ * q4_Kx16.h, q6_Kx16.h), or -1.  Q4_0, Q8_0 and MXFP4 rows end in a group
+ * that may be partly padding: they are repacked while that adds at most a
+ * sixteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and 4 %), as
+ * single-token decode reads every byte (1152 would add a third).  Q4_K and
+ * Q5_K rows end in a half group where they need one (768 values: Qwen3-MoE's
+ * experts), so they always pass (3 % more than ggml's bytes). */
 static int32_t repacked_type(const okv_weight *w) {
     if (!w->data) return -1;
     int32_t t = -1;
