@@ -190,6 +190,91 @@ static void test_widen_q8(void) {
     }
 }
 
+/* A query's output must not depend on which other queries share its step:
+ * a rewound cache re-evaluates its last tokens in a smaller step than a
+ * fresh one did, and test_model_rewind wants the same logits.  The item's
+ * first row is the first visible row of its first query, so a step of other
+ * tokens places a query's rows elsewhere in a block; the result must be the
+ * same bits on every level.  Each position alone, then in steps of 2..n
+ * ending at the last position, one thread (row splits depend on the job). */
+static void test_step_invariance(void) {
+    static const okv_isa levels[] = {OKV_ISA_SCALAR, OKV_ISA_AVX2, OKV_ISA_AVX512, OKV_ISA_NEON};
+    typedef struct {
+        okv_dtype dtype;
+        int32_t hd, n_kv, group, window, ring, rows, lo_pos, last, n;
+        float softcap;
+    } scase;
+    const scase cases[] = {
+        /* tiny-gemma3's sliding layers: window 8, ring of 8 + 4 - 1 rows */
+        {OKV_F32, 16, 2, 2, 8, 1, 11, 0, 99, 4, 0.0f},
+        {OKV_F16, 16, 2, 2, 8, 1, 11, 0, 99, 4, 0.0f},
+        /* windows wider than a block: a flat cache and a wrapped ring */
+        {OKV_F32, 40, 1, 4, 45, 0, 160, 0, 150, 7, 0.0f},
+        {OKV_F16, 24, 2, 1, 70, 1, 70 + 16 - 1, 0, 1000, 9, 0.0f},
+        /* a soft cap, full attention from lo_pos, a head-dim tail */
+        {OKV_F32, 20, 1, 3, 0, 0, 90, 9, 80, 5, 30.0f},
+        {OKV_Q8_0, 32, 2, 2, 8, 1, 11, 0, 99, 4, 0.0f},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const scase *c = &cases[ci];
+        const int32_t nh = c->n_kv * c->group, hd = c->hd, per_q = nh * hd;
+        const size_t row_bytes = c->dtype == OKV_Q8_0 ? (size_t)(hd + 31) / 32 * sizeof(block_q8_0)
+                                 : (size_t)hd * (c->dtype == OKV_F16 ? 2 : 4);
+        const size_t n_rows = (size_t)c->n_kv * c->rows;
+        void *K = malloc(n_rows * row_bytes), *V = malloc(n_rows * row_bytes);
+        if (c->dtype == OKV_Q8_0) {
+            block_q8_0 *kb = K, *vb = V;
+            for (size_t i = 0; i < n_rows * row_bytes / sizeof(block_q8_0); i++) {
+                kb[i].d = okv_f32_to_f16(0.02f + 0.01f * frand());
+                vb[i].d = okv_f32_to_f16(0.02f + 0.01f * frand());
+                for (int e = 0; e < 32; e++) {
+                    kb[i].qs[e] = (int8_t)(frand() * 127.0f);
+                    vb[i].qs[e] = (int8_t)(frand() * 127.0f);
+                }
+            }
+        } else {
+            fill_storage(K, c->dtype, n_rows * hd);
+            fill_storage(V, c->dtype, n_rows * hd);
+        }
+        float *q = malloc(sizeof(float) * (size_t)c->n * per_q);
+        float *alone = malloc(sizeof(float) * (size_t)c->n * per_q);
+        float *out = malloc(sizeof(float) * (size_t)c->n * per_q);
+        for (size_t i = 0; i < (size_t)c->n * per_q; i++) q[i] = 2.0f * frand();
+        const int32_t first = c->last - c->n + 1;
+        okv_attend_job job = {.k = K, .v = V, .dtype = c->dtype, .n_kv_heads = c->n_kv, .rows = c->rows,
+                              .head_dim = hd, .window = c->window, .ring = c->ring, .lo_pos = c->lo_pos,
+                              .n_heads = nh, .scale = 1.0f / sqrtf((float)hd), .softcap = c->softcap};
+        for (int li = 0; li < 4; li++) {
+            if (!okv_cpu_has_isa(levels[li])) continue;
+            /* scratch for the widest step serves every smaller one */
+            job.n_tokens = c->n;
+            void *scratch = alloc64(okv_attend_scratch_bytes(&job, 1));
+            for (int32_t t = 0; t < c->n; t++) {
+                job.q = q + (size_t)t * per_q;
+                job.out = alone + (size_t)t * per_q;
+                job.n_tokens = 1;
+                job.start = first + t;
+                okv_attend_run(&job, pools[0], scratch, levels[li]);
+            }
+            for (int32_t n = 2; n <= c->n; n++) {
+                const int32_t t0 = c->n - n;
+                job.q = q + (size_t)t0 * per_q;
+                job.out = out;
+                job.n_tokens = n;
+                job.start = first + t0;
+                okv_attend_run(&job, pools[0], scratch, levels[li]);
+                for (int32_t t = 0; t < n; t++)
+                    CHECK(memcmp(out + (size_t)t * per_q, alone + (size_t)(t0 + t) * per_q,
+                                 sizeof(float) * (size_t)per_q) == 0,
+                          "step invariance %s case %zu: position %d in a step of %d from %d differs from it alone",
+                          okv_isa_name(levels[li]), ci, first + t0 + t, n, first + t0);
+            }
+            free(scratch);
+        }
+        free(K); free(V); free(q); free(alone); free(out);
+    }
+}
+
 int main(void) {
     test_widen_q8();
     okv_error err;
@@ -198,6 +283,7 @@ int main(void) {
         CHECK(pools[i] != NULL, "pool of %d: %s", pool_sizes[i], err.message);
         if (!pools[i]) return check_done();
     }
+    test_step_invariance();
     const int32_t hds[] = {1, 3, 16, 64, 100, 128, 256, 512};
     const int32_t groups[] = {1, 2, 4, 8}, windows[] = {0, 2, 5, 8};
     const int32_t max_write = 16;

@@ -188,19 +188,27 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
     const int f16 = j->dtype == OKV_F16, q8 = j->dtype == OKV_Q8_0;
     const char *kbase = (const char *)j->k + (size_t)g * j->rows * row_bytes;
     const char *vbase = (const char *)j->v + (size_t)g * j->rows * row_bytes;
+    /* Blocks are cut at multiples of BR positions (and at the ring's wrap),
+     * and position x sits in lane x % BR of S: the vector kernels sum a
+     * block's weights lane-wise, then across lanes, so with blocks counted
+     * from a, which is the first visible row of the item's first query, a
+     * query's denominator was rounded differently when other queries shared
+     * its step (a rewound cache re-evaluating fewer tokens than a fresh one).
+     * Where its rows lie in S now follows from their positions alone. */
     for (int32_t x = a; x <= b;) {
         const int32_t phys = j->ring ? x % j->rows : x;
-        int32_t nr = b - x + 1 < BR ? b - x + 1 : BR;
+        const int32_t off = x % BR;
+        int32_t nr = b - x + 1 < BR - off ? b - x + 1 : BR - off;
         if (j->ring && nr > j->rows - phys) nr = j->rows - phys;  /* stop at the wrap */
         const char *kb = kbase + (size_t)phys * row_bytes, *vb = vbase + (size_t)phys * row_bytes;
-        if (x + nr + nr - 1 <= b) {
+        if (x + nr + BR - 1 <= b) {
             /* Touch the next block while this one computes.  The hardware
              * streamers stall at every 4 KiB page and K and V are two streams
              * per head; measured here, a whole block ahead into L1 lifted
              * DRAM-bound decode ~25% (f16, 64k rows) and f32 more, and cost
              * ~10% where the rows sat in L3 (f16, 16k rows). */
             const int32_t px = x + nr, pp = j->ring ? px % j->rows : px;
-            int32_t pn = nr;
+            int32_t pn = BR - px % BR;
             if (j->ring && pn > j->rows - pp) pn = j->rows - pp;
             const char *kn = kbase + (size_t)pp * row_bytes, *vn = vbase + (size_t)pp * row_bytes;
             const size_t span = (size_t)pn * row_bytes;
@@ -213,12 +221,14 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             okv_attend_widen_q8(kb, hd, nr, wk, c->isa);
             kb = (const char *)wk;
         }
-        c->kern->scores(qs, nq, hdp, kb, f16, hd, nr, S);
-        if (j->softcap > 0.0f) soft_cap(S, nq, nr, j->softcap);
+        c->kern->scores(qs, nq, hdp, kb, f16, hd, nr, S + off);
+        if (j->softcap > 0.0f) soft_cap(S + off, nq, nr, j->softcap);
         for (int32_t i = 0; i < nq; i++) {
             int32_t lo = qlo[i] - x, hi = qhi[i] - x;
             if (lo < 0) lo = 0;
             if (hi > nr - 1) hi = nr - 1;
+            lo += off;
+            hi += off;
             if (lo > hi) {
                 /* Nothing visible to this query here: zero weights, no rescale. */
                 memset(S + (size_t)i * BR, 0, (size_t)BR * sizeof(float));
@@ -231,7 +241,7 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
             okv_attend_widen_q8(vb, hd, nr, wv, c->isa);
             vb = (const char *)wv;
         }
-        c->kern->accum(acc, nq, hdp, S, corr, vb, f16, hd, nr);
+        c->kern->accum(acc, nq, hdp, S + off, corr, vb, f16, hd, nr);
         x += nr;
     }
 
@@ -321,12 +331,11 @@ void okv_attend_run(const okv_attend_job *job, okv_threadpool *pool, void *scrat
         c.isa = OKV_ISA_AVX2;
     }
 #elif defined(OKV_ARM)
-    /* The NEON kernels (okv_attend_kernels_neon, checked by
-     * test_attend_kernel) are not chosen yet: under qemu, test_model_rewind
-     * found a rewound gemma3 differing from a fresh evaluation by 1e-4 with
-     * them (1e-5 allowed), so ARM keeps the scalar kernels until that is
-     * understood. */
-    (void)isa;
+    /* every ARM level runs the NEON kernels: attention has no 8-bit products */
+    if (okv_isa_is_arm(isa) && okv_cpu_has_isa(OKV_ISA_NEON)) {
+        c.kern = &okv_attend_kernels_neon;
+        c.isa = OKV_ISA_NEON;
+    }
 #else
     (void)isa;
 #endif

@@ -1,7 +1,10 @@
 /* Internal to src/attend: the per-ISA pieces of the attention kernel.
  *
  * The driver (attend.c) walks one work item's key range in blocks of at most
- * OKV_ATTEND_BR physically contiguous rows and calls three kernels per block:
+ * OKV_ATTEND_BR physically contiguous rows, cut at multiples of OKV_ATTEND_BR
+ * positions, position x in lane x % OKV_ATTEND_BR of a query's scores (so a
+ * query's sums do not depend on the other queries of its step), and calls
+ * three kernels per block:
  * scores for every query of the item, an online-softmax update per query, and
  * the weighted sum of V rows.  Each K and V row of a block is thus fetched
  * from memory once for all the item's queries (all heads of one GQA group,
@@ -31,12 +34,14 @@ static inline float okv_attend_exp2_scalar(float x) {
 /* Scores in log2 units: S[q * BR + r] = dot(qs[q * hdp ..], K row r) for
  * q < nq, r < nr.  qs rows are pre-scaled by scale * log2(e) and zero-padded
  * to hdp (a multiple of 16); K rows are hd elements of storage type (f16 if
- * f16 nonzero, else f32), row r at k + r * hd. */
+ * f16 nonzero, else f32), row r at k + r * hd.  S is the block's first lane
+ * (any float in a row of BR), so nothing else of a row may be written; the
+ * accumulate kernel reads P from the same place. */
 typedef void (*okv_attend_scores_fn)(const float *qs, int32_t nq, int32_t hdp, const void *k,
                                      int f16, int32_t hd, int32_t nr, float *S);
 
 /* Online-softmax update of one query over one block: rows lo..hi (0 <= lo <=
- * hi < nr) are visible.  Replaces s[0 .. BR) by the weights exp2(s - m_new)
+ * hi < BR) are visible.  Replaces s[0 .. BR) by the weights exp2(s - m_new)
  * (zero outside lo..hi), updates *m and *l, and returns the factor the
  * query's accumulator must be scaled by. */
 typedef float (*okv_attend_softmax_fn)(float *s, int32_t lo, int32_t hi, float *m, float *l);
