@@ -193,8 +193,16 @@ async function phase(model, path, toks, depth) {
             for (let r = -1; r < REPS; r++) { // r = -1: the warm-up
                 const ov = await o.run();
                 if (!NLC) {
-                    say(`  ${test} ${r < 0 ? "warm-up" : `run ${r + 1}/${REPS}`}: offkv ${ov.toFixed(2)} t/s`);
-                    if (r >= 0) out[test].offkv.push(ov);
+                    // llama-bench takes the other turn at depth 0 (one run, after its own
+                    // warm-up): this host's read bandwidth was seen to swing by a fifth
+                    // within minutes, which moved ratios of runs taken apart
+                    const lb = depth === 0 ? await llamaBench(path, { p: test.startsWith("pp") ? P : 0, n: test.startsWith("pp") ? 0 : N, d: 0, r: 1 }) : null;
+                    const lv = lb?.[test] ? median(lb[test]) : NaN;
+                    say(`  ${test} ${r < 0 ? "warm-up" : `run ${r + 1}/${REPS}`}: offkv ${ov.toFixed(2)}` +
+                        `${Number.isFinite(lv) ? `, llama-bench ${lv.toFixed(2)}` : ""} t/s`);
+                    if (r < 0) continue;
+                    out[test].offkv.push(ov);
+                    if (Number.isFinite(lv)) (out[test].lb ??= []).push(lv);
                     continue;
                 }
                 if (r < 0 && depth > 0 && seq.nextTokenIndex < depth) {
@@ -221,11 +229,13 @@ async function phase(model, path, toks, depth) {
 // {test: [t/s samples]} for pp and tg at depth 0 and D, and the CPU variant
 // its log names; null without LLAMA_BENCH.
 let lbVariant = null;
-async function llamaBench(path) {
+// `only`: { p, n, d, r } to run fewer tests (one turn: { p: P, n: 0, d: 0, r: 1 })
+async function llamaBench(path, only = null) {
     if (!LLAMA_BENCH) return null;
     const fa = { auto: "auto", on: "on", off: "off" }[env.BENCH_FA ?? "auto"];
-    const argv = ["-m", path, "-p", String(P), "-n", String(N), "-d", `0,${D}`, "-t", String(THREADS),
-        "-r", String(REPS), "-fa", fa, "-ctk", "f16", "-ctv", "f16", "-o", "jsonl"];
+    const t = only ?? { p: P, n: N, d: `0,${D}`, r: REPS };
+    const argv = ["-m", path, "-p", String(t.p), "-n", String(t.n), "-d", String(t.d), "-t", String(THREADS),
+        "-r", String(t.r), "-fa", fa, "-ctk", "f16", "-ctv", "f16", "-o", "jsonl"];
     const child = spawn(LLAMA_BENCH, argv, { stdio: ["ignore", "pipe", "pipe"] });
     let out = "", err = "";
     child.stdout.on("data", (d) => (out += d));
@@ -239,7 +249,7 @@ async function llamaBench(path) {
         const j = JSON.parse(line);
         const test = `${j.n_prompt > 0 ? `pp${j.n_prompt}` : `tg${j.n_gen}`}${j.n_depth > 0 ? ` @ d${j.n_depth}` : ""}`;
         runs[test] = j.samples_ts ?? [j.avg_ts];
-        say(`  llama-bench ${test}: ${median(runs[test]).toFixed(2)} t/s`);
+        if (!only) say(`  llama-bench ${test}: ${median(runs[test]).toFixed(2)} t/s`);
     }
     return runs;
 }
@@ -338,7 +348,7 @@ function writeTable(done) {
         `${done ? "" : ` (partial: ${results.length} of ${models.length} types so far)`}`);
     lines.push(`CPU: ${cpuModel}, ${os.cpus().length} cores online; SIMD: ${simd}`);
     lines.push(!NLC ? "node-llama-cpp: not run (BENCH_NLC=0)" : `llama.cpp: node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release}, prebuilt), CPU variant ${variant}, flash attention ${faResolved}`);
-    lines.push(LLAMA_BENCH ? `llama-bench: ${LLAMA_BENCH} (CPU variant ${lbVariant ?? "?"}), run after each type's turns, -r ${REPS}, f16 K/V, -fa ${env.BENCH_FA ?? "auto"}; median of its samples${env.OKV_ISA ? `; OKV_ISA=${env.OKV_ISA} caps offkv (LLAMA_VARIANT limits llama.cpp; run.sh picks haswell for avx2)` : ""}`
+    lines.push(LLAMA_BENCH ? `llama-bench: ${LLAMA_BENCH} (CPU variant ${lbVariant ?? "?"}), ${NLC ? "run after each type's turns" : `in turns with offkv at depth 0 (one run each, after its warm-up), after them at depth ${D}`}, -r ${REPS}, f16 K/V, -fa ${env.BENCH_FA ?? "auto"}; median of its samples${env.OKV_ISA ? `; OKV_ISA=${env.OKV_ISA} caps offkv (LLAMA_VARIANT limits llama.cpp; run.sh picks haswell for avx2)` : ""}`
         : "llama-bench: not run (LLAMA_BENCH unset or missing)");
     lines.push(peak ? `compute peak (build/bench/peak, ${THREADS} thread(s), best wall run): ${peak.names}${env.OKV_ISA ? ` (OKV_ISA=${env.OKV_ISA})` : ""}; prefill share = t/s x flops per token / peak (a mixture of experts: the flops of the experts a token uses)`
         : "compute peak: not measured (BENCH_PEAK unset)");
@@ -415,7 +425,10 @@ for (const { type, path } of models) {
     });
     const runs = { ...(await phase(model, path, toks, 0)), ...(await phase(model, path, toks, D)) };
     await model.dispose();
-    const lb = await llamaBench(path);
+    const turned = Object.fromEntries(Object.entries(runs).filter(([, v]) => v.lb).map(([k, v]) => [k, v.lb]));
+    const lb = Object.keys(turned).length
+        ? { ...turned, ...(await llamaBench(path, { p: P, n: N, d: D, r: REPS })) }
+        : await llamaBench(path);
     const med = (e, k) => median(runs[k][e]);
     results.push({ type, path, f, runs, med, lb });
     writeTable(false);

@@ -30,7 +30,8 @@
 #                 with a 32000-token vocabulary; 0 leaves them out.  Their
 #                 roofline counts the active experts' bytes only
 #   BENCH_NLC     1 (default): node-llama-cpp takes turns with offkv; 0 leaves
-#                 it out (its prefill at depth 4096 takes most of the time)
+#                 it out (its prefill at depth 4096 takes most of the time) and
+#                 gives llama-bench the turns at depth 0 instead
 #   LLAMA_BENCH   llama.cpp's llama-bench (default ../shared/llama.cpp/bin/llama-bench
 #                 beside this checkout; when missing, its columns say –)
 #   LLAMA_VARIANT the CPU variant llama.cpp may load (x64, haswell, icelake,
