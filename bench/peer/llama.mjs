@@ -27,7 +27,7 @@
 //    products for quantized ones, of the widest ISA the kernels use here,
 //    OKV_ISA's cap included), counting 2 flops per weight of the layers'
 //    matrices and 4 x head_dim per head and cached position for attention.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import readline from "node:readline";
@@ -41,7 +41,18 @@ const need = (k) => {
 const OFFKV = need("OFFKV");
 const NLC_DIR = need("NLC_DIR");
 const OUT = need("BENCH_OUT");
-const BW = Number(need("BENCH_BW_GBS")) * 1e9; // bytes per second
+const BW = Number(need("BENCH_BW_GBS")) * 1e9; // bytes per second, at the start
+// the host's read bandwidth moved by a fifth within minutes on a cloud VM, so
+// each type's roofline uses the mean of readings just before and just after
+// its runs (BENCH_MEMBW: build/bench/membw; without it, the start's reading)
+const MEMBW = env.BENCH_MEMBW && fs.existsSync(env.BENCH_MEMBW) ? env.BENCH_MEMBW : null;
+const readBandwidth = () => {
+    if (!MEMBW) return BW;
+    const out = execFileSync(MEMBW, [String(THREADS), "5"], { encoding: "utf8" });
+    const m = out.match(/^read GB\/s: ([\d.]+)$/m);
+    if (!m) throw new Error(`${MEMBW} printed no "read GB/s" line`);
+    return Number(m[1]) * 1e9;
+};
 const quick = env.BENCH_QUICK === "1";
 const P = quick ? 64 : 512, N = quick ? 16 : 128, D = quick ? 512 : 4096;
 const THREADS = Number(env.BENCH_THREADS ?? 2);
@@ -315,12 +326,13 @@ function modelFacts(model, path) {
              nHead, kDim };
 }
 
-// decode roofline (t/s) for N steps starting at `start` cached tokens: every
+// decode roofline (t/s) at read bandwidth `bw` for N steps starting at
+// `start` cached tokens: every
 // step reads the weights once (a mixture of experts: the active ones) and the
 // K/V of start+i+1 positions (a sliding layer: at most its window)
-const roof = (f, start) => {
+const roof = (f, bw, start) => {
     const depth = start + (N + 1) / 2;
-    return BW / (f.weights + f.kvPerPos * depth + f.kvSwaPerPos * Math.min(depth, f.window));
+    return bw / (f.weights + f.kvPerPos * depth + f.kvSwaPerPos * Math.min(depth, f.window));
 };
 
 // --- the table: rewritten after each type, so a long run that is stopped
@@ -354,7 +366,7 @@ function writeTable(done) {
         : "compute peak: not measured (BENCH_PEAK unset)");
     lines.push(`offkv: ${env.OFFKV_COMMIT ?? "?"}; model: synthetic ${env.BENCH_SHAPE ?? "?"} shape (offkv synth --seed 1)`);
     lines.push(`${THREADS} thread(s), f16 K/V; median of ${REPS} runs after a warm-up run, the engines taking turns run by run; depth ${D} filled untimed`);
-    lines.push(`memory read bandwidth (build/bench/membw, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${(BW / 1e9).toFixed(2)} GB/s; roofline = that / (weight bytes + f16 K/V bytes read per token, at the test's mean depth); a mixture of experts' roofline counts its active bytes: the expert tensors times expert_used_count / expert_count`);
+    lines.push(`memory read bandwidth (build/bench/membw, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${(BW / 1e9).toFixed(2)} GB/s at the start; ${MEMBW ? "each type's roofline uses the mean of readings just before and after its runs (column read GB/s)" : "every roofline uses it"}; roofline = that / (weight bytes + f16 K/V bytes read per token, at the test's mean depth); a mixture of experts' roofline counts its active bytes: the expert tensors times expert_used_count / expert_count`);
     lines.push(`load average (1 min) before ${load0[0].toFixed(2)}, after ${load1[0].toFixed(2)}, on ${os.cpus().length} cores; ${((now() - t00) / 60).toFixed(1)} min; ratio = offkv / llama.cpp`);
     lines.push("");
     const lb = (r, k) => (r.lb && r.lb[k] ? median(r.lb[k]) : NaN);
@@ -382,15 +394,15 @@ function writeTable(done) {
     // decode: t/s, ratios, shares of the roofline
     lines.push("Decode (t/s; roofline = read bandwidth / bytes per token, in t/s; share = t/s / roofline):");
     lines.push("");
-    const dh = ["type", "weights/token"];
+    const dh = ["type", "weights/token", "read GB/s"];
     for (const k of [tg, tgd])
         dh.push(`offkv ${k}`, "node-llama-cpp", "ratio", "llama-bench", "ratio", "roofline", "offkv share", "llama-bench share");
     lines.push(`| ${dh.join(" | ")} |`);
     lines.push(`|${dh.map((_, i) => (i === 0 ? "---" : "---:")).join("|")}|`);
     for (const r of results) {
-        const row = [r.type.toUpperCase(), gb(r.f.weights)];
+        const row = [r.type.toUpperCase(), gb(r.f.weights), (r.bw / 1e9).toFixed(1)];
         for (const [k, start] of [[tg, 0], [tgd, D]]) {
-            const o = r.med("offkv", k), l = r.med("llama", k), b = lb(r, k), rf = roof(r.f, start);
+            const o = r.med("offkv", k), l = r.med("llama", k), b = lb(r, k), rf = roof(r.f, r.bw, start);
             row.push(num(o), num(l), ratio(o, l), num(b), ratio(o, b), fmt(rf), share(o / rf), share(b / rf));
         }
         lines.push(`| ${row.join(" | ")} |`);
@@ -403,7 +415,7 @@ function writeTable(done) {
     fs.writeFileSync(OUT.replace(/\.md$/, "") + ".json", JSON.stringify({
         P, N, D, REPS, threads: THREADS, bandwidth_GBs: BW / 1e9, variant: loaded, flash_attention: faResolved,
         llama_bench: LLAMA_BENCH, llama_bench_variant: lbVariant, peak: peak && { fma: peak.fma, i8: peak.i8, names: peak.names },
-        results: results.map(({ type, path, f, runs, lb }) => ({ type, path, weight_bytes_per_token: f.weights,
+        results: results.map(({ type, path, f, runs, lb, bws }) => ({ type, path, bandwidth_GBs: bws.map((b) => b / 1e9), weight_bytes_per_token: f.weights,
             kv_bytes_per_position: f.kvPerPos, matrix_weights: f.matElems, runs, llama_bench: lb })),
     }, null, 1) + "\n");
     fs.writeFileSync(OUT.replace(/\.md$/, "") + ".llama.log", logLines.join("\n") + "\n");
@@ -423,14 +435,16 @@ for (const { type, path } of models) {
         x = (x * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn;
         return 3 + Number((x >> 33n) % BigInt(f.nVocab - 3));
     });
+    const bw0 = readBandwidth();
     const runs = { ...(await phase(model, path, toks, 0)), ...(await phase(model, path, toks, D)) };
     await model.dispose();
     const turned = Object.fromEntries(Object.entries(runs).filter(([, v]) => v.lb).map(([k, v]) => [k, v.lb]));
     const lb = Object.keys(turned).length
         ? { ...turned, ...(await llamaBench(path, { p: P, n: N, d: D, r: REPS })) }
         : await llamaBench(path);
+    const bws = [bw0, readBandwidth()];
     const med = (e, k) => median(runs[k][e]);
-    results.push({ type, path, f, runs, med, lb });
+    results.push({ type, path, f, runs, med, lb, bws, bw: (bws[0] + bws[1]) / 2 });
     writeTable(false);
 }
 writeTable(true);

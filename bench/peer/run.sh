@@ -149,7 +149,7 @@ bw=$("$BUILD/bench/membw" "${BENCH_THREADS:-2}" 5 | sed -n 's/^read GB\/s: //p')
 "$BUILD/bench/peak" "${BENCH_THREADS:-2}" >"$BUILD/bench-peak.txt" || die "build/bench/peak failed"
 
 exec env OFFKV="$BUILD/offkv" NLC_DIR="$CACHE/node_modules/node-llama-cpp" BENCH_MODELS="$models" \
-    BENCH_BW_GBS="$bw" BENCH_OUT="$BUILD/bench-peer.md" BENCH_SHAPE="$SHAPE" \
+    BENCH_BW_GBS="$bw" BENCH_MEMBW="$BUILD/bench/membw" BENCH_OUT="$BUILD/bench-peer.md" BENCH_SHAPE="$SHAPE" \
     BENCH_PEAK="$BUILD/bench-peak.txt" LLAMA_BENCH="$LLAMA_BENCH" \
     OFFKV_COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
     node "$ROOT/bench/peer/llama.mjs"
