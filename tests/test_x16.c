@@ -411,10 +411,12 @@ static void check_model(const char *type, int tied, int moe) {
 
 int main(void) {
     /* whole groups, then rows whose last group is partly padding (768, 1280,
-     * 2304: half of Q4_K's last group; 544, 96: Q4_0's and Q8_0's) */
+     * 2304: half of Q4_K's last group; 544, 96: Q4_0's and Q8_0's); n from
+     * 5 on takes the block passes, whose column steps leave 1, 2 or 3 (n 5,
+     * 22, 7) */
     static const int64_t shapes[][3] = {{1, 512, 1},  {5, 512, 3},   {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17},
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
-                                        {6, 96, 3}};
+                                        {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}};
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             if (shapes[i][1] % okv_ggml_block_size(LAYOUTS[l].src) == 0)
