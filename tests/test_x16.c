@@ -158,7 +158,10 @@ static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"},
  * activations at +-127 too, each lane's integer dot is as large as it gets:
  * 16 products of 4-bit or 8 of 5-bit weights reach 30480 and 31496, just
  * inside int16, where the kernels without VNNI add pairs), and small
- * scales. */
+ * scales.  Q8_0's blocks are -128 and 127 in turn: -128 gives the pairs
+ * 2 * 128 * 127 of the kernels that move w's sign onto x, 127 (w + 128 =
+ * 255, both nibbles 15) the sums 8 * 2 * 15 * 127 = 30480 of AVX2's block
+ * pass, which splits w + 128 into nibbles (q8_0x16.c). */
 static void fill_extreme(int32_t src, uint8_t *q, size_t bytes) {
     const size_t bs = okv_ggml_type_size(src);
     const okv_f16 d = okv_f32_to_f16(0.01f), dmin = okv_f32_to_f16(0.002f);
@@ -174,7 +177,7 @@ static void fill_extreme(int32_t src, uint8_t *q, size_t bytes) {
             continue;
         }
         memcpy(b, &d, 2);
-        if (src == OKV_GGML_Q8_0) memset(b + 2, 0x80, 32); /* -128 */
+        if (src == OKV_GGML_Q8_0) memset(b + 2, (b - q) / bs % 2 ? 0x7F : 0x80, 32); /* 127, -128 */
         if (src == OKV_GGML_Q4_K || src == OKV_GGML_Q5_K) memcpy(b + 2, &dmin, 2);
     }
 }
@@ -408,10 +411,12 @@ static void check_model(const char *type, int tied, int moe) {
 
 int main(void) {
     /* whole groups, then rows whose last group is partly padding (768, 1280,
-     * 2304: half of Q4_K's last group; 544, 96: Q4_0's and Q8_0's) */
+     * 2304: half of Q4_K's last group; 544, 96: Q4_0's and Q8_0's); n from
+     * 5 on takes the block passes, whose column steps leave 1, 2 or 3 (n 5,
+     * 22, 7) */
     static const int64_t shapes[][3] = {{1, 512, 1},  {5, 512, 3},   {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17},
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
-                                        {6, 96, 3}};
+                                        {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}};
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             if (shapes[i][1] % okv_ggml_block_size(LAYOUTS[l].src) == 0)
