@@ -3,18 +3,19 @@
  * order (x16_neon.h's FCVTL, FMUL, SCVTF, FMLA, and its lane sum), so the
  * same bits.
  *
- * Per row pair and quartet (4 blocks), each block's 16 (Q4_0) or 32 (Q8_0)
- * bytes of the two rows are ZIPped by 64-bit halves into four A operands
+ * Per row pair and quartet (4 blocks), the two rows' 16-byte loads (one
+ * 8-byte chunk of two blocks each) ZIP by 64-bit halves into A operands
  * (8 values of row a | the same 8 of row b), a column pair's four 16-byte
- * loads are the B operands (OKV_ACT_Q8_0P), and four SMMLAs give the
+ * loads are the B operands (OKV_ACT_Q8_0P), and four SMMLAs give a
  * block's [a.x0, a.x1, b.x0, b.x1]; four blocks' of those transposed
  * (TRN1/TRN2, ZIP1/ZIP2) are the quartet's lanes for each row and column.
  * Rows go two at a time (an odd last one paired with itself), columns four
  * (two pairs: 8 float accumulators, 8 integer ones, and the operands fit
- * the 32 registers).  The last column of an odd n, stored alone, takes SDOT
- * instead (up to four rows against its bytes, loaded once: no ZIPs, where
- * SMMLA against a doubled column would waste half its products), whose
- * four partial sums per block ADDP puts together. */
+ * the 32 registers).  The last column of an odd n, stored alone in the
+ * weights' order, takes SDOT instead (up to four rows against its bytes,
+ * loaded once: no ZIPs, where SMMLA against a doubled column would waste
+ * half its products): each 16-byte SDOT sums two blocks, lanes 0-1 and
+ * 2-3, and one ADDP of two such sums gives a quartet's four. */
 #include "kernels/cpu.h"
 
 #if defined(OKV_ARM)
@@ -24,37 +25,47 @@
 
 #define I8MM OKV_NEON_INLINE OKV_TARGET_I8MM
 
-/* The four A operands of block m of rows a and b: values 0-7, 8-15, 16-23,
- * 24-31 of each.  Q4_0: the low nibbles shifted up are values 0-15 times
- * 16, the high ones masked values 16-31 times 16 (x16mm.h). */
-I8MM void pair_a_q4(const block_q4_0x16mm *a, const block_q4_0x16mm *b, int m, int8x16_t op[4]) {
-    const uint64x2_t wa = vreinterpretq_u64_u8(vld1q_u8(a->qs[m])), wb = vreinterpretq_u64_u8(vld1q_u8(b->qs[m]));
-    const int8x16_t z0 = vreinterpretq_s8_u64(vzip1q_u64(wa, wb)), z1 = vreinterpretq_s8_u64(vzip2q_u64(wa, wb));
+/* The A operands of blocks 2h and 2h + 1 of rows a and b: op[e][u] =
+ * values 8u .. 8u + 7 of block 2h + e, row a's then row b's.  Q4_0: the
+ * low nibbles shifted up are values 0-15 times 16, the high ones masked
+ * values 16-31 times 16 (x16mm.h). */
+I8MM void pair_a_q4(const block_q4_0x16mm *a, const block_q4_0x16mm *b, int h, int8x16_t op[2][4]) {
     const int8x16_t hi4 = vdupq_n_s8((int8_t)0xF0);
-    op[0] = vshlq_n_s8(z0, 4);
-    op[1] = vshlq_n_s8(z1, 4);
-    op[2] = vandq_s8(z0, hi4);
-    op[3] = vandq_s8(z1, hi4);
-}
-
-I8MM void pair_a_q8(const block_q8_0x16mm *a, const block_q8_0x16mm *b, int m, int8x16_t op[4]) {
-    UNROLL for (int h = 0; h < 2; h++) {
-        const int64x2_t wa = vreinterpretq_s64_s8(vld1q_s8(a->qs[m] + 16 * h));
-        const int64x2_t wb = vreinterpretq_s64_s8(vld1q_s8(b->qs[m] + 16 * h));
-        op[2 * h] = vreinterpretq_s8_s64(vzip1q_s64(wa, wb));
-        op[2 * h + 1] = vreinterpretq_s8_s64(vzip2q_s64(wa, wb));
+    UNROLL for (int c = 0; c < 2; c++) {
+        const uint64x2_t wa = vreinterpretq_u64_u8(vld1q_u8(a->qs[h][c]));
+        const uint64x2_t wb = vreinterpretq_u64_u8(vld1q_u8(b->qs[h][c]));
+        const int8x16_t z[2] = {vreinterpretq_s8_u64(vzip1q_u64(wa, wb)), vreinterpretq_s8_u64(vzip2q_u64(wa, wb))};
+        UNROLL for (int e = 0; e < 2; e++) {
+            op[e][c] = vshlq_n_s8(z[e], 4);
+            op[e][c + 2] = vandq_s8(z[e], hi4);
+        }
     }
 }
 
-/* One row's block m against one column's 32 activations x: SDOT's four
- * partial sums (their total is the block's sum; times 16 for Q4_0). */
-I8MM int32x4_t one_q4(const block_q4_0x16mm *w, int m, int8x16_t x0, int8x16_t x1) {
-    const int8x16_t v = vld1q_s8((const int8_t *)w->qs[m]);
-    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), vshlq_n_s8(v, 4), x0), vandq_s8(v, vdupq_n_s8((int8_t)0xF0)), x1);
+I8MM void pair_a_q8(const block_q8_0x16mm *a, const block_q8_0x16mm *b, int h, int8x16_t op[2][4]) {
+    UNROLL for (int c = 0; c < 4; c++) {
+        const int64x2_t wa = vreinterpretq_s64_s8(vld1q_s8(a->qs[h][c])), wb = vreinterpretq_s64_s8(vld1q_s8(b->qs[h][c]));
+        op[0][c] = vreinterpretq_s8_s64(vzip1q_s64(wa, wb));
+        op[1][c] = vreinterpretq_s8_s64(vzip2q_s64(wa, wb));
+    }
 }
 
-I8MM int32x4_t one_q8(const block_q8_0x16mm *w, int m, int8x16_t x0, int8x16_t x1) {
-    return vdotq_s32(vdotq_s32(vdupq_n_s32(0), vld1q_s8(w->qs[m]), x0), vld1q_s8(w->qs[m] + 16), x1);
+/* One row's blocks 2h and 2h + 1 against one column's x[u] (values 8u ..
+ * 8u + 7 of both blocks, as the weights): SDOT's lanes 0-1 sum block 2h,
+ * 2-3 block 2h + 1 (times 16 for Q4_0). */
+I8MM int32x4_t one_q4(const block_q4_0x16mm *w, int h, const int8x16_t x[4]) {
+    const int8x16_t hi4 = vdupq_n_s8((int8_t)0xF0);
+    const int8x16_t v0 = vld1q_s8((const int8_t *)w->qs[h][0]), v1 = vld1q_s8((const int8_t *)w->qs[h][1]);
+    int32x4_t p = vdotq_s32(vdupq_n_s32(0), vshlq_n_s8(v0, 4), x[0]);
+    p = vdotq_s32(p, vshlq_n_s8(v1, 4), x[1]);
+    p = vdotq_s32(p, vandq_s8(v0, hi4), x[2]);
+    return vdotq_s32(p, vandq_s8(v1, hi4), x[3]);
+}
+
+I8MM int32x4_t one_q8(const block_q8_0x16mm *w, int h, const int8x16_t x[4]) {
+    int32x4_t p = vdotq_s32(vdupq_n_s32(0), vld1q_s8(w->qs[h][0]), x[0]);
+    UNROLL for (int u = 1; u < 4; u++) p = vdotq_s32(p, vld1q_s8(w->qs[h][u]), x[u]);
+    return p;
 }
 
 /* The quartet's block sums to float: Q4_0's are 16 times the block's, so
@@ -64,17 +75,14 @@ I8MM int32x4_t one_q8(const block_q8_0x16mm *w, int m, int8x16_t x0, int8x16_t x
 #define TO_F32_q8(p) vcvtq_f32_s32(p)
 
 /* Rows r0 .. r0 + NR - 1 (in pairs, an odd last one paired with itself),
- * columns c0 .. c0 + 2 NP - 1 (NP pairs).  Per pass t: acc[row][col], the
- * lanes 4t .. 4t + 3, over the pass's quartets q = 4g + t in group order;
- * part[t] keeps each pass's for the lane sum. */
+ * columns c0 .. c0 + 2 NP - 1 (NP whole pairs).  Per pass t: acc[row][col],
+ * the lanes 4t .. 4t + 3, over the pass's quartets q = 4g + t in group
+ * order; part[t] keeps each pass's for the lane sum. */
 #define PAIR_BODY(T, WT)                                                                                  \
     I8MM void pair_##T(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NP) {         \
         const int64_t nq = c->k / OKV_X16MM_VALUES;                                                      \
-        const int8_t *xq[4]; /* xq[2p]: pair p's interleaved values */                                    \
-        const float *xd[4];                                                                               \
-        int stride; /* 16: whole pairs */                                                                 \
-        UNROLL for (int j = 0; j < 2 * NP; j++)                                                           \
-            okv_act_q8_0p_col(c->xa, c->xa_col, c->k, c->n, c0 + j, &xq[j], &xd[j], &stride);             \
+        okv_act_q8_0p_col x[4]; /* x[2p].q: pair p's interleaved values */                                \
+        UNROLL for (int j = 0; j < 2 * NP; j++) x[j] = okv_act_q8_0p_at(c->xa, c->xa_col, c->k, c->n, c0 + j); \
         for (int rp = 0; rp < NR; rp += 2) {                                                              \
             const int two = rp + 1 < NR;                                                                  \
             const WT *wa = (const WT *)(c->w + (r0 + rp) * c->wrow);                                      \
@@ -87,13 +95,17 @@ I8MM int32x4_t one_q8(const block_q8_0x16mm *w, int m, int8x16_t x0, int8x16_t x
                     __builtin_prefetch((const char *)wa + OKV_X16_AHEAD);                                 \
                     __builtin_prefetch((const char *)wb + OKV_X16_AHEAD);                                 \
                     int32x4_t s[2][4];                                                                    \
-                    UNROLL for (int m = 0; m < 4; m++) {                                                  \
-                        int8x16_t a[4];                                                                   \
-                        pair_a_##T(wa, wb, m, a);                                                         \
-                        UNROLL for (int p = 0; p < NP; p++) {                                             \
-                            const int8_t *x = xq[2 * p] + 64 * (4 * q + m);                               \
-                            s[p][m] = vmmlaq_s32(vdupq_n_s32(0), a[0], vld1q_s8(x));                      \
-                            UNROLL for (int u = 1; u < 4; u++) s[p][m] = vmmlaq_s32(s[p][m], a[u], vld1q_s8(x + 16 * u)); \
+                    UNROLL for (int h = 0; h < 2; h++) {                                                  \
+                        int8x16_t a[2][4];                                                                \
+                        pair_a_##T(wa, wb, h, a);                                                         \
+                        UNROLL for (int e = 0; e < 2; e++) {                                              \
+                            const int m = 2 * h + e;                                                      \
+                            UNROLL for (int p = 0; p < NP; p++) {                                         \
+                                const int8_t *xb = x[2 * p].q + 64 * (4 * q + m);                         \
+                                s[p][m] = vmmlaq_s32(vdupq_n_s32(0), a[e][0], vld1q_s8(xb));              \
+                                UNROLL for (int u = 1; u < 4; u++)                                        \
+                                    s[p][m] = vmmlaq_s32(s[p][m], a[e][u], vld1q_s8(xb + 16 * u));        \
+                            }                                                                             \
                         }                                                                                 \
                     }                                                                                     \
                     const float32x4_t dw[2] = {okv_x16_f16x4_neon(wa->d), okv_x16_f16x4_neon(wb->d)};     \
@@ -107,7 +119,7 @@ I8MM int32x4_t one_q8(const block_q8_0x16mm *w, int m, int8x16_t x0, int8x16_t x
                         lanes[0][1] = vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3))); \
                         lanes[1][1] = vreinterpretq_s32_s64(vzip2q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3))); \
                         UNROLL for (int h = 0; h < 2; h++) {                                              \
-                            const float32x4_t dx = vld1q_f32(xd[2 * p + h] + 4 * q);                      \
+                            const float32x4_t dx = vld1q_f32(x[2 * p + h].d + 4 * q);                     \
                             UNROLL for (int r = 0; r < 2; r++)                                            \
                                 acc[r][2 * p + h] = vfmaq_f32(acc[r][2 * p + h], TO_F32_##T(lanes[r][h]), \
                                                               vmulq_f32(dw[r], dx));                      \
@@ -125,21 +137,12 @@ I8MM int32x4_t one_q8(const block_q8_0x16mm *w, int m, int8x16_t x0, int8x16_t x
         }                                                                                                 \
     }
 
-/* Two 8-value chunks of a column, STRIDE bytes apart (8: a lone column's,
- * one load; 16: a pair's). */
-I8MM int8x16_t load2(const int8_t *p, const int STRIDE) {
-    return STRIDE == 8 ? vld1q_s8(p) : vcombine_s8(vld1_s8(p), vld1_s8(p + 16));
-}
-
-/* Rows r0 .. r0 + NR - 1 against the one column c0 (SDOT; its 32 values a
- * block loaded once for the rows). */
+/* Rows r0 .. r0 + NR - 1 against the lone column j (SDOT; its values
+ * loaded once for the rows). */
 #define ONE_BODY(T, WT)                                                                                   \
-    I8MM void one_col_##T(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int STRIDE) {  \
+    I8MM void one_col_##T(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t j) {                     \
         const int64_t nq = c->k / OKV_X16MM_VALUES;                                                      \
-        const int8_t *xq;                                                                                 \
-        const float *xd;                                                                                  \
-        int stride; /* = STRIDE, which the tile chose by */                                              \
-        okv_act_q8_0p_col(c->xa, c->xa_col, c->k, c->n, c0, &xq, &xd, &stride);                           \
+        const okv_act_q8_0p_col col = okv_act_q8_0p_at(c->xa, c->xa_col, c->k, c->n, j);                  \
         const WT *w[4];                                                                                   \
         UNROLL for (int r = 0; r < NR; r++) w[r] = (const WT *)(c->w + (r0 + r) * c->wrow);               \
         float32x4_t part[4][4];                                                                           \
@@ -147,18 +150,14 @@ I8MM int8x16_t load2(const int8_t *p, const int STRIDE) {
             float32x4_t acc[4];                                                                           \
             UNROLL for (int r = 0; r < NR; r++) acc[r] = vdupq_n_f32(0.0f);                               \
             for (int64_t q = t; q < nq; q += 4) {                                                         \
-                int8x16_t x[4][2];                                                                        \
-                UNROLL for (int m = 0; m < 4; m++) {                                                      \
-                    const int8_t *xb = xq + 4 * STRIDE * (4 * q + m);                                     \
-                    x[m][0] = load2(xb, STRIDE);                                                          \
-                    x[m][1] = load2(xb + 2 * STRIDE, STRIDE);                                             \
-                }                                                                                         \
-                const float32x4_t dx = vld1q_f32(xd + 4 * q);                                             \
+                /* blocks 2h, 2h + 1 of the quartet, values 8u .. 8u + 7 (alone: at 64 (b / 2) + 16u) */ \
+                int8x16_t x[2][4];                                                                        \
+                UNROLL for (int h = 0; h < 2; h++)                                                        \
+                    UNROLL for (int u = 0; u < 4; u++) x[h][u] = vld1q_s8(col.q + 128 * q + 64 * h + 16 * u); \
+                const float32x4_t dx = vld1q_f32(col.d + 4 * q);                                          \
                 UNROLL for (int r = 0; r < NR; r++) {                                                     \
                     __builtin_prefetch((const char *)w[r] + OKV_X16_AHEAD);                               \
-                    int32x4_t v[4];                                                                       \
-                    UNROLL for (int m = 0; m < 4; m++) v[m] = one_##T(w[r], m, x[m][0], x[m][1]);         \
-                    const int32x4_t p = vpaddq_s32(vpaddq_s32(v[0], v[1]), vpaddq_s32(v[2], v[3]));       \
+                    const int32x4_t p = vpaddq_s32(one_##T(w[r], 0, x[0]), one_##T(w[r], 1, x[1]));       \
                     acc[r] = vfmaq_f32(acc[r], TO_F32_##T(p), vmulq_f32(okv_x16_f16x4_neon(w[r]->d), dx)); \
                     w[r]++;                                                                               \
                 }                                                                                         \
@@ -167,31 +166,27 @@ I8MM int8x16_t load2(const int8_t *p, const int STRIDE) {
         }                                                                                                 \
         UNROLL for (int r = 0; r < NR; r++) {                                                             \
             const float32x4_t q4[4] = {part[0][r], part[1][r], part[2][r], part[3][r]};                   \
-            c->y[c0 * c->rows + r0 + r] = okv_x16_sum16_neon(q4);                                         \
+            c->y[j * c->rows + r0 + r] = okv_x16_sum16_neon(q4);                                          \
         }                                                                                                 \
     }
 
-/* The tile: column pairs by SMMLA, an odd last column by SDOT (the
- * driver's tiles start at multiples of 4 columns: pairs stay whole, and
- * only the last column of an odd n comes alone, which is stored alone). */
+/* The tile: column pairs by SMMLA, a lone column by SDOT.  The driver's
+ * tiles start at multiples of 4 columns, so pairs stay whole and only the
+ * last column of an odd n comes alone, which is stored alone. */
 #define TILE(T, WT)                                                                                       \
     PAIR_BODY(T, WT)                                                                                      \
     ONE_BODY(T, WT)                                                                                       \
-    I8MM void one_col_nr_##T(const okv_mm_ctx *c, int64_t r0, int nr, int64_t j, const int STRIDE) {      \
-        switch (nr) {                                                                                     \
-        case 4: one_col_##T(c, r0, 4, j, STRIDE); break;                                                  \
-        case 3: one_col_##T(c, r0, 3, j, STRIDE); break;                                                  \
-        case 2: one_col_##T(c, r0, 2, j, STRIDE); break;                                                  \
-        default: one_col_##T(c, r0, 1, j, STRIDE); break;                                                 \
-        }                                                                                                 \
-    }                                                                                                     \
     OKV_TARGET_I8MM void okv_mm_tile_##T##_0x16mm_i8mm(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) { \
         if (nc >= 4) pair_##T(c, r0, nr, c0, 2);                                                          \
         else if (nc >= 2) pair_##T(c, r0, nr, c0, 1);                                                     \
         if (nc % 2) {                                                                                     \
             const int64_t j = c0 + nc - 1;                                                                \
-            if (c->n % 2 && j == c->n - 1) one_col_nr_##T(c, r0, nr, j, 8);                               \
-            else one_col_nr_##T(c, r0, nr, j, 16);                                                        \
+            switch (nr) {                                                                                 \
+            case 4: one_col_##T(c, r0, 4, j); break;                                                      \
+            case 3: one_col_##T(c, r0, 3, j); break;                                                      \
+            case 2: one_col_##T(c, r0, 2, j); break;                                                      \
+            default: one_col_##T(c, r0, 1, j); break;                                                     \
+            }                                                                                             \
         }                                                                                                 \
     }
 
