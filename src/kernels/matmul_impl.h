@@ -102,6 +102,13 @@ OKV_MM_TILE(okv_mm_tile_q8_0x16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx512vnni);
+/* Q4_0 and Q8_0 for SMMLA (kernels/x16mm.h): scalar (every level but I8MM
+ * runs it, where a test asks; the model keeps these layouts only at I8MM)
+ * and I8MM. */
+OKV_MM_TILE(okv_mm_tile_q4_0x16mm_scalar);
+OKV_MM_TILE(okv_mm_tile_q8_0x16mm_scalar);
+OKV_MM_TILE(okv_mm_tile_q4_0x16mm_i8mm);
+OKV_MM_TILE(okv_mm_tile_q8_0x16mm_i8mm);
 /* Q6_K sixteen sub-blocks wide (kernels/q6_Kx16.h). */
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx2);

@@ -9,6 +9,7 @@
 #include "kernels/q8_0x16.h"
 #include "kernels/quant.h"
 #include "kernels/wtype.h"
+#include "kernels/x16mm.h"
 
 static void f32_to_float(const void *src, float *dst, int64_t k) { memcpy(dst, src, (size_t)k * sizeof(float)); }
 static void f16_to_float(const void *src, float *dst, int64_t k) { okv_f16_to_f32_row(dst, src, k); }
@@ -33,9 +34,11 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
                               [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
 #define X16_NEON(t) X16(t)
 #define X16_NEON_AVX2(t) X16_AVX2(t)
+#define X16MM(t) .tile = {okv_mm_tile_##t##_scalar} /* kept only where I8MM runs (model.c) */
 #else
 /* aarch64 (kernels/..._neon.c: every runnable type's tiles per level,
- * I8MM taking DOTPROD's and the float ones NEON's for every level; no block
+ * I8MM taking DOTPROD's but for x16mm.h's layouts, which are its own, and
+ * the float ones NEON's for every level; no block
  * passes, the tiles already convert a row group once for 4 columns), or any
  * other processor: scalar */
 #if defined(OKV_ARM)
@@ -51,6 +54,12 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define X16(t) .tile = TILES_SIMD(t)
 #define X16_NEON(t) X16(t)
 #define X16_NEON_AVX2(t) X16(t)
+#if defined(OKV_ARM)
+/* the SMMLA layouts: I8MM's kernel, the scalar one below it */
+#define X16MM(t) .tile = {okv_mm_tile_##t##_scalar, [OKV_ISA_I8MM] = okv_mm_tile_##t##_i8mm}
+#else
+#define X16MM(t) .tile = {okv_mm_tile_##t##_scalar}
+#endif
 #endif
 
 /* Block layouts as ggml-common.h defines them (quant.h has the structs);
@@ -112,6 +121,11 @@ static const okv_wtype types[OKV_WT_END] = {
                         .half_size = sizeof(block_q4_Kx8),
                         .to_float = okv_dequantize_row_q4_Kx16, .act = OKV_ACT_Q8_KX16, X16_NEON_AVX2(q4_Kx16),
                         .block_min_n = 5},
+    /* groups of 4 ggml blocks, no padding: rows of a multiple of 128 */
+    [OKV_WT_Q4_0X16MM] = {.name = "q4_0x16mm", .block = OKV_X16MM_VALUES, .size = sizeof(block_q4_0x16mm),
+                          .to_float = okv_dequantize_row_q4_0x16mm, .act = OKV_ACT_Q8_0P, X16MM(q4_0x16mm)},
+    [OKV_WT_Q8_0X16MM] = {.name = "q8_0x16mm", .block = OKV_X16MM_VALUES, .size = sizeof(block_q8_0x16mm),
+                          .to_float = okv_dequantize_row_q8_0x16mm, .act = OKV_ACT_Q8_0P, X16MM(q8_0x16mm)},
 };
 
 const okv_wtype *okv_wtype_get(int32_t t) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/options.h"
+#include "kernels/matmul.h"
 #include "kernels/mxfp4x16.h"
 #include "kernels/ops.h"
 #include "kernels/q4_0x16.h"
@@ -15,6 +16,7 @@
 #include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/wtype.h"
+#include "kernels/x16mm.h"
 #include "model/model_impl.h"
 
 static void key_of(const okv_model *m, const char *suffix, char *buf, size_t cap) {
@@ -451,7 +453,7 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 }
 
 /* The sixteen-wide layout w is kept in (kernels/q4_0x16.h, q8_0x16.h,
- * q4_Kx16.h, q6_Kx16.h), or -1.  Q4_0, Q8_0 and MXFP4 rows end in a group
+ * q4_Kx16.h, q6_Kx16.h, x16mm.h), or -1.  Q4_0, Q8_0 and MXFP4 rows end in a group
  * that may be partly padding: they are repacked while that adds at most a
  * sixteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and 4 %), as
  * single-token decode reads every byte (1152 would add a third).  Q4_K and
@@ -459,6 +461,14 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
  * experts), so they always pass (3 % more than ggml's bytes). */
 static int32_t repacked_type(const okv_weight *w) {
     if (!w->data) return -1;
+    /* Where the products run at I8MM (the best level, or the one a test
+     * pinned), Q4_0 and Q8_0 take SMMLA's layouts (kernels/x16mm.h: the
+     * same bits as the sixteen-wide ones, half the multiply instructions
+     * from two columns on) when rows are whole quartets of blocks; the
+     * other levels have only their scalar kernel */
+    const int mm = okv_matmul_isa() == OKV_ISA_I8MM;
+    if (mm && w->type == OKV_GGML_Q4_0 && okv_wtype_row_size(OKV_WT_Q4_0X16MM, w->ne0)) return OKV_WT_Q4_0X16MM;
+    if (mm && w->type == OKV_GGML_Q8_0 && okv_wtype_row_size(OKV_WT_Q8_0X16MM, w->ne0)) return OKV_WT_Q8_0X16MM;
     int32_t t = -1;
     switch (w->type) {
     case OKV_GGML_Q6_K: return OKV_WT_Q6_KX16; /* no padding: groups are super-blocks */
@@ -492,6 +502,8 @@ static void repack_into(uint8_t *dst, int32_t t, const okv_weight *w) {
     else if (t == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_Q4_0X16MM) okv_repack_q4_0x16mm(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_Q8_0X16MM) okv_repack_q8_0x16mm(dst, w->data, w->ne1, w->ne0);
     else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
 }
 
