@@ -418,11 +418,11 @@ static void check_model(const char *type, int tied, int moe) {
     CHECK(moved * 4 <= S * T * 3 && worst <= 0.05 * fmax(1.0, amax),
           "repacked vs ggml layout: %d of %d rows beyond float rounding, max |diff| %.3g (max |logit| %.3g)", moved,
           S * T, worst, amax);
-    CHECK(memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0, "repacked: a batch of %d changes the logits", S);
+    const bool same = memcmp(lp, lb, sizeof(float) * S * T * (size_t)nv) == 0;
+    CHECK(same, "repacked: a batch of %d changes the logits", S);
     printf("model %s%s%s: repacked vs ggml layout: %d of %d rows beyond 1e-5, max |diff| %.3g (max |logit| %.3g); "
-           "batch bit-identical\n", type, tied ? " (tied output)" : "", moe == 2 ? " (gpt-oss)" : moe ? " (qwen3moe)" : "",
-           moved, S * T, worst,
-           amax);
+           "batch %s\n", type, tied ? " (tied output)" : "", moe == 2 ? " (gpt-oss)" : moe ? " (qwen3moe)" : "",
+           moved, S * T, worst, amax, same ? "bit-identical" : "DIFFERS");
     free(lp); free(ln); free(lb);
     okv_model_free(mp);
     okv_model_free(mn);
