@@ -283,8 +283,11 @@ static const char *synth_model(const char *type, int moe) {
     if (!bin) return NULL;
     /* moe: a qwen3moe whose experts (4, 2 a token, 1024 wide; 768 as
      * Qwen3-30B-A3B's for the K-quants, whose down rows then end in a half
-     * group) are matrices repacked like any other */
-    const char *shape = moe == 2   ? "--arch gpt-oss --n-expert 4 --n-expert-used 2 --n-ff-exp 1024"
+     * group) are matrices repacked like any other; gpt-oss's are 960 wide,
+     * so their down rows end in a group of 14 blocks and 2 of padding (a
+     * fifteenth more bytes, as gpt-oss-20b's 2880: 90 blocks in 96), and
+     * are repacked too */
+    const char *shape = moe == 2   ? "--arch gpt-oss --n-expert 4 --n-expert-used 2 --n-ff-exp 960"
                         : moe == 1 ? "--arch qwen3moe --n-expert 4 --n-expert-used 2 --n-ff-exp"
                                    : "--arch llama --n-ff 4352";
     const char *ff = moe != 1 ? "" : strstr(type, "_k") ? "768" : "1024";
