@@ -1,11 +1,14 @@
 /* MXFP4 sixteen blocks wide (see mxfp4x16.h): the repacking and the product
  * kernels of every ISA.  The activations are q4_0x16.h's (Q8_0 values in the
- * lane order; their c8 offsets are not needed: the weights are signed).
- * The values come from okv_mxfp4_values by a byte shuffle; the products
- * take |w| times x with w's sign (maddubs and vpdpbusd need one unsigned
- * side): 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum stay
- * within int16 (24384), so the kernels without VNNI widen once per group
- * half, and every ISA gets the same exact lanes.  The aarch64 bodies are in
+ * lane order, and c8, -8 times each block's sum).  The values come from
+ * okv_mxfp4_values by a byte shuffle; maddubs and vpdpbusd need one unsigned
+ * side.  VNNI's take w + 128 (unsigned, from a shifted table) times x and
+ * start from 16 c8 = -128 sum(x), as Q8_0x16's do: the same exact sums in
+ * fewer operations than the sign trick (the only one maddubs can use, as
+ * w + 128 would overflow its int16 pairs): |w| times x with w's sign, where
+ * 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum stay within
+ * int16 (24384), so the kernels without VNNI widen once per group half.
+ * Every ISA gets the same exact lanes.  The aarch64 bodies are in
  * mxfp4x16_neon.c. */
 #include <math.h>
 #include <string.h>
@@ -16,22 +19,32 @@
 #include "kernels/x16.h"
 
 void okv_repack_mxfp4x16(void *dst, const void *src, int64_t rows, int64_t k) {
-    const int64_t nb = k / OKV_QK, ng = okv_x16_groups(k);
-    block_mxfp4x16 *out = dst;
-    memset(out, 0, (size_t)(rows * ng) * sizeof *out); /* the padding: value 0 */
-    for (int64_t r = 0; r < rows; r++)
+    const int64_t nb = k / OKV_QK, nw = k / OKV_X16_VALUES;
+    const int nt = okv_mxfp4x16_tail_blocks(k);
+    const size_t row = (size_t)nw * sizeof(block_mxfp4x16) + (size_t)nt * sizeof(block_mxfp4);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *o = (uint8_t *)dst + (size_t)r * row, *t = o + (size_t)nw * sizeof(block_mxfp4x16);
         for (int64_t b = 0; b < nb; b++) {
             const block_mxfp4 *in = (const block_mxfp4 *)src + r * nb + b;
-            block_mxfp4x16 *g = out + r * ng + b / OKV_X16_BLOCKS;
-            const int i = (int)(b % OKV_X16_BLOCKS);
-            g->e[i] = in->e;
-            for (int u = 0; u < 4; u++) memcpy(&g->qs[u][4 * i], &in->qs[4 * u], 4);
+            if (b < nw * OKV_X16_BLOCKS) {
+                block_mxfp4x16 *g = (block_mxfp4x16 *)o + b / OKV_X16_BLOCKS;
+                const int i = (int)(b % OKV_X16_BLOCKS);
+                g->e[i] = in->e;
+                for (int u = 0; u < 4; u++) memcpy(&g->qs[u][4 * i], &in->qs[4 * u], 4);
+                continue;
+            }
+            const int i = (int)(b - nw * OKV_X16_BLOCKS); /* the compact last group's lane i */
+            t[i] = in->e;
+            for (int u = 0; u < 4; u++) memcpy(t + nt + 4 * nt * u + 4 * i, &in->qs[4 * u], 4);
         }
+    }
 }
 
 void okv_dequantize_row_mxfp4x16(const void *src, float *dst, int64_t k) {
-    const block_mxfp4x16 *g = src;
-    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+    block_mxfp4x16 tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++) {
+        const block_mxfp4x16 *g = okv_mxfp4x16_group(src, gi, k / OKV_X16_VALUES, okv_mxfp4x16_tail_blocks(k), &tmp);
         for (int i = 0; i < OKV_X16_BLOCKS && (gi * OKV_X16_BLOCKS + i) * OKV_QK < k; i++) {
             const float d = okv_e8m0_half(g->e[i]);
             float *y = dst + (gi * OKV_X16_BLOCKS + i) * OKV_QK;
@@ -42,6 +55,7 @@ void okv_dequantize_row_mxfp4x16(const void *src, float *dst, int64_t k) {
                     y[16 + 4 * u + m] = okv_mxfp4_values[q >> 4] * d;
                 }
         }
+    }
 }
 
 #define TILE_SETUP() OKV_X16_TILE_SETUP(block_mxfp4x16, block_act_q8_0x16, okv_x16_groups(c->k))
@@ -57,10 +71,27 @@ static inline int32_t dot_scalar(const block_mxfp4x16 *w, const int8_t x[8][64],
     return p;
 }
 
-OKV_X16_SCALAR_TILE(okv_mm_tile_mxfp4x16_scalar, block_mxfp4x16, block_act_q8_0x16, okv_x16_groups(c->k), {
-    for (int i = 0; i < 16; i++)
-        acc[i] = fmaf((float)dot_scalar(w, x->qs, i), okv_e8m0_half(w->e[i]) * x->d[i], acc[i]);
-})
+/* The reference every ISA matches: per lane, fma(dot, scale times d_x, acc)
+ * over the row's groups (the compact last one as its whole group), then
+ * x16's lane sum. */
+void okv_mm_tile_mxfp4x16_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
+    TILE_SETUP();
+    const int64_t nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_mxfp4x16_tail_blocks(c->k);
+    block_mxfp4x16 tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) {
+            float acc[16] = {0};
+            for (int64_t g = 0; g < ng; g++) {
+                const block_mxfp4x16 *w = okv_mxfp4x16_group(wr[r], g, nw, nt, &tmp);
+                const block_act_q8_0x16 *x = xs[j] + g;
+                for (int i = 0; i < 16; i++)
+                    acc[i] = fmaf((float)dot_scalar(w, x->qs, i), okv_e8m0_half(w->e[i]) * x->d[i], acc[i]);
+            }
+            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
+        }
+}
 
 #if defined(OKV_X86) /* the x86 bodies */
 #include <immintrin.h>
@@ -80,12 +111,16 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
     TILE_SETUP();
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values));
+    const int64_t nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_mxfp4x16_tail_blocks(c->k);
+    block_mxfp4x16 tmp;
+    if (nt) memset(&tmp, 0, sizeof tmp);
     for (int r = 0; r < NR; r++) {
         __m256 acc[OKV_X16_MAX_COLS][2];
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
         for (int64_t g = 0; g < ng; g++) {
-            const block_mxfp4x16 *w = wr[r] + g;
-            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            const block_mxfp4x16 *w = okv_mxfp4x16_group(wr[r], g, nw, nt, &tmp);
+            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l, _MM_HINT_T1);
             UNROLL for (int half = 0; half < 2; half++) {
                 __m256i s16[OKV_X16_MAX_COLS];
                 UNROLL for (int j = 0; j < NC; j++) s16[j] = _mm256_setzero_si256();
@@ -116,57 +151,88 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
 
-/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes). */
-#define TILE_AVX512(name, TARGET, VNNI)                                                                    \
+/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes): one
+ * group into acc[j] for NC columns, its four 64-byte vectors of nibbles at
+ * qs + u * qstride and its exponents at e, loaded under masks qm and em (a
+ * whole group: all ones, which the compiler drops; the compact last group:
+ * its lanes, the rest zero, as the whole group it stands for). */
+#define GROUP_AVX512(name, TARGET, VNNI)                                                                   \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *qs, int64_t qstride,       \
+                                                                  __mmask64 qm, const uint8_t *e, __mmask16 em, \
+                                                                  const block_act_q8_0x16 *const *xs, int64_t g, \
+                                                                  const int NC, __m512 *acc) {              \
+        const __m512i low4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi16(1);                         \
+        const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)); \
+        const __m512i utable = _mm512_xor_si512(table, _mm512_set1_epi8((char)0x80)); /* value + 128 */  \
+        __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                               \
+        UNROLL for (int j = 0; j < NC; j++) {                                                             \
+            p[j] = (VNNI) ? _mm512_slli_epi32(_mm512_loadu_si512(xs[j][g].c8), 4) : _mm512_setzero_si512(); \
+            s16[j] = _mm512_setzero_si512();                                                              \
+        }                                                                                                 \
+        UNROLL for (int u = 0; u < 4; u++) {                                                              \
+            const __m512i wv = _mm512_maskz_loadu_epi8(qm, qs + u * qstride);                             \
+            const __m512i ilo = _mm512_and_si512(wv, low4);                                               \
+            const __m512i ihi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4);                         \
+            if (VNNI) { /* w + 128 times x, and -128 sum(x) from p's start */                             \
+                const __m512i ulo = _mm512_shuffle_epi8(utable, ilo), uhi = _mm512_shuffle_epi8(utable, ihi); \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    p[j] = _mm512_dpbusd_epi32(p[j], ulo, _mm512_loadu_si512(xs[j][g].qs[2 * u]));        \
+                    s16[j] = _mm512_dpbusd_epi32(s16[j], uhi, _mm512_loadu_si512(xs[j][g].qs[2 * u + 1])); \
+                }                                                                                         \
+                continue;                                                                                 \
+            }                                                                                             \
+            const __m512i lo = _mm512_shuffle_epi8(table, ilo), hi = _mm512_shuffle_epi8(table, ihi);     \
+            const __m512i alo = _mm512_abs_epi8(lo), ahi = _mm512_abs_epi8(hi);                           \
+            const __mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);                 \
+            UNROLL for (int j = 0; j < NC; j++) {                                                         \
+                __m512i xl = _mm512_loadu_si512(xs[j][g].qs[2 * u]);                                      \
+                __m512i xh = _mm512_loadu_si512(xs[j][g].qs[2 * u + 1]);                                  \
+                xl = _mm512_mask_sub_epi8(xl, nlo, _mm512_setzero_si512(), xl);                           \
+                xh = _mm512_mask_sub_epi8(xh, nhi, _mm512_setzero_si512(), xh);                           \
+                s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(alo, xl));                         \
+                s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(ahi, xh));                         \
+            }                                                                                             \
+        }                                                                                                 \
+        /* VNNI: s16 holds the high nibbles' int32 sums (two chains, not one) */                          \
+        UNROLL for (int j = 0; j < NC; j++)                                                               \
+            p[j] = (VNNI) ? _mm512_add_epi32(p[j], s16[j]) : _mm512_madd_epi16(s16[j], ones);              \
+        const __m512i e32 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(em, e));                            \
+        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e32, _mm512_set1_epi32(1)), 23);         \
+        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e32);                        \
+        const __m512 sw = _mm512_castsi512_ps(                                                            \
+            _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(e32, _mm512_set1_epi32(2)), sub));       \
+        UNROLL for (int j = 0; j < NC; j++)                                                               \
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), acc[j]); \
+    }
+
+/* Rows: the whole groups, then the compact one if any. */
+#define TILE_AVX512(name, group, TARGET)                                                                   \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
-        const __m512i low4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi16(1);                         \
-        const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)); \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
+        const int nt = okv_mxfp4x16_tail_blocks(c->k);                                                    \
         for (int r = 0; r < NR; r++) {                                                                    \
             __m512 acc[OKV_X16_MAX_COLS];                                                                 \
             UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
-            for (int64_t g = 0; g < ng; g++) {                                                            \
+            for (int64_t g = 0; g < nw; g++) {                                                            \
                 const block_mxfp4x16 *w = wr[r] + g;                                                      \
                 for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                       \
-                UNROLL for (int j = 0; j < NC; j++) p[j] = s16[j] = _mm512_setzero_si512();               \
-                UNROLL for (int u = 0; u < 4; u++) {                                                      \
-                    const __m512i wv = _mm512_loadu_si512(w->qs[u]);                                      \
-                    const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(wv, low4));            \
-                    const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4)); \
-                    const __m512i alo = _mm512_abs_epi8(lo), ahi = _mm512_abs_epi8(hi);                   \
-                    const __mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);         \
-                    UNROLL for (int j = 0; j < NC; j++) {                                                 \
-                        __m512i xl = _mm512_loadu_si512(xs[j][g].qs[2 * u]);                              \
-                        __m512i xh = _mm512_loadu_si512(xs[j][g].qs[2 * u + 1]);                          \
-                        xl = _mm512_mask_sub_epi8(xl, nlo, _mm512_setzero_si512(), xl);                   \
-                        xh = _mm512_mask_sub_epi8(xh, nhi, _mm512_setzero_si512(), xh);                   \
-                        if (VNNI) {                                                                       \
-                            p[j] = _mm512_dpbusd_epi32(p[j], alo, xl);                                    \
-                            p[j] = _mm512_dpbusd_epi32(p[j], ahi, xh);                                    \
-                        } else {                                                                          \
-                            s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(alo, xl));             \
-                            s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(ahi, xh));             \
-                        }                                                                                 \
-                    }                                                                                     \
-                }                                                                                         \
-                if (!(VNNI)) UNROLL for (int j = 0; j < NC; j++) p[j] = _mm512_madd_epi16(s16[j], ones);   \
-                const __m512i e32 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)w->e));         \
-                const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e32, _mm512_set1_epi32(1)), 23); \
-                const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e32);                \
-                const __m512 sw = _mm512_castsi512_ps(                                                    \
-                    _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(e32, _mm512_set1_epi32(2)), sub)); \
-                UNROLL for (int j = 0; j < NC; j++)                                                       \
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), \
-                                             acc[j]);                                                     \
+                group(w->qs[0], 64, ~(__mmask64)0, w->e, (__mmask16)0xFFFF, xs, g, NC, acc);              \
+            }                                                                                             \
+            if (ng > nw) { /* nt blocks */                                                                \
+                const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
+                for (int l = 0; l < 192; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                group(t + nt, 4 * nt, ((__mmask64)1 << (4 * nt)) - 1, t, (__mmask16)((1u << nt) - 1), xs, nw, NC, acc); \
             }                                                                                             \
             UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
+GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+TILE_AVX512(tile_avx512, group_avx512, OKV_TARGET_AVX512)
+TILE_AVX512(tile_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_mxfp4x16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_mxfp4x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_mxfp4x16_avx512)

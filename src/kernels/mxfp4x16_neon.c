@@ -31,13 +31,17 @@ OKV_NEON_INLINE float32x4_t scales4(const uint8_t *e) {
         TILE_SETUP();                                                                                       \
         const uint8x16_t low4 = vdupq_n_u8(0x0F);                                                           \
         const int8x16_t tab = vld1q_s8(okv_mxfp4_values);                                                   \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                           \
+        const int nt = okv_mxfp4x16_tail_blocks(c->k);                                                      \
+        block_mxfp4x16 tmp;                                                                                 \
+        if (nt) memset(&tmp, 0, sizeof tmp);                                                                \
         for (int r = 0; r < NR; r++) {                                                                      \
             float32x4_t acc[OKV_X16_MAX_COLS][4];                                                           \
             UNROLL for (int j = 0; j < NC; j++) UNROLL for (int t = 0; t < 4; t++) acc[j][t] = vdupq_n_f32(0.0f); \
             for (int64_t g = 0; g < ng; g++) {                                                              \
-                const block_mxfp4x16 *w = wr[r] + g;                                                        \
-                __builtin_prefetch((const char *)w + OKV_X16_AHEAD);                                        \
-                __builtin_prefetch((const char *)w + OKV_X16_AHEAD + 144);                                  \
+                const block_mxfp4x16 *w = okv_mxfp4x16_group(wr[r], g, nw, nt, &tmp);                      \
+                __builtin_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD);                              \
+                __builtin_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + 144);                        \
                 UNROLL for (int t = 0; t < 4; t++) {                                                        \
                     int8x16_t lo[4], hi[4];                                                                 \
                     UNROLL for (int u = 0; u < 4; u++) {                                                    \

@@ -109,7 +109,7 @@ static const okv_wtype types[OKV_WT_END] = {
                         .block_min_n = 5},
     [OKV_WT_MXFP4X16] = {.name = "mxfp4x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_mxfp4x16),
                          .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, X16(mxfp4x16),
-                         .block_min_n = 5},
+                         .block_min_n = 5, .tail_unit = sizeof(block_mxfp4)},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
                         .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16_NEON_AVX2(q6_Kx16),
                         .block_min_n = 5},
@@ -140,6 +140,10 @@ size_t okv_wtype_row_size(int32_t t, int64_t n) {
     const okv_wtype *w = okv_wtype_get(t);
     if (!w || n < 0 || n % (w->unit ? w->unit : w->block) != 0) return 0;
     const uint64_t whole = (uint64_t)(n / w->block);
+    if (w->tail_unit && n % w->block != 0) {
+        const size_t tail = (size_t)(n % w->block / w->unit) * w->tail_unit;
+        return whole > (SIZE_MAX - tail) / w->size ? 0 : (size_t)whole * w->size + tail;
+    }
     const int half = w->half_size && n % w->block == w->block / 2;
     const uint64_t blocks = whole + (n % w->block != 0 && !half);
     const size_t tail = half ? w->half_size : 0;

@@ -453,12 +453,18 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 }
 
 /* The sixteen-wide layout w is kept in (kernels/q4_0x16.h, q8_0x16.h,
- * q4_Kx16.h, q6_Kx16.h, x16mm.h), or -1.  Q4_0, Q8_0 and MXFP4 rows end in a group
- * that may be partly padding: they are repacked while that adds at most a
- * sixteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and 4 %), as
- * single-token decode reads every byte (1152 would add a third).  Q4_K and
- * Q5_K rows end in a half group where they need one (768 values: Qwen3-MoE's
- * experts), so they always pass (3 % more than ggml's bytes). */
+ * q4_Kx16.h, q6_Kx16.h, mxfp4x16.h, x16mm.h), or -1.  Q4_0 and Q8_0 rows end in a
+ * group that may be partly padding: they are repacked while that adds at
+ * most a fifteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and
+ * 4 %; gpt-oss's Q8_0 rows of 2880, 90 blocks in 96: a fifteenth), as
+ * single-token decode reads every byte (1152 would add a third).  The
+ * sixteen-wide kernels cost so much less per byte than ggml's layout that a
+ * fifteenth more bytes still pays: in gpt-oss-20b's shape on a Zen 4, 2
+ * threads, decode, the 2880-wide MXFP4 and Q8_0 products took a third of
+ * the CPU time they took in ggml's layout, which a sixteenth left them in.
+ * MXFP4 rows end in a compact group instead (no larger than ggml's), and
+ * Q4_K and Q5_K rows in a half group where they need one (768 values:
+ * Qwen3-MoE's experts; 3 % more than ggml's bytes): they always pass. */
 static int32_t repacked_type(const okv_weight *w) {
     if (!w->data) return -1;
     /* Where the products run at I8MM (the best level, or the one a test
@@ -480,7 +486,7 @@ static int32_t repacked_type(const okv_weight *w) {
     default: return -1;
     }
     const size_t mine = okv_wtype_row_size(t, w->ne0), ggml = okv_wtype_row_size(w->type, w->ne0);
-    return mine && mine * 16 <= ggml * 17 ? t : -1;
+    return mine && mine * 15 <= ggml * 16 ? t : -1;
 }
 
 /* Copies the repackable matrices into one buffer of their own in the
