@@ -501,15 +501,25 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
  * (16 accumulators, 4 activations and a weight: 21 registers) spilled and
  * converted each weight once per 4 columns.  Here a strip of NR rows takes
  * every column of the block at once: each 8-wide step converts the strip's
- * NR weight vectors once and, column by column, loads the activations
- * (from L1/L2) into one register for NR FMAs, NR * NC accumulators in
- * all, NR * NC + NR + 1 <= 16 registers for the shapes fs_pass picks.
- * Each output gets float_tile's FMAs in float_tile's order and
- * float_finish, so the bits are the tile's. */
+ * NR weight vectors once and, column by column, loads an activation
+ * vector for NR FMAs (NR * NC accumulators, NR weights and one activation:
+ * at most 16 registers for fsmall_block's shapes), or where the strip is
+ * taller than wide holds the NC activations and converts a weight at a
+ * time (NR * NC + NC + 1).  Each output gets float_tile's FMAs in
+ * float_tile's order and float_finish, so the bits are the tile's. */
 enum { FS_MAX_N = 9 };
 
 KERNEL void fsmall_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
                         int64_t i, __m256 acc[4][FS_MAX_N]) {
+    if (NR > NC) { /* 4x3: 16 registers this way, 17 the other */
+        __m256 xv[FS_MAX_N];
+        UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm256_loadu_ps(xs[j] + i);
+        UNROLL for (int r = 0; r < NR; r++) {
+            const __m256 wv = load8(wtype, rows[r], i);
+            UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
+        }
+        return;
+    }
     __m256 wv[4];
     UNROLL for (int r = 0; r < NR; r++) wv[r] = load8(wtype, rows[r], i);
     UNROLL for (int j = 0; j < NC; j++) {
@@ -556,9 +566,8 @@ KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
  * per step loaded the activations once per FMA. */
 enum { FS_STRIP = 12 };
 
-/* The strip height per column count that keeps NR * NC accumulators, the
- * NR weights and an activation within the 16 registers (more rows: fewer
- * activation loads per FMA). */
+/* The strip height per column count that keeps fsmall_step within the 16
+ * registers (more rows: fewer activation loads per FMA). */
 KERNEL void fsmall_block(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     const int64_t n = c1 - c0;
     if (n <= 6) {
