@@ -19,11 +19,11 @@
  * ~50 against ~70 GFLOP/s), with 16 it gained ~10%. */
 enum { MM_BLOCK_MIN_N = 16 };
 
-/* The same for AVX2's float block pass, whose tiles (4 rows by 4 columns in
- * 16 registers) spill: F16 5632x2048, one thread, per CPU second: n = 12
- * ~65 against ~52 GFLOP/s for the tiles, n = 8 the same, n = 4 ~38 against
- * ~60. */
-enum { MM_BLOCK_MIN_N_AVX2 = 10 };
+/* The same for AVX2's float block pass: its panels from 10 columns on, and
+ * below that strips of rows by every column (matmul_avx2.c's fsmall_block),
+ * which convert each weight once where the 4x4 tiles (21 registers of
+ * AVX2's 16) spilled and converted it once per 4 columns. */
+enum { MM_BLOCK_MIN_N_AVX2 = 2 };
 
 /* Row chunks per thread and column block: enough that a thread that starts
  * late costs little, few enough that taking one (an atomic add) is noise. */

@@ -496,15 +496,115 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
     }
 }
 
-OKV_TARGET_AVX2 void okv_mm_block_f32_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    float_block(OKV_GGML_F32, c, r0, r1, c0, c1);
+/* Few columns (speculative verification, batched decode: 2 to
+ * FS_MAX_N): the weights stream from memory once, and the 4x4 tiles
+ * (16 accumulators, 4 activations and a weight: 21 registers) spilled and
+ * converted each weight once per 4 columns.  Here a strip of NR rows takes
+ * every column of the block at once: each 8-wide step converts the strip's
+ * NR weight vectors once and, column by column, loads an activation
+ * vector for NR FMAs (NR * NC accumulators, NR weights and one activation:
+ * at most 16 registers for fsmall_block's shapes), or where the strip is
+ * taller than wide holds the NC activations and converts a weight at a
+ * time (NR * NC + NC + 1).  Each output gets float_tile's FMAs in
+ * float_tile's order and float_finish, so the bits are the tile's. */
+enum { FS_MAX_N = 9 };
+
+KERNEL void fsmall_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
+                        int64_t i, __m256 acc[4][FS_MAX_N]) {
+    if (NR > NC) { /* 4x3: 16 registers this way, 17 the other */
+        __m256 xv[FS_MAX_N];
+        UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm256_loadu_ps(xs[j] + i);
+        UNROLL for (int r = 0; r < NR; r++) {
+            const __m256 wv = load8(wtype, rows[r], i);
+            UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
+        }
+        return;
+    }
+    __m256 wv[4];
+    UNROLL for (int r = 0; r < NR; r++) wv[r] = load8(wtype, rows[r], i);
+    UNROLL for (int j = 0; j < NC; j++) {
+        const __m256 xv = _mm256_loadu_ps(xs[j] + i);
+        UNROLL for (int r = 0; r < NR; r++) acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);
+    }
 }
-OKV_TARGET_AVX2 void okv_mm_block_f16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    float_block(OKV_GGML_F16, c, r0, r1, c0, c1);
+
+KERNEL void fsmall_strip(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const uint8_t *rows[4];
+    const float *xs[FS_MAX_N];
+    UNROLL for (int r = 0; r < NR; r++) rows[r] = c->w + (r0 + r) * c->wrow;
+    UNROLL for (int j = 0; j < NC; j++) xs[j] = c->x + (c0 + j) * c->k;
+    __m256 acc[4][FS_MAX_N];
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm256_setzero_ps();
+    const int64_t k = c->k, k8 = k & ~(int64_t)7, k16 = k & ~(int64_t)15;
+    const int64_t wsize = wtype == OKV_GGML_F32 ? 4 : 2;
+    int64_t i = 0;
+    /* two steps per prefetch, as float_tile */
+    for (; i < k16; i += 16) {
+        UNROLL for (int r = 0; r < NR; r++)
+            _mm_prefetch((const char *)rows[r] + wsize * i + PREFETCH_AHEAD, _MM_HINT_T1);
+        fsmall_step(wtype, rows, xs, NR, NC, i, acc);
+        fsmall_step(wtype, rows, xs, NR, NC, i + 8, acc);
+    }
+    for (; i < k8; i += 8) fsmall_step(wtype, rows, xs, NR, NC, i, acc);
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++)
+            c->y[(c0 + j) * c->rows + r0 + r] = float_finish(wtype, acc[r][j], rows[r], xs[j], k8, k);
 }
-OKV_TARGET_AVX2 void okv_mm_block_bf16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    float_block(OKV_GGML_BF16, c, r0, r1, c0, c1);
+
+/* Rows r_begin .. r_end-1 in strips of NR (the rest one by one), by the NC
+ * columns from c0. */
+KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, const int NR, int64_t c0,
+                        const int NC) {
+    int64_t r = r_begin;
+    for (; r + NR <= r_end; r += NR) fsmall_strip(wtype, c, r, NR, c0, NC);
+    for (; r < r_end; r++) fsmall_strip(wtype, c, r, 1, c0, NC);
 }
+
+/* Column counts of 7 and more in two sweeps over strips of FS_STRIP rows
+ * (their weights then come from L2 the second time): one sweep at one row
+ * per step loaded the activations once per FMA. */
+enum { FS_STRIP = 12 };
+
+/* The strip height per column count that keeps fsmall_step within the 16
+ * registers (more rows: fewer activation loads per FMA). */
+KERNEL void fsmall_block(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const int64_t n = c1 - c0;
+    if (n <= 6) {
+        switch (n) {
+        case 1: fsmall_rows(wtype, c, r0, r1, 4, c0, 1); break;
+        case 2: fsmall_rows(wtype, c, r0, r1, 4, c0, 2); break;
+        case 3: fsmall_rows(wtype, c, r0, r1, 4, c0, 3); break;
+        case 4: fsmall_rows(wtype, c, r0, r1, 3, c0, 4); break;
+        case 5: fsmall_rows(wtype, c, r0, r1, 2, c0, 5); break;
+        default: fsmall_rows(wtype, c, r0, r1, 2, c0, 6); break;
+        }
+        return;
+    }
+    for (int64_t r = r0; r < r1; r += FS_STRIP) {
+        const int64_t re = r1 - r < FS_STRIP ? r1 : r + FS_STRIP;
+        fsmall_rows(wtype, c, r, re, 3, c0, 4);
+        switch (n) {
+        case 7: fsmall_rows(wtype, c, r, re, 4, c0 + 4, 3); break;
+        case 8: fsmall_rows(wtype, c, r, re, 3, c0 + 4, 4); break;
+        default: fsmall_rows(wtype, c, r, re, 2, c0 + 4, 5); break;
+        }
+    }
+}
+
+/* The block pass of the float types: fsmall_block up to FS_MAX_N columns
+ * (matmul.c sends a single column to the tiles), float_block's panels from
+ * there on (a short last column block of a wide product included: the bits
+ * are the same either way). */
+#define FLOAT_BLOCK(kind, wtype)                                                                    \
+    OKV_TARGET_AVX2 void okv_mm_block_##kind##_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, \
+                                                   int64_t c1) {                                     \
+        if (c1 - c0 <= FS_MAX_N) fsmall_block(wtype, c, r0, r1, c0, c1);                            \
+        else float_block(wtype, c, r0, r1, c0, c1);                                                  \
+    }
+FLOAT_BLOCK(f32, OKV_GGML_F32)
+FLOAT_BLOCK(f16, OKV_GGML_F16)
+FLOAT_BLOCK(bf16, OKV_GGML_BF16)
 
 
 /* ---- The legacy formats beside Q4_0 and Q8_0 ---- */

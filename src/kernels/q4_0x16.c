@@ -70,7 +70,9 @@ OKV_X16_SCALAR_TILE(okv_mm_tile_q4_0x16_scalar, block_q4_0x16, block_act_q8_0x16
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
-AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+/* One column (decode): both halves of a group per step, one loop over the
+ * groups; two accumulators and the int16 sums fit the registers. */
+AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
     const int8_t (*xq[OKV_X16_MAX_COLS])[64];
     for (int r = 0; r < NR; r++) {
@@ -94,6 +96,58 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
         }
         UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
     }
+}
+
+/* 2 to 4 columns (batched decode): a row's lanes 0-7 (blocks 0-7 of each
+ * group) over all its groups, then lanes 8-15 (the row's lines again, from
+ * L1).  Each lane's FMAs keep their order over the groups, so the bits are
+ * tile1_avx2's, and only NC float accumulators live across the groups:
+ * tile1_avx2's 2 NC beside the int16 sums spilled 25 ymm moves per half
+ * group at NC = 4 (callgrind).  The int16 sums take OKV_X16_DOTS_256's 16
+ * products per lane (exact); the c8 term joins after the widening. */
+AVX2 void tilen_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    TILE_SETUP();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < NR; r++) {
+        __m256 lanes[2][OKV_X16_MAX_COLS];
+        UNROLL for (int half = 0; half < 2; half++) {
+            __m256 acc[OKV_X16_MAX_COLS];
+            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
+            for (int64_t g = 0; g < ng; g++) {
+                const block_q4_0x16 *w = wr[r] + g;
+                if (half == 0)
+                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+                __m256i s16[OKV_X16_MAX_COLS];
+                UNROLL for (int u = 0; u < 4; u++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));
+                    const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                    UNROLL for (int j = 0; j < NC; j++) {
+                        const __m256i t = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half))),
+                            _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half))));
+                        s16[j] = u == 0 ? t : _mm256_add_epi16(s16[j], t);
+                        /* summed here: GCC otherwise reassociates the adds
+                         * to after all 8 NC products, whose results spill */
+                        __asm__("" : "+x"(s16[j]));
+                    }
+                }
+                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
+                UNROLL for (int j = 0; j < NC; j++) {
+                    const __m256i p = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)),
+                                                       _mm256_madd_epi16(s16[j], ones));
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
+                                             acc[j]);
+                }
+            }
+            UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];
+        }
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(lanes[0][j], lanes[1][j]);
+    }
+}
+
+AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    if (NC == 1) tile1_avx2(c, r0, NR, c0, 1);
+    else tilen_avx2(c, r0, NR, c0, NC);
 }
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
@@ -139,8 +193,10 @@ AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_
                         for (int j = 0; j < nc; j++, x += xstride) {
                             /* OKV_X16_DOTS_256's sums: 16 products per int16 lane, exact */
                             __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half)));
-                            UNROLL for (int v = 1; v < 8; v++)
+                            UNROLL for (int v = 1; v < 8; v++) {
                                 s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))));
+                                __asm__("" : "+x"(s16)); /* in order: see tilen_avx2 */
+                            }
                             const __m256i p = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)),
                                                                _mm256_madd_epi16(s16, ones));
                             acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),

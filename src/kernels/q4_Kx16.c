@@ -347,6 +347,9 @@ AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_
                                     s16 = _mm256_setzero_si256();
                                 }
                                 s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))));
+                                /* summed in order: GCC otherwise reassociated the adds
+                                 * to after all 8 products, spilling unpacked weights */
+                                __asm__("" : "+x"(s16));
                             }
                             p = FIVE ? _mm256_add_epi32(p, _mm256_madd_epi16(s16, ones)) : _mm256_madd_epi16(s16, ones);
                             __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dsc, _mm256_loadu_ps(x->d + 8 * half)),

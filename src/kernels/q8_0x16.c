@@ -55,7 +55,7 @@ OKV_X16_SCALAR_TILE(okv_mm_tile_q8_0x16_scalar, block_q8_0x16, block_act_q8_0x16
 /* AVX2: |w| times x with w's sign, int16 pairs of at most 2 * 128 * 127,
  * each vector's widened before the next (two would overflow): the exact
  * lane dots. */
-static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0,
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0,
                                                                             const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
     const __m256i ones = _mm256_set1_epi16(1);
@@ -85,6 +85,55 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(cons
         }
         UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
     }
+}
+
+/* 3 and 4 columns (batched decode): lanes 0-7 of a row over all its groups,
+ * then lanes 8-15 (the row's lines again, from L1), so only NC float
+ * accumulators live across the groups, and an empty asm keeps each
+ * column's int32 sum in order (GCC otherwise reassociated the adds to
+ * after all the products): tile1_avx2's 2 NC accumulators spilled 32 ymm
+ * moves per half group at NC = 4 (callgrind; at NC = 2 they fit, and the
+ * second loop costs more than it saves).  Each lane's integers and FMAs
+ * are tile1_avx2's, so the bits are the same. */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tilen_avx2(const okv_mm_ctx *c, int64_t r0,
+                                                                             const int NR, int64_t c0, const int NC) {
+    TILE_SETUP();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < NR; r++) {
+        __m256 lanes[2][OKV_X16_MAX_COLS];
+        UNROLL for (int half = 0; half < 2; half++) {
+            __m256 acc[OKV_X16_MAX_COLS];
+            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
+            for (int64_t g = 0; g < ng; g++) {
+                const block_q8_0x16 *w = wr[r] + g;
+                if (half == 0)
+                    for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+                __m256i p[OKV_X16_MAX_COLS];
+                UNROLL for (int v = 0; v < 8; v++) {
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half));
+                    const __m256i wa = _mm256_abs_epi8(wv);
+                    UNROLL for (int j = 0; j < NC; j++) {
+                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half));
+                        const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones);
+                        p[j] = v == 0 ? t : _mm256_add_epi32(p[j], t);
+                        __asm__("" : "+x"(p[j]));
+                    }
+                }
+                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
+                UNROLL for (int j = 0; j < NC; j++)
+                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
+                                             acc[j]);
+            }
+            UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];
+        }
+        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(lanes[0][j], lanes[1][j]);
+    }
+}
+
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0,
+                                                                            const int NR, int64_t c0, const int NC) {
+    if (NC <= 2) tile1_avx2(c, r0, NR, c0, NC);
+    else tilen_avx2(c, r0, NR, c0, NC);
 }
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q8_0x16_avx2)
