@@ -6,8 +6,12 @@
 // byte for byte what Python's jinja2 rendered; for the others (the server
 // takes the model's bos / eos) it must be what `offkv template` prints with
 // <s> and </s>, whose renders with the families' own texts are checked
-// against jinja2 by the chat_templates test.  Where jinja2 raised, the answer
-// is a 400 carrying the template's message.
+// against jinja2 by the chat_templates test.  jinja2 rendered with
+// strftime_now pinned to 2026-12-01 09:30:00 (../shared/templates/README.md)
+// and the server renders today's date, so a template that calls
+// strftime_now is checked the second way too, and `offkv template --now`
+// with that time against jinja2 (the test passed only on 2026-12-01 before).
+// Where jinja2 raised, the answer is a 400 carrying the template's message.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, existsSync, writeFileSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -40,6 +44,7 @@ for (const name of names) {
   const srv = await startServer(['--chat-template-file', file, '-c', '4096']);
   try {
     const [bos, eos] = specials(name);
+    const dated = readFileSync(file, 'utf8').includes('strftime_now');
     const exact = bos === '<s>' && eos === '</s>';
     for (const e of index.filter(x => x.template === name)) {
       const c = conv.cases.find(k => k.name === e.case);
@@ -55,19 +60,21 @@ for (const name of names) {
       }
       check(r.status === 200 && typeof r.json?.prompt === 'string', `${what}: ${r.status} ${r.text.slice(0, 200)}`);
       if (r.status !== 200) continue;
+      const mf = path.join(tmp, 'm.json'), tf = path.join(tmp, 't.json');
+      writeFileSync(mf, JSON.stringify(c.messages));
+      const args = ['template', '--template', file, '--bos-token', '<s>', '--eos-token', '</s>', '--messages', mf];
+      if (c.tools) { writeFileSync(tf, JSON.stringify(c.tools)); args.push('--tools', tf); }
+      if (c.add_generation_prompt === false) args.push('--no-generation-prompt');
+      const cli = (...more) => spawnSync(path.join(BIN, 'offkv'), [...args, ...more], { encoding: 'utf8' }).stdout;
       if (exact) {
         const want = readFileSync(path.join(dir, 'expected', `${what}.txt`), 'utf8');
-        eq(r.json.prompt === want, true, `${what}: /apply-template = jinja2's render`);
+        if (dated) eq(cli('--now', '2026-12-01T09:30:00') === want, true, `${what}: offkv template --now = jinja2's render`);
+        else eq(r.json.prompt === want, true, `${what}: /apply-template = jinja2's render`);
         same++;
-      } else {
+      }
+      if (!exact || dated) {
         // strftime_now: today's date in both (neither is pinned here)
-        const mf = path.join(tmp, 'm.json'), tf = path.join(tmp, 't.json');
-        writeFileSync(mf, JSON.stringify(c.messages));
-        const args = ['template', '--template', file, '--bos-token', '<s>', '--eos-token', '</s>', '--messages', mf];
-        if (c.tools) { writeFileSync(tf, JSON.stringify(c.tools)); args.push('--tools', tf); }
-        if (c.add_generation_prompt === false) args.push('--no-generation-prompt');
-        const cli = spawnSync(path.join(BIN, 'offkv'), args, { encoding: 'utf8' });
-        eq(r.json.prompt === cli.stdout, true, `${what}: /apply-template = offkv template`);
+        eq(r.json.prompt === cli(), true, `${what}: /apply-template = offkv template`);
         viaCli++;
       }
     }
