@@ -170,6 +170,12 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
             okv_repack_q4_Kx16(dst, tmp, 1, k);
             break;
         }
+        case OKV_WT_Q4_KX16MM: {
+            block_q4_K tmp[128]; /* k <= 32768 */
+            okv_quantize_row_q4_K(row, tmp, k);
+            okv_repack_q4_Kx16mm(dst, tmp, 1, k);
+            break;
+        }
         case OKV_WT_Q4_0X16: {
             block_q4_0 tmp[OKV_X16_BLOCKS * 64]; /* k <= 32768 */
             okv_quantize_row_q4_0(row, tmp, k);
@@ -225,7 +231,7 @@ int main(int argc, char **argv) {
     }
     if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
     printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_isa_name(kern), reps);
-    const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
+    const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
                          OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K, OKV_GGML_Q3_K, OKV_GGML_Q2_K,
                          OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1};
     const int64_t only_n = argc > 4 ? atoll(argv[4]) : 0;

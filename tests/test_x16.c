@@ -1,6 +1,6 @@
 /* Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 repacked sixteen blocks wide
- * (kernels/q4_0x16.h, q8_0x16.h, q4_Kx16.h, q6_Kx16.h), and Q4_0 and Q8_0
- * for SMMLA (x16mm.h), the layouts the model keeps them in.
+ * (kernels/q4_0x16.h, q8_0x16.h, q4_Kx16.h, q6_Kx16.h), and Q4_0, Q8_0
+ * and Q4_K for SMMLA (x16mm.h), the layouts the model keeps them in.
  * Checked against things written here:
  *   - their rows decode to the values of the ggml blocks they came from,
  *     decoded by each format's formula in this file;
@@ -156,7 +156,8 @@ static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"},
                                  {OKV_WT_Q6_KX16, OKV_GGML_Q6_K, "q6_Kx16"},
                                  {OKV_WT_MXFP4X16, OKV_GGML_MXFP4, "mxfp4x16"},
                                  {OKV_WT_Q4_0X16MM, OKV_GGML_Q4_0, "q4_0x16mm"},
-                                 {OKV_WT_Q8_0X16MM, OKV_GGML_Q8_0, "q8_0x16mm"}};
+                                 {OKV_WT_Q8_0X16MM, OKV_GGML_Q8_0, "q8_0x16mm"},
+                                 {OKV_WT_Q4_KX16MM, OKV_GGML_Q4_K, "q4_Kx16mm"}};
 
 /* Blocks whose every value has the format's largest magnitude (with all
  * activations at +-127 too, each lane's integer dot is as large as it gets:
@@ -220,6 +221,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
     else if (L->type == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(w, q, rows, k);
     else if (L->type == OKV_WT_Q4_0X16MM) okv_repack_q4_0x16mm(w, q, rows, k);
     else if (L->type == OKV_WT_Q8_0X16MM) okv_repack_q8_0x16mm(w, q, rows, k);
+    else if (L->type == OKV_WT_Q4_KX16MM) okv_repack_q4_Kx16mm(w, q, rows, k);
     else okv_repack_q4_Kx16(w, q, rows, k);
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -278,12 +280,16 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
     }
     /* the SMMLA layouts give their sixteen-wide siblings' bits (a model's
      * at i8mm are its bits at dotprod) */
-    const int32_t sib = L->type == OKV_WT_Q4_0X16MM ? OKV_WT_Q4_0X16 : L->type == OKV_WT_Q8_0X16MM ? OKV_WT_Q8_0X16 : -1;
+    const int32_t sib = L->type == OKV_WT_Q4_0X16MM   ? OKV_WT_Q4_0X16
+                        : L->type == OKV_WT_Q8_0X16MM ? OKV_WT_Q8_0X16
+                        : L->type == OKV_WT_Q4_KX16MM ? OKV_WT_Q4_KX16
+                                                      : -1;
     if (sib >= 0) {
         uint8_t *w16 = malloc(okv_wtype_row_size(sib, k) * (size_t)rows);
         void *s16 = malloc(okv_matmul_scratch_bytes(sib, k, n));
         if (sib == OKV_WT_Q4_0X16) okv_repack_q4_0x16(w16, q, rows, k);
-        else okv_repack_q8_0x16(w16, q, rows, k);
+        else if (sib == OKV_WT_Q8_0X16) okv_repack_q8_0x16(w16, q, rows, k);
+        else okv_repack_q4_Kx16(w16, q, rows, k);
         okv_error err;
         CHECK_STATUS(okv_matmul_with(OKV_ISA_SCALAR, NULL, sib, w16, rows, k, x, n, y, s16, &err), OKV_OK, err);
         CHECK(memcmp(ys, y, sizeof(float) * (size_t)(n * rows)) == 0, "%s: not %s's bits (%lldx%lld n=%lld)", L->name,
@@ -448,11 +454,13 @@ int main(void) {
                 check_shape(&LAYOUTS[l], shapes[i][0], shapes[i][1], shapes[i][2], 0);
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++) check_shape(&LAYOUTS[l], 5, 1280, 9, 1);
     /* the SMMLA layouts' column pairs and odd last columns, rows in pairs
-     * and an odd one (7 = 4 + 3), passes of 3, 3, 2 and 2 quartets (1280) */
+     * and an odd one (7 = 4 + 3), passes of 3, 3, 2 and 2 quartets (1280:
+     * Q4_K's last group half one) */
     static const int64_t mm_n[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 33};
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
         for (size_t i = 0; i < sizeof mm_n / sizeof mm_n[0]; i++)
-            if (LAYOUTS[l].type == OKV_WT_Q4_0X16MM || LAYOUTS[l].type == OKV_WT_Q8_0X16MM)
+            if (LAYOUTS[l].type == OKV_WT_Q4_0X16MM || LAYOUTS[l].type == OKV_WT_Q8_0X16MM ||
+                LAYOUTS[l].type == OKV_WT_Q4_KX16MM)
                 check_shape(&LAYOUTS[l], 7, 1280, mm_n[i], 0);
     okv_error err;
     float x[512] = {0}, y[4];
@@ -462,7 +470,8 @@ int main(void) {
     CHECK(okv_ggml_type_name(OKV_WT_Q4_0X16) == NULL && okv_ggml_row_size(OKV_WT_Q4_0X16, 512) == 0 &&
               okv_ggml_type_name(OKV_WT_Q4_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16) == NULL &&
               okv_ggml_type_name(OKV_WT_Q6_KX16) == NULL && okv_ggml_type_name(OKV_WT_Q5_KX16) == NULL &&
-              okv_ggml_type_name(OKV_WT_Q4_0X16MM) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16MM) == NULL,
+              okv_ggml_type_name(OKV_WT_Q4_0X16MM) == NULL && okv_ggml_type_name(OKV_WT_Q8_0X16MM) == NULL &&
+              okv_ggml_type_name(OKV_WT_Q4_KX16MM) == NULL,
           "offkv's own layout is not a ggml type");
     check_model("q4_0", 0, 0);
     check_model("q4_k_m", 0, 0);

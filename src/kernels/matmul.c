@@ -45,6 +45,7 @@ static size_t act_col_bytes(okv_act_fmt f, int64_t k) {
     case OKV_ACT_Q8_KX16: return (size_t)okv_x16_groups(k) * sizeof(block_act_q8_Kx16);
     case OKV_ACT_Q8_KX16S: return (size_t)(k / OKV_QK_K) * sizeof(block_act_q8_Kx16s);
     case OKV_ACT_Q8_0P: return (size_t)(k / OKV_QK) * sizeof(float) + (size_t)k;
+    case OKV_ACT_Q8_KP: return (size_t)(k / OKV_QK) * 2 * sizeof(float) + (size_t)k;
     case OKV_ACT_F32: case OKV_ACT_COUNT: break;
     }
     return 0;
@@ -108,6 +109,11 @@ static void quant_job(void *p, int32_t ith, int32_t nth) {
             if (job->col) okv_quantize_act_q8_0p(job->kern, x, k, job->act + (size_t)j * act_col_bytes(job->fmt, k),
                                                  act_col_bytes(job->fmt, k), 1, 0);
             else okv_quantize_act_q8_0p(job->kern, x, k, job->act, act_col_bytes(job->fmt, k), job->n_act, j);
+            break;
+        case OKV_ACT_Q8_KP:
+            if (job->col) okv_quantize_act_q8_Kp(job->kern, x, k, job->act + (size_t)j * act_col_bytes(job->fmt, k),
+                                                 act_col_bytes(job->fmt, k), 1, 0);
+            else okv_quantize_act_q8_Kp(job->kern, x, k, job->act, act_col_bytes(job->fmt, k), job->n_act, j);
             break;
         case OKV_ACT_F32: case OKV_ACT_COUNT: break;
         }

@@ -109,6 +109,8 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16mm_scalar);
 OKV_MM_TILE(okv_mm_tile_q8_0x16mm_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_0x16mm_i8mm);
 OKV_MM_TILE(okv_mm_tile_q8_0x16mm_i8mm);
+OKV_MM_TILE(okv_mm_tile_q4_Kx16mm_scalar);
+OKV_MM_TILE(okv_mm_tile_q4_Kx16mm_i8mm);
 /* Q6_K sixteen sub-blocks wide (kernels/q6_Kx16.h). */
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q6_Kx16_avx2);

@@ -126,6 +126,9 @@ static const okv_wtype types[OKV_WT_END] = {
                           .to_float = okv_dequantize_row_q4_0x16mm, .act = OKV_ACT_Q8_0P, X16MM(q4_0x16mm)},
     [OKV_WT_Q8_0X16MM] = {.name = "q8_0x16mm", .block = OKV_X16MM_VALUES, .size = sizeof(block_q8_0x16mm),
                           .to_float = okv_dequantize_row_q8_0x16mm, .act = OKV_ACT_Q8_0P, X16MM(q8_0x16mm)},
+    /* two quartets a super-block: rows of a multiple of 256 */
+    [OKV_WT_Q4_KX16MM] = {.name = "q4_Kx16mm", .block = OKV_QK_K, .size = 2 * sizeof(block_q4_Kx16mm),
+                          .to_float = okv_dequantize_row_q4_Kx16mm, .act = OKV_ACT_Q8_KP, X16MM(q4_Kx16mm)},
 };
 
 const okv_wtype *okv_wtype_get(int32_t t) {

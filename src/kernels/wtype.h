@@ -27,6 +27,7 @@ typedef enum okv_act_fmt {
     OKV_ACT_Q8_KX16, /* Q8_K values in groups of 2 super-blocks, sub-block per lane: Q4_KX16 */
     OKV_ACT_Q8_KX16S, /* Q8_K values by super-block, 16-value sub-block per lane: Q6_KX16 */
     OKV_ACT_Q8_0P,   /* Q8_0 values, column pairs interleaved 8 bytes at a time: x16mm.h */
+    OKV_ACT_Q8_KP,   /* Q8_K values in Q8_0P's places, scales and sums per 32: x16mm.h */
     OKV_ACT_COUNT
 } okv_act_fmt;
 
@@ -41,6 +42,7 @@ enum {
     OKV_WT_MXFP4X16,                    /* kernels/mxfp4x16.h */
     OKV_WT_Q4_0X16MM,                   /* kernels/x16mm.h: where I8MM runs */
     OKV_WT_Q8_0X16MM,                   /* kernels/x16mm.h */
+    OKV_WT_Q4_KX16MM,                   /* kernels/x16mm.h */
     OKV_WT_END
 };
 

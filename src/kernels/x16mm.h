@@ -1,6 +1,6 @@
-/* Internal: Q4_0 and Q8_0 for ARMv8.6's SMMLA ("q4_0x16mm", "q8_0x16mm"),
- * the layouts the model keeps those matrices in where the products run at
- * I8MM (okv_matmul_isa at load).
+/* Internal: Q4_0, Q8_0 and Q4_K for ARMv8.6's SMMLA ("q4_0x16mm",
+ * "q8_0x16mm", "q4_Kx16mm": below), the layouts the model keeps those
+ * matrices in where the products run at I8MM (okv_matmul_isa at load).
  *
  * Why a layout of its own: SMMLA multiplies a 2x8 by an 8x2 block of bytes
  * (int32 result [r0.c0, r0.c1, r1.c0, r1.c1]), so each half of an operand
@@ -83,13 +83,14 @@ typedef struct okv_act_q8_0p_col {
     int alone;
 } okv_act_q8_0p_col;
 
-/* Column j of n, in activations xa. */
+/* Column j of n, in activations xa (OKV_ACT_Q8_0P or OKV_ACT_Q8_KP: a
+ * column's floats are its xa_col - k bytes after the values). */
 static inline okv_act_q8_0p_col okv_act_q8_0p_at(const uint8_t *xa, size_t xa_col, int64_t k, int64_t n,
                                                  int64_t j) {
     const uint8_t *base = xa + (size_t)(j & ~(int64_t)1) * xa_col;
     if (n % 2 && j == n - 1) return (okv_act_q8_0p_col){(const int8_t *)base, (const float *)(base + k), 1};
     return (okv_act_q8_0p_col){(const int8_t *)base + 8 * (j & 1),
-                               (const float *)(base + 2 * k + (j & 1) * (k / 8)), 0};
+                               (const float *)(base + 2 * k + (size_t)(j & 1) * (xa_col - (size_t)k)), 0};
 }
 
 /* Chunk c of block b of column x. */
@@ -103,6 +104,34 @@ static inline const int8_t *okv_act_q8_0p_chunk(okv_act_q8_0p_col x, int64_t b, 
 void okv_quantize_act_q8_0p(okv_isa kern, const float *x, int64_t k, uint8_t *xa, size_t xa_col, int64_t n,
                             int64_t j);
 
+/* Q4_K for SMMLA ("q4_Kx16mm"): four 32-value sub-blocks of one
+ * super-block (a quartet; a super-block is two), the same passes and
+ * lanes as Q4_0's (sub-block b in lane b % 16 of group b / 16, as in
+ * q4_Kx16.h), so a row of an odd number of super-blocks (768 values) needs
+ * no half group: its last group's lanes 8-15 get nothing, which is what
+ * q4_Kx16's half group does.  d and dmin first, where a 4-byte load takes
+ * both; byte i of sub-block m at qs[m / 2][i / 8][8 (m % 2) + i % 8], low
+ * nibble its value i, high its value 16 + i (unsigned, 0-15: AND and
+ * USHR give SMMLA's signed bytes), as Q4_0's bytes (76 bytes per 128
+ * values against Q4_K's 72). */
+typedef struct block_q4_Kx16mm {
+    okv_f16 d, dmin;     /* the super-block's */
+    uint8_t sc[4], m[4]; /* the four sub-blocks' 6-bit scales and mins */
+    uint8_t qs[2][2][16];
+} block_q4_Kx16mm;
+
+/* OKV_ACT_Q8_KP: Q8_K's values (one scale per 256) where OKV_ACT_Q8_0P
+ * keeps Q8_0's, k / 4 bytes of floats a column: per 32-value sub-block b
+ * its super-block's scale d[b], then per sub-block xm[b] = d times the sum
+ * of its 32 values (q4_Kx16.h's; the mins' part): k + k / 4 bytes a
+ * column. */
+static inline const float *okv_act_q8_Kp_xm(okv_act_q8_0p_col x, int64_t k) { return x.d + (uint64_t)k / 32; }
+
+/* Quantizes column j of n into xa as OKV_ACT_Q8_KP (xa_col bytes a
+ * column), with the Q8_K quantizer of kern, super-block by super-block. */
+void okv_quantize_act_q8_Kp(okv_isa kern, const float *x, int64_t k, uint8_t *xa, size_t xa_col, int64_t n,
+                            int64_t j);
+
 /* Copies rows x k Q4_0 (Q8_0) weights in ggml's layout from src into dst
  * in this layout; k a multiple of 128; no overlap. */
 void okv_repack_q4_0x16mm(void *dst, const void *src, int64_t rows, int64_t k);
@@ -111,5 +140,10 @@ void okv_repack_q8_0x16mm(void *dst, const void *src, int64_t rows, int64_t k);
 /* One row to f32, the same floats as ggml's dequantization of the source. */
 void okv_dequantize_row_q4_0x16mm(const void *src, float *dst, int64_t k);
 void okv_dequantize_row_q8_0x16mm(const void *src, float *dst, int64_t k);
+
+/* The same two for Q4_K, k a multiple of 256: okv_dequantize_row_q4_K's
+ * floats. */
+void okv_repack_q4_Kx16mm(void *dst, const void *src, int64_t rows, int64_t k);
+void okv_dequantize_row_q4_Kx16mm(const void *src, float *dst, int64_t k);
 
 #endif

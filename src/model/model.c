@@ -468,13 +468,14 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 static int32_t repacked_type(const okv_weight *w) {
     if (!w->data) return -1;
     /* Where the products run at I8MM (the best level, or the one a test
-     * pinned), Q4_0 and Q8_0 take SMMLA's layouts (kernels/x16mm.h: the
+     * pinned), Q4_0, Q8_0 and Q4_K take SMMLA's layouts (kernels/x16mm.h: the
      * same bits as the sixteen-wide ones, half the multiply instructions
      * from two columns on) when rows are whole quartets of blocks; the
      * other levels have only their scalar kernel */
     const int mm = okv_matmul_isa() == OKV_ISA_I8MM;
     if (mm && w->type == OKV_GGML_Q4_0 && okv_wtype_row_size(OKV_WT_Q4_0X16MM, w->ne0)) return OKV_WT_Q4_0X16MM;
     if (mm && w->type == OKV_GGML_Q8_0 && okv_wtype_row_size(OKV_WT_Q8_0X16MM, w->ne0)) return OKV_WT_Q8_0X16MM;
+    if (mm && w->type == OKV_GGML_Q4_K) return OKV_WT_Q4_KX16MM; /* any whole super-blocks, 768 too */
     int32_t t = -1;
     switch (w->type) {
     case OKV_GGML_Q6_K: return OKV_WT_Q6_KX16; /* no padding: groups are super-blocks */
@@ -510,6 +511,7 @@ static void repack_into(uint8_t *dst, int32_t t, const okv_weight *w) {
     else if (t == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q4_0X16MM) okv_repack_q4_0x16mm(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q8_0X16MM) okv_repack_q8_0x16mm(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_Q4_KX16MM) okv_repack_q4_Kx16mm(dst, w->data, w->ne1, w->ne0);
     else okv_repack_q4_Kx16(dst, w->data, w->ne1, w->ne0);
 }
 
