@@ -151,7 +151,7 @@ install: build
 TSAN_TESTS := threads attend_kernel cache_attend cache_sequence ring_memory matmul batch \
   model_rewind probe_api fuzz_context_alloc llama_golden cli serve_sched
 # The server's node tests drive build-tsan's offkv (built above) over HTTP.
-TSAN_NODE_TESTS := serve_hostile serve_openai
+TSAN_NODE_TESTS := serve_hostile serve_openai serve_load
 .PHONY: build-tsan test-tsan
 build-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \

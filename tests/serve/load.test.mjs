@@ -118,7 +118,11 @@ try {
   eq(bad, [], 'no other outcome');
   check(counts.ok > (CLIENTS * ROUNDS - counts.cancelled) / 2, 'most requests not cancelled are answered');
   check(counts.refused > 0, 'some are refused (4 sequences, a queue of 2, 8 clients)');
-  check(rssEnd <= rssFirst * 1.10, `RSS within 10 % of the first round's (${rssFirst} -> ${rssEnd} KiB)`);
+  // ThreadSanitizer's shadow memory and sync objects grow with the addresses
+  // and locks the run touches (41 -> 52 MB here), so under it only the
+  // races are checked; the plain and ASan builds check the RSS.
+  if (/tsan/.test(process.env.OKV_BIN)) console.log('skip: RSS check under ThreadSanitizer (its shadow memory grows)');
+  else check(rssEnd <= rssFirst * 1.10, `RSS within 10 % of the first round's (${rssFirst} -> ${rssEnd} KiB)`);
   // Mutated bodies through the wire: every answer is JSON (or, for a
   // stream, Server-Sent Events of JSON), none is a 5xx, the server lives on.
   const seeds = [
