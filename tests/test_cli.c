@@ -3,65 +3,18 @@
  * and file contents, and tokenize / logits / run / bench on a synthetic
  * model, cross-checked against each other and against the file. */
 #include <math.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <stdarg.h>
 #include <stdint.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "check.h"
+#include "cli_run.h"
 #include "golden.h"
 #include "kernels/quant.h"
 #include "offkv/tokenizer.h"
 #include "offkv/offkv.h"
 
-extern char **environ;
-
-static char bin[4096], dir[4096];
-static char out_text[1 << 16], err_text[1 << 16];
-/* When set, offkv's stdin reads this file (else it inherits ours). */
-static const char *stdin_path;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f) fclose(f);
-}
-
-/* Runs offkv with the NULL-terminated arguments; returns its exit status
- * (-1 if it did not exit normally) with its output in out_text/err_text. */
-static int offkv(const char *first, ...) {
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) argv[n++] = a;
-    va_end(ap);
-    argv[n] = NULL;
-    char o[4200], e[4200];
-    snprintf(o, sizeof o, "%s/out.txt", dir);
-    snprintf(e, sizeof e, "%s/err.txt", dir);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (stdin_path) posix_spawn_file_actions_addopen(&fa, 0, stdin_path, O_RDONLY, 0);
-    pid_t pid;
-    int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-        out_text[0] = err_text[0] = '\0';
-        return -1;
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    slurp(o, out_text, sizeof out_text);
-    slurp(e, err_text, sizeof err_text);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+/* offkv(args..., NULL): runs the program for at most two minutes (a run
+ * that blocks is killed and reported, not left to hang the suite). */
+#define offkv(...) cli_run(120.0, __VA_ARGS__)
 
 static void *read_whole(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
@@ -88,19 +41,18 @@ static bool same_bytes(const char *a, const char *b) {
     return same;
 }
 
-static void path_in(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", dir, name); }
 
 #define CHECK_ERR_HAS(needle) \
-    CHECK(strstr(err_text, (needle)) != NULL, "stderr lacks '%s': %s", (needle), err_text)
+    CHECK(strstr(cli_err, (needle)) != NULL, "stderr lacks '%s': %s", (needle), cli_err)
 
 static void test_help_and_flags(void) {
-    CHECK(offkv("--help", NULL) == 0, "offkv --help: %s", err_text);
-    CHECK(strstr(out_text, "synth") && strstr(out_text, "bench"), "help lists commands: %s", out_text);
+    CHECK(offkv("--help", NULL) == 0, "offkv --help: %s", cli_err);
+    CHECK(strstr(cli_out, "synth") && strstr(cli_out, "bench"), "help lists commands: %s", cli_out);
     static const char *const cmds[] = {"run", "logits", "tokenize", "synth", "bench"};
     static const char *const flag[] = {"--top-p", "--tokens", "-p, --prompt", "--n-head-kv", "--n-depth"};
     for (int i = 0; i < 5; i++) {
         CHECK(offkv(cmds[i], "--help", NULL) == 0, "%s --help exits 0", cmds[i]);
-        CHECK(strstr(out_text, flag[i]) != NULL, "%s --help lacks %s", cmds[i], flag[i]);
+        CHECK(strstr(cli_out, flag[i]) != NULL, "%s --help lacks %s", cmds[i], flag[i]);
         CHECK(offkv(cmds[i], "--no-such-flag", NULL) == 2, "%s with a bad flag exits 2", cmds[i]);
         CHECK_ERR_HAS("--no-such-flag");
     }
@@ -109,7 +61,7 @@ static void test_help_and_flags(void) {
     CHECK(offkv(NULL) == 2, "no command");
 
     char p[4200];
-    path_in(p, sizeof p, "x.gguf");
+    cli_path(p, sizeof p, "x.gguf");
     CHECK(offkv("synth", "--n-embd", "sixty", "-o", p, NULL) == 2, "bad --n-embd");
     CHECK_ERR_HAS("--n-embd");
     CHECK_ERR_HAS("sixty");
@@ -150,18 +102,18 @@ static const okv_gguf_tensor *tensor(const okv_gguf *g, const char *name) {
 
 static void test_synth(const char *f32_path) {
     char a[4200], b[4200], q8[4200], q4[4200];
-    path_in(a, sizeof a, "synth-a.gguf");
-    path_in(b, sizeof b, "synth-b.gguf");
-    path_in(q8, sizeof q8, "synth-q8.gguf");
-    path_in(q4, sizeof q4, "synth-q4.gguf");
-    CHECK(offkv("synth", "--seed", "5", "-o", a, NULL) == 0, "synth: %s", err_text);
-    CHECK(offkv("synth", "--seed", "5", "-t", "1", "-o", b, NULL) == 0, "synth: %s", err_text);
+    cli_path(a, sizeof a, "synth-a.gguf");
+    cli_path(b, sizeof b, "synth-b.gguf");
+    cli_path(q8, sizeof q8, "synth-q8.gguf");
+    cli_path(q4, sizeof q4, "synth-q4.gguf");
+    CHECK(offkv("synth", "--seed", "5", "-o", a, NULL) == 0, "synth: %s", cli_err);
+    CHECK(offkv("synth", "--seed", "5", "-t", "1", "-o", b, NULL) == 0, "synth: %s", cli_err);
     CHECK(same_bytes(a, b), "same seed, different thread counts: files differ");
     CHECK(same_bytes(a, f32_path), "same seed twice: files differ");
-    CHECK(offkv("synth", "--seed", "6", "-o", b, NULL) == 0, "synth: %s", err_text);
+    CHECK(offkv("synth", "--seed", "6", "-o", b, NULL) == 0, "synth: %s", cli_err);
     CHECK(!same_bytes(a, b), "seeds 5 and 6 gave the same file");
-    CHECK(offkv("synth", "--seed", "5", "--type", "q8_0", "-o", q8, NULL) == 0, "synth q8_0: %s", err_text);
-    CHECK(offkv("synth", "--seed", "5", "--type", "q4_0", "-o", q4, NULL) == 0, "synth q4_0: %s", err_text);
+    CHECK(offkv("synth", "--seed", "5", "--type", "q8_0", "-o", q8, NULL) == 0, "synth q8_0: %s", cli_err);
+    CHECK(offkv("synth", "--seed", "5", "--type", "q4_0", "-o", q4, NULL) == 0, "synth q4_0: %s", cli_err);
 
     okv_error err;
     okv_gguf *g = okv_gguf_open(a, &err);
@@ -237,9 +189,9 @@ out:
 
 static void test_synth_archs(void) {
     char p[4200];
-    path_in(p, sizeof p, "synth-muse.gguf");
+    cli_path(p, sizeof p, "synth-muse.gguf");
     CHECK(offkv("synth", "--arch", "muse-glimmer", "--n-layer", "4", "--sliding-window-pattern", "1110",
-                "--softcap", "15", "--head-dim", "16", "-o", p, NULL) == 0, "synth muse-glimmer: %s", err_text);
+                "--softcap", "15", "--head-dim", "16", "-o", p, NULL) == 0, "synth muse-glimmer: %s", cli_err);
     okv_error err;
     okv_gguf *g = okv_gguf_open(p, &err);
     CHECK(g != NULL, "open: %s", err.message);
@@ -261,9 +213,9 @@ static void test_synth_archs(void) {
  * MXFP4_MOE's types, presets overridden by flags, and errors. */
 static void test_synth_moe(void) {
     char p[4200];
-    path_in(p, sizeof p, "synth-gpt-oss.gguf");
+    cli_path(p, sizeof p, "synth-gpt-oss.gguf");
     CHECK(offkv("synth", "--arch", "gpt-oss", "--type", "mxfp4_moe", "-o", p, NULL) == 0, "synth gpt-oss: %s",
-          err_text);
+          cli_err);
     okv_error err;
     okv_gguf *g = okv_gguf_open(p, &err);
     CHECK(g != NULL, "open: %s", err.message);
@@ -283,11 +235,11 @@ static void test_synth_moe(void) {
         okv_gguf_close(g);
     }
     CHECK(offkv("run", "-m", p, "-p", "Once upon a time", "-n", "4", "--temp", "0", NULL) == 0, "run gpt-oss: %s",
-          err_text);
+          cli_err);
     /* a preset's shape, with flags overriding it (small enough to write) */
-    path_in(p, sizeof p, "synth-qwen3moe.gguf");
+    cli_path(p, sizeof p, "synth-qwen3moe.gguf");
     CHECK(offkv("synth", "--n-layer", "1", "--preset", "qwen3-30b-a3b", "--n-expert", "4", "--n-expert-used", "2", "--n-vocab", "600",
-                "--n-ff-exp", "256", "--type", "q8_0", "-o", p, NULL) == 0, "synth preset: %s", err_text);
+                "--n-ff-exp", "256", "--type", "q8_0", "-o", p, NULL) == 0, "synth preset: %s", cli_err);
     g = okv_gguf_open(p, &err);
     CHECK(g != NULL, "open: %s", err.message);
     if (g) {
@@ -335,29 +287,29 @@ static void test_model_commands(const char *model) {
     char expect[128];
     snprintf(expect, sizeof expect, "%d %d %d %d %d\n", want[0], want[1], want[2], want[3], want[4]);
     int rc = offkv("tokenize", "-m", model, "-p", "Once upon a time", NULL);
-    CHECK(rc == 0, "tokenize exit %d: %s", rc, err_text);
+    CHECK(rc == 0, "tokenize exit %d: %s", rc, cli_err);
     if (rc != 0) {
         fprintf(stderr, "note: the model commands need the model code; skipping the rest\n");
         return;
     }
-    CHECK(strcmp(out_text, expect) == 0, "tokenize: '%s', want '%s'", out_text, expect);
+    CHECK(strcmp(cli_out, expect) == 0, "tokenize: '%s', want '%s'", cli_out, expect);
     CHECK(offkv("tokenize", "-m", model, "-p", "Once upon a time", "--no-bos", NULL) == 0 &&
-              strcmp(out_text, expect + 2) == 0, "tokenize --no-bos: '%s'", out_text);
+              strcmp(cli_out, expect + 2) == 0, "tokenize --no-bos: '%s'", cli_out);
 
     /* logits: chunked and whole agree; two runs are bitwise equal */
     const char *toks = "1,300,17,42,511,2,99,260,261,7,8,9,10";
     const size_t n = 13, nv = 512;
     char l1[4200], l2[4200], l3[4200];
-    path_in(l1, sizeof l1, "l1.f32");
-    path_in(l2, sizeof l2, "l2.f32");
-    path_in(l3, sizeof l3, "l3.f32");
+    cli_path(l1, sizeof l1, "l1.f32");
+    cli_path(l2, sizeof l2, "l2.f32");
+    cli_path(l3, sizeof l3, "l3.f32");
     CHECK(offkv("logits", "-m", model, "--tokens", toks, "--chunk", "4", "--kv-type", "f32", "-o", l1, NULL) == 0,
-          "logits: %s", err_text);
+          "logits: %s", cli_err);
     CHECK(offkv("logits", "-m", model, "--tokens", toks, "--chunk", "4", "--kv-type", "f32", "-o", l2, NULL) == 0,
-          "logits: %s", err_text);
+          "logits: %s", cli_err);
     CHECK(same_bytes(l1, l2), "logits twice: files differ");
     CHECK(offkv("logits", "-m", model, "--tokens", toks, "--kv-type", "f32", "-t", "2", "-o", l3, NULL) == 0,
-          "logits: %s", err_text);
+          "logits: %s", cli_err);
     float *x = read_logits(l1, n * nv), *y = read_logits(l3, n * nv);
     CHECK(x && y, "logits files hold %zu x %zu floats", n, nv);
     if (x && y) {
@@ -387,7 +339,7 @@ static void test_model_commands(const char *model) {
     size_t n_seq = 5;
     enum { STEPS = 6 };
     for (int step = 0; step < STEPS && g; step++) {
-        CHECK(offkv("logits", "-m", model, "--tokens", seq, "-o", l2, NULL) == 0, "logits: %s", err_text);
+        CHECK(offkv("logits", "-m", model, "--tokens", seq, "-o", l2, NULL) == 0, "logits: %s", cli_err);
         float *z = read_logits(l2, n_seq * nv);
         if (!z) {
             CHECK(0, "logits of %zu tokens", n_seq);
@@ -436,8 +388,8 @@ static void test_model_commands(const char *model) {
         expect_text[n] = '\0';
     }
     rc = offkv("run", "-m", model, "-p", "Once upon a time", "-n", "6", "--temp", "0", NULL);
-    CHECK(rc == 0, "run: %s", err_text);
-    CHECK(strcmp(out_text, expect_text) == 0, "greedy run '%s', logits argmax chain says '%s'", out_text, expect_text);
+    CHECK(rc == 0, "run: %s", cli_err);
+    CHECK(strcmp(cli_out, expect_text) == 0, "greedy run '%s', logits argmax chain says '%s'", cli_out, expect_text);
     CHECK_ERR_HAS("tokens/s");
     CHECK_ERR_HAS("cache");
     free(x);
@@ -445,37 +397,37 @@ static void test_model_commands(const char *model) {
 
     /* seeded sampling is reproducible; warmup and chunking do not change it */
     CHECK(offkv("run", "-m", model, "-p", "Once upon a time", "-n", "12", "--seed", "9", "--temp", "1.5",
-                "--no-display-prompt", NULL) == 0, "run: %s", err_text);
-    static char first[sizeof out_text];
-    snprintf(first, sizeof first, "%s", out_text);
+                "--no-display-prompt", NULL) == 0, "run: %s", cli_err);
+    static char first[sizeof cli_out];
+    snprintf(first, sizeof first, "%s", cli_out);
     CHECK(offkv("run", "-m", model, "-p", "Once upon a time", "-n", "12", "--seed", "9", "--temp", "1.5",
-                "--no-display-prompt", "--warmup", "--chunk", "2", "--kv-type", "f32", NULL) == 0, "run: %s", err_text);
+                "--no-display-prompt", "--warmup", "--chunk", "2", "--kv-type", "f32", NULL) == 0, "run: %s", cli_err);
     CHECK_ERR_HAS("warmup");
     /* f32 vs f16 KV may move a sampled token in principle; on this model
      * with these seeds it does not, and any divergence would be loud */
-    CHECK(strcmp(first, out_text) == 0, "seeded runs differ: '%s' vs '%s'", first, out_text);
+    CHECK(strcmp(first, cli_out) == 0, "seeded runs differ: '%s' vs '%s'", first, cli_out);
 
     /* a window makes ring layers, which the cache report shows */
     CHECK(offkv("run", "-m", model, "-p", "Once upon a time", "-n", "40", "--temp", "0", "--sliding-window", "4",
-                "--chunk", "2", "-c", "64", NULL) == 0, "run with a window: %s", err_text);
+                "--chunk", "2", "-c", "64", NULL) == 0, "run with a window: %s", cli_err);
     CHECK_ERR_HAS("0 flat layers");
     CHECK_ERR_HAS("2 ring layers");
     /* window 4 + max_write 2 - 1 = 5 rows x 2 kv heads x 16 x f16 x K,V x 2 layers */
     CHECK_ERR_HAS("1.25 KiB");
 
-    CHECK(offkv("bench", "-m", model, "-p", "16", "-n", "4", "-r", "2", "-t", "1", NULL) == 0, "bench: %s", err_text);
-    CHECK(strstr(out_text, "pp16") && strstr(out_text, "tg4") && strstr(out_text, "t/s"), "bench table: %s", out_text);
+    CHECK(offkv("bench", "-m", model, "-p", "16", "-n", "4", "-r", "2", "-t", "1", NULL) == 0, "bench: %s", cli_err);
+    CHECK(strstr(cli_out, "pp16") && strstr(cli_out, "tg4") && strstr(cli_out, "t/s"), "bench table: %s", cli_out);
 
     /* -d: the tests start from a filled cache; the test column says so, as
      * llama-bench's does.  Depth 600 fills in two chunks (512 + 88), and
      * the tg test's runs rewind to it past the first chunk. */
     CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "4", "-d", "600", "-r", "2", "-t", "1", NULL) == 0,
-          "bench -d: %s", err_text);
-    CHECK(strstr(out_text, " pp8 @ d600 |") && strstr(out_text, " tg4 @ d600 |"), "bench -d table: %s",
-          out_text);
+          "bench -d: %s", cli_err);
+    CHECK(strstr(cli_out, " pp8 @ d600 |") && strstr(cli_out, " tg4 @ d600 |"), "bench -d table: %s",
+          cli_out);
     CHECK_ERR_HAS("depth 600 filled");
     CHECK(offkv("bench", "-m", model, "-p", "0", "-n", "2", "-d", "3", "-r", "1", NULL) == 0 &&
-              strstr(out_text, "tg2 @ d3") && !strstr(out_text, "pp"), "bench -p 0 -d 3: %s%s", out_text, err_text);
+              strstr(cli_out, "tg2 @ d3") && !strstr(cli_out, "pp"), "bench -p 0 -d 3: %s%s", cli_out, cli_err);
     CHECK(offkv("bench", "-m", model, "-d", "-1", NULL) == 2, "bench -d -1 exits 2");
     CHECK_ERR_HAS("'-1' for -d");
     CHECK(offkv("bench", "-m", model, "--n-depth", "4k", NULL) == 2, "bench --n-depth 4k exits 2");
@@ -485,10 +437,10 @@ static void test_model_commands(const char *model) {
      * from depth 3: positions 3 .. 12 must fit the context) and its cost in
      * decode steps */
     CHECK(offkv("bench", "-m", model, "-p", "0", "-n", "12", "-d", "3", "--verify", "5", "-r", "1", "-t", "1", NULL) == 0,
-          "bench --verify: %s", err_text);
-    CHECK(strstr(out_text, " verify5 @ d3 |") && strstr(out_text, "verify5: one eval of 5 tokens") &&
-              strstr(out_text, "single decode steps"),
-          "bench --verify table: %s", out_text);
+          "bench --verify: %s", cli_err);
+    CHECK(strstr(cli_out, " verify5 @ d3 |") && strstr(cli_out, "verify5: one eval of 5 tokens") &&
+              strstr(cli_out, "single decode steps"),
+          "bench --verify table: %s", cli_out);
     CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "0", "--verify", "5", NULL) == 2, "bench --verify -n 0 exits 2");
     CHECK_ERR_HAS("needs the tg test");
     CHECK(offkv("bench", "-m", model, "--verify", "0", NULL) == 2, "bench --verify 0 exits 2");
@@ -497,21 +449,21 @@ static void test_model_commands(const char *model) {
     /* --turns: one line on stdin per run (warm-ups included), each run's t/s
      * on stderr; stdin ending early is a failure, not a hang */
     char go[4200];
-    path_in(go, sizeof go, "turns.txt");
+    cli_path(go, sizeof go, "turns.txt");
     FILE *gf = fopen(go, "w");
     if (gf) {
         fputs("\n\n\n\n\n\n", gf);
         fclose(gf);
     }
-    stdin_path = go;
+    cli_stdin = go;
     CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "4", "-r", "2", "-d", "5", "--turns", NULL) == 0,
-          "bench --turns: %s", err_text);
+          "bench --turns: %s", cli_err);
     CHECK_ERR_HAS("pp8 @ d5 warm-up: ");
     CHECK_ERR_HAS("pp8 @ d5 run 2: ");
     CHECK_ERR_HAS("tg4 @ d5 warm-up: ");
     CHECK(offkv("bench", "-m", model, "-p", "8", "-n", "4", "-r", "3", "--turns", NULL) == 1, "bench --turns, 6 lines for 8 runs");
     CHECK_ERR_HAS("stdin ended");
-    stdin_path = NULL;
+    cli_stdin = NULL;
 }
 
 /* offkv logits as the acceptance checks run it, against llama.cpp's goldens:
@@ -530,7 +482,7 @@ static void test_logits_goldens(void) {
                 snprintf(json_path, sizeof json_path, "%s/golden/%s.seq121.seed42.chunk%d.%s.json", shared, models[i], chunk, kvname);
                 snprintf(f32_path, sizeof f32_path, "%s/golden/%s.seq121.seed42.chunk%d.%s.f32", shared, models[i], chunk, kvname);
                 snprintf(model, sizeof model, "%s/models/%s.gguf", shared, models[i]);
-                path_in(out, sizeof out, "golden-logits.f32");
+                cli_path(out, sizeof out, "golden-logits.f32");
                 snprintf(chunk_s, sizeof chunk_s, "%d", chunk);
                 char *json = golden_read(json_path, NULL);
                 size_t ref_bytes = 0;
@@ -545,7 +497,7 @@ static void test_logits_goldens(void) {
                                   : -1;
                 size_t got_bytes = 0;
                 float *got = rc == 0 ? (float *)golden_read(out, &got_bytes) : NULL;
-                CHECK(got && ref && got_bytes == ref_bytes, "%s chunk %d %s: logits failed (%d): %s", models[i], chunk, kvname, rc, err_text);
+                CHECK(got && ref && got_bytes == ref_bytes, "%s chunk %d %s: logits failed (%d): %s", models[i], chunk, kvname, rc, cli_err);
                 if (got && ref && got_bytes == ref_bytes) {
                     golden_cmp g = golden_compare(got, ref, 121, (int)(ref_bytes / sizeof(float) / 121));
                     double tol = kv ? 0.1 : 1e-3 * (g.max_abs > 1 ? g.max_abs : 1);
@@ -585,17 +537,17 @@ static void test_warmup_families(void) {
         okv_model_free(m);
         snprintf(prompt, sizeof prompt, "%.*s", (int)best, words);
         CHECK(offkv("run", "-m", path, "-p", prompt, "-n", "8", "--temp", "0", "--chunk", "8", "-c", "128",
-                    "--no-display-prompt", NULL) == 0, "%s run: %s", models[i], err_text);
-        static char plain[sizeof out_text];
-        snprintf(plain, sizeof plain, "%s", out_text);
+                    "--no-display-prompt", NULL) == 0, "%s run: %s", models[i], cli_err);
+        static char plain[sizeof cli_out];
+        snprintf(plain, sizeof plain, "%s", cli_out);
         CHECK(offkv("run", "-m", path, "-p", prompt, "-n", "8", "--temp", "0", "--chunk", "8", "-c", "128",
-                    "--no-display-prompt", "--warmup", NULL) == 0, "%s run --warmup: %s", models[i], err_text);
-        const char *line = strstr(err_text, "offkv run: prompt");
+                    "--no-display-prompt", "--warmup", NULL) == 0, "%s run --warmup: %s", models[i], cli_err);
+        const char *line = strstr(cli_err, "offkv run: prompt");
         int n_prompt = 0;
         CHECK(line && sscanf(line, "offkv run: prompt %d tokens", &n_prompt) == 1 && n_prompt == 37,
-              "%s: prompt is not 37 tokens: %s", models[i], err_text);
-        CHECK(strstr(err_text, "warmup") != NULL, "%s: no word of the warm-up: %s", models[i], err_text);
-        CHECK(strcmp(plain, out_text) == 0, "%s: --warmup changed the text: '%s' vs '%s'", models[i], plain, out_text);
+              "%s: prompt is not 37 tokens: %s", models[i], cli_err);
+        CHECK(strstr(cli_err, "warmup") != NULL, "%s: no word of the warm-up: %s", models[i], cli_err);
+        CHECK(strcmp(plain, cli_out) == 0, "%s: --warmup changed the text: '%s' vs '%s'", models[i], plain, cli_out);
     }
 }
 
@@ -607,10 +559,10 @@ static void test_synth_vocab(void) {
     if (!shared) { printf("skipped (synth --vocab): ../shared not found\n"); return; }
     char vocab[4200], model[4200];
     snprintf(vocab, sizeof vocab, "%s/vocab/ggml-vocab-qwen3.gguf", shared);
-    path_in(model, sizeof model, "synth-qwen3-vocab.gguf");
-    CHECK(offkv("synth", "--type", "q8_0", "--vocab", vocab, "-o", model, NULL) == 0, "synth --vocab: %s", err_text);
-    CHECK(offkv("synth", "--n-vocab", "512", "--vocab", vocab, "-o", model, NULL) != 0 && strstr(err_text, "--n-vocab 512"),
-          "--n-vocab against --vocab: %s", err_text);
+    cli_path(model, sizeof model, "synth-qwen3-vocab.gguf");
+    CHECK(offkv("synth", "--type", "q8_0", "--vocab", vocab, "-o", model, NULL) == 0, "synth --vocab: %s", cli_err);
+    CHECK(offkv("synth", "--n-vocab", "512", "--vocab", vocab, "-o", model, NULL) != 0 && strstr(cli_err, "--n-vocab 512"),
+          "--n-vocab against --vocab: %s", cli_err);
     okv_error err;
     okv_gguf *gv = okv_gguf_open(vocab, &err);
     okv_tokenizer *ref = gv ? okv_tokenizer_from_gguf(gv, &err) : NULL;
@@ -635,21 +587,11 @@ static void test_synth_vocab(void) {
 }
 
 int main(void) {
-    const char *b = getenv("OKV_BIN");
-    if (!b) {
-        printf("skipped: OKV_BIN not set (ctest sets it to the build folder)\n");
-        return CHECK_SKIP;
-    }
-    snprintf(bin, sizeof bin, "%s/offkv", b);
-    snprintf(dir, sizeof dir, "%s/test-cli-XXXXXX", b);
-    if (!mkdtemp(dir)) {
-        printf("cannot make a scratch folder under %s\n", b);
-        return 1;
-    }
+    if (!cli_init("test-cli")) return CHECK_SKIP;
     test_help_and_flags();
     char model[4200];
-    path_in(model, sizeof model, "model.gguf");
-    CHECK(offkv("synth", "--seed", "5", "-o", model, NULL) == 0, "synth: %s", err_text);
+    cli_path(model, sizeof model, "model.gguf");
+    CHECK(offkv("synth", "--seed", "5", "-o", model, NULL) == 0, "synth: %s", cli_err);
     test_synth(model);
     test_synth_archs();
     test_synth_moe();
@@ -657,11 +599,5 @@ int main(void) {
     test_model_commands(model);
     test_warmup_families();
     test_logits_goldens();
-    /* leave the folder on failure, for a look */
-    if (check_failed_ == 0) {
-        char cmd[4300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
-    }
-    return check_done();
+    return cli_done();
 }

@@ -6,7 +6,7 @@
  * one, and the boundary values it promises work. */
 #include <stdint.h>
 
-#include "fuzz_cli.h"
+#include "cli_run.h"
 #include "golden.h"
 
 static char model[1024], vocab_only[1024];
@@ -26,23 +26,23 @@ static void run_case(const cli_case *c) {
         snprintf(line + strlen(line), sizeof line - strlen(line), " %s", c->args[n]);
     }
     args[n] = NULL;
-    int rc = fc_runv(60, args);
-    CHECK(!fc_crashed(rc) && rc != FC_TIMEOUT, "offkv%s: crashed or hung (rc %d): %.400s", line, rc, fc_err);
-    CHECK(rc == c->rc, "offkv%s: exit %d, want %d: %.300s", line, rc, c->rc, fc_err);
+    int rc = cli_runv(60, args);
+    CHECK(!cli_crashed(rc) && rc != CLI_TIMEOUT, "offkv%s: crashed or hung (rc %d): %.400s", line, rc, cli_err);
+    CHECK(rc == c->rc, "offkv%s: exit %d, want %d: %.300s", line, rc, c->rc, cli_err);
     for (int k = 0; k < 2; k++)
         if (c->needle[k])
-            CHECK(strstr(fc_err, c->needle[k]) != NULL, "offkv%s: stderr lacks '%s': %.300s", line, c->needle[k],
-                  fc_err);
+            CHECK(strstr(cli_err, c->needle[k]) != NULL, "offkv%s: stderr lacks '%s': %.300s", line, c->needle[k],
+                  cli_err);
 }
 
 /* Every flag a subcommand's --help lists is accepted: with no value after
  * it, a flag shown with a value (-x N) is "needs a value", one without is
  * not an unknown flag. */
 static void check_help(const char *cmd) {
-    int rc = fc_run(30, cmd, "--help", NULL);
-    CHECK(rc == 0 && strstr(fc_out, "usage: offkv") != NULL, "%s --help: rc %d", cmd, rc);
-    static char help[sizeof fc_out];
-    memcpy(help, fc_out, sizeof help);
+    int rc = cli_run(30, cmd, "--help", NULL);
+    CHECK(rc == 0 && strstr(cli_out, "usage: offkv") != NULL, "%s --help: rc %d", cmd, rc);
+    static char help[sizeof cli_out];
+    memcpy(help, cli_out, sizeof help);
     int n_flags = 0;
     for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
         if (strncmp(line, "  -", 3) != 0) continue;
@@ -61,12 +61,12 @@ static void check_help(const char *cmd) {
         for (int k = 0; k < nf; k++) {
             if (strcmp(flags[k], "-h") == 0 || strcmp(flags[k], "--help") == 0) continue;
             n_flags++;
-            rc = fc_run(30, cmd, flags[k], NULL);
-            CHECK(!fc_crashed(rc) && rc != FC_TIMEOUT, "%s %s: crashed (rc %d)", cmd, flags[k], rc);
-            CHECK(strstr(fc_err, "unknown flag") == NULL, "%s --help lists %s, which it calls unknown", cmd, flags[k]);
+            rc = cli_run(30, cmd, flags[k], NULL);
+            CHECK(!cli_crashed(rc) && rc != CLI_TIMEOUT, "%s %s: crashed (rc %d)", cmd, flags[k], rc);
+            CHECK(strstr(cli_err, "unknown flag") == NULL, "%s --help lists %s, which it calls unknown", cmd, flags[k]);
             if (takes_value)
-                CHECK(rc == 2 && strstr(fc_err, "needs a value") && strstr(fc_err, flags[k]),
-                      "%s %s without its value: rc %d: %.200s", cmd, flags[k], rc, fc_err);
+                CHECK(rc == 2 && strstr(cli_err, "needs a value") && strstr(cli_err, flags[k]),
+                      "%s %s without its value: rc %d: %.200s", cmd, flags[k], rc, cli_err);
         }
     }
     CHECK(n_flags >= 3, "%s --help: only %d flags found", cmd, n_flags);
@@ -83,13 +83,13 @@ static uint64_t rnd(void) {
 int main(void) {
     const char *shared = check_shared_dir();
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
-    if (!fc_init("test-fuzz-cli")) return CHECK_SKIP;
+    if (!cli_init("test-fuzz-cli")) return CHECK_SKIP;
     snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
     snprintf(vocab_only, sizeof vocab_only, "%s/vocab/ggml-vocab-llama-spm.gguf", shared);
     char out[4200], bad[4200], synth_out[4200];
-    fc_path(out, sizeof out, "out.f32");
-    fc_path(bad, sizeof bad, "bad.gguf");
-    fc_path(synth_out, sizeof synth_out, "synth.gguf");
+    cli_path(out, sizeof out, "out.f32");
+    cli_path(bad, sizeof bad, "bad.gguf");
+    cli_path(synth_out, sizeof synth_out, "synth.gguf");
 
     const cli_case cases[] = {
         /* run: missing values and numbers out of range */
@@ -203,12 +203,12 @@ int main(void) {
         }
         free(copy);
         const char *sub = k % 3 == 0 ? "tokenize" : k % 3 == 1 ? "logits" : "run";
-        int rc = k % 3 == 0 ? fc_run(60, "tokenize", "-m", bad, "-p", "Once upon a time", NULL)
-               : k % 3 == 1 ? fc_run(60, "logits", "-m", bad, "--tokens", "1,2,3", "-o", out, NULL)
-                            : fc_run(60, "run", "-m", bad, "-n", "3", "--temp", "0", NULL);
-        CHECK(!fc_crashed(rc) && rc != FC_TIMEOUT, "%s on damaged copy %d: crashed or hung (rc %d): %.300s", sub, k, rc,
-              fc_err);
-        CHECK(rc == 0 || (rc == 1 && strstr(fc_err, bad)), "%s on damaged copy %d: rc %d: %.300s", sub, k, rc, fc_err);
+        int rc = k % 3 == 0 ? cli_run(60, "tokenize", "-m", bad, "-p", "Once upon a time", NULL)
+               : k % 3 == 1 ? cli_run(60, "logits", "-m", bad, "--tokens", "1,2,3", "-o", out, NULL)
+                            : cli_run(60, "run", "-m", bad, "-n", "3", "--temp", "0", NULL);
+        CHECK(!cli_crashed(rc) && rc != CLI_TIMEOUT, "%s on damaged copy %d: crashed or hung (rc %d): %.300s", sub, k, rc,
+              cli_err);
+        CHECK(rc == 0 || (rc == 1 && strstr(cli_err, bad)), "%s on damaged copy %d: rc %d: %.300s", sub, k, rc, cli_err);
     }
     free(data);
     remove(bad);

@@ -10,17 +10,17 @@
  * Expected: refuse an output that is the model file (same st_dev/st_ino),
  * with a message naming -o, before writing anything; the model stays
  * intact. */
-#include "fuzz_cli.h"
+#include "cli_run.h"
 #include "golden.h"
 
 int main(void) {
     const char *shared = check_shared_dir();
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
-    if (!fc_init("test-fuzz-cli-logits-output")) return CHECK_SKIP;
+    if (!cli_init("test-fuzz-cli-logits-output")) return CHECK_SKIP;
     char src[1024], model[4200], link_path[4200];
     snprintf(src, sizeof src, "%s/models/stories260K.gguf", shared);
-    fc_path(model, sizeof model, "model.gguf");
-    fc_path(link_path, sizeof link_path, "link.gguf");
+    cli_path(model, sizeof model, "model.gguf");
+    cli_path(link_path, sizeof link_path, "link.gguf");
     size_t size0 = 0;
     char *orig = golden_read(src, &size0);
     CHECK(orig != NULL, "read %s", src);
@@ -28,14 +28,14 @@ int main(void) {
     /* the same path, then a symlink to it */
     const char *outs[] = {model, link_path};
     for (int k = 0; k < 2; k++) {
-        CHECK(fc_copy(src, model), "copy the model");
+        CHECK(cli_copy(src, model), "copy the model");
         remove(link_path);
         CHECK(symlink("model.gguf", link_path) == 0, "symlink");
-        int rc = fc_run(60, "logits", "-m", model, "--tokens", "1,2,3", "-o", outs[k], NULL);
-        CHECK(!fc_crashed(rc) && rc != FC_TIMEOUT, "logits -o %s (the model): crashed (rc %d): %.300s",
-              k ? "a link to the model" : "the model path", rc, fc_err);
-        CHECK(rc != 0 && strstr(fc_err, "-o"), "logits -o the model: want a refusal naming -o, got rc %d: %.300s", rc,
-              fc_err);
+        int rc = cli_run(60, "logits", "-m", model, "--tokens", "1,2,3", "-o", outs[k], NULL);
+        CHECK(!cli_crashed(rc) && rc != CLI_TIMEOUT, "logits -o %s (the model): crashed (rc %d): %.300s",
+              k ? "a link to the model" : "the model path", rc, cli_err);
+        CHECK(rc != 0 && strstr(cli_err, "-o"), "logits -o the model: want a refusal naming -o, got rc %d: %.300s", rc,
+              cli_err);
         size_t size = 0;
         char *now = golden_read(model, &size);
         CHECK(now && orig && size == size0 && memcmp(now, orig, size) == 0,

@@ -10,17 +10,17 @@
  * okv_model_load with "needs a window, but key ... is missing".
  * Expected: either refuse --sliding-window 0 for muse-glimmer (exit 2,
  * message naming --sliding-window), or write a file that loads. */
-#include "fuzz_cli.h"
+#include "cli_run.h"
 #include "offkv/offkv.h"
 
 int main(void) {
-    if (!fc_init("test-fuzz-cli-synth-window")) return CHECK_SKIP;
+    if (!cli_init("test-fuzz-cli-synth-window")) return CHECK_SKIP;
     char out[4200];
-    fc_path(out, sizeof out, "m.gguf");
-    int rc = fc_run(60, "synth", "--arch", "muse-glimmer", "--sliding-window", "0", "-o", out, NULL);
-    CHECK(rc == 0 || rc == 2, "synth: rc %d: %.300s", rc, fc_err);
+    cli_path(out, sizeof out, "m.gguf");
+    int rc = cli_run(60, "synth", "--arch", "muse-glimmer", "--sliding-window", "0", "-o", out, NULL);
+    CHECK(rc == 0 || rc == 2, "synth: rc %d: %.300s", rc, cli_err);
     if (rc == 2) {
-        CHECK(strstr(fc_err, "--sliding-window") != NULL, "refusal does not name --sliding-window: %s", fc_err);
+        CHECK(strstr(cli_err, "--sliding-window") != NULL, "refusal does not name --sliding-window: %s", cli_err);
     } else if (rc == 0) {
         okv_error err = {0};
         okv_model *m = okv_model_load(out, NULL, &err);

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fuzz_cli.h"
+#include "cli_run.h"
 #include "golden.h"
 #include "offkv/offkv.h"
 
@@ -29,15 +29,15 @@ enum { OUT_FILE, OUT_FULL, OUT_CLOSED };
 static int run_with(int out_mode, long fsize_limit, bool ignore_xfsz, const char *first, ...) {
     const char *argv[64];
     int n = 0;
-    argv[n++] = fc_bin;
+    argv[n++] = cli_bin;
     va_list ap;
     va_start(ap, first);
     for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
     char o[4200], e[4200];
-    fc_path(o, sizeof o, "out.txt");
-    fc_path(e, sizeof e, "err.txt");
+    cli_path(o, sizeof o, "out.txt");
+    cli_path(e, sizeof e, "err.txt");
     pid_t pid = fork();
     if (pid == 0) {
         int fe = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -50,20 +50,20 @@ static int run_with(int out_mode, long fsize_limit, bool ignore_xfsz, const char
             setrlimit(RLIMIT_FSIZE, &rl);
         }
         signal(SIGXFSZ, ignore_xfsz ? SIG_IGN : SIG_DFL);
-        execv(fc_bin, (char *const *)argv);
+        execv(cli_bin, (char *const *)argv);
         _exit(127);
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    fc_slurp(e, fc_err, sizeof fc_err);
-    if (out_mode == OUT_FILE) fc_slurp(o, fc_out, sizeof fc_out);
-    else fc_out[0] = '\0';
-    return WIFEXITED(status) ? WEXITSTATUS(status) : FC_SIGNAL;
+    cli_slurp(e, cli_err, sizeof cli_err);
+    if (out_mode == OUT_FILE) cli_slurp(o, cli_out, sizeof cli_out);
+    else cli_out[0] = '\0';
+    return WIFEXITED(status) ? WEXITSTATUS(status) : CLI_SIGNAL;
 }
 
 static bool has_content(const char *path, const char *want) {
     char buf[256];
-    fc_slurp(path, buf, sizeof buf);
+    cli_slurp(path, buf, sizeof buf);
     return strcmp(buf, want) == 0;
 }
 
@@ -78,13 +78,13 @@ static void write_text(const char *path, const char *text) {
 /* Files in the scratch folder whose name holds ".offkv-tmp." (removed
  * too when remove_them). */
 static int temp_files_(bool remove_them) {
-    DIR *d = opendir(fc_dir);
+    DIR *d = opendir(cli_dir);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!strstr(e->d_name, ".offkv-tmp.")) continue;
         n++;
-        char p[sizeof fc_dir + 512];
-        snprintf(p, sizeof p, "%s/%.500s", fc_dir, e->d_name);
+        char p[sizeof cli_dir + 512];
+        snprintf(p, sizeof p, "%s/%.500s", cli_dir, e->d_name);
         if (remove_them) remove(p);
     }
     if (d) closedir(d);
@@ -96,19 +96,19 @@ static int temp_files(void) { return temp_files_(false); }
  * its write fail half-way. */
 static void failed_writes_lose_nothing(const char *model) {
     char keep[4200], link[4200], dev[4200], out[4200];
-    fc_path(keep, sizeof keep, "keep.gguf");
-    fc_path(link, sizeof link, "link.gguf");
-    fc_path(dev, sizeof dev, "full-device");
-    fc_path(out, sizeof out, "new.gguf");
+    cli_path(keep, sizeof keep, "keep.gguf");
+    cli_path(link, sizeof link, "link.gguf");
+    cli_path(dev, sizeof dev, "full-device");
+    cli_path(out, sizeof out, "new.gguf");
 
     /* A regular file whose rewrite fails keeps its old contents. */
     write_text(keep, "precious");
     int rc = run_with(OUT_FILE, 64 << 10, true, "synth", "--seed", "3", "-o", keep, NULL);
-    CHECK(rc == 1, "synth with writes failing: exit %d, want 1: %.300s", rc, fc_err);
+    CHECK(rc == 1, "synth with writes failing: exit %d, want 1: %.300s", rc, cli_err);
     CHECK(has_content(keep, "precious"), "a failed synth changed the file it was to replace");
     CHECK(temp_files() == 0, "a failed synth left %d temporary files", temp_files());
-    CHECK(strstr(fc_err, keep) && !strstr(strstr(fc_err, keep) + strlen(keep), keep),
-          "the error names the file once: %.300s", fc_err);
+    CHECK(strstr(cli_err, keep) && !strstr(strstr(cli_err, keep) + strlen(keep), keep),
+          "the error names the file once: %.300s", cli_err);
 
     /* Through a symlink: the link stays a link, its target keeps its contents. */
     remove(link);
@@ -118,7 +118,7 @@ static void failed_writes_lose_nothing(const char *model) {
     CHECK(rc == 1 && lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the symlink survives a failed synth (rc %d)", rc);
     CHECK(has_content(keep, "precious"), "a failed synth through a symlink changed its target");
     rc = run_with(OUT_FILE, 64 << 10, true, "logits", "-m", model, "--tokens", "1,2,3", "-o", link, NULL);
-    CHECK(rc == 0, "logits through a symlink: %.300s", fc_err);
+    CHECK(rc == 0, "logits through a symlink: %.300s", cli_err);
     CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "writing through a symlink keeps the link");
     CHECK(stat(keep, &st) == 0 && st.st_size == 3 * 512 * 4, "the link's target got the logits (%lld bytes)",
           (long long)st.st_size);
@@ -126,7 +126,7 @@ static void failed_writes_lose_nothing(const char *model) {
     /* Killed mid-write (SIGXFSZ not ignored): the name still holds the old file. */
     write_text(keep, "precious");
     rc = run_with(OUT_FILE, 64 << 10, false, "synth", "--seed", "3", "-o", keep, NULL);
-    CHECK(rc == FC_SIGNAL, "synth killed by SIGXFSZ (rc %d)", rc);
+    CHECK(rc == CLI_SIGNAL, "synth killed by SIGXFSZ (rc %d)", rc);
     CHECK(has_content(keep, "precious"), "a killed synth left a truncated file under the name");
     temp_files_(true); /* a killed process cannot clean up its temporary file */
 
@@ -140,8 +140,8 @@ static void failed_writes_lose_nothing(const char *model) {
     remove(dev);
     if (mknod(dev, S_IFCHR | 0666, makedev(1, 7)) == 0) {
         rc = run_with(OUT_FILE, 0, false, "synth", "--seed", "3", "-o", dev, NULL);
-        CHECK(rc == 1 && strstr(fc_err, "No space"), "synth to a full device fails saying so (rc %d): %.300s", rc,
-              fc_err);
+        CHECK(rc == 1 && strstr(cli_err, "No space"), "synth to a full device fails saying so (rc %d): %.300s", rc,
+              cli_err);
         CHECK(lstat(dev, &st) == 0 && S_ISCHR(st.st_mode), "synth removed the device it failed to write");
         rc = run_with(OUT_FILE, 0, false, "logits", "-m", model, "--tokens", "1,2,3", "-o", dev, NULL);
         CHECK(rc == 1, "logits to a full device fails (rc %d)", rc);
@@ -154,7 +154,7 @@ static void failed_writes_lose_nothing(const char *model) {
     /* /dev/stdout as the output: written through, the logits land in stdout. */
     rc = run_with(OUT_FILE, 0, false, "logits", "-m", model, "--tokens", "1,2", "-o", "/dev/stdout", NULL);
     char o[4200];
-    fc_path(o, sizeof o, "out.txt");
+    cli_path(o, sizeof o, "out.txt");
     CHECK(rc == 0 && stat(o, &st) == 0 && st.st_size == 2 * 512 * 4, "logits -o /dev/stdout (rc %d, %lld bytes)", rc,
           (long long)st.st_size);
     remove(keep);
@@ -166,9 +166,9 @@ static void failed_writes_lose_nothing(const char *model) {
  * new file is renamed over the name, the mapped old one stays intact. */
 static void rewrite_while_mapped(void) {
     char path[4200];
-    fc_path(path, sizeof path, "mapped.gguf");
-    int rc = fc_run(60, "synth", "--seed", "5", "-o", path, NULL);
-    CHECK(rc == 0, "synth: %.300s", fc_err);
+    cli_path(path, sizeof path, "mapped.gguf");
+    int rc = cli_run(60, "synth", "--seed", "5", "-o", path, NULL);
+    CHECK(rc == 0, "synth: %.300s", cli_err);
     okv_error err;
     okv_model *m = okv_model_load(path, NULL, &err);
     okv_context *ctx = m ? okv_context_create(m, NULL, NULL, &err) : NULL;
@@ -177,8 +177,8 @@ static void rewrite_while_mapped(void) {
         okv_model_free(m);
         return;
     }
-    rc = fc_run(60, "synth", "--seed", "6", "--n-layer", "1", "-o", path, NULL);
-    CHECK(rc == 0, "synth over the loaded model: %.300s", fc_err);
+    rc = cli_run(60, "synth", "--seed", "6", "--n-layer", "1", "-o", path, NULL);
+    CHECK(rc == 0, "synth over the loaded model: %.300s", cli_err);
     int32_t toks[2] = {1, 2}, pos[2] = {0, 1};
     float *logits = malloc(sizeof(float) * 2 * (size_t)okv_model_n_vocab(m));
     CHECK(okv_context_eval(ctx, toks, pos, 2, logits, &err) == OKV_OK, "eval after the rewrite: %s", err.message);
@@ -190,18 +190,18 @@ static void rewrite_while_mapped(void) {
 
 static void lost_output_fails(const char *model) {
     int rc = run_with(OUT_FULL, 0, false, "run", "-m", model, "-n", "8", "--temp", "0", NULL);
-    CHECK(rc == 1 && strstr(fc_err, "standard output"), "run > /dev/full: exit %d, want 1 naming stdout: %.300s", rc,
-          fc_err);
+    CHECK(rc == 1 && strstr(cli_err, "standard output"), "run > /dev/full: exit %d, want 1 naming stdout: %.300s", rc,
+          cli_err);
     rc = run_with(OUT_CLOSED, 0, false, "run", "-m", model, "-n", "8", "--temp", "0", NULL);
-    CHECK(rc == 1 && strstr(fc_err, "standard output"), "run with stdout closed: exit %d, want 1: %.300s", rc, fc_err);
+    CHECK(rc == 1 && strstr(cli_err, "standard output"), "run with stdout closed: exit %d, want 1: %.300s", rc, cli_err);
     rc = run_with(OUT_FULL, 0, false, "tokenize", "-m", model, "-p", "hello", NULL);
-    CHECK(rc == 1 && strstr(fc_err, "standard output"), "tokenize > /dev/full: exit %d: %.300s", rc, fc_err);
+    CHECK(rc == 1 && strstr(cli_err, "standard output"), "tokenize > /dev/full: exit %d: %.300s", rc, cli_err);
     rc = run_with(OUT_FULL, 0, false, "--help", NULL);
     CHECK(rc == 1, "--help > /dev/full: exit %d", rc);
     /* With stdout closed, the output file must not take its number and
      * receive the text. */
     char out[4200];
-    fc_path(out, sizeof out, "closed.f32");
+    cli_path(out, sizeof out, "closed.f32");
     rc = run_with(OUT_CLOSED, 0, false, "logits", "-m", model, "--tokens", "1,2", "-o", out, NULL);
     struct stat st;
     CHECK(rc == 0 && stat(out, &st) == 0 && st.st_size == 2 * 512 * 4, "logits with stdout closed: rc %d, %lld bytes",
@@ -211,13 +211,13 @@ static void lost_output_fails(const char *model) {
 
 static void synth_refuses_what_cannot_fit(void) {
     char out[4200];
-    fc_path(out, sizeof out, "huge.gguf");
+    cli_path(out, sizeof out, "huge.gguf");
     /* ~2.4e14 bytes: no disk here has that; the file size limit guards the
      * disk should the check ever go missing. */
     int rc = run_with(OUT_FILE, 16 << 20, true, "synth", "--n-embd", "65536", "--n-layer", "1024", "--n-ff", "262144",
                       "--n-head", "64", "--n-head-kv", "64", "-o", out, NULL);
-    CHECK(rc == 1 && strstr(fc_err, "would take") && strstr(fc_err, "free"),
-          "a model larger than the disk is refused naming its size and the free space (rc %d): %.300s", rc, fc_err);
+    CHECK(rc == 1 && strstr(cli_err, "would take") && strstr(cli_err, "free"),
+          "a model larger than the disk is refused naming its size and the free space (rc %d): %.300s", rc, cli_err);
     CHECK(access(out, F_OK) != 0 && temp_files() == 0, "nothing written for a refused synth");
 }
 
@@ -243,16 +243,16 @@ static bool valid_utf8(const unsigned char *s, size_t n) {
  * of the stream's own byte-range tables). */
 static void streamed_text_is_utf8(void) {
     char path[4200];
-    fc_path(path, sizeof path, "utf8.gguf");
-    int rc = fc_run(60, "synth", "--seed", "1", "-o", path, NULL);
-    CHECK(rc == 0, "synth: %.300s", fc_err);
+    cli_path(path, sizeof path, "utf8.gguf");
+    int rc = cli_run(60, "synth", "--seed", "1", "-o", path, NULL);
+    CHECK(rc == 0, "synth: %.300s", cli_err);
     int bad_seeds = 0;
     for (int seed = 1; seed <= 6; seed++) {
         char s[16];
         snprintf(s, sizeof s, "%d", seed);
-        rc = fc_run(60, "run", "-m", path, "-n", "64", "--seed", s, "--no-display-prompt", NULL);
-        CHECK(rc == 0, "run: %.300s", fc_err);
-        bad_seeds += !valid_utf8((const unsigned char *)fc_out, strlen(fc_out));
+        rc = cli_run(60, "run", "-m", path, "-n", "64", "--seed", s, "--no-display-prompt", NULL);
+        CHECK(rc == 0, "run: %.300s", cli_err);
+        bad_seeds += !valid_utf8((const unsigned char *)cli_out, strlen(cli_out));
     }
     CHECK(bad_seeds == 0, "%d of 6 runs printed invalid UTF-8", bad_seeds);
     remove(path);
@@ -261,26 +261,26 @@ static void streamed_text_is_utf8(void) {
 static void usage_codes_and_warnings(const char *shared, const char *model) {
     char gemma[1024];
     snprintf(gemma, sizeof gemma, "%s/models/tiny-gemma3.gguf", shared);
-    int rc = fc_run(60, "run", "-m", gemma, "--sliding-window", "4", "-n", "1", NULL);
-    CHECK(rc == 2 && strstr(fc_err, "--sliding-window"), "--sliding-window on gemma3: exit %d, want 2: %.300s", rc,
-          fc_err);
-    rc = fc_run(60, "logits", "-m", gemma, "--sliding-window", "4", "--tokens", "1", "-o", "/dev/null", NULL);
+    int rc = cli_run(60, "run", "-m", gemma, "--sliding-window", "4", "-n", "1", NULL);
+    CHECK(rc == 2 && strstr(cli_err, "--sliding-window"), "--sliding-window on gemma3: exit %d, want 2: %.300s", rc,
+          cli_err);
+    rc = cli_run(60, "logits", "-m", gemma, "--sliding-window", "4", "--tokens", "1", "-o", "/dev/null", NULL);
     CHECK(rc == 2, "logits --sliding-window on gemma3: exit %d, want 2", rc);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     char t[32];
     snprintf(t, sizeof t, "%ld", cores + 1);
-    rc = fc_run(60, "run", "-m", model, "-n", "2", "-t", t, NULL);
-    CHECK(rc == 0 && strstr(fc_err, "warning") && strstr(fc_err, "cores"), "-t %s on %ld cores warns: %.300s", t,
-          cores, fc_err);
+    rc = cli_run(60, "run", "-m", model, "-n", "2", "-t", t, NULL);
+    CHECK(rc == 0 && strstr(cli_err, "warning") && strstr(cli_err, "cores"), "-t %s on %ld cores warns: %.300s", t,
+          cores, cli_err);
     snprintf(t, sizeof t, "%ld", cores);
-    rc = fc_run(60, "run", "-m", model, "-n", "2", "-t", t, NULL);
-    CHECK(rc == 0 && !strstr(fc_err, "warning"), "-t %s on %ld cores does not warn: %.300s", t, cores, fc_err);
+    rc = cli_run(60, "run", "-m", model, "-n", "2", "-t", t, NULL);
+    CHECK(rc == 0 && !strstr(cli_err, "warning"), "-t %s on %ld cores does not warn: %.300s", t, cores, cli_err);
 }
 
 int main(void) {
     const char *shared = check_shared_dir();
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
-    if (!fc_init("test-probe-cli")) return CHECK_SKIP;
+    if (!cli_init("test-probe-cli")) return CHECK_SKIP;
     char model[1024];
     snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
     failed_writes_lose_nothing(model);

@@ -1,0 +1,139 @@
+/* Test support for the tests of the offkv program: runs $OKV_BIN/offkv as a
+ * user runs it (posix_spawn, stdout and stderr captured to files in a
+ * scratch folder, stdin from a file when cli_stdin names one) with a time
+ * limit, so a crash (a signal) and a hang are told apart from an error
+ * exit. */
+#ifndef OKV_TESTS_CLI_RUN_H
+#define OKV_TESTS_CLI_RUN_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+extern char **environ;
+
+static char cli_bin[4096], cli_dir[4096];
+static char cli_out[1 << 17], cli_err[1 << 16];
+static size_t cli_out_len;   /* bytes in cli_out (a render may hold NULs) */
+static const char *cli_stdin; /* when set, the program's stdin reads this file */
+
+enum { CLI_SIGNAL = -1, CLI_TIMEOUT = -2, CLI_NOSPAWN = -3 };
+
+/* Sets up bin and a scratch folder; false (after printing why) to skip. */
+static inline bool cli_init(const char *name) {
+    const char *b = getenv("OKV_BIN");
+    if (!b) {
+        printf("skipped: OKV_BIN not set (ctest sets it to the build folder)\n");
+        return false;
+    }
+    snprintf(cli_bin, sizeof cli_bin, "%s/offkv", b);
+    snprintf(cli_dir, sizeof cli_dir, "%s/%s-XXXXXX", b, name);
+    if (!mkdtemp(cli_dir)) {
+        printf("skipped: cannot make a scratch folder under %s\n", b);
+        return false;
+    }
+    return true;
+}
+
+static inline void cli_path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", cli_dir, name); }
+
+/* Reads up to cap - 1 bytes of a file, NUL-terminated; returns how many. */
+static inline size_t cli_slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+    return n;
+}
+
+/* Runs offkv with argv[0..] (NULL-terminated, without the program) for at
+ * most limit_s seconds: the exit code, CLI_SIGNAL, or CLI_TIMEOUT. */
+static inline int cli_runv(double limit_s, const char *const *args) {
+    const char *argv[128];
+    int n = 0;
+    argv[n++] = cli_bin;
+    for (int i = 0; args[i] && n < 127; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    char o[4200], e[4200];
+    cli_path(o, sizeof o, "out.txt");
+    cli_path(e, sizeof e, "err.txt");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (cli_stdin) posix_spawn_file_actions_addopen(&fa, 0, cli_stdin, O_RDONLY, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, cli_bin, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    cli_out[0] = cli_err[0] = '\0';
+    cli_out_len = 0;
+    if (rc != 0) return CLI_NOSPAWN;
+    int status = 0;
+    struct timespec nap = {0, 5 * 1000 * 1000};
+    bool timed_out = false;
+    for (double waited = 0;; waited += 0.005) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (waited > limit_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = true;
+            break;
+        }
+        nanosleep(&nap, NULL);
+    }
+    cli_out_len = cli_slurp(o, cli_out, sizeof cli_out);
+    cli_slurp(e, cli_err, sizeof cli_err);
+    if (timed_out) return CLI_TIMEOUT;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : CLI_SIGNAL;
+}
+
+static inline int cli_run(double limit_s, const char *first, ...) {
+    const char *args[128];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 127; a = va_arg(ap, const char *)) args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return cli_runv(limit_s, args);
+}
+
+/* Whether the last run crashed: a signal, or a sanitizer report (the
+ * sanitizer build exits 1 after one). */
+static inline bool cli_crashed(int rc) {
+    return rc == CLI_SIGNAL || strstr(cli_err, "AddressSanitizer") || strstr(cli_err, "LeakSanitizer") ||
+           strstr(cli_err, "runtime error:");
+}
+
+static inline bool cli_copy(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = a ? fopen(to, "wb") : NULL;
+    bool ok = a && b;
+    char buf[1 << 16];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof buf, a)) > 0) ok = fwrite(buf, 1, n, b) == n;
+    if (a) fclose(a);
+    if (b && fclose(b) != 0) ok = false;
+    return ok;
+}
+
+/* Removes the scratch folder when every check passed (a failure leaves it
+ * for a look); returns check_done(). */
+static inline int cli_done(void) {
+    if (check_failed_ == 0) {
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", cli_dir);
+        if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", cli_dir);
+    }
+    return check_done();
+}
+
+#endif
