@@ -153,7 +153,11 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
         }                                                                                    \
     } while (0)
 
-/* The same for the 8 lanes from byte half*32 of each vector, AVX2. */
+/* The same for the 8 lanes from byte half*32 of each vector, AVX2.  With
+ * more than one column each column's int16 sum is kept in order step by
+ * step (an empty asm): GCC otherwise reassociates the adds to after all the
+ * columns' products, whose results spilled (Q4_Kx16's AVX2 tile, 4096
+ * wide, callgrind: 15 % fewer instructions at NC = 4, 13 % at 3, 6 % at 2). */
 #define OKV_X16_DOTS_256(p, qs, qh, xq, NC, half, FIVE)                                      \
     do {                                                                                     \
         const __m256i low4_ = _mm256_set1_epi8(0x0F), bit4_ = _mm256_set1_epi8(0x10);         \
@@ -173,6 +177,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
                 const __m256i xh_ = _mm256_loadu_si256((const __m256i *)((xq)[j_][2 * u_ + 1] + 32 * (half))); \
                 s16_[j_] = _mm256_add_epi16(s16_[j_], _mm256_maddubs_epi16(lo_, xl_));       \
                 s16_[j_] = _mm256_add_epi16(s16_[j_], _mm256_maddubs_epi16(hi_, xh_));       \
+                if ((NC) > 1) __asm__("" : "+x"(s16_[j_]));                                  \
                 if (u_ == 3 || ((FIVE) && u_ == 1)) {                                        \
                     (p)[j_] = _mm256_add_epi32((p)[j_], _mm256_madd_epi16(s16_[j_], _mm256_set1_epi16(1))); \
                     s16_[j_] = _mm256_setzero_si256();                                       \
