@@ -9,6 +9,7 @@
  *     (x86 Q8_0 for Q4_0 and Q8_0, quantize_row_q8_K_ref for the K-quants;
  *     written plainly here);
  *   - the SMMLA layouts give the bits of the sixteen-wide ones;
+ *   - every ISA's activation blocks are the scalar quantizer's bytes;
  *   - every ISA gives the same bits as the scalar kernel, and a column's
  *     result does not depend on n or on the columns beside it (the batch
  *     invariance a server promises);
@@ -439,6 +440,41 @@ static void check_model(const char *type, int tied, int moe) {
     remove(path);
 }
 
+/* The sixteen-wide activation blocks of every ISA's quantizer, byte for byte
+ * the scalar one's (its quantizer, block sums and permutation), for k of
+ * whole groups and of a padded last one (544, 1280, 2304: a half K group;
+ * 96 Q4_0's only), values of every size and zeros. */
+static void check_act(void) {
+    static const int64_t ks[] = {96, 512, 544, 1280, 2048, 2304};
+    enum { KMAX = 2304, GMAX = (KMAX + 511) / 512 };
+    static float x[KMAX];
+    static block_act_q8_0x16 a0[2][GMAX];
+    static block_act_q8_Kx16 ak[2][GMAX];
+    static block_act_q8_Kx16s as[2][KMAX / 256];
+    for (int i = 0; i < KMAX; i++) x[i] = i % 97 == 0 ? 0.0f : frand() * (i % 7 == 0 ? 100.0f : 1.0f);
+    for (int kern = 1; kern < OKV_ISA_COUNT; kern++) {
+        if (!okv_cpu_has_isa((okv_isa)kern)) continue;
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            const int64_t k = ks[t];
+            memset(a0, 0x5A, sizeof a0), memset(ak, 0x5A, sizeof ak), memset(as, 0x5A, sizeof as);
+            for (int s = 0; s < 2; s++) {
+                const okv_isa isa = s ? (okv_isa)kern : OKV_ISA_SCALAR;
+                okv_quantize_act_q8_0x16(isa, x, k, a0[s]);
+                if (k % 256 == 0) {
+                    okv_quantize_act_q8_Kx16(isa, x, k, ak[s]);
+                    okv_quantize_act_q8_Kx16s(isa, x, k, as[s]);
+                }
+            }
+            CHECK(memcmp(a0[0], a0[1], sizeof a0[0]) == 0, "%s: q8_0x16 activations not the scalar bytes (k %lld)",
+                  okv_isa_name((okv_isa)kern), (long long)k);
+            CHECK(memcmp(ak[0], ak[1], sizeof ak[0]) == 0, "%s: q8_Kx16 activations not the scalar bytes (k %lld)",
+                  okv_isa_name((okv_isa)kern), (long long)k);
+            CHECK(memcmp(as[0], as[1], sizeof as[0]) == 0, "%s: q8_Kx16s activations not the scalar bytes (k %lld)",
+                  okv_isa_name((okv_isa)kern), (long long)k);
+        }
+    }
+}
+
 int main(void) {
     /* whole groups, then rows whose last group is partly padding (768, 1280,
      * 2304: half of Q4_K's last group; 544, 96, 2880: Q4_0's and Q8_0's) or
@@ -462,6 +498,7 @@ int main(void) {
             if (LAYOUTS[l].type == OKV_WT_Q4_0X16MM || LAYOUTS[l].type == OKV_WT_Q8_0X16MM ||
                 LAYOUTS[l].type == OKV_WT_Q4_KX16MM)
                 check_shape(&LAYOUTS[l], 7, 1280, mm_n[i], 0);
+    check_act();
     okv_error err;
     float x[512] = {0}, y[4];
     CHECK(okv_matmul(NULL, OKV_WT_Q4_0X16, x, 4, 500, x, 1, y, x, &err) == OKV_ERR_INVALID &&

@@ -39,6 +39,18 @@ void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k) {
         }
 }
 
+#if defined(OKV_X86)
+/* A quantized group's block sums and permutation (q: its 512 values in
+ * order), AVX2: the scalar code's bytes. */
+static OKV_TARGET_AVX2 void finish_act_avx2(const int8_t *q, block_act_q8_0x16 *y) {
+    for (int half = 0; half < 2; half++) {
+        const __m256i s = okv_x16_permute_act_half_avx2(q + 256 * half, y->qs, half);
+        /* -8 s (exact: |s| <= 32 * 128) */
+        _mm256_storeu_si256((__m256i *)(y->c8 + 8 * half), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 3)));
+    }
+}
+#endif
+
 void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act_q8_0x16 *y) {
     int8_t q[OKV_X16_VALUES];
     for (int64_t g = 0; g < okv_x16_groups(k); g++, y++) {
@@ -47,6 +59,12 @@ void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act
         memset(q, 0, sizeof q);
         memset(y->d, 0, sizeof y->d);
         okv_mm_quantize_act(kern, xg, len, q, y->d);
+#if defined(OKV_X86)
+        if (okv_isa_is_x86(kern)) {
+            finish_act_avx2(q, y);
+            continue;
+        }
+#endif
         for (int i = 0; i < OKV_X16_BLOCKS; i++) {
             int32_t s = 0;
             for (int t = 0; t < OKV_QK; t++) s += q[i * OKV_QK + t];

@@ -149,6 +149,22 @@ void okv_dequantize_row_q4_Kx16(const void *src, float *dst, int64_t k) { dequan
 
 void okv_dequantize_row_q5_Kx16(const void *src, float *dst, int64_t k) { dequantize_row(src, 1, dst, k); }
 
+#if defined(OKV_X86)
+/* A group's activations from its two Q8_K super-blocks, AVX2: the scalar
+ * code's bytes. */
+static OKV_TARGET_AVX2 void act_from_q8_K_avx2(const block_q8_K a[SB], block_act_q8_Kx16 *y) {
+    for (int half = 0; half < SB; half++) {
+        const block_q8_K *b = &a[half];
+        okv_x16_permute_act_half_avx2(b->qs, y->qs, half);
+        const __m256 d = _mm256_set1_ps(b->d);
+        _mm256_storeu_ps(y->d + 8 * half, d);
+        /* the 32-value sums of bsums' pairs (exact in int32), then the same float product */
+        const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)b->bsums), _mm256_set1_epi16(1));
+        _mm256_storeu_ps(y->xm + 8 * half, _mm256_mul_ps(d, _mm256_cvtepi32_ps(s)));
+    }
+}
+#endif
+
 void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16 *y) {
     block_q8_K a[SB];
     int8_t q[SB * OKV_QK_K];
@@ -157,6 +173,12 @@ void okv_quantize_act_q8_Kx16(okv_isa kern, const float *x, int64_t k, block_act
         const int64_t len = k - g * SB * OKV_QK_K < SB * OKV_QK_K ? k - g * SB * OKV_QK_K : SB * OKV_QK_K;
         memset(a, 0, sizeof a); /* a missing second super-block: zero values, scale and sums */
         okv_mm_quantize_q8_K(kern, xg, a, len);
+#if defined(OKV_X86)
+        if (okv_isa_is_x86(kern)) {
+            act_from_q8_K_avx2(a, y);
+            continue;
+        }
+#endif
         for (int i = 0; i < 16; i++) {
             const block_q8_K *b = &a[i / 8];
             memcpy(q + 32 * i, b->qs + 32 * (i % 8), 32);

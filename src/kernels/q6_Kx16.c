@@ -59,10 +59,34 @@ void okv_dequantize_row_q6_Kx16(const void *src, float *dst, int64_t k) {
     }
 }
 
+#if defined(OKV_X86)
+/* A super-block's activations from its Q8_K block, AVX2: the scalar code's
+ * bytes.  Lane i of vector v is word v of sub-block i: per 8 sub-blocks one
+ * 4x4 word transpose per 128-bit lane (sub-blocks 0-3 low, 4-7 high). */
+static OKV_TARGET_AVX2 void act_from_q8_K_avx2(const block_q8_K *a, block_act_q8_Kx16s *y) {
+    for (int half = 0; half < 2; half++) {
+        const int8_t *q = a->qs + 128 * half;
+        __m256i r[4], t[4];
+        for (int i = 0; i < 4; i++) r[i] = okv_x16_load2_avx2(q + 16 * i, q + 16 * (i + 4));
+        okv_x16_transpose4_avx2(r, t);
+        for (int v = 0; v < 4; v++) _mm256_storeu_si256((__m256i *)(y->qs[v] + 32 * half), t[v]);
+        const __m256i s = _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(a->bsums + 8 * half)));
+        _mm256_storeu_si256((__m256i *)(y->c32 + 8 * half), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, 5)));
+        _mm256_storeu_ps(y->d + 8 * half, _mm256_set1_ps(a->d));
+    }
+}
+#endif
+
 void okv_quantize_act_q8_Kx16s(okv_isa kern, const float *x, int64_t k, block_act_q8_Kx16s *y) {
     block_q8_K a;
     for (int64_t g = 0; g < k / OKV_QK_K; g++, y++) {
         okv_mm_quantize_q8_K(kern, x + g * OKV_QK_K, &a, OKV_QK_K);
+#if defined(OKV_X86)
+        if (okv_isa_is_x86(kern)) {
+            act_from_q8_K_avx2(&a, y);
+            continue;
+        }
+#endif
         for (int i = 0; i < 16; i++) {
             y->c32[i] = -32 * a.bsums[i];
             y->d[i] = a.d;
