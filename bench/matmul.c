@@ -5,10 +5,12 @@
  * than any cache), so the matvec runs cycle through enough copies of the
  * matrix (>= 512 MiB) that each call reads from DRAM, not from L3.
  *
- *   build/bench/matmul [reps] [kernel] [type] [n] [threads]
+ *   build/bench/matmul [reps] [kernel] [type] [n] [threads] [k]
  *     kernel: scalar|avx2|avx512|avx512vnni; type: a ggml name, q4_0|q4_K|f16|... (default all);
- *     n: only the 2048x2048 and 5632x2048 products with n columns (prefill: 64 or more);
- *     threads: only that many (default 1 and 2)
+ *     n: only the 2048xk and 5632xk products with n columns (prefill: 64 or more);
+ *     threads: only that many (default 1 and 2);
+ *     k: their row length (default 2048; gpt-oss's is 2880, whose Q8_0 and
+ *     MXFP4 rows end in a compact group: 3072 reads what a padded one would)
  *
  * The "hot" line multiplies one small matrix (1024 rows per thread) over and
  * over from cache: the kernel's compute ceiling for decode. */
@@ -241,15 +243,22 @@ int main(int argc, char **argv) {
     const bool skip_mm = kern != OKV_ISA_I8MM && argc <= 3;
     const int64_t only_n = argc > 4 ? atoll(argv[4]) : 0;
     const int only_t = argc > 5 ? atoi(argv[5]) : 0;
+    const int64_t only_k = argc > 6 ? atoll(argv[6]) : 2048;
+    if (only_k < 32 || only_k > 32768 || only_k % 32 != 0) { /* the repacking buffers' 32768 */
+        printf("k %lld: not a multiple of 32 within 32..32768\n", (long long)only_k);
+        return 1;
+    }
     for (int nt = 1; nt <= 2; nt++) {
         if (only_t > 0 && nt != only_t) continue;
         okv_threadpool *pool = okv_threadpool_create(nt, NULL);
         if (!pool) return 1;
         if (only_n > 0) {
             for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
-                if ((argc <= 3 && !(skip_mm && is_mm(types[ti]))) || (argc > 3 && !strcmp(argv[3], okv_wtype_get(types[ti])->name))) {
-                    bench(kern, pool, types[ti], 2048, 2048, only_n, reps, 0);
-                    bench(kern, pool, types[ti], 5632, 2048, only_n, reps, 0);
+                if (okv_wtype_row_size(types[ti], only_k) && /* rows of whole blocks of the type */
+                    ((argc <= 3 && !(skip_mm && is_mm(types[ti]))) ||
+                     (argc > 3 && !strcmp(argv[3], okv_wtype_get(types[ti])->name)))) {
+                    bench(kern, pool, types[ti], 2048, only_k, only_n, reps, 0);
+                    bench(kern, pool, types[ti], 5632, only_k, only_n, reps, 0);
                 }
             okv_threadpool_free(pool);
             continue;

@@ -310,11 +310,11 @@ static const char *synth_model(const char *type, int moe) {
     if (!bin) return NULL;
     /* moe: a qwen3moe whose experts (4, 2 a token, 960 wide; 768 as
      * Qwen3-30B-A3B's for the K-quants, whose down rows then end in a half
-     * group) are matrices repacked like any other: Q4_0 and Q8_0 down rows
-     * of 960 end in a group of 14 blocks and 2 of padding (a fifteenth more
-     * bytes, as gpt-oss-20b's Q8_0 rows of 2880: 90 blocks in 96).
-     * gpt-oss's experts are 960 wide too: MXFP4 down rows that end in a
-     * compact group of 14 blocks */
+     * group) are matrices repacked like any other: Q4_0 down rows of 960
+     * end in a group of 14 blocks and 2 of padding (a fifteenth more
+     * bytes), Q8_0's in a compact group of 14 blocks.  gpt-oss's experts
+     * are 960 wide too: MXFP4 down rows that end in a compact group of 14
+     * blocks */
     const char *shape = moe == 2   ? "--arch gpt-oss --n-expert 4 --n-expert-used 2 --n-ff-exp 960"
                         : moe == 1 ? "--arch qwen3moe --n-expert 4 --n-expert-used 2 --n-ff-exp"
                                    : "--arch llama --n-ff 4352";
@@ -477,13 +477,22 @@ static void check_act(void) {
 
 int main(void) {
     /* whole groups, then rows whose last group is partly padding (768, 1280,
-     * 2304: half of Q4_K's last group; 544, 96, 2880: Q4_0's and Q8_0's) or
-     * MXFP4's compact last group (of 8, 1, 3 and 10 blocks; 96 has no whole
-     * group; 2880 is gpt-oss's); n from 5 on takes the block passes, whose
-     * column steps leave 1, 2 or 3 (n 5, 22, 7) */
+     * 2304: half of Q4_K's last group; 544, 96, 2880, 32, 480, 992: Q4_0's)
+     * or Q8_0's and MXFP4's compact last group (of 8, 1, 3, 10, 1, 15 and 15
+     * blocks; 96, 32 and 480 have no whole group; 2880 is gpt-oss's); n from
+     * 5 on takes the block passes, whose column steps leave 1, 2 or 3 (n 5,
+     * 22, 7) */
     static const int64_t shapes[][3] = {{1, 512, 1},  {5, 512, 3},   {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17},
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
-                                        {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6}};
+                                        {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6},
+                                        {5, 32, 2},    {4, 480, 5},   {3, 992, 3},   {7, 2880, 17}};
+    /* the compact rows hold the ggml blocks' bytes, no more */
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        CHECK(okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]) &&
+                  okv_wtype_row_size(OKV_WT_MXFP4X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_MXFP4, shapes[i][1]),
+              "k %lld: q8_0x16 rows of %zu bytes (q8_0: %zu), mxfp4x16 %zu (mxfp4: %zu)", (long long)shapes[i][1],
+              okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]), okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]),
+              okv_wtype_row_size(OKV_WT_MXFP4X16, shapes[i][1]), okv_ggml_row_size(OKV_GGML_MXFP4, shapes[i][1]));
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             if (okv_wtype_row_size(LAYOUTS[l].type, shapes[i][1]) != 0)

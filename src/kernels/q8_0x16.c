@@ -10,25 +10,40 @@
 #include "kernels/x16.h"
 
 void okv_repack_q8_0x16(void *dst, const void *src, int64_t rows, int64_t k) {
-    const int64_t nb = k / OKV_QK, ng = okv_x16_groups(k);
+    const int64_t nw = k / OKV_X16_VALUES;
+    const int nt = okv_q8_0x16_tail_blocks(k);
+    const size_t row = (size_t)nw * sizeof(block_q8_0x16) + (size_t)nt * sizeof(block_q8_0);
     const block_q8_0 *in = src;
-    block_q8_0x16 *out = dst;
     int8_t q[OKV_X16_VALUES];
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t g = 0; g < ng; g++, out++) {
+    block_q8_0x16 g;
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *o = (uint8_t *)dst + (size_t)r * row;
+        for (int64_t gi = 0; gi < okv_x16_groups(k); gi++) {
+            /* the group, its lanes past the row's blocks zero */
             memset(q, 0, sizeof q);
-            memset(out->d, 0, sizeof out->d); /* the padding */
-            for (int i = 0; i < OKV_X16_BLOCKS && g * OKV_X16_BLOCKS + i < nb; i++, in++) {
-                out->d[i] = in->d;
+            memset(g.d, 0, sizeof g.d);
+            for (int i = 0; i < OKV_X16_BLOCKS && gi * OKV_X16_BLOCKS + i < k / OKV_QK; i++, in++) {
+                g.d[i] = in->d;
                 memcpy(q + OKV_QK * i, in->qs, OKV_QK);
             }
-            okv_x16_permute_act(q, out->qs);
+            okv_x16_permute_act(q, g.qs);
+            if (gi < nw) {
+                memcpy(o + (size_t)gi * sizeof g, &g, sizeof g);
+                continue;
+            }
+            /* the compact last group: lanes 0..nt-1 only */
+            uint8_t *t = o + (size_t)nw * sizeof g;
+            memcpy(t, g.d, (size_t)nt * sizeof(okv_f16));
+            for (int v = 0; v < 8; v++) memcpy(t + nt * sizeof(okv_f16) + 4 * (size_t)nt * v, g.qs[v], 4 * (size_t)nt);
         }
+    }
 }
 
 void okv_dequantize_row_q8_0x16(const void *src, float *dst, int64_t k) {
-    const block_q8_0x16 *g = src;
-    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+    block_q8_0x16 tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++) {
+        const block_q8_0x16 *g = okv_q8_0x16_group(src, gi, k / OKV_X16_VALUES, okv_q8_0x16_tail_blocks(k), &tmp);
         for (int i = 0; i < OKV_X16_BLOCKS && (gi * OKV_X16_BLOCKS + i) * OKV_QK < k; i++) {
             const float d = okv_f16_to_f32(g->d[i]);
             float *y = dst + (gi * OKV_X16_BLOCKS + i) * OKV_QK;
@@ -36,52 +51,99 @@ void okv_dequantize_row_q8_0x16(const void *src, float *dst, int64_t k) {
                 for (int u = 0; u < 4; u++)
                     for (int m = 0; m < 4; m++) y[16 * h + 4 * u + m] = (float)g->qs[2 * u + h][4 * i + m] * d;
         }
+    }
 }
 
 #define TILE_SETUP() OKV_X16_TILE_SETUP(block_q8_0x16, block_act_q8_0x16, okv_x16_groups(c->k))
 
-OKV_X16_SCALAR_TILE(okv_mm_tile_q8_0x16_scalar, block_q8_0x16, block_act_q8_0x16, okv_x16_groups(c->k), {
-    for (int i = 0; i < 16; i++) {
-        int32_t p = 0;
-        for (int v = 0; v < 8; v++)
-            for (int m = 0; m < 4; m++) p += w->qs[v][4 * i + m] * x->qs[v][4 * i + m];
-        acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
-    }
-})
+/* The reference every ISA matches: per lane, fma(dot, d_w d_x, acc) over the
+ * row's groups (the compact last one as its whole group), then x16's lane
+ * sum. */
+void okv_mm_tile_q8_0x16_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
+    TILE_SETUP();
+    const int64_t nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_q8_0x16_tail_blocks(c->k);
+    block_q8_0x16 tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) {
+            float acc[16] = {0};
+            for (int64_t g = 0; g < ng; g++) {
+                const block_q8_0x16 *w = okv_q8_0x16_group(wr[r], g, nw, nt, &tmp);
+                const block_act_q8_0x16 *x = xs[j] + g;
+                for (int i = 0; i < 16; i++) {
+                    int32_t p = 0;
+                    for (int v = 0; v < 8; v++)
+                        for (int m = 0; m < 4; m++) p += w->qs[v][4 * i + m] * x->qs[v][4 * i + m];
+                    acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
+                }
+            }
+            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
+        }
+}
 
 #if defined(OKV_X86) /* the x86 bodies; aarch64's are in q8_0x16_neon.c */
 #include <immintrin.h>
 
 /* AVX2: |w| times x with w's sign, int16 pairs of at most 2 * 128 * 127,
  * each vector's widened before the next (two would overflow): the exact
- * lane dots. */
+ * lane dots.  One group into acc[j] for NC columns, its eight vectors of
+ * values at qs + v * qstride and its scales at d; with mask (the compact
+ * last group), each vector's half loaded under mask[half] (lanes < nt, the
+ * rest zero, as the whole group it stands for): a copy into a zeroed group
+ * cost more (callgrind, rows of 2880, one column: 1064 instructions a row
+ * against 824; the padded group's were 736). */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void group1_avx2(const int8_t *qs, int64_t qstride,
+                                                                             const __m256i *mask, const okv_f16 *d,
+                                                                             const block_act_q8_0x16 *const *xs,
+                                                                             int64_t g, const int NC,
+                                                                             __m256 (*acc)[2]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    UNROLL for (int half = 0; half < 2; half++) {
+        __m256i p[OKV_X16_MAX_COLS];
+        UNROLL for (int j = 0; j < NC; j++) p[j] = _mm256_setzero_si256();
+        UNROLL for (int v = 0; v < 8; v++) {
+            const int8_t *q = qs + v * qstride + 32 * half;
+            const __m256i wv = mask ? _mm256_maskload_epi32((const int *)q, mask[half])
+                                    : _mm256_loadu_si256((const __m256i *)q);
+            const __m256i wa = _mm256_abs_epi8(wv);
+            UNROLL for (int j = 0; j < NC; j++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half));
+                p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones));
+            }
+        }
+        const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));
+        UNROLL for (int j = 0; j < NC; j++)
+            acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
+                                           acc[j][half]);
+    }
+}
+
+/* Rows: the whole groups, then the compact one if any (its scales copied
+ * into a zeroed array: 2 nt bytes). */
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0,
                                                                             const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
-    const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_q8_0x16_tail_blocks(c->k);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};
+    okv_f16 dt[OKV_X16_BLOCKS] = {0};
     for (int r = 0; r < NR; r++) {
         __m256 acc[OKV_X16_MAX_COLS][2];
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        for (int64_t g = 0; g < ng; g++) {
+        for (int64_t g = 0; g < nw; g++) {
             const block_q8_0x16 *w = wr[r] + g;
             for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
-            UNROLL for (int half = 0; half < 2; half++) {
-                __m256i p[OKV_X16_MAX_COLS];
-                UNROLL for (int j = 0; j < NC; j++) p[j] = _mm256_setzero_si256();
-                UNROLL for (int v = 0; v < 8; v++) {
-                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half));
-                    const __m256i wa = _mm256_abs_epi8(wv);
-                    UNROLL for (int j = 0; j < NC; j++) {
-                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half));
-                        p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones));
-                    }
-                }
-                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
-                UNROLL for (int j = 0; j < NC; j++)
-                    acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]),
-                                                   _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
-                                                   acc[j][half]);
-            }
+            group1_avx2(w->qs[0], 64, NULL, w->d, xs, g, NC, acc);
+        }
+        if (ng > nw) { /* nt blocks, in Q8_0's bytes */
+            const uint8_t *t = (const uint8_t *)(wr[r] + nw);
+            for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)
+                _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            memcpy(dt, t, (size_t)nt * sizeof(okv_f16));
+            group1_avx2((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, dt, xs, nw, NC, acc);
         }
         UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
     }
@@ -99,15 +161,20 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tilen_avx2(con
                                                                              const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
     const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_q8_0x16_tail_blocks(c->k);
+    block_q8_0x16 tmp;
+    if (nt) memset(&tmp, 0, sizeof tmp);
     for (int r = 0; r < NR; r++) {
         __m256 lanes[2][OKV_X16_MAX_COLS];
         UNROLL for (int half = 0; half < 2; half++) {
             __m256 acc[OKV_X16_MAX_COLS];
             UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
             for (int64_t g = 0; g < ng; g++) {
-                const block_q8_0x16 *w = wr[r] + g;
+                const block_q8_0x16 *w = okv_q8_0x16_group(wr[r], g, nw, nt, &tmp);
                 if (half == 0)
-                    for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+                    for (int l = 0; l < 576; l += 64)
+                        _mm_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l, _MM_HINT_T1);
                 __m256i p[OKV_X16_MAX_COLS];
                 UNROLL for (int v = 0; v < 8; v++) {
                     const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half));
@@ -202,8 +269,11 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void cols_avx2(cons
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin,
                                                                              int64_t r_end, int64_t c_begin,
                                                                              int64_t c_end) {
-    const int64_t ng = okv_x16_groups(c->k);
+    const int64_t ng = okv_x16_groups(c->k), nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_q8_0x16_tail_blocks(c->k);
     const __m256i bias = _mm256_set1_epi8((char)0x80), low4 = _mm256_set1_epi8(0x0F);
+    block_q8_0x16 tmp;
+    if (nt) memset(&tmp, 0, sizeof tmp);
     __m256 acc_buf[X16_STRIP][X16_CB][2];
     __m256i lh[2][8][2]; /* [half][v]: l, h */
     for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {
@@ -216,10 +286,11 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void block_avx2(con
                 for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();
             for (int64_t g = 0; g < ng; g++) {
                 for (int r = 0; r < nr; r++) {
-                    const block_q8_0x16 *w = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow) + g;
+                    const block_q8_0x16 *row = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow);
+                    const block_q8_0x16 *w = okv_q8_0x16_group(row, g, nw, nt, &tmp);
                     /* the next strip's group: used X16_STRIP rows later */
                     for (int l = 0; l < (int)sizeof *w; l += 64)
-                        _mm_prefetch((const char *)w + X16_STRIP * c->wrow + l, _MM_HINT_T1);
+                        _mm_prefetch((const char *)(row + g) + X16_STRIP * c->wrow + l, _MM_HINT_T1);
                     UNROLL for (int half = 0; half < 2; half++)
                         UNROLL for (int v = 0; v < 8; v++) {
                             const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias);
@@ -251,48 +322,70 @@ OKV_TARGET_AVX2 void okv_mm_block_q8_0x16_avx2(const okv_mm_ctx *c, int64_t r0, 
 }
 
 /* AVX-512: VNNI takes w + 128 (unsigned) and starts each lane at
- * -128 * its activation sum (16 * c8); BW moves w's sign onto x. */
-#define TILE_AVX512(name, TARGET, VNNI)                                                                   \
+ * -128 * its activation sum (16 * c8); BW moves w's sign onto x.  One
+ * group into acc[j] for NC columns, its eight 64-byte vectors of values at
+ * qs + v * qstride and its scales at d, loaded under masks qm and dm (a
+ * whole group: all ones, which the compiler drops; the compact last group:
+ * its lanes, the rest zero, as the whole group it stands for). */
+#define GROUP_AVX512(name, TARGET, VNNI)                                                                   \
+    static inline __attribute__((always_inline)) TARGET void name(const int8_t *qs, int64_t qstride,        \
+                                                                  __mmask64 qm, const okv_f16 *d, __mmask16 dm, \
+                                                                  const block_act_q8_0x16 *const *xs, int64_t g, \
+                                                                  const int NC, __m512 *acc) {              \
+        const __m512i bias = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);                   \
+        __m512i p[OKV_X16_MAX_COLS];                                                                      \
+        UNROLL for (int j = 0; j < NC; j++)                                                               \
+            p[j] = VNNI ? _mm512_slli_epi32(_mm512_loadu_si512(xs[j][g].c8), 4) : _mm512_setzero_si512();  \
+        UNROLL for (int v = 0; v < 8; v++) {                                                              \
+            const __m512i wv = _mm512_maskz_loadu_epi8(qm, qs + v * qstride);                             \
+            if (VNNI) {                                                                                   \
+                const __m512i wu = _mm512_xor_si512(wv, bias);                                            \
+                UNROLL for (int j = 0; j < NC; j++)                                                       \
+                    p[j] = _mm512_dpbusd_epi32(p[j], wu, _mm512_loadu_si512(xs[j][g].qs[v]));             \
+            } else {                                                                                      \
+                const __m512i wa = _mm512_abs_epi8(wv);                                                   \
+                const __mmask64 neg = _mm512_movepi8_mask(wv);                                            \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    const __m512i xv = _mm512_loadu_si512(xs[j][g].qs[v]);                                \
+                    const __m512i xsgn = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);       \
+                    p[j] = _mm512_add_epi32(p[j], _mm512_madd_epi16(_mm512_maddubs_epi16(wa, xsgn), ones)); \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+        const __m512 sw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(dm, d));                               \
+        UNROLL for (int j = 0; j < NC; j++)                                                               \
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), acc[j]); \
+    }
+
+/* Rows: the whole groups, then the compact one if any. */
+#define TILE_AVX512(name, group, TARGET)                                                                   \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
-        const __m512i bias = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);                   \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
+        const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
         for (int r = 0; r < NR; r++) {                                                                    \
             __m512 acc[OKV_X16_MAX_COLS];                                                                 \
             UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
-            for (int64_t g = 0; g < ng; g++) {                                                            \
+            for (int64_t g = 0; g < nw; g++) {                                                            \
                 const block_q8_0x16 *w = wr[r] + g;                                                       \
                 for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                __m512i p[OKV_X16_MAX_COLS];                                                              \
-                UNROLL for (int j = 0; j < NC; j++)                                                       \
-                    p[j] = VNNI ? _mm512_slli_epi32(_mm512_loadu_si512(xs[j][g].c8), 4) : _mm512_setzero_si512(); \
-                UNROLL for (int v = 0; v < 8; v++) {                                                      \
-                    const __m512i wv = _mm512_loadu_si512(w->qs[v]);                                      \
-                    if (VNNI) {                                                                           \
-                        const __m512i wu = _mm512_xor_si512(wv, bias);                                    \
-                        UNROLL for (int j = 0; j < NC; j++)                                               \
-                            p[j] = _mm512_dpbusd_epi32(p[j], wu, _mm512_loadu_si512(xs[j][g].qs[v]));     \
-                    } else {                                                                              \
-                        const __m512i wa = _mm512_abs_epi8(wv);                                           \
-                        const __mmask64 neg = _mm512_movepi8_mask(wv);                                    \
-                        UNROLL for (int j = 0; j < NC; j++) {                                             \
-                            const __m512i xv = _mm512_loadu_si512(xs[j][g].qs[v]);                        \
-                            const __m512i xsgn = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv); \
-                            p[j] = _mm512_add_epi32(p[j], _mm512_madd_epi16(_mm512_maddubs_epi16(wa, xsgn), ones)); \
-                        }                                                                                 \
-                    }                                                                                     \
-                }                                                                                         \
-                const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w->d));             \
-                UNROLL for (int j = 0; j < NC; j++)                                                       \
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), \
-                                             acc[j]);                                                     \
+                group(w->qs[0], 64, ~(__mmask64)0, w->d, (__mmask16)0xFFFF, xs, g, NC, acc);              \
+            }                                                                                             \
+            if (ng > nw) { /* nt blocks, in Q8_0's bytes */                                               \
+                const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
+                for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                group((const int8_t *)t + 2 * nt, 4 * nt, ((__mmask64)1 << (4 * nt)) - 1, (const okv_f16 *)t,     \
+                      (__mmask16)((1u << nt) - 1), xs, nw, NC, acc);                                      \
             }                                                                                             \
             UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
+GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+TILE_AVX512(tile_avx512, group_avx512, OKV_TARGET_AVX512)
+TILE_AVX512(tile_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q8_0x16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q8_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q8_0x16_avx512)

@@ -10,20 +10,25 @@
 
 #define TILE_SETUP() OKV_X16_TILE_SETUP(block_q8_0x16, block_act_q8_0x16, okv_x16_groups(c->k))
 
-/* Per row and group, per quartet t: the eight weight vectors, then per
- * column the lane dots.  Signed times signed needs no offset (SDOT and
- * SMLAL take both signs).  NEON's int16 sums take two products, at most
- * 2 * 128 * 127 (the activations are within +-127), before SADALP widens
- * them. */
+/* Per row and group (the compact last one copied into a zeroed group), per
+ * quartet t: the eight weight vectors, then per column the lane dots.
+ * Signed times signed needs no offset (SDOT and SMLAL take both signs).
+ * NEON's int16 sums take two products, at most 2 * 128 * 127 (the
+ * activations are within +-127), before SADALP widens them. */
 #define TILE_NEON(name, TARGET, DOT)                                                                        \
     OKV_NEON_INLINE TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) { \
         TILE_SETUP();                                                                                       \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                           \
+        const int nt = okv_q8_0x16_tail_blocks(c->k);                                                       \
+        block_q8_0x16 tmp;                                                                                  \
+        if (nt) memset(&tmp, 0, sizeof tmp);                                                                \
         for (int r = 0; r < NR; r++) {                                                                      \
             float32x4_t acc[OKV_X16_MAX_COLS][4];                                                           \
             UNROLL for (int j = 0; j < NC; j++) UNROLL for (int t = 0; t < 4; t++) acc[j][t] = vdupq_n_f32(0.0f); \
             for (int64_t g = 0; g < ng; g++) {                                                              \
-                const block_q8_0x16 *w = wr[r] + g;                                                         \
-                for (int l = 0; l < 576; l += 192) __builtin_prefetch((const char *)w + OKV_X16_AHEAD + l); \
+                const block_q8_0x16 *w = okv_q8_0x16_group(wr[r], g, nw, nt, &tmp);                        \
+                for (int l = 0; l < 576; l += 192)                                                          \
+                    __builtin_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l);                      \
                 UNROLL for (int t = 0; t < 4; t++) {                                                        \
                     int8x16_t wv[8];                                                                        \
                     UNROLL for (int v = 0; v < 8; v++) wv[v] = vld1q_s8(w->qs[v] + 16 * t);                 \

@@ -63,7 +63,7 @@ typedef struct okv_wtype {
     size_t half_size;          /* 0, or a row's last block holding block / 2 values takes these
                                   bytes, not size (q4_Kx16.h's block_q4_Kx8) */
     size_t tail_unit;          /* 0, or a row's last, partial block is stored compactly in this
-                                  many bytes per unit it holds (mxfp4x16.h) */
+                                  many bytes per unit it holds (mxfp4x16.h, q8_0x16.h) */
 } okv_wtype;
 
 /* The entry for type t, or NULL for a number that is no ggml type. */

@@ -453,18 +453,18 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
 }
 
 /* The sixteen-wide layout w is kept in (kernels/q4_0x16.h, q8_0x16.h,
- * q4_Kx16.h, q6_Kx16.h, mxfp4x16.h, x16mm.h), or -1.  Q4_0 and Q8_0 rows end in a
+ * q4_Kx16.h, q6_Kx16.h, mxfp4x16.h, x16mm.h), or -1.  Q4_0 rows end in a
  * group that may be partly padding: they are repacked while that adds at
- * most a fifteenth to their bytes (11008 or 6912 values of Q4_0: 2 % and
- * 4 %; gpt-oss's Q8_0 rows of 2880, 90 blocks in 96: a fifteenth), as
- * single-token decode reads every byte (1152 would add a third).  The
- * sixteen-wide kernels cost so much less per byte than ggml's layout that a
- * fifteenth more bytes still pays: in gpt-oss-20b's shape on a Zen 4, 2
- * threads, decode, the 2880-wide MXFP4 and Q8_0 products took a third of
- * the CPU time they took in ggml's layout, which a sixteenth left them in.
- * MXFP4 rows end in a compact group instead (no larger than ggml's), and
- * Q4_K and Q5_K rows in a half group where they need one (768 values:
- * Qwen3-MoE's experts; 3 % more than ggml's bytes): they always pass. */
+ * most a fifteenth to their bytes (11008 or 6912 values: 2 % and 4 %; 960,
+ * 30 blocks in 32: a fifteenth), as single-token decode reads every byte
+ * (1152 would add a third).  The sixteen-wide kernels cost so much less per
+ * byte than ggml's layout that a fifteenth more bytes still pays: in
+ * gpt-oss-20b's shape on a Zen 4, 2 threads, decode, the 2880-wide MXFP4
+ * and Q8_0 products took a third of the CPU time they took in ggml's
+ * layout, when their rows were 96 blocks for 90.  Q8_0 and MXFP4 rows end
+ * in a compact group instead (ggml's bytes exactly), and Q4_K and Q5_K
+ * rows in a half group where they need one (768 values: Qwen3-MoE's
+ * experts; 3 % more than ggml's bytes): they always pass. */
 static int32_t repacked_type(const okv_weight *w) {
     if (!w->data) return -1;
     /* Where the products run at I8MM (the best level, or the one a test
