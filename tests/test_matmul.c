@@ -507,7 +507,8 @@ int main(void) {
      * spans three weight panels and ends in a partial step, n 70 two column
      * blocks, rows 29 every strip height; k 5 leaves AVX2's panels empty
      * (all of it the scalar tail), k 521 a panel of 8 and a tail of 1, n 11
-     * column tiles of 3 and 1.  From 2 to 9 columns AVX2 sweeps strips of
+     * column tiles of 3 and one of 2, n 70's first block (64) two of 2 at the
+     * end.  From 2 to 9 columns AVX2 sweeps strips of
      * rows by every column: n 2 to 9 each once, rows that leave every strip
      * height a remainder (29, 30, 25: past a 12-row strip too), n 65 a last
      * column block of 1 */

@@ -436,19 +436,21 @@ KERNEL void fpanel_tile(const fpanel *p, int pr0, const int NR, int jb, const in
         UNROLL for (int j = 0; j < NC; j++) p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j] = acc[r][j];
 }
 
-/* nr rows of the panel by nc columns: column tiles of 3 (then 1), each
- * over the panel's rows in strips of 4 (then 1), so a tile's activations
- * are read from L2 once and from L1 for the second strip. */
+/* nr rows of the panel by nc columns (nc >= 10: fsmall_block takes fewer):
+ * column tiles of 3, and of 2 for the last 2 or 4 columns (a 4x1 tile has 4
+ * FMA chains, half the FMA rate at latency 4: 64 columns ended in one), each
+ * over the panel's rows in strips of 4 (then 1), so a tile's activations are
+ * read from L2 once and from L1 for the second strip. */
 KERNEL void fpanel_pass(const fpanel *p, int nr, int nc) {
     /* The next panel's weights stream into L2 meanwhile, a few lines per
-     * column tile: all at once (128 lines), the prefetches filled the
+     * column tile of 3: all at once (128 lines), the prefetches filled the
      * line-fill buffers and stalled the tiles (5632x2048 at 85 GFLOP per
      * CPU second against 99 for 512 rows that stay in L2). */
     const int64_t lines_per_row = (p->pf_bytes + 63) / 64, lines = p->next ? p->pf_rows * lines_per_row : 0;
-    const int tiles = (nc + FP_TC - 1) / FP_TC;
+    const int nc3 = nc - (nc % FP_TC == 1 ? 4 : nc % FP_TC), tiles = nc3 / FP_TC;
     int64_t line = 0;
     int j = 0;
-    for (int t = 0; j + FP_TC <= nc; j += FP_TC, t++) {
+    for (int t = 0; j < nc3; j += FP_TC, t++) {
         for (const int64_t end = lines * (t + 1) / tiles; line < end; line++)
             _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
                          _MM_HINT_T1);
@@ -456,10 +458,10 @@ KERNEL void fpanel_pass(const fpanel *p, int nr, int nc) {
         for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC);
         for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC);
     }
-    for (; j < nc; j++) {
+    for (; j < nc; j += 2) {
         int r = 0;
-        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, 1);
-        for (; r < nr; r++) fpanel_tile(p, r, 1, j, 1);
+        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, 2);
+        for (; r < nr; r++) fpanel_tile(p, r, 1, j, 2);
     }
 }
 
