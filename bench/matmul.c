@@ -5,12 +5,15 @@
  * than any cache), so the matvec runs cycle through enough copies of the
  * matrix (>= 512 MiB) that each call reads from DRAM, not from L3.
  *
- *   build/bench/matmul [reps] [kernel] [type] [n] [threads] [k]
- *     kernel: scalar|avx2|avx512|avx512vnni; type: a ggml name, q4_0|q4_K|f16|... (default all);
+ *   build/bench/matmul [reps] [kernel] [type] [n] [threads] [k] [hot]
+ *     kernel: scalar|avx2|avx512|avx512vnni; type: a layout's name, q4_0 (ggml's),
+ *     q4_0x16 (the repacked one a model multiplies with), q4_K, f16, ... (default all);
  *     n: only the 2048xk and 5632xk products with n columns (prefill: 64 or more);
  *     threads: only that many (default 1 and 2);
  *     k: their row length (default 2048; gpt-oss's is 2880, whose Q8_0 and
- *     MXFP4 rows end in a compact group: 3072 reads what a padded one would)
+ *     MXFP4 rows end in a compact group: 3072 reads what a padded one would);
+ *     hot: 1 measures one (1024 x threads) x k matrix from cache instead, the
+ *     n-column kernel's compute ceiling
  *
  * The "hot" line multiplies one small matrix (1024 rows per thread) over and
  * over from cache: the kernel's compute ceiling for decode. */
@@ -247,6 +250,7 @@ int main(int argc, char **argv) {
     const int64_t only_n = argc > 4 ? atoll(argv[4]) : 0;
     const int only_t = argc > 5 ? atoi(argv[5]) : 0;
     const int64_t only_k = argc > 6 ? atoll(argv[6]) : 2048;
+    const int only_hot = argc > 7 && atoi(argv[7]) == 1;
     if (only_k < 32 || only_k > 32768 || only_k % 32 != 0) { /* the repacking buffers' 32768 */
         printf("k %lld: not a multiple of 32 within 32..32768\n", (long long)only_k);
         return 1;
@@ -260,6 +264,10 @@ int main(int argc, char **argv) {
                 if (okv_wtype_row_size(types[ti], only_k) && /* rows of whole blocks of the type */
                     ((argc <= 3 && !(skip_mm && is_mm(types[ti]))) ||
                      (argc > 3 && !strcmp(argv[3], okv_wtype_get(types[ti])->name)))) {
+                    if (only_hot) {
+                        bench(kern, pool, types[ti], 1024 * nt, only_k, only_n, reps, 1);
+                        continue;
+                    }
                     bench(kern, pool, types[ti], 2048, only_k, only_n, reps, 0);
                     bench(kern, pool, types[ti], 5632, only_k, only_n, reps, 0);
                 }
