@@ -309,7 +309,7 @@ static void check_type_shape(int t, shape s, okv_threadpool **pools) {
                   "%s %s rows %lld k %lld n %lld: differs from the scalar kernel's bits", kn, okv_ggml_type_name(t),
                   (long long)rows, (long long)k, (long long)n);
         if (kern == OKV_ISA_AVX512) { memcpy(yb, y, sizeof(float) * (size_t)(n * rows)); have_bw = 1; }
-        if (kern > OKV_ISA_SCALAR && !okv_wtype_get(t)->tile[kern]) continue; /* the lower ISA's kernel */
+        if (kern > OKV_ISA_SCALAR && !okv_wtype_get(t)->tile[kern]) continue; /* the included ISA's kernel */
         if (kern == OKV_ISA_AVX512_VNNI && have_bw)
             CHECK(memcmp(yb, y, sizeof(float) * (size_t)(n * rows)) == 0, "vnni and bw differ (%s)",
                   okv_ggml_type_name(t));

@@ -276,9 +276,11 @@ const peak = (() => {
         if (m && Number(m[2]) === THREADS) got[m[1]] = Number(m[3]) * 1e9;
     }
     const flags = new Set(((fs.readFileSync("/proc/cpuinfo", "utf8").match(/^flags\s*:\s*(.*)$/m) ?? [, ""])[1]).split(/\s+/));
-    const cap = { scalar: 0, avx2: 1, avx512: 2, avx512vnni: 3 }[env.OKV_ISA ?? "avx512vnni"] ?? 3;
+    const cap = { scalar: 0, avx2: 1, avxvnni: 1, avx512: 2, avx512vnni: 3 }[env.OKV_ISA ?? "avx512vnni"] ?? 3;
     const has512 = flags.has("avx512bw") && cap >= 2, vnni = has512 && flags.has("avx512_vnni") && cap >= 3;
-    const fma = has512 ? "fma512" : "fma256", i8 = vnni ? "i8 vnni512" : has512 ? "i8 avx512" : "i8 avx2";
+    // AVX-VNNI below AVX-512: offkv's level where a processor has no AVX-512, or capped to it
+    const vnni256 = !has512 && flags.has("avx_vnni") && (env.OKV_ISA === "avxvnni" || (!env.OKV_ISA && !flags.has("avx512bw")));
+    const fma = has512 ? "fma512" : "fma256", i8 = vnni ? "i8 vnni512" : has512 ? "i8 avx512" : vnni256 ? "i8 avxvnni" : "i8 avx2";
     if (!got[fma] || !got[i8]) return null;
     return { fma: got[fma], i8: got[i8], names: `${fma} ${(got[fma] / 1e9).toFixed(0)} GFLOP/s, ${i8} ${(got[i8] / 1e9).toFixed(0)} Gop/s` };
 })();

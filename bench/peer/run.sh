@@ -38,8 +38,9 @@
 #                 zen4): its binary and libraries are copied into the cache
 #                 folder without the other variants' libraries, because ggml
 #                 loads the best one it finds beside the program.  Default:
-#                 haswell when OKV_ISA=avx2, so both engines run AVX2 code on
-#                 an AVX-512 machine; otherwise llama.cpp's own choice
+#                 haswell when OKV_ISA=avx2 or avxvnni, so both engines run
+#                 AVX2 code on an AVX-512 machine (this snapshot has no
+#                 AVX-VNNI variant); otherwise llama.cpp's own choice
 #   BUILD         offkv's build folder (default ./build)
 set -eu
 
@@ -59,7 +60,7 @@ die() { say "error: $*"; exit 1; }
 LLAMA_BENCH=${LLAMA_BENCH:-$ROOT/../shared/llama.cpp/bin/llama-bench}
 [ -x "$LLAMA_BENCH" ] || say "no llama-bench at $LLAMA_BENCH: its columns stay empty (set LLAMA_BENCH)"
 variant=${LLAMA_VARIANT:-}
-[ -z "$variant" ] && [ "${OKV_ISA:-}" = avx2 ] && variant=haswell
+[ -z "$variant" ] && { [ "${OKV_ISA:-}" = avx2 ] || [ "${OKV_ISA:-}" = avxvnni ]; } && variant=haswell
 if [ -n "$variant" ] && [ -x "$LLAMA_BENCH" ]; then
     src=$(dirname "$LLAMA_BENCH")
     [ -f "$src/libggml-cpu-$variant.so" ] ||

@@ -322,11 +322,12 @@ void okv_attend_run(const okv_attend_job *job, okv_threadpool *pool, void *scrat
     c.kern = &okv_attend_kernels_scalar;
     c.isa = OKV_ISA_SCALAR;
 #ifdef OKV_ATTEND_HAVE_X86
-    /* VNNI is an AVX-512 machine here: attention has no 8-bit dot products */
-    if (isa >= OKV_ISA_AVX512 && okv_cpu_has_isa(OKV_ISA_AVX512)) {
+    /* the VNNI levels are the level they extend here: attention has no
+     * 8-bit dot products */
+    if ((isa == OKV_ISA_AVX512 || isa == OKV_ISA_AVX512_VNNI) && okv_cpu_has_isa(OKV_ISA_AVX512)) {
         c.kern = &okv_attend_kernels_avx512;
         c.isa = OKV_ISA_AVX512;
-    } else if (isa >= OKV_ISA_AVX2 && okv_cpu_has_isa(OKV_ISA_AVX2)) {
+    } else if (okv_isa_is_x86(isa) && okv_cpu_has_isa(OKV_ISA_AVX2)) {
         c.kern = &okv_attend_kernels_avx2;
         c.isa = OKV_ISA_AVX2;
     }

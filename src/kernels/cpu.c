@@ -20,6 +20,14 @@ static int has_f16c(void) {
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
+
+/* CPUID leaf 7 subleaf 1, EAX bit 4 (GCC 12's __builtin_cpu_supports has
+ * no name for it); the registers it uses are AVX2's, whose OS support the
+ * AVX2 probe checks. */
+static int has_avxvnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
 #endif
 
 static int probe_isa(okv_isa isa) {
@@ -34,6 +42,7 @@ static int probe_isa(okv_isa isa) {
                __builtin_cpu_supports("avx512dq");
     case OKV_ISA_AVX512_VNNI:
         return probe_isa(OKV_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
+    case OKV_ISA_AVXVNNI: return probe_isa(OKV_ISA_AVX2) && has_avxvnni();
     default: break;
     }
     return 0;
@@ -74,11 +83,8 @@ int okv_cpu_has_isa(okv_isa isa) {
 
 static okv_isa probe_best_isa(void) {
     okv_isa best = OKV_ISA_SCALAR;
-    for (int i = OKV_ISA_COUNT - 1; i > 0; i--)
-        if (okv_cpu_has_isa((okv_isa)i)) {
-            best = (okv_isa)i;
-            break;
-        }
+    for (int i = 1; i < OKV_ISA_COUNT; i++)
+        if (okv_cpu_has_isa((okv_isa)i) && okv_isa_rank((okv_isa)i) > okv_isa_rank(best)) best = (okv_isa)i;
     /* OKV_ISA caps the choice, for benchmarking and testing a narrower
      * machine's paths (e.g. AVX2 on an AVX-512 machine); it never raises it
      * above what the processor runs, never names the other family's ISA,
@@ -86,7 +92,8 @@ static okv_isa probe_best_isa(void) {
     const char *cap = getenv("OKV_ISA");
     if (cap) {
         for (int i = OKV_ISA_SCALAR; i < OKV_ISA_COUNT; i++)
-            if (!strcmp(cap, okv_isa_name((okv_isa)i)) && (okv_isa)i < best && okv_cpu_has_isa((okv_isa)i))
+            if (!strcmp(cap, okv_isa_name((okv_isa)i)) && okv_isa_rank((okv_isa)i) < okv_isa_rank(best) &&
+                okv_cpu_has_isa((okv_isa)i))
                 best = (okv_isa)i;
     }
     return best;
@@ -113,6 +120,7 @@ const char *okv_isa_name(okv_isa isa) {
     case OKV_ISA_NEON: return "neon";
     case OKV_ISA_DOTPROD: return "dotprod";
     case OKV_ISA_I8MM: return "i8mm";
+    case OKV_ISA_AVXVNNI: return "avxvnni";
     case OKV_ISA_COUNT: break;
     }
     return "unknown";

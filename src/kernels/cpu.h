@@ -5,10 +5,17 @@
 #define OKV_KERNELS_CPU_H
 
 /* Two families past the scalar code, x86-64's and aarch64's; a processor
- * runs scalar and at most one family.  Within a family each ISA includes the
- * ones before it.  The matmul kernels come in one variant per ISA; other code
- * (attention) treats AVX512_VNNI as AVX512.  Different variants may round
- * differently (the order of float sums differs); integer parts are exact. */
+ * runs scalar and at most one family.  The matmul kernels come in one
+ * variant per ISA; other code (attention) treats the VNNI levels as the
+ * level they extend.  Different variants may round differently (the order
+ * of float sums differs); integer parts are exact.
+ *
+ * Each ISA includes the one okv_isa_fallback names, down to scalar, and a
+ * kernel missing at one level is taken from there.  AVX-VNNI (vpdpbusd on
+ * 256-bit registers, VEX-encoded: Intel's client cores from Alder Lake,
+ * which have no AVX-512, and Zen 5) extends AVX2 only: Zen 4 has AVX-512
+ * VNNI but not AVX-VNNI, so no AVX-512 level includes it, and the levels are
+ * ranked (okv_isa_rank), not ordered by their numbers. */
 typedef enum okv_isa {
     OKV_ISA_SCALAR = 0,
     OKV_ISA_AVX2 = 1,        /* AVX2 + FMA + F16C */
@@ -17,17 +24,45 @@ typedef enum okv_isa {
     OKV_ISA_NEON = 4,        /* aarch64's Advanced SIMD (ARMv8.0, every aarch64 processor) */
     OKV_ISA_DOTPROD = 5,     /* + SDOT/UDOT (ARMv8.2 dotprod; Cortex-A55/A76 on, Apple M1 on) */
     OKV_ISA_I8MM = 6,        /* + SMMLA/USDOT (ARMv8.6 i8mm; Graviton3, Apple M2 on) */
-    OKV_ISA_COUNT = 7
+    OKV_ISA_AVXVNNI = 7,     /* AVX2 + AVX-VNNI (vpdpbusd ymm) */
+    OKV_ISA_COUNT = 8
 } okv_isa;
 
 /* The family an ISA belongs to: code that picks x86 or ARM kernels by a
- * level (isa >= OKV_ISA_AVX2) must first ask which family it is in. */
-static inline int okv_isa_is_x86(okv_isa isa) { return isa >= OKV_ISA_AVX2 && isa <= OKV_ISA_AVX512_VNNI; }
+ * level must first ask which family it is in. */
+static inline int okv_isa_is_x86(okv_isa isa) {
+    return (isa >= OKV_ISA_AVX2 && isa <= OKV_ISA_AVX512_VNNI) || isa == OKV_ISA_AVXVNNI;
+}
 static inline int okv_isa_is_arm(okv_isa isa) { return isa >= OKV_ISA_NEON && isa <= OKV_ISA_I8MM; }
+
+/* The level isa includes, whose kernels it runs where it has none of its
+ * own; OKV_ISA_COUNT below scalar. */
+static inline okv_isa okv_isa_fallback(okv_isa isa) {
+    switch (isa) {
+    case OKV_ISA_AVX2: case OKV_ISA_NEON: return OKV_ISA_SCALAR;
+    case OKV_ISA_AVX512: case OKV_ISA_AVXVNNI: return OKV_ISA_AVX2;
+    case OKV_ISA_AVX512_VNNI: return OKV_ISA_AVX512;
+    case OKV_ISA_DOTPROD: return OKV_ISA_NEON;
+    case OKV_ISA_I8MM: return OKV_ISA_DOTPROD;
+    default: return OKV_ISA_COUNT;
+    }
+}
+
+/* Better is higher, within a family: the best ISA a processor runs is its
+ * highest ranked, and OKV_ISA caps by rank. */
+static inline int okv_isa_rank(okv_isa isa) {
+    switch (isa) {
+    case OKV_ISA_AVX2: case OKV_ISA_NEON: return 1;
+    case OKV_ISA_AVXVNNI: case OKV_ISA_DOTPROD: return 2;
+    case OKV_ISA_AVX512: case OKV_ISA_I8MM: return 3;
+    case OKV_ISA_AVX512_VNNI: return 4;
+    default: return 0;
+    }
+}
 
 /* The best ISA this processor supports (AVX512_VNNI or I8MM where it has
  * it), capped by the environment variable OKV_ISA (scalar, avx2, avx512,
- * avx512vnni, neon, dotprod or i8mm; read once) if set: a benchmarking and
+ * avx512vnni, avxvnni, neon, dotprod or i8mm; read once) if set: a benchmarking and
  * testing aid for running a narrower machine's kernels (a name this
  * processor cannot run is ignored).  Kernels choose by this; okv_cpu_has_isa
  * stays the plain hardware answer. */
@@ -41,6 +76,8 @@ const char *okv_isa_name(okv_isa isa);
 #if defined(__x86_64__) || defined(__i386__)
 #define OKV_X86 1
 #define OKV_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+/* OKV_TARGET_AVX2 plus AVX-VNNI; check okv_cpu_has_isa(OKV_ISA_AVXVNNI). */
+#define OKV_TARGET_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define OKV_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 /* OKV_TARGET_AVX512 plus the 8-bit dot product instruction (vpdpbusd);
  * check okv_cpu_has_isa(OKV_ISA_AVX512_VNNI) before calling such code. */

@@ -263,7 +263,7 @@ static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops,
         /* a block pass converts each float weight once per column block,
          * which pays from a few columns on; decode keeps the plain tiles */
         const int64_t min_n = okv_wtype_get(op->wtype)->block_min_n ? okv_wtype_get(op->wtype)->block_min_n
-                              : kern == OKV_ISA_AVX2                   ? MM_BLOCK_MIN_N_AVX2
+                              : kern == OKV_ISA_AVX2 || kern == OKV_ISA_AVXVNNI ? MM_BLOCK_MIN_N_AVX2
                                                                        : MM_BLOCK_MIN_N;
         job.block[i] = n >= min_n ? okv_wtype_block(op->wtype, kern) : NULL;
         job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_wtype_row_size(op->wtype, k), .rows = op->rows,

@@ -36,7 +36,8 @@
 
 /* The kernels come in one variant per okv_isa (kernels/cpu.h): the scalar
  * one everywhere, SIMD ones where the processor has them.  A variant that
- * lacks a weight type's kernel uses the next lower ISA's. */
+ * lacks a weight type's kernel uses that of the ISA it includes
+ * (okv_isa_fallback). */
 
 /* Bytes of scratch okv_matmul needs for this shape: the quantized
  * activations of the weight type's format (0 for F32/F16/BF16 weights, where

@@ -69,7 +69,9 @@ OKV_MM_TILE(okv_mm_tile_q4_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx2);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q4_0x16_avxvnni);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx2);
+OKV_MM_BLOCK(okv_mm_block_q4_0x16_avxvnni);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q4_0x16_avx512vnni);
 /* aarch64 (kernels/..._neon.c): NEON and DOTPROD per sixteen-wide layout ... */

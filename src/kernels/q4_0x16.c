@@ -122,53 +122,76 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
  * tile1_avx2's, and only NC float accumulators live across the groups:
  * tile1_avx2's 2 NC beside the int16 sums spilled 25 ymm moves per half
  * group at NC = 4 (callgrind).  The int16 sums take OKV_X16_DOTS_256's 16
- * products per lane (exact); the c8 term joins after the widening. */
-AVX2 void tilen_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    TILE_SETUP();
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    for (int r = 0; r < NR; r++) {
-        __m256 lanes[2][OKV_X16_MAX_COLS];
-        UNROLL for (int half = 0; half < 2; half++) {
-            __m256 acc[OKV_X16_MAX_COLS];
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) {
-                const block_q4_0x16 *w = wr[r] + g;
-                if (half == 0)
-                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
-                __m256i s16[OKV_X16_MAX_COLS];
-                UNROLL for (int u = 0; u < 4; u++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));
-                    const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                    UNROLL for (int j = 0; j < NC; j++) {
-                        const __m256i t = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half))),
-                            _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half))));
-                        s16[j] = u == 0 ? t : _mm256_add_epi16(s16[j], t);
-                        /* summed here: GCC otherwise reassociates the adds
-                         * to after all 8 NC products, whose results spill */
-                        __asm__("" : "+x"(s16[j]));
-                    }
-                }
-                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
-                UNROLL for (int j = 0; j < NC; j++) {
-                    const __m256i p = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)),
-                                                       _mm256_madd_epi16(s16[j], ones));
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
-                                             acc[j]);
-                }
-            }
-            UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];
-        }
-        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(lanes[0][j], lanes[1][j]);
+ * products per lane (exact); the c8 term joins after the widening.  With
+ * AVX-VNNI, vpdpbusd adds the products to c8 in 32 bits: the same sums, two
+ * instructions per 64 products where the int16 way takes five. */
+#define TILEN_AVX2(name, TARGET, VNNI)                                                                     \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                  int64_t c0, const int NC) {              \
+        TILE_SETUP();                                                                                     \
+        const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
+        for (int r = 0; r < NR; r++) {                                                                    \
+            __m256 lanes[2][OKV_X16_MAX_COLS];                                                            \
+            UNROLL for (int half = 0; half < 2; half++) {                                                 \
+                __m256 acc[OKV_X16_MAX_COLS];                                                             \
+                UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();                         \
+                for (int64_t g = 0; g < ng; g++) {                                                        \
+                    const block_q4_0x16 *w = wr[r] + g;                                                   \
+                    if (half == 0)                                                                        \
+                        for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    __m256i s[OKV_X16_MAX_COLS];                                                          \
+                    if (VNNI)                                                                             \
+                        UNROLL for (int j = 0; j < NC; j++) s[j] = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)); \
+                    UNROLL for (int u = 0; u < 4; u++) {                                                  \
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));     \
+                        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4); \
+                        UNROLL for (int j = 0; j < NC; j++) {                                             \
+                            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half)); \
+                            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half)); \
+                            if (VNNI) {                                                                   \
+                                s[j] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(s[j], lo, xl), hi, xh); \
+                            } else {                                                                      \
+                                const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)); \
+                                s[j] = u == 0 ? t : _mm256_add_epi16(s[j], t);                            \
+                                /* summed here: GCC otherwise reassociates the adds \
+                                 * to after all 8 NC products, whose results spill */ \
+                                __asm__("" : "+x"(s[j]));                                                 \
+                            }                                                                             \
+                        }                                                                                 \
+                    }                                                                                     \
+                    const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
+                    UNROLL for (int j = 0; j < NC; j++) {                                                 \
+                        const __m256i p = (VNNI) ? s[j]                                                   \
+                                                 : _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)), \
+                                                                    _mm256_madd_epi16(s[j], ones));       \
+                        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), \
+                                                 acc[j]);                                                 \
+                    }                                                                                     \
+                }                                                                                         \
+                UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];                              \
+            }                                                                                             \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(lanes[0][j], lanes[1][j]);          \
+        }                                                                                                 \
     }
-}
+
+TILEN_AVX2(tilen_avx2, OKV_TARGET_AVX2, 0)
+TILEN_AVX2(tilen_avxvnni, OKV_TARGET_AVXVNNI, 1)
 
 AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     if (NC == 1) tile1_avx2(c, r0, NR, c0, 1);
     else tilen_avx2(c, r0, NR, c0, NC);
 }
 
+/* decode (one column) reads memory, not multiplies: AVX2's tile1 */
+static inline __attribute__((always_inline)) OKV_TARGET_AVXVNNI void tile_avxvnni(const okv_mm_ctx *c, int64_t r0, const int NR,
+                                                                                    int64_t c0, const int NC) {
+    if (NC == 1) tile1_avx2(c, r0, NR, c0, 1);
+    else tilen_avxvnni(c, r0, NR, c0, NC);
+}
+
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q4_0x16_avxvnni)
 
 /* The AVX2 block pass (from 5 columns on: wtype.c), weight-stationary: AVX2's
  * 16 registers hold one half-group's unpacked weights (8) and no more than
@@ -181,58 +204,74 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
  * exact integer dot, then one FMA per group), so the bits are the same. */
 enum { X16_CB = 16, X16_STRIP = 8 };
 
-AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c_begin, int64_t c_end) {
-    const int64_t ng = okv_x16_groups(c->k);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc_buf[X16_STRIP][X16_CB][2];
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {
-        const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);
-        const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);
-        const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */
-        for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {
-            const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) {
-                for (int r = 0; r < nr; r++) {
-                    const block_q4_0x16 *w = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow) + g;
-                    /* the next strip's group: used X16_STRIP rows later */
-                    for (int l = 0; l < (int)sizeof *w; l += 64)
-                        _mm_prefetch((const char *)w + X16_STRIP * c->wrow + l, _MM_HINT_T1);
-                    UNROLL for (int half = 0; half < 2; half++) {
-                        __m256i wq[8];
-                        UNROLL for (int u = 0; u < 4; u++) {
-                            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));
-                            wq[2 * u] = _mm256_and_si256(v, low4);
-                            wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                        }
-                        const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
-                        const block_act_q8_0x16 *x = xs + g;
-                        for (int j = 0; j < nc; j++, x += xstride) {
-                            /* OKV_X16_DOTS_256's sums: 16 products per int16 lane, exact */
-                            __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half)));
-                            UNROLL for (int v = 1; v < 8; v++) {
-                                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))));
-                                __asm__("" : "+x"(s16)); /* in order: see tilen_avx2 */
-                            }
-                            const __m256i p = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)),
-                                                               _mm256_madd_epi16(s16, ones));
-                            acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                                                  _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)),
-                                                                  acc_buf[r][j][half]);
-                        }
-                    }
-                }
-            }
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++)
-                    c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]);
-        }
+#define BLOCK_AVX2(name, TARGET, VNNI)                                                                     \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, \
+                                                                  int64_t c_begin, int64_t c_end) {        \
+        const int64_t ng = okv_x16_groups(c->k);                                                          \
+        const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
+        __m256 acc_buf[X16_STRIP][X16_CB][2];                                                             \
+        for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {                                            \
+            const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);                              \
+            const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);           \
+            const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */                   \
+            for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {                                     \
+                const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);                    \
+                for (int r = 0; r < nr; r++)                                                              \
+                    for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps(); \
+                for (int64_t g = 0; g < ng; g++) {                                                        \
+                    for (int r = 0; r < nr; r++) {                                                        \
+                        const block_q4_0x16 *w = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow) + g;  \
+                        /* the next strip's group: used X16_STRIP rows later */                           \
+                        for (int l = 0; l < (int)sizeof *w; l += 64)                                      \
+                            _mm_prefetch((const char *)w + X16_STRIP * c->wrow + l, _MM_HINT_T1);         \
+                        UNROLL for (int half = 0; half < 2; half++) {                                     \
+                            __m256i wq[8];                                                                \
+                            UNROLL for (int u = 0; u < 4; u++) {                                          \
+                                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half)); \
+                                wq[2 * u] = _mm256_and_si256(v, low4);                                    \
+                                wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);          \
+                            }                                                                             \
+                            const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
+                            const block_act_q8_0x16 *x = xs + g;                                          \
+                            for (int j = 0; j < nc; j++, x += xstride) {                                  \
+                                const __m256i c8 = _mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)); \
+                                __m256i p;                                                                \
+                                if (VNNI) {                                                               \
+                                    p = c8;                                                               \
+                                    UNROLL for (int v = 0; v < 8; v++)                                    \
+                                        p = _mm256_dpbusd_avx_epi32(p, wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
+                                } else {                                                                  \
+                                    /* OKV_X16_DOTS_256's sums: 16 products per int16 lane, exact */      \
+                                    __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half))); \
+                                    UNROLL for (int v = 1; v < 8; v++) {                                  \
+                                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)))); \
+                                        __asm__("" : "+x"(s16)); /* in order: see tilen_avx2 */           \
+                                    }                                                                     \
+                                    p = _mm256_add_epi32(c8, _mm256_madd_epi16(s16, ones));               \
+                                }                                                                         \
+                                acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),              \
+                                                                      _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)), \
+                                                                      acc_buf[r][j][half]);               \
+                            }                                                                             \
+                        }                                                                                 \
+                    }                                                                                     \
+                }                                                                                         \
+                for (int r = 0; r < nr; r++)                                                              \
+                    for (int j = 0; j < nc; j++)                                                          \
+                        c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]); \
+            }                                                                                             \
+        }                                                                                                 \
     }
-}
+
+BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)
+BLOCK_AVX2(block_avxvnni, OKV_TARGET_AVXVNNI, 1)
 
 OKV_TARGET_AVX2 void okv_mm_block_q4_0x16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     block_avx2(c, r0, r1, c0, c1);
+}
+
+OKV_TARGET_AVXVNNI void okv_mm_block_q4_0x16_avxvnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    block_avxvnni(c, r0, r1, c0, c1);
 }
 
 /* The AVX-512 body, with VNNI's dot product or BW's (the same lanes). */

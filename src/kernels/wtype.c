@@ -16,7 +16,8 @@ static void f16_to_float(const void *src, float *dst, int64_t k) { okv_f16_to_f3
 static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_f32_row(dst, src, k); }
 
 /* The kernels of the processor family this is built for; a slot left NULL
- * takes the next lower ISA's (okv_wtype_tile), down to scalar. */
+ * takes the kernel of the level its ISA includes (okv_isa_fallback: AVX-VNNI
+ * AVX2's, AVX512_VNNI AVX512's, ...), down to scalar. */
 #if defined(OKV_X86)
 /* AVX512_VNNI takes AVX512's kernel where it has none (okv_wtype_tile) */
 #define TILES_SIMD(t) {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512}
@@ -34,6 +35,12 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
                               [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
 #define X16_NEON(t) X16(t)
 #define X16_NEON_AVX2(t) X16_AVX2(t)
+/* ... and AVX-VNNI's tiles and block pass (the rest of AVX-VNNI is AVX2's) */
+#define X16_AVXVNNI(t) .tile = {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, \
+                                okv_mm_tile_##t##_avx512vnni, [OKV_ISA_AVXVNNI] = okv_mm_tile_##t##_avxvnni}, \
+               .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
+                              [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni, \
+                              [OKV_ISA_AVXVNNI] = okv_mm_block_##t##_avxvnni}
 #define X16MM(t) .tile = {okv_mm_tile_##t##_scalar} /* kept only where I8MM runs (model.c) */
 #else
 /* aarch64 (kernels/..._neon.c: every runnable type's tiles per level,
@@ -54,6 +61,7 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define X16(t) .tile = TILES_SIMD(t)
 #define X16_NEON(t) X16(t)
 #define X16_NEON_AVX2(t) X16(t)
+#define X16_AVXVNNI(t) X16(t)
 #if defined(OKV_ARM)
 /* the SMMLA layouts: I8MM's kernel, the scalar one below it */
 #define X16MM(t) .tile = {okv_mm_tile_##t##_scalar, [OKV_ISA_I8MM] = okv_mm_tile_##t##_i8mm}
@@ -102,7 +110,7 @@ static const okv_wtype types[OKV_WT_END] = {
 
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
-                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVX2(q4_0x16),
+                        .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, X16_AVXVNNI(q4_0x16),
                         .block_min_n = 5},
     [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVX2(q8_0x16),
@@ -161,14 +169,16 @@ bool okv_wtype_runnable(int32_t t) {
 
 okv_mm_tile_fn okv_wtype_tile(int32_t t, okv_isa isa) {
     if (!okv_wtype_runnable(t) || (int)isa < 0 || isa >= OKV_ISA_COUNT) return NULL;
-    for (int i = (int)isa; i >= 0; i--)
+    for (okv_isa i = isa; i != OKV_ISA_COUNT; i = okv_isa_fallback(i))
         if (types[t].tile[i]) return types[t].tile[i];
     return NULL;
 }
 
 okv_mm_block_fn okv_wtype_block(int32_t t, okv_isa isa) {
     if (!okv_wtype_runnable(t) || (int)isa < 0 || isa >= OKV_ISA_COUNT) return NULL;
-    return types[t].block_pass[isa];
+    for (okv_isa i = isa; i != OKV_ISA_COUNT; i = okv_isa_fallback(i))
+        if (types[t].block_pass[i]) return types[t].block_pass[i];
+    return NULL;
 }
 
 const char *okv_ggml_type_name(int32_t t) {

@@ -57,7 +57,7 @@ typedef struct okv_wtype {
     /* the rest only for runnable types */
     okv_to_float_fn to_float;  /* row to f32, k a multiple of block */
     okv_act_fmt act;
-    okv_mm_tile_fn tile[OKV_ISA_COUNT];   /* NULL: that ISA uses a lower one's */
+    okv_mm_tile_fn tile[OKV_ISA_COUNT];   /* NULL: that ISA uses the one it includes (okv_isa_fallback) */
     okv_mm_block_fn block_pass[OKV_ISA_COUNT]; /* optional */
     int64_t block_min_n;       /* fewest columns that take the block pass; 0: the driver's default */
     size_t half_size;          /* 0, or a row's last block holding block / 2 values takes these
@@ -76,12 +76,13 @@ size_t okv_wtype_row_size(int32_t t, int64_t n);
 /* True if offkv computes with type t (it has a scalar kernel). */
 bool okv_wtype_runnable(int32_t t);
 
-/* The tile function of runnable type t for isa: the ISA's own, else the
- * next lower ISA's (every runnable type has a scalar one).  NULL if t is
- * not runnable. */
+/* The tile function of runnable type t for isa: the ISA's own, else that
+ * of the ISA it includes, and so on (okv_isa_fallback; every runnable type
+ * has a scalar one).  NULL if t is not runnable. */
 okv_mm_tile_fn okv_wtype_tile(int32_t t, okv_isa isa);
 
-/* The block pass of type t on exactly isa, or NULL. */
+/* The block pass of type t for isa, found as okv_wtype_tile finds tiles
+ * (the scalar level has none), or NULL. */
 okv_mm_block_fn okv_wtype_block(int32_t t, okv_isa isa);
 
 #endif
