@@ -362,7 +362,7 @@ function writeTable(done) {
         `${done ? "" : ` (partial: ${results.length} of ${models.length} types so far)`}`);
     lines.push(`CPU: ${cpuModel}, ${os.cpus().length} cores online; SIMD: ${simd}`);
     lines.push(!NLC ? "node-llama-cpp: not run (BENCH_NLC=0)" : `llama.cpp: node-llama-cpp ${nlcVersion} (llama.cpp ${llama.llamaCppRelease.release}, prebuilt), CPU variant ${variant}, flash attention ${faResolved}`);
-    lines.push(LLAMA_BENCH ? `llama-bench: ${LLAMA_BENCH} (CPU variant ${lbVariant ?? "?"}), ${NLC ? "run after each type's turns" : `in turns with offkv at depth 0 (one run each, after its warm-up), after them at depth ${D}`}, -r ${REPS}, f16 K/V, -fa ${env.BENCH_FA ?? "auto"}; median of its samples${env.OKV_ISA ? `; OKV_ISA=${env.OKV_ISA} caps offkv (LLAMA_VARIANT limits llama.cpp; run.sh picks haswell for avx2)` : ""}`
+    lines.push(LLAMA_BENCH ? `llama-bench: ${LLAMA_BENCH} (CPU variant ${lbVariant ?? "?"}), ${NLC ? "run after each type's turns" : `in turns with offkv at depth 0 (one run each, after its warm-up), after them at depth ${D}`}, -r ${REPS}, f16 K/V, -fa ${env.BENCH_FA ?? "auto"}; median of its samples${env.OKV_ISA ? `; OKV_ISA=${env.OKV_ISA} caps offkv (LLAMA_VARIANT limits llama.cpp; run.sh picks haswell for avx2 and avxvnni)` : ""}`
         : "llama-bench: not run (LLAMA_BENCH unset or missing)");
     lines.push(peak ? `compute peak (build/bench/peak, ${THREADS} thread(s), best wall run): ${peak.names}${env.OKV_ISA ? ` (OKV_ISA=${env.OKV_ISA})` : ""}; prefill share = t/s x flops per token / peak (a mixture of experts: the flops of the experts a token uses)`
         : "compute peak: not measured (BENCH_PEAK unset)");
