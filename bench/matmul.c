@@ -6,7 +6,7 @@
  * matrix (>= 512 MiB) that each call reads from DRAM, not from L3.
  *
  *   build/bench/matmul [reps] [kernel] [type] [n] [threads] [k] [hot]
- *     kernel: scalar|avx2|avx512|avx512vnni; type: a layout's name, q4_0 (ggml's),
+ *     kernel: scalar|avx2|avxvnni|avx512|avx512vnni; type: a layout's name, q4_0 (ggml's),
  *     q4_0x16 (the repacked one a model multiplies with), q4_K, f16, ... (default all);
  *     n: only the 2048xk and 5632xk products with n columns (prefill: 64 or more);
  *     threads: only that many (default 1 and 2);

@@ -484,11 +484,35 @@ static void test_groups(okv_threadpool **pools, const int *types, int n_ops, int
     }
 }
 
+/* The levels (kernels/cpu.h): each falls back within its family, its rank
+ * falling at every step, down to scalar, so a kernel taken from a level it
+ * includes never needs an instruction its processor lacks (AVX-VNNI falls
+ * to AVX2, not to an AVX-512 level: a Zen 4 has AVX-512 VNNI without
+ * AVX-VNNI); and this processor runs every level the ones it runs include. */
+static void test_isa_levels(void) {
+    for (int i = 0; i < OKV_ISA_COUNT; i++) {
+        okv_isa l = (okv_isa)i;
+        for (int steps = 0; l != OKV_ISA_SCALAR && steps < OKV_ISA_COUNT; steps++) {
+            const okv_isa f = okv_isa_fallback(l);
+            if (f == OKV_ISA_COUNT) break;
+            CHECK(okv_isa_rank(f) < okv_isa_rank(l), "%s falls back to %s, which does not rank lower",
+                  okv_isa_name(l), okv_isa_name(f));
+            CHECK(f == OKV_ISA_SCALAR || okv_isa_is_x86(f) == okv_isa_is_x86(l), "%s falls back across families to %s",
+                  okv_isa_name(l), okv_isa_name(f));
+            CHECK(!okv_cpu_has_isa(l) || okv_cpu_has_isa(f), "this processor runs %s but not %s, its fallback",
+                  okv_isa_name(l), okv_isa_name(f));
+            l = f;
+        }
+        CHECK(l == OKV_ISA_SCALAR, "%s's fallbacks do not reach scalar", okv_isa_name((okv_isa)i));
+    }
+}
+
 int main(void) {
     okv_threadpool *pools[3];
     for (int i = 0; i < 3; i++) pools[i] = okv_threadpool_create(i + 1, NULL);
     if (!pools[0] || !pools[1] || !pools[2]) { fprintf(stderr, "thread pools\n"); return 1; }
     printf("best kernel: %s\n", okv_isa_name(okv_cpu_best_isa()));
+    test_isa_levels();
     test_act_quantizers();
     test_q8_K_quantizers();
     test_errors();
