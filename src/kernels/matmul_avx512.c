@@ -63,16 +63,17 @@ KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR,
         UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
     const int64_t k = c->k, k16 = k & ~(int64_t)15;
     const int64_t wsize = wtype == OKV_GGML_F32 ? 4 : 2;
+    const int64_t ahead = okv_mm_float_ahead(c->wrow, NR);
     int64_t i = 0;
-    /* One prefetch per 64-byte line of each row, PREFETCH_AHEAD (8 KiB)
-     * ahead into L2, as the quantized kernels and the AVX2 float tile do:
-     * 1 KiB ahead into L1 on every step left F16 decode on a Zen 4 at
-     * 8.7-9.1 t/s (TinyLlama-1.1B shape, 2 threads; this: 11.7-12.8,
+    /* One prefetch per 64-byte line of each row, into L2 (matmul_impl.h
+     * says how far ahead), as the AVX2 float tile does: 1 KiB ahead into
+     * L1 on every step left F16 decode on a Zen 4 at 8.7-9.1 t/s
+     * (TinyLlama-1.1B shape, 2 threads; 8 KiB ahead into L2: 11.7-12.8,
      * no prefetch 10.7, same-minute A/B). */
     for (; i < k16; i += 16) {
         if (((wsize * i) & 63) == 0)
             UNROLL for (int r = 0; r < NR; r++)
-                _mm_prefetch((const char *)rows[r] + wsize * i + PREFETCH_AHEAD, _MM_HINT_T1);
+                _mm_prefetch((const char *)rows[r] + wsize * i + ahead, _MM_HINT_T1);
         float_step(wtype, rows, xs, NR, NC, i, (__mmask16)0xFFFF, acc);
     }
     if (i < k) float_step(wtype, rows, xs, NR, NC, i, (__mmask16)((1u << (k - i)) - 1), acc);
@@ -112,6 +113,10 @@ typedef struct panel_ctx {
     int64_t k;            /* column stride of x */
     int64_t len;          /* elements in this panel */
     __m512 *acc_buf;      /* [PANEL_ROWS][MM_COL_BLOCK], column 0 = c0 */
+    const uint8_t *next;  /* the next panel's weights (NULL: none): pf_rows rows */
+    size_t wrow;          /* of pf_bytes each, wrow apart */
+    int pf_rows;
+    int64_t pf_bytes;
 } panel_ctx;
 
 /* Rows pr0 .. pr0+NR-1 of the panel by columns jb .. jb+NC-1 of the block.
@@ -148,12 +153,26 @@ KERNEL void panel_tile(const panel_ctx *p, int pr0, const int NR, int jb, const 
 }
 
 /* nr rows of the panel (<= PANEL_ROWS) by nc columns, in strips of 8, 4 or
- * 1 rows and tiles of 3 or 1 columns. */
+ * 1 rows and tiles of 3 or 1 columns.  The next panel's weights stream into
+ * L2 meanwhile, a few lines before each tile of the first strip, as in the
+ * AVX2 block pass: all 128 lines at once before the conversion, the
+ * conversion of the next panel still waited on them (14% of an F16
+ * prefill's samples on a Zen 5). */
 KERNEL void panel_pass(const panel_ctx *p, int nr, int nc) {
+    const int64_t lines_per_row = (p->pf_bytes + 63) / 64, lines = p->next ? p->pf_rows * lines_per_row : 0;
+    const int tiles = nc / PANEL_TC;
+    int64_t line = 0;
+    if (tiles == 0) /* a last block of 1 or 2 columns: no tiles of 3 to spread them over */
+        for (; line < lines; line++)
+            _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
+                         _MM_HINT_T1);
     for (int pr = 0; pr < nr;) {
         const int strip = nr - pr >= 8 ? 8 : nr - pr >= 4 ? 4 : 1;
         int j = 0;
         for (; j + PANEL_TC <= nc; j += PANEL_TC) {
+            for (const int64_t end = lines * (j / PANEL_TC + 1) / tiles; line < end; line++)
+                _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
+                             _MM_HINT_T1);
             if (strip == 8) panel_tile(p, pr, 8, j, PANEL_TC);
             else if (strip == 4) panel_tile(p, pr, 4, j, PANEL_TC);
             else panel_tile(p, pr, 1, j, PANEL_TC);
@@ -182,11 +201,7 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
             const int64_t nk = kc + PANEL_K < c->k ? kc + PANEL_K : 0;
             const int64_t nr0 = nk ? r0 : r0 + PANEL_ROWS;
             const int64_t wbytes = c->wrow / c->k;  /* bytes per weight */
-            for (int64_t r = nr0; r < nr0 + PANEL_ROWS && r < r_end; r++) {
-                const int64_t nlen = c->k - nk < PANEL_K ? c->k - nk : PANEL_K;
-                for (int64_t b = 0; b < nlen * wbytes; b += 64)
-                    _mm_prefetch((const char *)c->w + r * c->wrow + nk * wbytes + b, _MM_HINT_T1);
-            }
+            const int64_t nrows = r_end - nr0 < PANEL_ROWS ? r_end - nr0 : PANEL_ROWS;
             for (int r = 0; r < nr; r++) {
                 const uint8_t *row = c->w + (r0 + r) * c->wrow;
                 for (int64_t i = 0; i < len; i += 16) {
@@ -195,11 +210,14 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
                 }
             }
             const panel_ctx p = {.panel = panel, .x = c->x + c0 * c->k + kc, .k = c->k, .len = len,
-                                 .acc_buf = acc_buf};
+                                 .acc_buf = acc_buf, .next = nrows > 0 ? c->w + nr0 * c->wrow + nk * wbytes : NULL,
+                                 .wrow = c->wrow, .pf_rows = nrows > 0 ? (int)nrows : 0,
+                                 .pf_bytes = (c->k - nk < PANEL_K ? c->k - nk : PANEL_K) * wbytes};
             panel_pass(&p, nr, nc);
         }
-        for (int r = 0; r < nr; r++)
-            for (int j = 0; j < nc; j++)
+        /* column by column, as the AVX2 block pass (matmul_avx2.c says why) */
+        for (int j = 0; j < nc; j++)
+            for (int r = 0; r < nr; r++)
                 c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc_buf[r * MM_COL_BLOCK + j]);
     }
 }
