@@ -230,17 +230,26 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
 
 /* A block pass from the same body: 8 columns at a time swept over every row
  * of the range (8 columns' activations in L1, the rows from L2), so each
- * row's nibbles are unpacked once per 8 columns.  Columns never mix, so a
+ * row's nibbles are unpacked once per 8 columns, and the last 1 to 7 in one
+ * sweep of their own: 5 columns (verifying 4 drafted tokens) swept as 4 and
+ * then 1 unpacked every row twice (Q4_0 one core, in cache, on a Zen 5: 354-362
+ * GFLOP/s that way, 458-471 in one sweep).  Columns never mix, so a
  * column's result is the same in any pass. */
 #define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn)                                           \
     TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
         for (int64_t j = c0; j < c1;) {                                                       \
-            const int nc = c1 - j >= 8 ? 8 : c1 - j >= 4 ? 4 : c1 - j >= 2 ? 2 : 1;           \
+            const int nc = c1 - j >= 8 ? 8 : (int)(c1 - j);                                   \
             for (int64_t r = r0; r < r1; r++) {                                               \
-                if (nc == 8) NAME(c, r, 1, j, 8);                                             \
-                else if (nc == 4) NAME(c, r, 1, j, 4);                                        \
-                else if (nc == 2) NAME(c, r, 1, j, 2);                                        \
-                else NAME(c, r, 1, j, 1);                                                     \
+                switch (nc) {                                                                 \
+                case 8: NAME(c, r, 1, j, 8); break;                                           \
+                case 7: NAME(c, r, 1, j, 7); break;                                           \
+                case 6: NAME(c, r, 1, j, 6); break;                                           \
+                case 5: NAME(c, r, 1, j, 5); break;                                           \
+                case 4: NAME(c, r, 1, j, 4); break;                                           \
+                case 3: NAME(c, r, 1, j, 3); break;                                           \
+                case 2: NAME(c, r, 1, j, 2); break;                                           \
+                default: NAME(c, r, 1, j, 1); break;                                          \
+                }                                                                             \
             }                                                                                 \
             j += nc;                                                                          \
         }                                                                                     \
