@@ -484,11 +484,12 @@ int main(void) {
      * or Q8_0's and MXFP4's compact last group (of 8, 1, 3, 10, 1, 15 and 15
      * blocks; 96, 32 and 480 have no whole group; 2880 is gpt-oss's); n from
      * 5 on takes the block passes, whose column steps leave 1, 2 or 3 (n 5,
-     * 22, 7) */
+     * 22, 7); 5632 (11 groups) sweeps fewer than 8 columns at a time */
     static const int64_t shapes[][3] = {{1, 512, 1},  {5, 512, 3},   {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17},
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
                                         {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6},
-                                        {5, 32, 2},    {4, 480, 5},   {3, 992, 3},   {7, 2880, 17}};
+                                        {5, 32, 2},    {4, 480, 5},   {3, 992, 3},   {7, 2880, 17},
+                                        {3, 5632, 11}};
     /* the compact rows hold the ggml blocks' bytes, no more */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         CHECK(okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]) &&

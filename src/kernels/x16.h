@@ -228,17 +228,28 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
         }                                                                                     \
     }
 
-/* A block pass from the same body: 8 columns at a time swept over every row
- * of the range (8 columns' activations in L1, the rows from L2), so each
- * row's nibbles are unpacked once per 8 columns, and the last 1 to 7 in one
- * sweep of their own: 5 columns (verifying 4 drafted tokens) swept as 4 and
- * then 1 unpacked every row twice (Q4_0 one core, in cache, on a Zen 5: 354-362
- * GFLOP/s that way, 458-471 in one sweep).  Columns never mix, so a
- * column's result is the same in any pass. */
+/* Bytes of activations one sweep of a block pass keeps in L1 (48 KiB on
+ * Zen 5 and recent Intel cores, 32 KiB on Zen 4), beside the weights'
+ * lines passing through. */
+enum { OKV_X16_SWEEP_BYTES = 32768 };
+
+/* A block pass from the same body: up to 8 columns at a time swept over
+ * every row of the range (their activations in L1, the rows from L2), so
+ * each row's nibbles are unpacked once per sweep, and the last 1 to 7 in
+ * one sweep of their own: 5 columns (verifying 4 drafted tokens) swept as 4
+ * and then 1 unpacked every row twice (Q4_0 one core, in cache, on a Zen 5:
+ * 354-362 GFLOP/s that way, 458-471 in one sweep).  A sweep takes no more
+ * columns than OKV_X16_SWEEP_BYTES of activations: 8 columns of k = 5632
+ * (56 KiB) came from L2 on every row, and Q4_0 2048x5632 by 64 columns ran
+ * at 152-164 GFLOP/s against 388-404 for k = 2048 (Zen 5, one core); 4 a
+ * sweep there: 329-365.  Columns never mix, so a column's result is the
+ * same in any pass. */
 #define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn)                                           \
     TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
+        const int64_t fit = OKV_X16_SWEEP_BYTES / (int64_t)c->xa_col;                         \
+        const int most = fit >= 8 ? 8 : fit >= 1 ? (int)fit : 1;                              \
         for (int64_t j = c0; j < c1;) {                                                       \
-            const int nc = c1 - j >= 8 ? 8 : (int)(c1 - j);                                   \
+            const int nc = c1 - j >= most ? most : (int)(c1 - j);                             \
             for (int64_t r = r0; r < r1; r++) {                                               \
                 switch (nc) {                                                                 \
                 case 8: NAME(c, r, 1, j, 8); break;                                           \
