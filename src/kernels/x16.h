@@ -233,31 +233,36 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
  * lines passing through. */
 enum { OKV_X16_SWEEP_BYTES = 32768 };
 
+/* The columns a block pass sweeps at once out of n (>= 1): 8, 5, 4, 2 or
+ * 1, the widths the AVX-512 bodies are built for: all of 1 to 8 made clang
+ * with the fuzz build's sanitizers take 687 s on q8_0x16.c, against 209 s
+ * with 8, 4, 2 and 1 (199 s with these five; 360 s with 6 as well).  5 is
+ * for verifying 4 drafted tokens, 4 for the L1 cap at k = 5632; 6 and 7
+ * columns sweep as 5 + 1 and 5 + 2, 15-20 % slower from cache than in one
+ * sweep (Zen 5). */
+static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5 : n >= 4 ? 4 : n >= 2 ? 2 : 1; }
+
 /* A block pass from the same body: up to 8 columns at a time swept over
  * every row of the range (their activations in L1, the rows from L2), so
- * each row's nibbles are unpacked once per sweep, and the last 1 to 7 in
- * one sweep of their own: 5 columns (verifying 4 drafted tokens) swept as 4
- * and then 1 unpacked every row twice (Q4_0 one core, in cache, on a Zen 5:
- * 354-362 GFLOP/s that way, 458-471 in one sweep).  A sweep takes no more
- * columns than OKV_X16_SWEEP_BYTES of activations: 8 columns of k = 5632
- * (56 KiB) came from L2 on every row, and Q4_0 2048x5632 by 64 columns ran
- * at 152-164 GFLOP/s against 388-404 for k = 2048 (Zen 5, one core); 4 a
- * sweep there: 329-365.  Columns never mix, so a column's result is the
- * same in any pass. */
+ * each row's nibbles are unpacked once per sweep.  5 columns (verifying 4
+ * drafted tokens) swept as 4 and then 1 unpacked every row twice (Q4_0 one
+ * core, in cache, on a Zen 5: 354-362 GFLOP/s that way, 458-471 in one
+ * sweep).  A sweep takes no more columns than OKV_X16_SWEEP_BYTES of
+ * activations: 8 columns of k = 5632 (56 KiB) came from L2 on every row,
+ * and Q4_0 2048x5632 by 64 columns ran at 152-164 GFLOP/s against 388-404
+ * for k = 2048 (Zen 5, one core); 4 a sweep there: 329-365.  Columns never
+ * mix, so a column's result is the same in any pass. */
 #define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn)                                           \
     TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
         const int64_t fit = OKV_X16_SWEEP_BYTES / (int64_t)c->xa_col;                         \
-        const int most = fit >= 8 ? 8 : fit >= 1 ? (int)fit : 1;                              \
+        const int64_t most = okv_x16_sweep_cols(fit);                                         \
         for (int64_t j = c0; j < c1;) {                                                       \
-            const int nc = c1 - j >= most ? most : (int)(c1 - j);                             \
+            const int nc = okv_x16_sweep_cols(c1 - j < most ? c1 - j : most);                 \
             for (int64_t r = r0; r < r1; r++) {                                               \
                 switch (nc) {                                                                 \
                 case 8: NAME(c, r, 1, j, 8); break;                                           \
-                case 7: NAME(c, r, 1, j, 7); break;                                           \
-                case 6: NAME(c, r, 1, j, 6); break;                                           \
                 case 5: NAME(c, r, 1, j, 5); break;                                           \
                 case 4: NAME(c, r, 1, j, 4); break;                                           \
-                case 3: NAME(c, r, 1, j, 3); break;                                           \
                 case 2: NAME(c, r, 1, j, 2); break;                                           \
                 default: NAME(c, r, 1, j, 1); break;                                          \
                 }                                                                             \
