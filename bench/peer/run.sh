@@ -10,7 +10,8 @@
 # bench/peer/llama.mjs then times offkv and node-llama-cpp, taking turns
 # run by run, runs llama-bench after each type, and prints the tables (also
 # written to $BUILD/bench-peer.md), prefill also as a share of the compute
-# peak that build/bench/peak measures first.
+# peak that build/bench/peak measures first (and again after each type:
+# the table keeps each figure's best reading).
 #
 # Knobs (environment):
 #   BENCH_TYPES   weight types (default "f16 q8_0 q4_0 q4_k_m q6_k"); a type
@@ -151,6 +152,6 @@ bw=$("$BUILD/bench/membw" "${BENCH_THREADS:-2}" 5 | sed -n 's/^read GB\/s: //p')
 
 exec env OFFKV="$BUILD/offkv" NLC_DIR="$CACHE/node_modules/node-llama-cpp" BENCH_MODELS="$models" \
     BENCH_BW_GBS="$bw" BENCH_MEMBW="$BUILD/bench/membw" BENCH_OUT="$BUILD/bench-peer.md" BENCH_SHAPE="$SHAPE" \
-    BENCH_PEAK="$BUILD/bench-peak.txt" LLAMA_BENCH="$LLAMA_BENCH" \
+    BENCH_PEAK="$BUILD/bench-peak.txt" BENCH_PEAK_BIN="$BUILD/bench/peak" LLAMA_BENCH="$LLAMA_BENCH" \
     OFFKV_COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
     node "$ROOT/bench/peer/llama.mjs"
