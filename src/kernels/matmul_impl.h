@@ -111,7 +111,9 @@ OKV_MM_TILE(okv_mm_tile_q8_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx2);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx512);
 OKV_MM_TILE(okv_mm_tile_q8_0x16_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q8_0x16_avxvnni);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx2);
+OKV_MM_BLOCK(okv_mm_block_q8_0x16_avxvnni);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q8_0x16_avx512vnni);
 /* Q4_0 and Q8_0 for SMMLA (kernels/x16mm.h): scalar (every level but I8MM

@@ -156,46 +156,61 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
  * after all the products): tile1_avx2's 2 NC accumulators spilled 32 ymm
  * moves per half group at NC = 4 (callgrind; at NC = 2 they fit, and the
  * second loop costs more than it saves).  Each lane's integers and FMAs
- * are tile1_avx2's, so the bits are the same. */
-static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tilen_avx2(const okv_mm_ctx *c, int64_t r0,
-                                                                             const int NR, int64_t c0, const int NC) {
-    TILE_SETUP();
-    const __m256i ones = _mm256_set1_epi16(1);
-    const int64_t nw = c->k / OKV_X16_VALUES;
-    const int nt = okv_q8_0x16_tail_blocks(c->k);
-    block_q8_0x16 tmp;
-    if (nt) memset(&tmp, 0, sizeof tmp);
-    for (int r = 0; r < NR; r++) {
-        __m256 lanes[2][OKV_X16_MAX_COLS];
-        UNROLL for (int half = 0; half < 2; half++) {
-            __m256 acc[OKV_X16_MAX_COLS];
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) {
-                const block_q8_0x16 *w = okv_q8_0x16_group(wr[r], g, nw, nt, &tmp);
-                if (half == 0)
-                    for (int l = 0; l < 576; l += 64)
-                        _mm_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l, _MM_HINT_T1);
-                __m256i p[OKV_X16_MAX_COLS];
-                UNROLL for (int v = 0; v < 8; v++) {
-                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half));
-                    const __m256i wa = _mm256_abs_epi8(wv);
-                    UNROLL for (int j = 0; j < NC; j++) {
-                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half));
-                        const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones);
-                        p[j] = v == 0 ? t : _mm256_add_epi32(p[j], t);
-                        __asm__("" : "+x"(p[j]));
-                    }
-                }
-                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
-                UNROLL for (int j = 0; j < NC; j++)
-                    acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
-                                             acc[j]);
-            }
-            UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];
-        }
-        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(lanes[0][j], lanes[1][j]);
+ * are tile1_avx2's, so the bits are the same.  With AVX-VNNI, vpdpbusd
+ * adds u = w + 128 (unsigned) times x to -128 * the activation sum (16 *
+ * c8, as AVX-512's VNNI body does): the same exact lane dot in one
+ * instruction per 32 products where AVX2 takes four. */
+#define TILEN_AVX2(name, TARGET, VNNI)                                                                     \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                  int64_t c0, const int NC) {              \
+        TILE_SETUP();                                                                                     \
+        const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);                   \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
+        const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
+        block_q8_0x16 tmp;                                                                                \
+        if (nt) memset(&tmp, 0, sizeof tmp);                                                              \
+        for (int r = 0; r < NR; r++) {                                                                    \
+            __m256 lanes[2][OKV_X16_MAX_COLS];                                                            \
+            UNROLL for (int half = 0; half < 2; half++) {                                                 \
+                __m256 acc[OKV_X16_MAX_COLS];                                                             \
+                UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();                         \
+                for (int64_t g = 0; g < ng; g++) {                                                        \
+                    const block_q8_0x16 *w = okv_q8_0x16_group(wr[r], g, nw, nt, &tmp);                  \
+                    if (half == 0)                                                                        \
+                        for (int l = 0; l < 576; l += 64)                                                 \
+                            _mm_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l, _MM_HINT_T1);     \
+                    __m256i p[OKV_X16_MAX_COLS];                                                          \
+                    if (VNNI)                                                                             \
+                        UNROLL for (int j = 0; j < NC; j++)                                               \
+                            p[j] = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)), 4); \
+                    UNROLL for (int v = 0; v < 8; v++) {                                                  \
+                        const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half));   \
+                        const __m256i wa = VNNI ? _mm256_xor_si256(wv, bias) : _mm256_abs_epi8(wv);       \
+                        UNROLL for (int j = 0; j < NC; j++) {                                             \
+                            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half)); \
+                            if (VNNI) {                                                                   \
+                                p[j] = _mm256_dpbusd_avx_epi32(p[j], wa, xv);                             \
+                            } else {                                                                      \
+                                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones); \
+                                p[j] = v == 0 ? t : _mm256_add_epi32(p[j], t);                            \
+                                __asm__("" : "+x"(p[j]));                                                 \
+                            }                                                                             \
+                        }                                                                                 \
+                    }                                                                                     \
+                    const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
+                    UNROLL for (int j = 0; j < NC; j++)                                                   \
+                        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), \
+                                                 acc[j]);                                                 \
+                }                                                                                         \
+                UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];                              \
+            }                                                                                             \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(lanes[0][j], lanes[1][j]);          \
+        }                                                                                                 \
     }
-}
+
+TILEN_AVX2(tilen_avx2, OKV_TARGET_AVX2, 0)
+TILEN_AVX2(tilen_avxvnni, OKV_TARGET_AVXVNNI, 1)
 
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0,
                                                                             const int NR, int64_t c0, const int NC) {
@@ -203,7 +218,17 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(cons
     else tilen_avx2(c, r0, NR, c0, NC);
 }
 
+/* one or two columns read memory, not multiply: AVX2's tile1 (tilen's
+ * second pass over each row made 2 sequences of a Q8_0 model's decode 25 %
+ * slower a step on a Zen 5) */
+static inline __attribute__((always_inline)) OKV_TARGET_AVXVNNI void tile_avxvnni(const okv_mm_ctx *c, int64_t r0,
+                                                                                  const int NR, int64_t c0, const int NC) {
+    if (NC <= 2) tile1_avx2(c, r0, NR, c0, NC);
+    else tilen_avxvnni(c, r0, NR, c0, NC);
+}
+
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q8_0x16_avx2)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q8_0x16_avxvnni)
 
 /* The AVX2 block pass (from 5 columns on: wtype.c), weight-stationary as
  * q4_0x16.c's: a strip of X16_STRIP rows against X16_CB columns, one group
@@ -266,59 +291,89 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void cols_avx2(cons
     }
 }
 
-static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin,
-                                                                             int64_t r_end, int64_t c_begin,
-                                                                             int64_t c_end) {
-    const int64_t ng = okv_x16_groups(c->k), nw = c->k / OKV_X16_VALUES;
-    const int nt = okv_q8_0x16_tail_blocks(c->k);
-    const __m256i bias = _mm256_set1_epi8((char)0x80), low4 = _mm256_set1_epi8(0x0F);
-    block_q8_0x16 tmp;
-    if (nt) memset(&tmp, 0, sizeof tmp);
-    __m256 acc_buf[X16_STRIP][X16_CB][2];
-    __m256i lh[2][8][2]; /* [half][v]: l, h */
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {
-        const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);
-        const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);
-        const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */
-        for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {
-            const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) {
-                for (int r = 0; r < nr; r++) {
-                    const block_q8_0x16 *row = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow);
-                    const block_q8_0x16 *w = okv_q8_0x16_group(row, g, nw, nt, &tmp);
-                    /* the next strip's group: used X16_STRIP rows later */
-                    for (int l = 0; l < (int)sizeof *w; l += 64)
-                        _mm_prefetch((const char *)(row + g) + X16_STRIP * c->wrow + l, _MM_HINT_T1);
-                    UNROLL for (int half = 0; half < 2; half++)
-                        UNROLL for (int v = 0; v < 8; v++) {
-                            const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias);
-                            lh[half][v][0] = _mm256_and_si256(u, low4);
-                            lh[half][v][1] = _mm256_and_si256(_mm256_srli_epi16(u, 4), low4);
-                        }
-                    const block_act_q8_0x16 *x = xs + g;
-                    UNROLL for (int half = 0; half < 2; half++) {
-                        int j = 0;
-                        for (; j + X16_JS <= nc; j += X16_JS)
-                            cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, X16_JS);
-                        switch (nc - j) { /* X16_JS - 1 at most */
-                        case 3: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 3); break;
-                        case 2: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 2); break;
-                        case 1: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 1); break;
-                        }
-                    }
-                }
-            }
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++)
-                    c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]);
-        }
+/* With AVX-VNNI, u = w + 128 goes to vpdpbusd whole (tilen_avx2's VNNI
+ * way): each half-group's 8 vectors of u are made once per row and X16_CB
+ * columns and stay in registers while a plain loop over the columns takes
+ * the activations from L1, one instruction per 32 products, as q4_0x16.c's
+ * VNNI block pass. */
+#define BLOCK_AVX2(name, TARGET, VNNI)                                                                     \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r_begin,    \
+                                                                  int64_t r_end, int64_t c_begin, int64_t c_end) { \
+        const int64_t ng = okv_x16_groups(c->k), nw = c->k / OKV_X16_VALUES;                              \
+        const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
+        const __m256i bias = _mm256_set1_epi8((char)0x80), low4 = _mm256_set1_epi8(0x0F);                 \
+        block_q8_0x16 tmp;                                                                                \
+        if (nt) memset(&tmp, 0, sizeof tmp);                                                              \
+        __m256 acc_buf[X16_STRIP][X16_CB][2];                                                             \
+        __m256i lh[2][8][2]; /* [half][v]: l, h */                                                        \
+        for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {                                            \
+            const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);                              \
+            const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);           \
+            const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */                   \
+            for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {                                     \
+                const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);                    \
+                for (int r = 0; r < nr; r++)                                                              \
+                    for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps(); \
+                for (int64_t g = 0; g < ng; g++) {                                                        \
+                    for (int r = 0; r < nr; r++) {                                                        \
+                        const block_q8_0x16 *row = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow);    \
+                        const block_q8_0x16 *w = okv_q8_0x16_group(row, g, nw, nt, &tmp);                 \
+                        /* the next strip's group: used X16_STRIP rows later */                           \
+                        for (int l = 0; l < (int)sizeof *w; l += 64)                                      \
+                            _mm_prefetch((const char *)(row + g) + X16_STRIP * c->wrow + l, _MM_HINT_T1); \
+                        const block_act_q8_0x16 *x = xs + g;                                              \
+                        if (VNNI) {                                                                       \
+                            UNROLL for (int half = 0; half < 2; half++) {                                 \
+                                __m256i wu[8];                                                            \
+                                UNROLL for (int v = 0; v < 8; v++)                                        \
+                                    wu[v] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias); \
+                                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
+                                const block_act_q8_0x16 *xj = x;                                          \
+                                for (int j = 0; j < nc; j++, xj += xstride) {                             \
+                                    __m256i p = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xj->c8 + 8 * half)), 4); \
+                                    UNROLL for (int v = 0; v < 8; v++)                                    \
+                                        p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(xj->qs[v] + 32 * half))); \
+                                    acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),          \
+                                                                          _mm256_mul_ps(sw, _mm256_loadu_ps(xj->d + 8 * half)), \
+                                                                          acc_buf[r][j][half]);           \
+                                }                                                                         \
+                            }                                                                             \
+                            continue;                                                                     \
+                        }                                                                                 \
+                        UNROLL for (int half = 0; half < 2; half++)                                       \
+                            UNROLL for (int v = 0; v < 8; v++) {                                          \
+                                const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias); \
+                                lh[half][v][0] = _mm256_and_si256(u, low4);                               \
+                                lh[half][v][1] = _mm256_and_si256(_mm256_srli_epi16(u, 4), low4);         \
+                            }                                                                             \
+                        UNROLL for (int half = 0; half < 2; half++) {                                     \
+                            int j = 0;                                                                    \
+                            for (; j + X16_JS <= nc; j += X16_JS)                                         \
+                                cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, X16_JS); \
+                            switch (nc - j) { /* X16_JS - 1 at most */                                    \
+                            case 3: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 3); break; \
+                            case 2: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 2); break; \
+                            case 1: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 1); break; \
+                            }                                                                             \
+                        }                                                                                 \
+                    }                                                                                     \
+                }                                                                                         \
+                for (int r = 0; r < nr; r++)                                                              \
+                    for (int j = 0; j < nc; j++)                                                          \
+                        c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]); \
+            }                                                                                             \
+        }                                                                                                 \
     }
-}
+
+BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)
+BLOCK_AVX2(block_avxvnni, OKV_TARGET_AVXVNNI, 1)
 
 OKV_TARGET_AVX2 void okv_mm_block_q8_0x16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     block_avx2(c, r0, r1, c0, c1);
+}
+
+OKV_TARGET_AVXVNNI void okv_mm_block_q8_0x16_avxvnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    block_avxvnni(c, r0, r1, c0, c1);
 }
 
 /* AVX-512: VNNI takes w + 128 (unsigned) and starts each lane at
