@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "kernels/matmul.h"
+#include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
 #include "kernels/q6_Kx16.h"
@@ -202,6 +203,14 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
             okv_repack_q8_0x16mm(dst, tmp, 1, k);
             break;
         }
+        case OKV_WT_MXFP4X16: {
+            /* no MXFP4 quantizer: random nibbles, exponents near 2^0 */
+            block_mxfp4 tmp[OKV_X16_BLOCKS * 64]; /* k <= 32768 */
+            fill_random(OKV_GGML_MXFP4, (uint8_t *)tmp, sizeof(block_mxfp4) * (size_t)(k / OKV_QK));
+            for (int64_t b = 0; b < k / OKV_QK; b++) tmp[b].e = (uint8_t)(120 + b % 16);
+            okv_repack_mxfp4x16(dst, tmp, 1, k);
+            break;
+        }
         default: fill_random(type, dst, rb); break;
         }
     }
@@ -236,12 +245,14 @@ int main(int argc, char **argv) {
     if (reps > 64) reps = 64;
     okv_isa kern = okv_cpu_best_isa();
     if (argc > 2) {
+        int found = 0;
         for (int i = 0; i < OKV_ISA_COUNT; i++)
-            if (!strcmp(argv[2], okv_isa_name((okv_isa)i))) kern = (okv_isa)i;
+            if (!strcmp(argv[2], okv_isa_name((okv_isa)i))) kern = (okv_isa)i, found = 1;
+        if (!found) { printf("kernel '%s': not a kernel name (scalar, avx2, avxvnni, avx512, ...)\n", argv[2]); return 1; }
     }
     if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
     printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_isa_name(kern), reps);
-    const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
+    const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_WT_MXFP4X16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
                          OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K, OKV_GGML_Q3_K, OKV_GGML_Q2_K,
                          OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1};
     /* the SMMLA layouts run only their scalar kernel below i8mm (a model never
@@ -251,6 +262,11 @@ int main(int argc, char **argv) {
     const int only_t = argc > 5 ? atoi(argv[5]) : 0;
     const int64_t only_k = argc > 6 ? atoll(argv[6]) : 2048;
     const int only_hot = argc > 7 && atoi(argv[7]) == 1;
+    if (argc > 3) {
+        int found = 0;
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) found |= !strcmp(argv[3], okv_wtype_get(types[ti])->name);
+        if (!found) { printf("type '%s': not one this benchmark measures (q4_0x16, q8_0x16, mxfp4x16, f16, ...)\n", argv[3]); return 1; }
+    }
     if (only_k < 32 || only_k > 32768 || only_k % 32 != 0) { /* the repacking buffers' 32768 */
         printf("k %lld: not a multiple of 32 within 32..32768\n", (long long)only_k);
         return 1;

@@ -104,6 +104,8 @@ OKV_MM_TILE(okv_mm_tile_mxfp4x16_scalar);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx2);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx2);
+OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avxvnni);
 OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512);
 OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx512vnni);
 /* Q8_0 sixteen blocks wide (kernels/q8_0x16.h). */
