@@ -14,7 +14,9 @@ if (!existsSync(CHROMIUM)) {
 }
 const { chromium } = requireNpm('playwright-core');
 // tiny-llama (random weights, stories260K's vocabulary) rarely ends its
-// turn, so answers run long enough to watch them stream and to stop one.
+// turn; rarely is not never (CI once saw the second answer end before
+// Stop could be pressed), so every request the page sends gets the
+// server's ignore_eos added below and runs to max_tokens.
 const srv = await startServer(['--parallel', '2', '-c', '2048'], { model: path.join(process.env.OKV_SHARED, 'models', 'tiny-llama.gguf') });
 let browser;
 try {
@@ -25,6 +27,10 @@ try {
   page.on('pageerror', e => errors.push(String(e)));
   // The network slowed (CDP) so that an answer takes about a second to
   // arrive: it is seen streaming in, and still arriving when Stop is pressed.
+  await page.route('**/v1/chat/completions', route => {
+    const body = JSON.parse(route.request().postData());
+    return route.continue({ postData: JSON.stringify({ ...body, ignore_eos: true }) });
+  });
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Network.enable');
   await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 12000, uploadThroughput: -1 });
@@ -66,7 +72,8 @@ try {
   await page.fill('#input', 'And then?');
   await page.click('#send');
   await page.waitForFunction(() => document.querySelectorAll('.msg.assistant')[1]?.textContent.length > 0, null, { timeout: 30000 });
-  check(await page.isEnabled('#stop'), 'Stop is enabled while the answer streams');
+  check(await page.isEnabled('#stop'), 'Stop is enabled while the answer streams (answer so far: ' +
+    JSON.stringify(await page.locator('.msg.assistant').nth(1).textContent()) + ')');
   await page.click('#stop');
   await page.waitForFunction(() => document.querySelector('#send').disabled === false, null, { timeout: 30000 });
   const stopped = (await page.locator('.msg.assistant').nth(1).textContent()).length;
