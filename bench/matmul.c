@@ -251,7 +251,6 @@ int main(int argc, char **argv) {
         if (!found) { printf("kernel '%s': not a kernel name (scalar, avx2, avxvnni, avx512, ...)\n", argv[2]); return 1; }
     }
     if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
-    printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_isa_name(kern), reps);
     const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_WT_MXFP4X16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
                          OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K, OKV_GGML_Q3_K, OKV_GGML_Q2_K,
                          OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1};
@@ -271,6 +270,7 @@ int main(int argc, char **argv) {
         printf("k %lld: not a multiple of 32 within 32..32768\n", (long long)only_k);
         return 1;
     }
+    printf("kernel %s, median of %d runs (x4 for n=1)\n", okv_isa_name(kern), reps);
     for (int nt = 1; nt <= 2; nt++) {
         if (only_t > 0 && nt != only_t) continue;
         okv_threadpool *pool = okv_threadpool_create(nt, NULL);

@@ -151,18 +151,16 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
 
-/* The AVX2 block pass (from 5 columns on: wtype.c), weight-stationary as
- * q4_0x16.c's (which says why): a strip of X16_STRIP rows against X16_CB
- * columns, each row's half-group looked up once for all of them.  Without
- * VNNI the sign trick needs |w| and w's sign for every product, 16 vectors
- * a half-group, more than AVX2's registers beside the sums: they go to a
- * small array in L1 and the column loop loads them (no more loads than the
- * 4-column tiles' 1.5 per product).  With AVX-VNNI, w + 128 from the
- * shifted table times x onto 16 c8 = -128 sum(x), as AVX-512's VNNI body:
- * 8 vectors in registers, one instruction per 32 products.  Each lane
- * gets tile_avx2's exact integer dot and then its FMA, so the same bits. */
-enum { X16_CB = 16, X16_STRIP = 8 };
-
+/* The AVX2 block pass (x16.h says why weight-stationary): a strip of
+ * OKV_X16_STRIP rows against OKV_X16_CB columns, each row's half-group
+ * looked up once for all of them.  Without VNNI the sign trick needs |w|
+ * and w's sign for every product, 16 vectors a half-group, more than
+ * AVX2's registers beside the sums: they go to a small array in L1 and the
+ * column loop loads them (no more loads than the 4-column tiles' 1.5 per
+ * product).  With AVX-VNNI, w + 128 from the shifted table times x onto
+ * 16 c8 = -128 sum(x), as AVX-512's VNNI body: 8 vectors in registers, one
+ * instruction per 32 products.  Each lane gets tile_avx2's exact integer
+ * dot and then its FMA, so the same bits. */
 #define BLOCK_AVX2(name, TARGET, VNNI)                                                                     \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r_begin,    \
                                                                   int64_t r_end, int64_t c_begin, int64_t c_end) { \
@@ -173,69 +171,51 @@ enum { X16_CB = 16, X16_STRIP = 8 };
         const __m256i utable = _mm256_xor_si256(table, _mm256_set1_epi8((char)0x80)); /* value + 128 */  \
         block_mxfp4x16 tmp;                                                                               \
         if (nt) memset(&tmp, 0, sizeof tmp);                                                              \
-        __m256 acc_buf[X16_STRIP][X16_CB][2];                                                             \
         __m256i wa[8], wsg[8]; /* without VNNI: |w| and w (its sign) of a half-group, vector v */         \
-        for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {                                            \
-            const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);                              \
-            const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);           \
-            const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */                   \
-            for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {                                     \
-                const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);                    \
-                for (int r = 0; r < nr; r++)                                                              \
-                    for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps(); \
-                for (int64_t g = 0; g < ng; g++) {                                                        \
-                    for (int r = 0; r < nr; r++) {                                                        \
-                        const block_mxfp4x16 *row = (const block_mxfp4x16 *)(c->w + (r0 + r) * c->wrow);  \
-                        const block_mxfp4x16 *w = okv_mxfp4x16_group(row, g, nw, nt, &tmp);               \
-                        /* the next strip's group: used X16_STRIP rows later */                           \
-                        for (int l = 0; l < (int)sizeof *w; l += 64)                                      \
-                            _mm_prefetch((const char *)(row + g) + X16_STRIP * c->wrow + l, _MM_HINT_T1); \
-                        UNROLL for (int half = 0; half < 2; half++) {                                     \
-                            __m256i wu[8];                                                                \
-                            UNROLL for (int u = 0; u < 4; u++) {                                          \
-                                const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half)); \
-                                const __m256i ilo = _mm256_and_si256(wv, low4);                           \
-                                const __m256i ihi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4);     \
-                                if (VNNI) {                                                               \
-                                    wu[2 * u] = _mm256_shuffle_epi8(utable, ilo);                         \
-                                    wu[2 * u + 1] = _mm256_shuffle_epi8(utable, ihi);                     \
-                                } else {                                                                  \
-                                    wsg[2 * u] = _mm256_shuffle_epi8(table, ilo);                         \
-                                    wsg[2 * u + 1] = _mm256_shuffle_epi8(table, ihi);                     \
-                                    wa[2 * u] = _mm256_sign_epi8(wsg[2 * u], wsg[2 * u]);                 \
-                                    wa[2 * u + 1] = _mm256_sign_epi8(wsg[2 * u + 1], wsg[2 * u + 1]);     \
-                                }                                                                         \
-                            }                                                                             \
-                            const __m256 sw = scales8_avx2(w->e + 8 * half);                              \
-                            const block_act_q8_0x16 *x = xs + g;                                          \
-                            for (int j = 0; j < nc; j++, x += xstride) {                                  \
-                                __m256i p;                                                                \
-                                if (VNNI) {                                                               \
-                                    p = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)), 4); \
-                                    UNROLL for (int v = 0; v < 8; v++)                                    \
-                                        p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
-                                } else {                                                                  \
-                                    /* tile_avx2's int16 sums: 8 products of |w| <= 12 per lane pair */  \
-                                    __m256i s16 = _mm256_setzero_si256();                                 \
-                                    UNROLL for (int v = 0; v < 8; v++) {                                  \
-                                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)); \
-                                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wa[v], _mm256_sign_epi8(xv, wsg[v]))); \
-                                        __asm__("" : "+x"(s16)); /* in order, not a tree of live products */ \
-                                    }                                                                     \
-                                    p = _mm256_madd_epi16(s16, ones);                                     \
-                                }                                                                         \
-                                acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),              \
-                                                                      _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)), \
-                                                                      acc_buf[r][j][half]);               \
-                            }                                                                             \
-                        }                                                                                 \
+        OKV_X16_STRIPS_AVX2(block_act_q8_0x16, {                                                          \
+            const block_mxfp4x16 *row = (const block_mxfp4x16 *)(c->w + (r0 + r) * c->wrow);              \
+            const block_mxfp4x16 *w = okv_mxfp4x16_group(row, g, nw, nt, &tmp);                           \
+            okv_x16_prefetch_next_strip(row + g, sizeof *w, c->wrow);                                     \
+            UNROLL for (int half = 0; half < 2; half++) {                                                 \
+                __m256i wu[8];                                                                            \
+                UNROLL for (int u = 0; u < 4; u++) {                                                      \
+                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));      \
+                    const __m256i ilo = _mm256_and_si256(wv, low4);                                       \
+                    const __m256i ihi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4);                 \
+                    if (VNNI) {                                                                           \
+                        wu[2 * u] = _mm256_shuffle_epi8(utable, ilo);                                     \
+                        wu[2 * u + 1] = _mm256_shuffle_epi8(utable, ihi);                                 \
+                    } else {                                                                              \
+                        wsg[2 * u] = _mm256_shuffle_epi8(table, ilo);                                     \
+                        wsg[2 * u + 1] = _mm256_shuffle_epi8(table, ihi);                                 \
+                        wa[2 * u] = _mm256_sign_epi8(wsg[2 * u], wsg[2 * u]);                             \
+                        wa[2 * u + 1] = _mm256_sign_epi8(wsg[2 * u + 1], wsg[2 * u + 1]);                 \
                     }                                                                                     \
                 }                                                                                         \
-                for (int r = 0; r < nr; r++)                                                              \
-                    for (int j = 0; j < nc; j++)                                                          \
-                        c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]); \
+                const __m256 sw = scales8_avx2(w->e + 8 * half);                                          \
+                const block_act_q8_0x16 *x = xs + g;                                                      \
+                for (int j = 0; j < nc; j++, x += xstride) {                                              \
+                    __m256i p;                                                                            \
+                    if (VNNI) {                                                                           \
+                        p = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)), 4); \
+                        UNROLL for (int v = 0; v < 8; v++)                                                \
+                            p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
+                    } else {                                                                              \
+                        /* tile_avx2's int16 sums: 8 products of |w| <= 12 per lane pair */              \
+                        __m256i s16 = _mm256_setzero_si256();                                             \
+                        UNROLL for (int v = 0; v < 8; v++) {                                              \
+                            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)); \
+                            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wa[v], _mm256_sign_epi8(xv, wsg[v]))); \
+                            __asm__("" : "+x"(s16)); /* in order, not a tree of live products */         \
+                        }                                                                                 \
+                        p = _mm256_madd_epi16(s16, ones);                                                 \
+                    }                                                                                     \
+                    acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),                          \
+                                                          _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)), \
+                                                          acc_buf[r][j][half]);                           \
+                }                                                                                         \
             }                                                                                             \
-        }                                                                                                 \
+        });                                                                                               \
     }
 
 BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)

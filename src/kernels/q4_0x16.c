@@ -193,74 +193,48 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVXVNNI void tile_avxvnn
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q4_0x16_avxvnni)
 
-/* The AVX2 block pass (from 5 columns on: wtype.c), weight-stationary: AVX2's
- * 16 registers hold one half-group's unpacked weights (8) and no more than
- * a few columns' accumulators besides, which left tile_avx2 spilling and
- * unpacking every row once per 4 columns.  Here each half-group of a row
- * is unpacked once per X16_CB columns, and a plain loop over the columns
- * takes the activations from memory (L1: a group of X16_CB columns is
- * 10 KiB, used by every row of a strip) and the float accumulators from
- * acc_buf.  Each lane sees tile_avx2's operations in its order (the same
- * exact integer dot, then one FMA per group), so the bits are the same. */
-enum { X16_CB = 16, X16_STRIP = 8 };
-
+/* The AVX2 block pass (x16.h says why weight-stationary): each lane sees
+ * tile_avx2's operations in its order (the same exact integer dot, then
+ * one FMA per group), so the bits are the same. */
 #define BLOCK_AVX2(name, TARGET, VNNI)                                                                     \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, \
                                                                   int64_t c_begin, int64_t c_end) {        \
         const int64_t ng = okv_x16_groups(c->k);                                                          \
         const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
-        __m256 acc_buf[X16_STRIP][X16_CB][2];                                                             \
-        for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {                                            \
-            const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);                              \
-            const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);           \
-            const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */                   \
-            for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {                                     \
-                const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);                    \
-                for (int r = 0; r < nr; r++)                                                              \
-                    for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps(); \
-                for (int64_t g = 0; g < ng; g++) {                                                        \
-                    for (int r = 0; r < nr; r++) {                                                        \
-                        const block_q4_0x16 *w = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow) + g;  \
-                        /* the next strip's group: used X16_STRIP rows later */                           \
-                        for (int l = 0; l < (int)sizeof *w; l += 64)                                      \
-                            _mm_prefetch((const char *)w + X16_STRIP * c->wrow + l, _MM_HINT_T1);         \
-                        UNROLL for (int half = 0; half < 2; half++) {                                     \
-                            __m256i wq[8];                                                                \
-                            UNROLL for (int u = 0; u < 4; u++) {                                          \
-                                const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half)); \
-                                wq[2 * u] = _mm256_and_si256(v, low4);                                    \
-                                wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);          \
-                            }                                                                             \
-                            const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
-                            const block_act_q8_0x16 *x = xs + g;                                          \
-                            for (int j = 0; j < nc; j++, x += xstride) {                                  \
-                                const __m256i c8 = _mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)); \
-                                __m256i p;                                                                \
-                                if (VNNI) {                                                               \
-                                    p = c8;                                                               \
-                                    UNROLL for (int v = 0; v < 8; v++)                                    \
-                                        p = _mm256_dpbusd_avx_epi32(p, wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
-                                } else {                                                                  \
-                                    /* OKV_X16_DOTS_256's sums: 16 products per int16 lane, exact */      \
-                                    __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half))); \
-                                    UNROLL for (int v = 1; v < 8; v++) {                                  \
-                                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)))); \
-                                        __asm__("" : "+x"(s16)); /* in order: see tilen_avx2 */           \
-                                    }                                                                     \
-                                    p = _mm256_add_epi32(c8, _mm256_madd_epi16(s16, ones));               \
-                                }                                                                         \
-                                acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),              \
-                                                                      _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)), \
-                                                                      acc_buf[r][j][half]);               \
-                            }                                                                             \
-                        }                                                                                 \
-                    }                                                                                     \
+        OKV_X16_STRIPS_AVX2(block_act_q8_0x16, {                                                          \
+            const block_q4_0x16 *w = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow) + g;              \
+            okv_x16_prefetch_next_strip(w, sizeof *w, c->wrow);                                           \
+            UNROLL for (int half = 0; half < 2; half++) {                                                 \
+                __m256i wq[8];                                                                            \
+                UNROLL for (int u = 0; u < 4; u++) {                                                      \
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));       \
+                    wq[2 * u] = _mm256_and_si256(v, low4);                                                \
+                    wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);                      \
                 }                                                                                         \
-                for (int r = 0; r < nr; r++)                                                              \
-                    for (int j = 0; j < nc; j++)                                                          \
-                        c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]); \
+                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));   \
+                const block_act_q8_0x16 *x = xs + g;                                                      \
+                for (int j = 0; j < nc; j++, x += xstride) {                                              \
+                    const __m256i c8 = _mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half));           \
+                    __m256i p;                                                                            \
+                    if (VNNI) {                                                                           \
+                        p = c8;                                                                           \
+                        UNROLL for (int v = 0; v < 8; v++)                                                \
+                            p = _mm256_dpbusd_avx_epi32(p, wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
+                    } else {                                                                              \
+                        /* OKV_X16_DOTS_256's sums: 16 products per int16 lane, exact */                  \
+                        __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half))); \
+                        UNROLL for (int v = 1; v < 8; v++) {                                              \
+                            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)))); \
+                            __asm__("" : "+x"(s16)); /* in order: see tilen_avx2 */                       \
+                        }                                                                                 \
+                        p = _mm256_add_epi32(c8, _mm256_madd_epi16(s16, ones));                           \
+                    }                                                                                     \
+                    acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),                          \
+                                                          _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)), \
+                                                          acc_buf[r][j][half]);                           \
+                }                                                                                         \
             }                                                                                             \
-        }                                                                                                 \
+        });                                                                                               \
     }
 
 BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)

@@ -307,85 +307,64 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile4_avx2, okv_mm_tile_q4_Kx16_avx2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile5_avx2, okv_mm_tile_q5_Kx16_avx2)
 
 /* Q4_Kx16's and Q5_Kx16's AVX2 block pass (from 5 columns on),
- * weight-stationary as Q4_0x16's (q4_0x16.c, which says why): a
- * half-group's 4- or 5-bit values stay unpacked in 8 registers for X16_CB
- * columns; tile_avx2's integers and float operations in its order, so its
- * bits. */
-enum { X16_CB = 16, X16_STRIP = 8 };
-
+ * weight-stationary (x16.h says why): a half-group's 4- or 5-bit values
+ * stay unpacked in 8 registers for OKV_X16_CB columns; tile_avx2's
+ * integers and float operations in its order, so its bits. */
 AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c_begin, int64_t c_end,
                      const int FIVE) {
     const int64_t ng = okv_x16_groups(c->k), nw = okv_kx16_whole(c->k);
     const size_t gs = FIVE ? sizeof(block_q5_Kx16) : sizeof(block_q4_Kx16);
     const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-    __m256 acc_buf[X16_STRIP][X16_CB][2];
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {
-        const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);
-        const block_act_q8_Kx16 *xs = (const block_act_q8_Kx16 *)(c->xa + c0 * c->xa_col);
-        const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */
-        for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {
-            const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) {
-                const int whole = g < nw; /* else the half group: its lanes 0-7 only */
-                for (int r = 0; r < nr; r++) {
-                    const uint8_t *wg = c->w + (r0 + r) * c->wrow + g * gs;
-                    const block_q4_Kx16 *w = (const block_q4_Kx16 *)wg;
-                    const block_q4_Kx8 *h = (const block_q4_Kx8 *)wg;
-                    /* the next strip's group: used X16_STRIP rows later */
-                    for (int l = 0; l < (int)(whole ? gs : gs / 2); l += 64)
-                        _mm_prefetch((const char *)wg + X16_STRIP * c->wrow + l, _MM_HINT_T1);
-                    for (int half = 0; half < 1 + whole; half++) {
-                        /* the super-block's 32-byte rows of values, fifth bits, scales */
-                        const uint8_t *qs = whole ? w->qs[0] + 32 * half : h->qs[0];
-                        const size_t qstride = whole ? sizeof w->qs[0] : sizeof h->qs[0];
-                        const uint8_t *qh = !FIVE ? NULL
-                                            : whole ? ((const block_q5_Kx16 *)wg)->qh + 32 * half
-                                                    : ((const block_q5_Kx8 *)wg)->qh;
-                        __m256i wq[8];
-                        const __m256i hb = FIVE ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-                        UNROLL for (int u = 0; u < 4; u++) {
-                            const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + u * qstride));
-                            wq[2 * u] = _mm256_and_si256(v, low4);
-                            wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-                            if (FIVE) { /* OKV_X16_DOTS_256's fifth bits */
-                                wq[2 * u] = _mm256_or_si256(wq[2 * u], _mm256_and_si256(_mm256_sll_epi16(hb, _mm_cvtsi32_si128(4 - u)), bit4));
-                                wq[2 * u + 1] = _mm256_or_si256(wq[2 * u + 1], _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(u)), bit4));
-                            }
-                        }
-                        __m256 dsc, dm;
-                        if (whole) scales_avx2(w->d[half], w->dmin[half], w->sc + 8 * half, w->m + 8 * half, &dsc, &dm);
-                        else scales_avx2(h->d, h->dmin, h->sc, h->m, &dsc, &dm);
-                        const block_act_q8_Kx16 *x = xs + g;
-                        for (int j = 0; j < nc; j++, x += xstride) {
-                            /* OKV_X16_DOTS_256's sums, exact: 16 products per int16 lane
-                             * of 4-bit weights, 8 of 5-bit ones */
-                            __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half)));
-                            __m256i p = _mm256_setzero_si256();
-                            UNROLL for (int v = 1; v < 8; v++) {
-                                if (FIVE && v == 4) {
-                                    p = _mm256_madd_epi16(s16, ones);
-                                    s16 = _mm256_setzero_si256();
-                                }
-                                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))));
-                                /* summed in order: GCC otherwise reassociated the adds
-                                 * to after all 8 products, spilling unpacked weights */
-                                __asm__("" : "+x"(s16));
-                            }
-                            p = FIVE ? _mm256_add_epi32(p, _mm256_madd_epi16(s16, ones)) : _mm256_madd_epi16(s16, ones);
-                            __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dsc, _mm256_loadu_ps(x->d + 8 * half)),
-                                                       acc_buf[r][j][half]);
-                            acc_buf[r][j][half] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(x->xm + 8 * half), a);
-                        }
-                    }
+    OKV_X16_STRIPS_AVX2(block_act_q8_Kx16, {
+        const int whole = g < nw; /* else the half group: its lanes 0-7 only */
+        const uint8_t *wg = c->w + (r0 + r) * c->wrow + g * gs;
+        const block_q4_Kx16 *w = (const block_q4_Kx16 *)wg;
+        const block_q4_Kx8 *h = (const block_q4_Kx8 *)wg;
+        okv_x16_prefetch_next_strip(wg, whole ? gs : gs / 2, c->wrow);
+        for (int half = 0; half < 1 + whole; half++) {
+            /* the super-block's 32-byte rows of values, fifth bits, scales */
+            const uint8_t *qs = whole ? w->qs[0] + 32 * half : h->qs[0];
+            const size_t qstride = whole ? sizeof w->qs[0] : sizeof h->qs[0];
+            const uint8_t *qh = !FIVE ? NULL
+                                : whole ? ((const block_q5_Kx16 *)wg)->qh + 32 * half
+                                        : ((const block_q5_Kx8 *)wg)->qh;
+            __m256i wq[8];
+            const __m256i hb = FIVE ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+            UNROLL for (int u = 0; u < 4; u++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + u * qstride));
+                wq[2 * u] = _mm256_and_si256(v, low4);
+                wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                if (FIVE) { /* OKV_X16_DOTS_256's fifth bits */
+                    wq[2 * u] = _mm256_or_si256(wq[2 * u], _mm256_and_si256(_mm256_sll_epi16(hb, _mm_cvtsi32_si128(4 - u)), bit4));
+                    wq[2 * u + 1] = _mm256_or_si256(wq[2 * u + 1], _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(u)), bit4));
                 }
             }
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++)
-                    c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]);
+            __m256 dsc, dm;
+            if (whole) scales_avx2(w->d[half], w->dmin[half], w->sc + 8 * half, w->m + 8 * half, &dsc, &dm);
+            else scales_avx2(h->d, h->dmin, h->sc, h->m, &dsc, &dm);
+            const block_act_q8_Kx16 *x = xs + g;
+            for (int j = 0; j < nc; j++, x += xstride) {
+                /* OKV_X16_DOTS_256's sums, exact: 16 products per int16 lane
+                 * of 4-bit weights, 8 of 5-bit ones */
+                __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half)));
+                __m256i p = _mm256_setzero_si256();
+                UNROLL for (int v = 1; v < 8; v++) {
+                    if (FIVE && v == 4) {
+                        p = _mm256_madd_epi16(s16, ones);
+                        s16 = _mm256_setzero_si256();
+                    }
+                    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))));
+                    /* summed in order: GCC otherwise reassociated the adds
+                     * to after all 8 products, spilling unpacked weights */
+                    __asm__("" : "+x"(s16));
+                }
+                p = FIVE ? _mm256_add_epi32(p, _mm256_madd_epi16(s16, ones)) : _mm256_madd_epi16(s16, ones);
+                __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dsc, _mm256_loadu_ps(x->d + 8 * half)),
+                                           acc_buf[r][j][half]);
+                acc_buf[r][j][half] = _mm256_fnmadd_ps(dm, _mm256_loadu_ps(x->xm + 8 * half), a);
+            }
         }
-    }
+    });
 }
 
 OKV_TARGET_AVX2 void okv_mm_block_q4_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {

@@ -165,63 +165,43 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(cons
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q6_Kx16_avx2)
 
-/* The AVX2 block pass (from 5 columns on), weight-stationary as Q4_0x16's
- * (q4_0x16.c, which says why): a half-super-block's 6-bit values stay in 4
- * registers for X16_CB columns; tile_avx2's integers and float operations
- * in its order, so its bits. */
-enum { X16_CB = 16, X16_STRIP = 8 };
-
+/* The AVX2 block pass (from 5 columns on), weight-stationary (x16.h says
+ * why): a half-super-block's 6-bit values stay in 4 registers for
+ * OKV_X16_CB columns; tile_avx2's integers and float operations in its
+ * order, so its bits. */
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin,
                                                                              int64_t r_end, int64_t c_begin,
                                                                              int64_t c_end) {
     const int64_t ng = c->k / OKV_QK_K;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc_buf[X16_STRIP][X16_CB][2];
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {
-        const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);
-        const block_act_q8_Kx16s *xs = (const block_act_q8_Kx16s *)(c->xa + c0 * c->xa_col);
-        const size_t xstride = c->xa_col / sizeof *xs; /* super-blocks between columns */
-        for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {
-            const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();
-            for (int64_t g = 0; g < ng; g++) {
-                for (int r = 0; r < nr; r++) {
-                    const block_q6_Kx16 *w = (const block_q6_Kx16 *)(c->w + (r0 + r) * c->wrow) + g;
-                    /* the next strip's super-block: used X16_STRIP rows later */
-                    for (int l = 0; l < (int)sizeof *w; l += 64)
-                        _mm_prefetch((const char *)w + X16_STRIP * c->wrow + l, _MM_HINT_T1);
-                    const float d = _cvtsh_ss(w->d);
-                    UNROLL for (int half = 0; half < 2; half++) {
-                        __m256i wv[4];
-                        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql[0] + 32 * half));
-                        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql[1] + 32 * half));
-                        const __m256i h = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * half));
-                        Q6_VALUES(wv, l0, l1, h, _mm256_and_si256, _mm256_slli_epi16, _mm256_srli_epi16, SET1_256,
-                                  _mm256_or_si256);
-                        const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                                                _mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
-                        const block_act_q8_Kx16s *x = xs + g;
-                        for (int j = 0; j < nc; j++, x += xstride) {
-                            __m256i p = _mm256_loadu_si256((const __m256i *)(x->c32 + 8 * half));
-                            UNROLL for (int v = 0; v < 4; v += 2) {
-                                const __m256i s = _mm256_add_epi16(
-                                    _mm256_maddubs_epi16(wv[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))),
-                                    _mm256_maddubs_epi16(wv[v + 1], _mm256_loadu_si256((const __m256i *)(x->qs[v + 1] + 32 * half))));
-                                p = _mm256_add_epi32(p, _mm256_madd_epi16(s, ones));
-                            }
-                            acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                                                  _mm256_mul_ps(dsc, _mm256_loadu_ps(x->d + 8 * half)),
-                                                                  acc_buf[r][j][half]);
-                        }
-                    }
+    OKV_X16_STRIPS_AVX2(block_act_q8_Kx16s, {
+        const block_q6_Kx16 *w = (const block_q6_Kx16 *)(c->w + (r0 + r) * c->wrow) + g;
+        okv_x16_prefetch_next_strip(w, sizeof *w, c->wrow);
+        const float d = _cvtsh_ss(w->d);
+        UNROLL for (int half = 0; half < 2; half++) {
+            __m256i wv[4];
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql[0] + 32 * half));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql[1] + 32 * half));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * half));
+            Q6_VALUES(wv, l0, l1, h, _mm256_and_si256, _mm256_slli_epi16, _mm256_srli_epi16, SET1_256,
+                      _mm256_or_si256);
+            const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                                                    _mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
+            const block_act_q8_Kx16s *x = xs + g;
+            for (int j = 0; j < nc; j++, x += xstride) {
+                __m256i p = _mm256_loadu_si256((const __m256i *)(x->c32 + 8 * half));
+                UNROLL for (int v = 0; v < 4; v += 2) {
+                    const __m256i s = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(wv[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))),
+                        _mm256_maddubs_epi16(wv[v + 1], _mm256_loadu_si256((const __m256i *)(x->qs[v + 1] + 32 * half))));
+                    p = _mm256_add_epi32(p, _mm256_madd_epi16(s, ones));
                 }
+                acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                                      _mm256_mul_ps(dsc, _mm256_loadu_ps(x->d + 8 * half)),
+                                                      acc_buf[r][j][half]);
             }
-            for (int r = 0; r < nr; r++)
-                for (int j = 0; j < nc; j++)
-                    c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]);
         }
-    }
+    });
 }
 
 OKV_TARGET_AVX2 void okv_mm_block_q6_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {

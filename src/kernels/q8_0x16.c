@@ -230,10 +230,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVXVNNI void tile_avxvnn
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q8_0x16_avx2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q8_0x16_avxvnni)
 
-/* The AVX2 block pass (from 5 columns on: wtype.c), weight-stationary as
- * q4_0x16.c's: a strip of X16_STRIP rows against X16_CB columns, one group
- * at a time (a group of X16_CB columns' activations, 18 KiB, stays in L1
- * for the strip's rows), the float accumulators in acc_buf.
+/* The AVX2 block pass (x16.h says why weight-stationary): a strip of
+ * OKV_X16_STRIP rows against OKV_X16_CB columns, one group at a time.
  *
  * Without VNNI, w * x the way tile_avx2 does it (vpsignb, vpmaddubsw,
  * vpmaddwd per 32 products: the pairs |w| * |x| reach 2 * 128 * 127, so no
@@ -247,7 +245,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q8_0x16_avxvnni
  * two vpmaddubsw and two vpaddw (one cycle of the two multiply pipes), and
  * each block sum one vpmaddwd for each nibble, which also multiplies the
  * high one by 16; -128 * the block's activation sum is 16 * c8
- * (q4_0x16.h).  l and h are made once per row and group for X16_CB columns
+ * (q4_0x16.h).  l and h are made once per row and group for OKV_X16_CB columns
  * (lh); the columns then go X16_JS at a time, each vector of l and h loaded
  * once for all X16_JS.  That is 4.75 vector operations per 32 products
  * against 4.4, but 2.25 of them multiplies against 3: on the Zen 4 (AVX2
@@ -256,7 +254,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q8_0x16_avxvnni
  * per-block tail (vpmaddwd, the scale product, the FMA).
  * The lane dots are the exact integers tile_avx2 computes, followed by the
  * same FMA per group: the same bits. */
-enum { X16_CB = 16, X16_STRIP = 8, X16_JS = 4 };
+enum { X16_JS = 4 };
 
 /* JS columns, x, x + xstride, .., of one row's half-group, whose nibbles
  * are lh[v][0] (l) and lh[v][1] (h) and scales wd. */
@@ -292,7 +290,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void cols_avx2(cons
 }
 
 /* With AVX-VNNI, u = w + 128 goes to vpdpbusd whole (tilen_avx2's VNNI
- * way): each half-group's 8 vectors of u are made once per row and X16_CB
+ * way): each half-group's 8 vectors of u are made once per row and OKV_X16_CB
  * columns and stay in registers while a plain loop over the columns takes
  * the activations from L1, one instruction per 32 products, as q4_0x16.c's
  * VNNI block pass. */
@@ -304,65 +302,47 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void cols_avx2(cons
         const __m256i bias = _mm256_set1_epi8((char)0x80), low4 = _mm256_set1_epi8(0x0F);                 \
         block_q8_0x16 tmp;                                                                                \
         if (nt) memset(&tmp, 0, sizeof tmp);                                                              \
-        __m256 acc_buf[X16_STRIP][X16_CB][2];                                                             \
         __m256i lh[2][8][2]; /* [half][v]: l, h */                                                        \
-        for (int64_t c0 = c_begin; c0 < c_end; c0 += X16_CB) {                                            \
-            const int nc = (int)(c_end - c0 < X16_CB ? c_end - c0 : X16_CB);                              \
-            const block_act_q8_0x16 *xs = (const block_act_q8_0x16 *)(c->xa + c0 * c->xa_col);           \
-            const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */                   \
-            for (int64_t r0 = r_begin; r0 < r_end; r0 += X16_STRIP) {                                     \
-                const int nr = (int)(r_end - r0 < X16_STRIP ? r_end - r0 : X16_STRIP);                    \
-                for (int r = 0; r < nr; r++)                                                              \
-                    for (int j = 0; j < nc; j++) acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps(); \
-                for (int64_t g = 0; g < ng; g++) {                                                        \
-                    for (int r = 0; r < nr; r++) {                                                        \
-                        const block_q8_0x16 *row = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow);    \
-                        const block_q8_0x16 *w = okv_q8_0x16_group(row, g, nw, nt, &tmp);                 \
-                        /* the next strip's group: used X16_STRIP rows later */                           \
-                        for (int l = 0; l < (int)sizeof *w; l += 64)                                      \
-                            _mm_prefetch((const char *)(row + g) + X16_STRIP * c->wrow + l, _MM_HINT_T1); \
-                        const block_act_q8_0x16 *x = xs + g;                                              \
-                        if (VNNI) {                                                                       \
-                            UNROLL for (int half = 0; half < 2; half++) {                                 \
-                                __m256i wu[8];                                                            \
-                                UNROLL for (int v = 0; v < 8; v++)                                        \
-                                    wu[v] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias); \
-                                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
-                                const block_act_q8_0x16 *xj = x;                                          \
-                                for (int j = 0; j < nc; j++, xj += xstride) {                             \
-                                    __m256i p = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xj->c8 + 8 * half)), 4); \
-                                    UNROLL for (int v = 0; v < 8; v++)                                    \
-                                        p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(xj->qs[v] + 32 * half))); \
-                                    acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),          \
-                                                                          _mm256_mul_ps(sw, _mm256_loadu_ps(xj->d + 8 * half)), \
-                                                                          acc_buf[r][j][half]);           \
-                                }                                                                         \
-                            }                                                                             \
-                            continue;                                                                     \
-                        }                                                                                 \
-                        UNROLL for (int half = 0; half < 2; half++)                                       \
-                            UNROLL for (int v = 0; v < 8; v++) {                                          \
-                                const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias); \
-                                lh[half][v][0] = _mm256_and_si256(u, low4);                               \
-                                lh[half][v][1] = _mm256_and_si256(_mm256_srli_epi16(u, 4), low4);         \
-                            }                                                                             \
-                        UNROLL for (int half = 0; half < 2; half++) {                                     \
-                            int j = 0;                                                                    \
-                            for (; j + X16_JS <= nc; j += X16_JS)                                         \
-                                cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, X16_JS); \
-                            switch (nc - j) { /* X16_JS - 1 at most */                                    \
-                            case 3: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 3); break; \
-                            case 2: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 2); break; \
-                            case 1: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 1); break; \
-                            }                                                                             \
-                        }                                                                                 \
+        OKV_X16_STRIPS_AVX2(block_act_q8_0x16, {                                                          \
+            const block_q8_0x16 *row = (const block_q8_0x16 *)(c->w + (r0 + r) * c->wrow);                \
+            const block_q8_0x16 *w = okv_q8_0x16_group(row, g, nw, nt, &tmp);                             \
+            okv_x16_prefetch_next_strip(row + g, sizeof *w, c->wrow);                                     \
+            const block_act_q8_0x16 *x = xs + g;                                                          \
+            if (VNNI) {                                                                                   \
+                UNROLL for (int half = 0; half < 2; half++) {                                             \
+                    __m256i wu[8];                                                                        \
+                    UNROLL for (int v = 0; v < 8; v++)                                                    \
+                        wu[v] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias); \
+                    const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
+                    const block_act_q8_0x16 *xj = x;                                                      \
+                    for (int j = 0; j < nc; j++, xj += xstride) {                                         \
+                        __m256i p = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xj->c8 + 8 * half)), 4); \
+                        UNROLL for (int v = 0; v < 8; v++)                                                \
+                            p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(xj->qs[v] + 32 * half))); \
+                        acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),                      \
+                                                              _mm256_mul_ps(sw, _mm256_loadu_ps(xj->d + 8 * half)), \
+                                                              acc_buf[r][j][half]);                       \
                     }                                                                                     \
                 }                                                                                         \
-                for (int r = 0; r < nr; r++)                                                              \
-                    for (int j = 0; j < nc; j++)                                                          \
-                        c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]); \
+                continue;                                                                                 \
             }                                                                                             \
-        }                                                                                                 \
+            UNROLL for (int half = 0; half < 2; half++)                                                   \
+                UNROLL for (int v = 0; v < 8; v++) {                                                      \
+                    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half)), bias); \
+                    lh[half][v][0] = _mm256_and_si256(u, low4);                                           \
+                    lh[half][v][1] = _mm256_and_si256(_mm256_srli_epi16(u, 4), low4);                     \
+                }                                                                                         \
+            UNROLL for (int half = 0; half < 2; half++) {                                                 \
+                int j = 0;                                                                                \
+                for (; j + X16_JS <= nc; j += X16_JS)                                                     \
+                    cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, X16_JS);    \
+                switch (nc - j) { /* X16_JS - 1 at most */                                                \
+                case 3: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 3); break; \
+                case 2: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 2); break; \
+                case 1: cols_avx2(lh[half], w->d, half, x + j * xstride, xstride, acc_buf[r] + j, 1); break; \
+                }                                                                                         \
+            }                                                                                             \
+        });                                                                                               \
     }
 
 BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)

@@ -33,9 +33,6 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define X16_AVX2(t) .tile = TILES_VNNI(t), \
                .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
                               [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
-#define X16_NEON(t) X16(t)
-#define X16_NEON_AVX2(t) X16_AVX2(t)
-#define X16_NEON_AVXVNNI(t) X16_AVXVNNI(t)
 /* ... or AVX2's and AVX-VNNI's block passes (its tiles AVX2's) */
 #define X16_AVX2_VNNI_BLOCK(t) .tile = TILES_VNNI(t), \
                .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
@@ -47,6 +44,9 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
                .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
                               [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni, \
                               [OKV_ISA_AVXVNNI] = okv_mm_block_##t##_avxvnni}
+#define X16_NEON(t) X16(t)
+#define X16_NEON_AVX2(t) X16_AVX2(t)
+#define X16_NEON_AVXVNNI(t) X16_AVXVNNI(t)
 #define X16MM(t) .tile = {okv_mm_tile_##t##_scalar} /* kept only where I8MM runs (model.c) */
 #else
 /* aarch64 (kernels/..._neon.c: every runnable type's tiles per level,

@@ -186,6 +186,55 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
         }                                                                                    \
     } while (0)
 
+/* The AVX2 block passes (from 5 columns on: wtype.c) are weight-stationary:
+ * AVX2's 16 registers hold one half-group's unpacked weights and no more
+ * than a few columns' accumulators besides, which left the 4-column tiles
+ * spilling and unpacking every row once per 4 columns.  So each
+ * half-group of a row is unpacked once per OKV_X16_CB columns, and a plain
+ * loop over the columns takes the activations from memory (L1: a group's
+ * activations for 16 columns are 6-10 KiB, used by every row of a strip)
+ * and the float accumulators from acc_buf[r][j][half].  Each format's pass only says
+ * what one row's group does (q4_0x16.c's is the plainest). */
+enum { OKV_X16_CB = 16, OKV_X16_STRIP = 8 };
+
+/* The strips of rows r_begin..r_end by columns c_begin..c_end: for each
+ * block of OKV_X16_CB columns (nc of them, activations xs of type AT,
+ * xstride groups apart) and each strip of OKV_X16_STRIP rows from r0 (nr
+ * of them), zero acc_buf, run ROW_BODY (the variadic argument) for every
+ * group g (of ng) of every row r of the strip, then store each lane sum
+ * into c->y.  Expects c, r_begin, r_end, c_begin, c_end and ng in scope. */
+#define OKV_X16_STRIPS_AVX2(AT, ...)                                                        \
+    do {                                                                                    \
+        __m256 acc_buf[OKV_X16_STRIP][OKV_X16_CB][2];                                       \
+        for (int64_t c0 = c_begin; c0 < c_end; c0 += OKV_X16_CB) {                          \
+            const int nc = (int)(c_end - c0 < OKV_X16_CB ? c_end - c0 : OKV_X16_CB);        \
+            const AT *xs = (const AT *)(c->xa + c0 * c->xa_col);                            \
+            const size_t xstride = c->xa_col / sizeof *xs; /* groups between columns */     \
+            for (int64_t r0 = r_begin; r0 < r_end; r0 += OKV_X16_STRIP) {                   \
+                const int nr = (int)(r_end - r0 < OKV_X16_STRIP ? r_end - r0 : OKV_X16_STRIP); \
+                for (int r = 0; r < nr; r++)                                                \
+                    for (int j = 0; j < nc; j++)                                            \
+                        acc_buf[r][j][0] = acc_buf[r][j][1] = _mm256_setzero_ps();          \
+                for (int64_t g = 0; g < ng; g++)                                            \
+                    for (int r = 0; r < nr; r++) {                                          \
+                        __VA_ARGS__                                                         \
+                    }                                                                       \
+                for (int r = 0; r < nr; r++)                                                \
+                    for (int j = 0; j < nc; j++)                                            \
+                        c->y[(c0 + j) * c->rows + r0 + r] =                                 \
+                            okv_x16_sum16_avx2(acc_buf[r][j][0], acc_buf[r][j][1]);         \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+/* A row's group in a strip is used again by the next strip OKV_X16_STRIP
+ * rows on: start its bytes on their way to L2 now. */
+static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(const void *group, size_t bytes,
+                                                                              size_t wrow) {
+    for (size_t l = 0; l < bytes; l += 64)
+        _mm_prefetch((const char *)group + OKV_X16_STRIP * wrow + l, _MM_HINT_T1);
+}
+
 #endif /* OKV_X86 */
 
 /* A kernel body's hoisted pointers: wr[r], row r0 + r's first group (of
