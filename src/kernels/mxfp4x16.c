@@ -153,14 +153,17 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
 
 /* The AVX2 block pass (x16.h says why weight-stationary): a strip of
  * OKV_X16_STRIP rows against OKV_X16_CB columns, each row's half-group
- * looked up once for all of them.  Without VNNI the sign trick needs |w|
- * and w's sign for every product, 16 vectors a half-group, more than
- * AVX2's registers beside the sums: they go to a small array in L1 and the
- * column loop loads them (no more loads than the 4-column tiles' 1.5 per
- * product).  With AVX-VNNI, w + 128 from the shifted table times x onto
- * 16 c8 = -128 sum(x), as AVX-512's VNNI body: 8 vectors in registers, one
- * instruction per 32 products.  Each lane gets tile_avx2's exact integer
- * dot and then its FMA, so the same bits. */
+ * looked up once for all of them, as u = w + an offset from a shifted
+ * table, 8 vectors that stay in registers while a plain loop over the
+ * columns takes the activations from L1.  Without VNNI, u = w + 12 in
+ * 0..24: vpmaddubsw's pairs reach 2 * 24 * 128 = 6144, so four vectors
+ * add exactly in int16 (two sums a half-group), and -12 sum(x) = 1.5 c8
+ * (c8 = -8 sum(x)) takes the offset off: two instructions per 32
+ * products, against tile_avx2's sign trick's three (vpsignb on x for the
+ * unsigned operand |w|).  With AVX-VNNI, u = w + 128 onto 16 c8 =
+ * -128 sum(x), as AVX-512's VNNI body: one instruction per 32 products.
+ * Each lane gets tile_avx2's exact integer dot and then its FMA, so the
+ * same bits. */
 #define BLOCK_AVX2(name, TARGET, VNNI)                                                                     \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r_begin,    \
                                                                   int64_t r_end, int64_t c_begin, int64_t c_end) { \
@@ -168,10 +171,10 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
         const int nt = okv_mxfp4x16_tail_blocks(c->k);                                                    \
         const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
         const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)); \
-        const __m256i utable = _mm256_xor_si256(table, _mm256_set1_epi8((char)0x80)); /* value + 128 */  \
+        const __m256i utable = VNNI ? _mm256_xor_si256(table, _mm256_set1_epi8((char)0x80)) /* w + 128 */ \
+                                    : _mm256_add_epi8(table, _mm256_set1_epi8(12));                       \
         block_mxfp4x16 tmp;                                                                               \
         if (nt) memset(&tmp, 0, sizeof tmp);                                                              \
-        __m256i wa[8], wsg[8]; /* without VNNI: |w| and w (its sign) of a half-group, vector v */         \
         OKV_X16_STRIPS_AVX2(block_act_q8_0x16, {                                                          \
             const block_mxfp4x16 *row = (const block_mxfp4x16 *)(c->w + (r0 + r) * c->wrow);              \
             const block_mxfp4x16 *w = okv_mxfp4x16_group(row, g, nw, nt, &tmp);                           \
@@ -182,15 +185,8 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
                     const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));      \
                     const __m256i ilo = _mm256_and_si256(wv, low4);                                       \
                     const __m256i ihi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4);                 \
-                    if (VNNI) {                                                                           \
-                        wu[2 * u] = _mm256_shuffle_epi8(utable, ilo);                                     \
-                        wu[2 * u + 1] = _mm256_shuffle_epi8(utable, ihi);                                 \
-                    } else {                                                                              \
-                        wsg[2 * u] = _mm256_shuffle_epi8(table, ilo);                                     \
-                        wsg[2 * u + 1] = _mm256_shuffle_epi8(table, ihi);                                 \
-                        wa[2 * u] = _mm256_sign_epi8(wsg[2 * u], wsg[2 * u]);                             \
-                        wa[2 * u + 1] = _mm256_sign_epi8(wsg[2 * u + 1], wsg[2 * u + 1]);                 \
-                    }                                                                                     \
+                    wu[2 * u] = _mm256_shuffle_epi8(utable, ilo);                                         \
+                    wu[2 * u + 1] = _mm256_shuffle_epi8(utable, ihi);                                     \
                 }                                                                                         \
                 const __m256 sw = scales8_avx2(w->e + 8 * half);                                          \
                 const block_act_q8_0x16 *x = xs + g;                                                      \
@@ -201,14 +197,15 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
                         UNROLL for (int v = 0; v < 8; v++)                                                \
                             p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
                     } else {                                                                              \
-                        /* tile_avx2's int16 sums: 8 products of |w| <= 12 per lane pair */              \
-                        __m256i s16 = _mm256_setzero_si256();                                             \
+                        __m256i s16[2];                                                                   \
                         UNROLL for (int v = 0; v < 8; v++) {                                              \
-                            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)); \
-                            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wa[v], _mm256_sign_epi8(xv, wsg[v]))); \
-                            __asm__("" : "+x"(s16)); /* in order, not a tree of live products */         \
+                            const __m256i pv = _mm256_maddubs_epi16(wu[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
+                            s16[v / 4] = v % 4 ? _mm256_add_epi16(s16[v / 4], pv) : pv;                   \
+                            __asm__("" : "+x"(s16[v / 4])); /* in order, not a tree of live products */  \
                         }                                                                                 \
-                        p = _mm256_madd_epi16(s16, ones);                                                 \
+                        const __m256i c8 = _mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half));       \
+                        p = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(s16[0], ones), _mm256_madd_epi16(s16[1], ones)), \
+                                             _mm256_add_epi32(c8, _mm256_srai_epi32(c8, 1)));             \
                     }                                                                                     \
                     acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),                          \
                                                           _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)), \
