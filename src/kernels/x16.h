@@ -193,8 +193,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
  * half-group of a row is unpacked once per OKV_X16_CB columns, and a plain
  * loop over the columns takes the activations from memory (L1: a group's
  * activations for 16 columns are 6-10 KiB, used by every row of a strip)
- * and the float accumulators from acc_buf[r][j][half].  Each format's pass only says
- * what one row's group does (q4_0x16.c's is the plainest). */
+ * and the float accumulators from acc_buf[r][j][half].  Each format's pass
+ * only says what one row's group does (q4_0x16.c's is the plainest). */
 enum { OKV_X16_CB = 16, OKV_X16_STRIP = 8 };
 
 /* The strips of rows r_begin..r_end by columns c_begin..c_end: for each
@@ -227,8 +227,8 @@ enum { OKV_X16_CB = 16, OKV_X16_STRIP = 8 };
         }                                                                                   \
     } while (0)
 
-/* A row's group in a strip is used again by the next strip OKV_X16_STRIP
- * rows on: start its bytes on their way to L2 now. */
+/* The same group of the row OKV_X16_STRIP rows on is the next strip's
+ * (rows of wrow bytes): start its bytes on their way to L2 now. */
 static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(const void *group, size_t bytes,
                                                                               size_t wrow) {
     for (size_t l = 0; l < bytes; l += 64)
