@@ -107,10 +107,14 @@ AVX2 __m256 scales8_avx2(const uint8_t *e) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
 }
 
+/* u = w + 12 (0..24) from a shifted table, as the block pass below (which
+ * says why it is exact): two int16 sums a half-group and column, of 4
+ * vectors each, then 1.5 c8 = -12 sum(x). */
 AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values));
+    const __m256i utable = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)),
+                                           _mm256_set1_epi8(12));
     const int64_t nw = c->k / OKV_X16_VALUES;
     const int nt = okv_mxfp4x16_tail_blocks(c->k);
     block_mxfp4x16 tmp;
@@ -122,23 +126,24 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
             const block_mxfp4x16 *w = okv_mxfp4x16_group(wr[r], g, nw, nt, &tmp);
             for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l, _MM_HINT_T1);
             UNROLL for (int half = 0; half < 2; half++) {
-                __m256i s16[OKV_X16_MAX_COLS];
-                UNROLL for (int j = 0; j < NC; j++) s16[j] = _mm256_setzero_si256();
+                __m256i s16[2][OKV_X16_MAX_COLS]; /* vectors 0-3, 4-7 */
                 UNROLL for (int u = 0; u < 4; u++) {
                     const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));
-                    const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(wv, low4));
-                    const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4));
-                    const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+                    const __m256i lo = _mm256_shuffle_epi8(utable, _mm256_and_si256(wv, low4));
+                    const __m256i hi = _mm256_shuffle_epi8(utable, _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4));
                     UNROLL for (int j = 0; j < NC; j++) {
                         const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half));
                         const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half));
-                        s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(alo, _mm256_sign_epi8(xl, lo)));
-                        s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xh, hi)));
+                        const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+                        s16[u / 2][j] = u % 2 ? _mm256_add_epi16(s16[u / 2][j], pr) : pr;
                     }
                 }
                 const __m256 sw = scales8_avx2(w->e + 8 * half);
                 UNROLL for (int j = 0; j < NC; j++) {
-                    const __m256i p = _mm256_madd_epi16(s16[j], ones);
+                    const __m256i c8 = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));
+                    const __m256i p = _mm256_add_epi32(
+                        _mm256_add_epi32(_mm256_madd_epi16(s16[0][j], ones), _mm256_madd_epi16(s16[1][j], ones)),
+                        _mm256_add_epi32(c8, _mm256_srai_epi32(c8, 1)));
                     acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
                                                    _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
                                                    acc[j][half]);
