@@ -123,12 +123,37 @@ OKV_X16_SCALAR_TILE(okv_mm_tile_q6_Kx16_scalar, block_q6_Kx16, block_act_q8_Kx16
 #define SET1_256(v) _mm256_set1_epi8(v)
 #define SET1_512(v) _mm512_set1_epi8(v)
 
-/* AVX2: maddubs pairs (at most 2 * 63 * 127) added as int16 two vectors at
- * a time (32004), then widened: the exact lane dots. */
+/* Half a super-block's four value vectors (wv) and its 8 sub-block scales
+ * times d. */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256 half_avx2(const block_q6_Kx16 *w, int half, float d,
+                                                                              __m256i wv[4]) {
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql[0] + 32 * half));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql[1] + 32 * half));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * half));
+    Q6_VALUES(wv, l0, l1, h, _mm256_and_si256, _mm256_slli_epi16, _mm256_srli_epi16, SET1_256, _mm256_or_si256);
+    return _mm256_mul_ps(_mm256_set1_ps(d),
+                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
+}
+
+/* One column's exact lane dots over half a super-block: c32, plus maddubs
+ * pairs (at most 2 * 63 * 127) added as int16 two vectors at a time
+ * (32004), then widened. */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i dot_avx2(const __m256i wv[4],
+                                                                              const block_act_q8_Kx16s *x, int half) {
+    __m256i p = _mm256_loadu_si256((const __m256i *)(x->c32 + 8 * half));
+    UNROLL for (int v = 0; v < 4; v += 2) {
+        const __m256i s =
+            _mm256_add_epi16(_mm256_maddubs_epi16(wv[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))),
+                             _mm256_maddubs_epi16(wv[v + 1], _mm256_loadu_si256((const __m256i *)(x->qs[v + 1] + 32 * half))));
+        p = _mm256_add_epi32(p, _mm256_madd_epi16(s, _mm256_set1_epi16(1)));
+    }
+    return p;
+}
+
+/* AVX2: dot_avx2's exact lane dots, one FMA per half super-block. */
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0,
                                                                             const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < NR; r++) {
         __m256 acc[OKV_X16_MAX_COLS][2];
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
@@ -138,22 +163,9 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(cons
             const float d = _cvtsh_ss(w->d); /* F16C: exact, branch-free */
             UNROLL for (int half = 0; half < 2; half++) {
                 __m256i wv[4];
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql[0] + 32 * half));
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql[1] + 32 * half));
-                const __m256i h = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * half));
-                Q6_VALUES(wv, l0, l1, h, _mm256_and_si256, _mm256_slli_epi16, _mm256_srli_epi16, SET1_256,
-                          _mm256_or_si256);
-                const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                                        _mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
+                const __m256 dsc = half_avx2(w, half, d, wv);
                 UNROLL for (int j = 0; j < NC; j++) {
-                    const int8_t (*xq)[64] = xs[j][g].qs;
-                    __m256i p = _mm256_loadu_si256((const __m256i *)(xs[j][g].c32 + 8 * half));
-                    UNROLL for (int v = 0; v < 4; v += 2) {
-                        const __m256i s = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(wv[v], _mm256_loadu_si256((const __m256i *)(xq[v] + 32 * half))),
-                            _mm256_maddubs_epi16(wv[v + 1], _mm256_loadu_si256((const __m256i *)(xq[v + 1] + 32 * half))));
-                        p = _mm256_add_epi32(p, _mm256_madd_epi16(s, ones));
-                    }
+                    const __m256i p = dot_avx2(wv, &xs[j][g], half);
                     acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
                                                    _mm256_mul_ps(dsc, _mm256_loadu_ps(xs[j][g].d + 8 * half)), acc[j][half]);
                 }
@@ -173,29 +185,16 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void block_avx2(con
                                                                              int64_t r_end, int64_t c_begin,
                                                                              int64_t c_end) {
     const int64_t ng = c->k / OKV_QK_K;
-    const __m256i ones = _mm256_set1_epi16(1);
     OKV_X16_STRIPS_AVX2(block_act_q8_Kx16s, {
         const block_q6_Kx16 *w = (const block_q6_Kx16 *)(c->w + (r0 + r) * c->wrow) + g;
         okv_x16_prefetch_next_strip(w, sizeof *w, c->wrow);
         const float d = _cvtsh_ss(w->d);
         UNROLL for (int half = 0; half < 2; half++) {
             __m256i wv[4];
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql[0] + 32 * half));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql[1] + 32 * half));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * half));
-            Q6_VALUES(wv, l0, l1, h, _mm256_and_si256, _mm256_slli_epi16, _mm256_srli_epi16, SET1_256,
-                      _mm256_or_si256);
-            const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                                                    _mm_loadl_epi64((const __m128i *)(w->sc + 8 * half)))));
+            const __m256 dsc = half_avx2(w, half, d, wv);
             const block_act_q8_Kx16s *x = xs + g;
             for (int j = 0; j < nc; j++, x += xstride) {
-                __m256i p = _mm256_loadu_si256((const __m256i *)(x->c32 + 8 * half));
-                UNROLL for (int v = 0; v < 4; v += 2) {
-                    const __m256i s = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(wv[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))),
-                        _mm256_maddubs_epi16(wv[v + 1], _mm256_loadu_si256((const __m256i *)(x->qs[v + 1] + 32 * half))));
-                    p = _mm256_add_epi32(p, _mm256_madd_epi16(s, ones));
-                }
+                const __m256i p = dot_avx2(wv, x, half);
                 acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
                                                       _mm256_mul_ps(dsc, _mm256_loadu_ps(x->d + 8 * half)),
                                                       acc_buf[r][j][half]);
