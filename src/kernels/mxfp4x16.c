@@ -3,11 +3,12 @@
  * lane order, and c8, -8 times each block's sum).  The values come from
  * okv_mxfp4_values by a byte shuffle; maddubs and vpdpbusd need one unsigned
  * side.  VNNI's take w + 128 (unsigned, from a shifted table) times x and
- * start from 16 c8 = -128 sum(x), as Q8_0x16's do: the same exact sums in
- * fewer operations than the sign trick (the only one maddubs can use, as
- * w + 128 would overflow its int16 pairs): |w| times x with w's sign, where
- * 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum stay within
- * int16 (24384), so the kernels without VNNI widen once per group half.
+ * start from 16 c8 = -128 sum(x), as Q8_0x16's do (w + 128 would overflow
+ * maddubs's int16 pairs).  AVX2's take w + 12 (0..24, another shifted
+ * table; the block pass says why that is exact) and take 1.5 c8 =
+ * -12 sum(x) off.  AVX-512 BW's keep the sign trick: |w| times x with w's
+ * sign, where 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum
+ * stay within int16 (24384), so they widen once per group.
  * Every ISA gets the same exact lanes.  The aarch64 bodies are in
  * mxfp4x16_neon.c. */
 #include <math.h>
@@ -107,48 +108,73 @@ AVX2 __m256 scales8_avx2(const uint8_t *e) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, small));
 }
 
-/* u = w + 12 (0..24) from a shifted table, as the block pass below (which
- * says why it is exact): two int16 sums a half-group and column, of 4
- * vectors each, then 1.5 c8 = -12 sum(x). */
-AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    TILE_SETUP();
+/* One group into acc[j] for NC columns: its four vectors of nibbles at
+ * qs + u * qstride and its sixteen exponent bytes at e.  With mask (the
+ * compact last group), each vector's half is loaded under mask[half]
+ * (lanes < nt, the rest zero, as the whole group it stands for): copying
+ * that group into a zeroed one took five memcpy calls a row, and made a
+ * row of gpt-oss's 2880 values (5 groups and 10 blocks) slower than one of
+ * 3072 (6 groups).  u = w + 12 (0..24) from a shifted table, as the block
+ * pass below (which says why it is exact): two int16 sums a half-group and
+ * column, of 4 vectors each, then 1.5 c8 = -12 sum(x). */
+AVX2 void group_avx2(const uint8_t *qs, int64_t qstride, const __m256i *mask, const uint8_t *e,
+                     const block_act_q8_0x16 *const *xs, int64_t g, const int NC, __m256 (*acc)[2]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i utable = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)),
                                            _mm256_set1_epi8(12));
+    UNROLL for (int half = 0; half < 2; half++) {
+        __m256i s16[2][OKV_X16_MAX_COLS]; /* vectors 0-3, 4-7 */
+        UNROLL for (int u = 0; u < 4; u++) {
+            const uint8_t *q = qs + u * qstride + 32 * half;
+            const __m256i wv = mask ? _mm256_maskload_epi32((const int *)q, mask[half])
+                                    : _mm256_loadu_si256((const __m256i *)q);
+            const __m256i lo = _mm256_shuffle_epi8(utable, _mm256_and_si256(wv, low4));
+            const __m256i hi = _mm256_shuffle_epi8(utable, _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4));
+            UNROLL for (int j = 0; j < NC; j++) {
+                const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half));
+                const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half));
+                const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+                s16[u / 2][j] = u % 2 ? _mm256_add_epi16(s16[u / 2][j], pr) : pr;
+            }
+        }
+        const __m256 sw = scales8_avx2(e + 8 * half);
+        UNROLL for (int j = 0; j < NC; j++) {
+            const __m256i c8 = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));
+            const __m256i p = _mm256_add_epi32(
+                _mm256_add_epi32(_mm256_madd_epi16(s16[0][j], ones), _mm256_madd_epi16(s16[1][j], ones)),
+                _mm256_add_epi32(c8, _mm256_srai_epi32(c8, 1)));
+            acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
+                                           acc[j][half]);
+        }
+    }
+}
+
+/* Rows: the whole groups, then the compact one if any (its nt exponent
+ * bytes lead 16 nt bytes of nibbles, so the 16 bytes from its start are
+ * in the row; those past nt are masked off). */
+AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    TILE_SETUP();
     const int64_t nw = c->k / OKV_X16_VALUES;
     const int nt = okv_mxfp4x16_tail_blocks(c->k);
-    block_mxfp4x16 tmp;
-    if (nt) memset(&tmp, 0, sizeof tmp);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),
+                             _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};
+    const __m128i emask = _mm_cmpgt_epi8(_mm_set1_epi8((char)nt),
+                                         _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     for (int r = 0; r < NR; r++) {
         __m256 acc[OKV_X16_MAX_COLS][2];
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        for (int64_t g = 0; g < ng; g++) {
-            const block_mxfp4x16 *w = okv_mxfp4x16_group(wr[r], g, nw, nt, &tmp);
-            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l, _MM_HINT_T1);
-            UNROLL for (int half = 0; half < 2; half++) {
-                __m256i s16[2][OKV_X16_MAX_COLS]; /* vectors 0-3, 4-7 */
-                UNROLL for (int u = 0; u < 4; u++) {
-                    const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));
-                    const __m256i lo = _mm256_shuffle_epi8(utable, _mm256_and_si256(wv, low4));
-                    const __m256i hi = _mm256_shuffle_epi8(utable, _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4));
-                    UNROLL for (int j = 0; j < NC; j++) {
-                        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half));
-                        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half));
-                        const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
-                        s16[u / 2][j] = u % 2 ? _mm256_add_epi16(s16[u / 2][j], pr) : pr;
-                    }
-                }
-                const __m256 sw = scales8_avx2(w->e + 8 * half);
-                UNROLL for (int j = 0; j < NC; j++) {
-                    const __m256i c8 = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));
-                    const __m256i p = _mm256_add_epi32(
-                        _mm256_add_epi32(_mm256_madd_epi16(s16[0][j], ones), _mm256_madd_epi16(s16[1][j], ones)),
-                        _mm256_add_epi32(c8, _mm256_srai_epi32(c8, 1)));
-                    acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                                   _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
-                                                   acc[j][half]);
-                }
-            }
+        for (int64_t g = 0; g < nw; g++) {
+            const block_mxfp4x16 *w = wr[r] + g;
+            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            group_avx2(w->qs[0], 64, NULL, w->e, xs, g, NC, acc);
+        }
+        if (ng > nw) { /* nt blocks */
+            const uint8_t *t = (const uint8_t *)(wr[r] + nw);
+            for (int l = 0; l < 17 * nt; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            uint8_t et[OKV_X16_BLOCKS];
+            _mm_storeu_si128((__m128i *)et, _mm_and_si128(_mm_loadu_si128((const __m128i *)t), emask));
+            group_avx2(t + nt, 4 * nt, mask, et, xs, nw, NC, acc);
         }
         UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
     }
@@ -164,7 +190,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
  * 0..24: vpmaddubsw's pairs reach 2 * 24 * 128 = 6144, so four vectors
  * add exactly in int16 (two sums a half-group), and -12 sum(x) = 1.5 c8
  * (c8 = -8 sum(x)) takes the offset off: two instructions per 32
- * products, against tile_avx2's sign trick's three (vpsignb on x for the
+ * products, against the sign trick's three (vpsignb on x for the
  * unsigned operand |w|).  With AVX-VNNI, u = w + 128 onto 16 c8 =
  * -128 sum(x), as AVX-512's VNNI body: one instruction per 32 products.
  * Each lane gets tile_avx2's exact integer dot and then its FMA, so the

@@ -159,48 +159,73 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
  * are tile1_avx2's, so the bits are the same.  With AVX-VNNI, vpdpbusd
  * adds u = w + 128 (unsigned) times x to -128 * the activation sum (16 *
  * c8, as AVX-512's VNNI body does): the same exact lane dot in one
- * instruction per 32 products where AVX2 takes four. */
-#define TILEN_AVX2(name, TARGET, VNNI)                                                                     \
+ * instruction per 32 products where AVX2 takes four.  One half-group into
+ * acc[j], its values at qs + v * qstride under mask as group1_avx2's (the
+ * compact last group copied into a zeroed one took 9 memcpy calls a row
+ * and half: 4 columns of rows of 2880 ran slower than of 3072). */
+#define HALFN_AVX2(name, TARGET, VNNI)                                                                     \
+    static inline __attribute__((always_inline)) TARGET void name(const int8_t *qs, int64_t qstride,       \
+                                                                  const __m256i *mask, const okv_f16 *d,   \
+                                                                  const block_act_q8_0x16 *const *xs, int64_t g, \
+                                                                  const int half, const int NC, __m256 *acc) { \
+        const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);                   \
+        __m256i p[OKV_X16_MAX_COLS];                                                                      \
+        if (VNNI)                                                                                         \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                p[j] = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)), 4); \
+        UNROLL for (int v = 0; v < 8; v++) {                                                              \
+            const int8_t *q = qs + v * qstride + 32 * half;                                               \
+            const __m256i wv = mask ? _mm256_maskload_epi32((const int *)q, mask[half])                   \
+                                    : _mm256_loadu_si256((const __m256i *)q);                             \
+            const __m256i wa = VNNI ? _mm256_xor_si256(wv, bias) : _mm256_abs_epi8(wv);                   \
+            UNROLL for (int j = 0; j < NC; j++) {                                                         \
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half));     \
+                if (VNNI) {                                                                               \
+                    p[j] = _mm256_dpbusd_avx_epi32(p[j], wa, xv);                                         \
+                } else {                                                                                  \
+                    const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones); \
+                    p[j] = v == 0 ? t : _mm256_add_epi32(p[j], t);                                        \
+                    __asm__("" : "+x"(p[j]));                                                             \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+        const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));              \
+        UNROLL for (int j = 0; j < NC; j++)                                                               \
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), \
+                                     acc[j]);                                                             \
+    }
+
+/* Rows: each half over the whole groups, then the compact one if any (its
+ * scales copied into a zeroed array once a row, as tile1_avx2's). */
+#define TILEN_AVX2(name, halfn, TARGET)                                                                    \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
-        const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);                   \
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
-        block_q8_0x16 tmp;                                                                                \
-        if (nt) memset(&tmp, 0, sizeof tmp);                                                              \
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                   \
+        const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),                         \
+                                 _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};                    \
+        okv_f16 dt[OKV_X16_BLOCKS] = {0};                                                                 \
         for (int r = 0; r < NR; r++) {                                                                    \
+            const uint8_t *t = (const uint8_t *)(wr[r] + nw); /* the compact group, if any */             \
+            if (ng > nw) memcpy(dt, t, (size_t)nt * sizeof(okv_f16));                                     \
             __m256 lanes[2][OKV_X16_MAX_COLS];                                                            \
             UNROLL for (int half = 0; half < 2; half++) {                                                 \
                 __m256 acc[OKV_X16_MAX_COLS];                                                             \
                 UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();                         \
-                for (int64_t g = 0; g < ng; g++) {                                                        \
-                    const block_q8_0x16 *w = okv_q8_0x16_group(wr[r], g, nw, nt, &tmp);                  \
+                for (int64_t g = 0; g < nw; g++) {                                                        \
+                    const block_q8_0x16 *w = wr[r] + g;                                                   \
                     if (half == 0)                                                                        \
                         for (int l = 0; l < 576; l += 64)                                                 \
-                            _mm_prefetch((const char *)(wr[r] + g) + OKV_X16_AHEAD + l, _MM_HINT_T1);     \
-                    __m256i p[OKV_X16_MAX_COLS];                                                          \
-                    if (VNNI)                                                                             \
-                        UNROLL for (int j = 0; j < NC; j++)                                               \
-                            p[j] = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)), 4); \
-                    UNROLL for (int v = 0; v < 8; v++) {                                                  \
-                        const __m256i wv = _mm256_loadu_si256((const __m256i *)(w->qs[v] + 32 * half));   \
-                        const __m256i wa = VNNI ? _mm256_xor_si256(wv, bias) : _mm256_abs_epi8(wv);       \
-                        UNROLL for (int j = 0; j < NC; j++) {                                             \
-                            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half)); \
-                            if (VNNI) {                                                                   \
-                                p[j] = _mm256_dpbusd_avx_epi32(p[j], wa, xv);                             \
-                            } else {                                                                      \
-                                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones); \
-                                p[j] = v == 0 ? t : _mm256_add_epi32(p[j], t);                            \
-                                __asm__("" : "+x"(p[j]));                                                 \
-                            }                                                                             \
-                        }                                                                                 \
-                    }                                                                                     \
-                    const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
-                    UNROLL for (int j = 0; j < NC; j++)                                                   \
-                        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), \
-                                                 acc[j]);                                                 \
+                            _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);               \
+                    halfn(w->qs[0], 64, NULL, w->d, xs, g, half, NC, acc);                                \
+                }                                                                                         \
+                if (ng > nw) {                                                                            \
+                    if (half == 0)                                                                        \
+                        for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)                        \
+                            _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1);               \
+                    halfn((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, dt, xs, nw, half, NC, acc); \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];                              \
             }                                                                                             \
@@ -209,8 +234,10 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
         }                                                                                                 \
     }
 
-TILEN_AVX2(tilen_avx2, OKV_TARGET_AVX2, 0)
-TILEN_AVX2(tilen_avxvnni, OKV_TARGET_AVXVNNI, 1)
+HALFN_AVX2(halfn_avx2, OKV_TARGET_AVX2, 0)
+HALFN_AVX2(halfn_avxvnni, OKV_TARGET_AVXVNNI, 1)
+TILEN_AVX2(tilen_avx2, halfn_avx2, OKV_TARGET_AVX2)
+TILEN_AVX2(tilen_avxvnni, halfn_avxvnni, OKV_TARGET_AVXVNNI)
 
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0,
                                                                             const int NR, int64_t c0, const int NC) {
