@@ -25,12 +25,13 @@ try {
   const page = await browser.newPage();
   const errors = [];
   page.on('pageerror', e => errors.push(String(e)));
-  // The network slowed (CDP) so that an answer takes about a second to
-  // arrive: it is seen streaming in, and still arriving when Stop is pressed.
+  // ignore_eos on every chat request the page sends (see above)
   await page.route('**/v1/chat/completions', route => {
     const body = JSON.parse(route.request().postData());
     return route.continue({ postData: JSON.stringify({ ...body, ignore_eos: true }) });
   });
+  // The network slowed (CDP) so that an answer takes about a second to
+  // arrive: it is seen streaming in, and still arriving when Stop is pressed.
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Network.enable');
   await cdp.send('Network.emulateNetworkConditions', { offline: false, latency: 0, downloadThroughput: 12000, uploadThroughput: -1 });
