@@ -102,6 +102,7 @@ OKV_MM_TILE(okv_mm_tile_f32_neon); OKV_MM_TILE(okv_mm_tile_f16_neon); OKV_MM_TIL
 /* MXFP4 sixteen blocks wide (kernels/mxfp4x16.h). */
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_scalar);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx2);
+OKV_MM_TILE(okv_mm_tile_mxfp4x16_avxvnni);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512);
 OKV_MM_TILE(okv_mm_tile_mxfp4x16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_mxfp4x16_avx2);

@@ -114,73 +114,101 @@ AVX2 __m256 scales8_avx2(const uint8_t *e) {
  * (lanes < nt, the rest zero, as the whole group it stands for): copying
  * that group into a zeroed one took five memcpy calls a row, and made a
  * row of gpt-oss's 2880 values (5 groups and 10 blocks) slower than one of
- * 3072 (6 groups).  u = w + 12 (0..24) from a shifted table, as the block
- * pass below (which says why it is exact): two int16 sums a half-group and
- * column, of 4 vectors each, then 1.5 c8 = -12 sum(x). */
-AVX2 void group_avx2(const uint8_t *qs, int64_t qstride, const __m256i *mask, const uint8_t *e,
-                     const block_act_q8_0x16 *const *xs, int64_t g, const int NC, __m256 (*acc)[2]) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m256i utable = _mm256_add_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)),
-                                           _mm256_set1_epi8(12));
-    UNROLL for (int half = 0; half < 2; half++) {
-        __m256i s16[2][OKV_X16_MAX_COLS]; /* vectors 0-3, 4-7 */
-        UNROLL for (int u = 0; u < 4; u++) {
-            const uint8_t *q = qs + u * qstride + 32 * half;
-            const __m256i wv = mask ? _mm256_maskload_epi32((const int *)q, mask[half])
-                                    : _mm256_loadu_si256((const __m256i *)q);
-            const __m256i lo = _mm256_shuffle_epi8(utable, _mm256_and_si256(wv, low4));
-            const __m256i hi = _mm256_shuffle_epi8(utable, _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4));
-            UNROLL for (int j = 0; j < NC; j++) {
-                const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half));
-                const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half));
-                const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
-                s16[u / 2][j] = u % 2 ? _mm256_add_epi16(s16[u / 2][j], pr) : pr;
-            }
-        }
-        const __m256 sw = scales8_avx2(e + 8 * half);
-        UNROLL for (int j = 0; j < NC; j++) {
-            const __m256i c8 = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));
-            const __m256i p = _mm256_add_epi32(
-                _mm256_add_epi32(_mm256_madd_epi16(s16[0][j], ones), _mm256_madd_epi16(s16[1][j], ones)),
-                _mm256_add_epi32(c8, _mm256_srai_epi32(c8, 1)));
-            acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
-                                           acc[j][half]);
-        }
+ * 3072 (6 groups).  Without VNNI, u = w + 12 (0..24) from a shifted table,
+ * as the block pass below (which says why it is exact): two int16 sums a
+ * half-group and column, of 4 vectors each, then 1.5 c8 = -12 sum(x).
+ * With AVX-VNNI, u = w + 128 into vpdpbusd from 16 c8 = -128 sum(x), the
+ * low and the high nibbles' products in two chains (one would wait on
+ * vpdpbusd's latency at one column). */
+#define GROUP_AVX2(name, TARGET, VNNI)                                                                     \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *qs, int64_t qstride,      \
+                                                                  const __m256i *mask, const uint8_t *e,   \
+                                                                  const block_act_q8_0x16 *const *xs, int64_t g, \
+                                                                  const int NC, __m256 (*acc)[2]) {        \
+        const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)); \
+        const __m256i utable = VNNI ? _mm256_xor_si256(table, _mm256_set1_epi8((char)0x80)) /* w + 128 */ \
+                                    : _mm256_add_epi8(table, _mm256_set1_epi8(12));                       \
+        UNROLL for (int half = 0; half < 2; half++) {                                                     \
+            __m256i s[2][OKV_X16_MAX_COLS]; /* no VNNI: int16 sums of vectors 0-3, 4-7; VNNI: lo, hi */  \
+            if (VNNI)                                                                                     \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    s[0][j] = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)), 4); \
+                    s[1][j] = _mm256_setzero_si256();                                                     \
+                }                                                                                         \
+            UNROLL for (int u = 0; u < 4; u++) {                                                          \
+                const uint8_t *q = qs + u * qstride + 32 * half;                                          \
+                const __m256i wv = mask ? _mm256_maskload_epi32((const int *)q, mask[half])               \
+                                        : _mm256_loadu_si256((const __m256i *)q);                         \
+                const __m256i lo = _mm256_shuffle_epi8(utable, _mm256_and_si256(wv, low4));               \
+                const __m256i hi = _mm256_shuffle_epi8(utable, _mm256_and_si256(_mm256_srli_epi16(wv, 4), low4)); \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half)); \
+                    const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half)); \
+                    if (VNNI) {                                                                           \
+                        s[0][j] = _mm256_dpbusd_avx_epi32(s[0][j], lo, xl);                               \
+                        s[1][j] = _mm256_dpbusd_avx_epi32(s[1][j], hi, xh);                               \
+                        continue;                                                                         \
+                    }                                                                                     \
+                    const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)); \
+                    s[u / 2][j] = u % 2 ? _mm256_add_epi16(s[u / 2][j], pr) : pr;                         \
+                }                                                                                         \
+            }                                                                                             \
+            const __m256 sw = scales8_avx2(e + 8 * half);                                                 \
+            UNROLL for (int j = 0; j < NC; j++) {                                                         \
+                __m256i p;                                                                                \
+                if (VNNI) {                                                                               \
+                    p = _mm256_add_epi32(s[0][j], s[1][j]);                                               \
+                } else {                                                                                  \
+                    const __m256i c8 = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));     \
+                    p = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(s[0][j], ones), _mm256_madd_epi16(s[1][j], ones)), \
+                                         _mm256_add_epi32(c8, _mm256_srai_epi32(c8, 1)));                 \
+                }                                                                                         \
+                acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),                                     \
+                                               _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), acc[j][half]); \
+            }                                                                                             \
+        }                                                                                                 \
     }
-}
 
 /* Rows: the whole groups, then the compact one if any (its nt exponent
  * bytes lead 16 nt bytes of nibbles, so the 16 bytes from its start are
  * in the row; those past nt are masked off). */
-AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    TILE_SETUP();
-    const int64_t nw = c->k / OKV_X16_VALUES;
-    const int nt = okv_mxfp4x16_tail_blocks(c->k);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),
-                             _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};
-    const __m128i emask = _mm_cmpgt_epi8(_mm_set1_epi8((char)nt),
-                                         _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-    for (int r = 0; r < NR; r++) {
-        __m256 acc[OKV_X16_MAX_COLS][2];
-        UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        for (int64_t g = 0; g < nw; g++) {
-            const block_mxfp4x16 *w = wr[r] + g;
-            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
-            group_avx2(w->qs[0], 64, NULL, w->e, xs, g, NC, acc);
-        }
-        if (ng > nw) { /* nt blocks */
-            const uint8_t *t = (const uint8_t *)(wr[r] + nw);
-            for (int l = 0; l < 17 * nt; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1);
-            uint8_t et[OKV_X16_BLOCKS];
-            _mm_storeu_si128((__m128i *)et, _mm_and_si128(_mm_loadu_si128((const __m128i *)t), emask));
-            group_avx2(t + nt, 4 * nt, mask, et, xs, nw, NC, acc);
-        }
-        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
+#define TILE_AVX2(name, group, TARGET)                                                                     \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                  int64_t c0, const int NC) {              \
+        TILE_SETUP();                                                                                     \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
+        const int nt = okv_mxfp4x16_tail_blocks(c->k);                                                    \
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                   \
+        const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),                         \
+                                 _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};                    \
+        const __m128i emask = _mm_cmpgt_epi8(_mm_set1_epi8((char)nt),                                     \
+                                             _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)); \
+        for (int r = 0; r < NR; r++) {                                                                    \
+            __m256 acc[OKV_X16_MAX_COLS][2];                                                              \
+            UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();              \
+            for (int64_t g = 0; g < nw; g++) {                                                            \
+                const block_mxfp4x16 *w = wr[r] + g;                                                      \
+                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                group(w->qs[0], 64, NULL, w->e, xs, g, NC, acc);                                          \
+            }                                                                                             \
+            if (ng > nw) { /* nt blocks */                                                                \
+                const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
+                for (int l = 0; l < 17 * nt; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                uint8_t et[OKV_X16_BLOCKS];                                                               \
+                _mm_storeu_si128((__m128i *)et, _mm_and_si128(_mm_loadu_si128((const __m128i *)t), emask)); \
+                group(t + nt, 4 * nt, mask, et, xs, nw, NC, acc);                                         \
+            }                                                                                             \
+            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]); \
+        }                                                                                                 \
     }
-}
 
+GROUP_AVX2(group_avx2, OKV_TARGET_AVX2, 0)
+GROUP_AVX2(group_avxvnni, OKV_TARGET_AVXVNNI, 1)
+TILE_AVX2(tile_avx2, group_avx2, OKV_TARGET_AVX2)
+TILE_AVX2(tile_avxvnni, group_avxvnni, OKV_TARGET_AVXVNNI)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_mxfp4x16_avx2)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_mxfp4x16_avxvnni)
 
 /* The AVX2 block pass (x16.h says why weight-stationary): a strip of
  * OKV_X16_STRIP rows against OKV_X16_CB columns, each row's half-group

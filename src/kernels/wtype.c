@@ -33,11 +33,6 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define X16_AVX2(t) .tile = TILES_VNNI(t), \
                .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
                               [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}
-/* ... or AVX2's and AVX-VNNI's block passes (its tiles AVX2's) */
-#define X16_AVX2_VNNI_BLOCK(t) .tile = TILES_VNNI(t), \
-               .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
-                              [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni, \
-                              [OKV_ISA_AVXVNNI] = okv_mm_block_##t##_avxvnni}
 /* ... and AVX-VNNI's tiles and block pass (the rest of AVX-VNNI is AVX2's) */
 #define X16_AVXVNNI(t) .tile = {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, \
                                 okv_mm_tile_##t##_avx512vnni, [OKV_ISA_AVXVNNI] = okv_mm_tile_##t##_avxvnni}, \
@@ -68,7 +63,6 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define X16_NEON(t) X16(t)
 #define X16_NEON_AVX2(t) X16(t)
 #define X16_NEON_AVXVNNI(t) X16(t)
-#define X16_AVX2_VNNI_BLOCK(t) X16(t)
 #define X16_AVXVNNI(t) X16(t)
 #if defined(OKV_ARM)
 /* the SMMLA layouts: I8MM's kernel, the scalar one below it */
@@ -124,7 +118,7 @@ static const okv_wtype types[OKV_WT_END] = {
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVXVNNI(q8_0x16),
                         .block_min_n = 5, .tail_unit = sizeof(block_q8_0)},
     [OKV_WT_MXFP4X16] = {.name = "mxfp4x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_mxfp4x16),
-                         .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, X16_AVX2_VNNI_BLOCK(mxfp4x16),
+                         .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, X16_AVXVNNI(mxfp4x16),
                          .block_min_n = 5, .tail_unit = sizeof(block_mxfp4)},
     [OKV_WT_Q6_KX16] = {.name = "q6_Kx16", .block = OKV_QK_K, .size = sizeof(block_q6_Kx16),
                         .to_float = okv_dequantize_row_q6_Kx16, .act = OKV_ACT_Q8_KX16S, X16_NEON_AVX2(q6_Kx16),
