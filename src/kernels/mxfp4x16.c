@@ -179,9 +179,8 @@ AVX2 __m256 scales8_avx2(const uint8_t *e) {
         TILE_SETUP();                                                                                     \
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_mxfp4x16_tail_blocks(c->k);                                                    \
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                   \
-        const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),                         \
-                                 _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};                    \
+        __m256i mask[2];                                                                                  \
+        okv_x16_tail_masks_avx2(nt, mask);                                                                \
         const __m128i emask = _mm_cmpgt_epi8(_mm_set1_epi8((char)nt),                                     \
                                              _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)); \
         for (int r = 0; r < NR; r++) {                                                                    \
@@ -252,9 +251,8 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_mxfp4x16_avxvnn
                 for (int j = 0; j < nc; j++, x += xstride) {                                              \
                     __m256i p;                                                                            \
                     if (VNNI) {                                                                           \
-                        p = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)), 4); \
-                        UNROLL for (int v = 0; v < 8; v++)                                                \
-                            p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
+                        p = okv_x16_dot8_avxvnni(_mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half)), 4), \
+                                                 wu, x->qs, half);                                        \
                     } else {                                                                              \
                         __m256i s16[2];                                                                   \
                         UNROLL for (int v = 0; v < 8; v++) {                                              \

@@ -217,9 +217,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q4_0x16_avxvnni
                     const __m256i c8 = _mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half));           \
                     __m256i p;                                                                            \
                     if (VNNI) {                                                                           \
-                        p = c8;                                                                           \
-                        UNROLL for (int v = 0; v < 8; v++)                                                \
-                            p = _mm256_dpbusd_avx_epi32(p, wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half))); \
+                        p = okv_x16_dot8_avxvnni(c8, wq, x->qs, half);                                    \
                     } else {                                                                              \
                         /* OKV_X16_DOTS_256's sums: 16 products per int16 lane, exact */                  \
                         __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half))); \

@@ -126,9 +126,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
     TILE_SETUP();
     const int64_t nw = c->k / OKV_X16_VALUES;
     const int nt = okv_q8_0x16_tail_blocks(c->k);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),
-                             _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};
+    __m256i mask[2];
+    okv_x16_tail_masks_avx2(nt, mask);
     okv_f16 dt[OKV_X16_BLOCKS] = {0};
     for (int r = 0; r < NR; r++) {
         __m256 acc[OKV_X16_MAX_COLS][2];
@@ -203,9 +202,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
         TILE_SETUP();                                                                                     \
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);                                   \
-        const __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(nt), lane),                         \
-                                 _mm256_cmpgt_epi32(_mm256_set1_epi32(nt - 8), lane)};                    \
+        __m256i mask[2];                                                                                  \
+        okv_x16_tail_masks_avx2(nt, mask);                                                                \
         okv_f16 dt[OKV_X16_BLOCKS] = {0};                                                                 \
         for (int r = 0; r < NR; r++) {                                                                    \
             const uint8_t *t = (const uint8_t *)(wr[r] + nw); /* the compact group, if any */             \
@@ -343,9 +341,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void cols_avx2(cons
                     const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
                     const block_act_q8_0x16 *xj = x;                                                      \
                     for (int j = 0; j < nc; j++, xj += xstride) {                                         \
-                        __m256i p = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xj->c8 + 8 * half)), 4); \
-                        UNROLL for (int v = 0; v < 8; v++)                                                \
-                            p = _mm256_dpbusd_avx_epi32(p, wu[v], _mm256_loadu_si256((const __m256i *)(xj->qs[v] + 32 * half))); \
+                        const __m256i p = okv_x16_dot8_avxvnni(                                           \
+                            _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xj->c8 + 8 * half)), 4), wu, xj->qs, half); \
                         acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),                      \
                                                               _mm256_mul_ps(sw, _mm256_loadu_ps(xj->d + 8 * half)), \
                                                               acc_buf[r][j][half]);                       \
