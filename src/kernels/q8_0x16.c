@@ -158,7 +158,9 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
  * are tile1_avx2's, so the bits are the same.  With AVX-VNNI, vpdpbusd
  * adds u = w + 128 (unsigned) times x to -128 * the activation sum (16 *
  * c8, as AVX-512's VNNI body does): the same exact lane dot in one
- * instruction per 32 products where AVX2 takes four.  One half-group into
+ * instruction per 32 products where AVX2 takes four, the even and the odd
+ * vectors' in two chains added at the end (x16.h's okv_x16_dot8_avxvnni
+ * says why).  One half-group into
  * acc[j], its values at qs + v * qstride under mask as group1_avx2's (the
  * compact last group copied into a zeroed one took 9 memcpy calls a row
  * and half: 4 columns of rows of 2880 ran slower than of 3072). */
@@ -168,10 +170,12 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
                                                                   const block_act_q8_0x16 *const *xs, int64_t g, \
                                                                   const int half, const int NC, __m256 *acc) { \
         const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8((char)0x80);                   \
-        __m256i p[OKV_X16_MAX_COLS];                                                                      \
+        __m256i p[OKV_X16_MAX_COLS], odd[OKV_X16_MAX_COLS]; /* VNNI: the even and the odd v */            \
         if (VNNI)                                                                                         \
-            UNROLL for (int j = 0; j < NC; j++)                                                           \
+            UNROLL for (int j = 0; j < NC; j++) {                                                         \
                 p[j] = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)), 4); \
+                odd[j] = _mm256_setzero_si256();                                                          \
+            }                                                                                             \
         UNROLL for (int v = 0; v < 8; v++) {                                                              \
             const int8_t *q = qs + v * qstride + 32 * half;                                               \
             const __m256i wv = mask ? _mm256_maskload_epi32((const int *)q, mask[half])                   \
@@ -180,7 +184,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
             UNROLL for (int j = 0; j < NC; j++) {                                                         \
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[v] + 32 * half));     \
                 if (VNNI) {                                                                               \
-                    p[j] = _mm256_dpbusd_avx_epi32(p[j], wa, xv);                                         \
+                    if (v % 2) odd[j] = _mm256_dpbusd_avx_epi32(odd[j], wa, xv);                          \
+                    else p[j] = _mm256_dpbusd_avx_epi32(p[j], wa, xv);                                    \
                 } else {                                                                                  \
                     const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones); \
                     p[j] = v == 0 ? t : _mm256_add_epi32(p[j], t);                                        \
@@ -189,9 +194,11 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
             }                                                                                             \
         }                                                                                                 \
         const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));              \
-        UNROLL for (int j = 0; j < NC; j++)                                                               \
+        UNROLL for (int j = 0; j < NC; j++) {                                                             \
+            if (VNNI) p[j] = _mm256_add_epi32(p[j], odd[j]);                                              \
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), \
                                      acc[j]);                                                             \
+        }                                                                                                 \
     }
 
 /* Rows: each half over the whole groups, then the compact one if any (its
