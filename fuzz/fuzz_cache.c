@@ -1,20 +1,16 @@
 /* libFuzzer target: the cache's step API driven by a byte stream of
- * operations, checked against a plain model of the sequence (the model of
- * tests/test_cache_property.c): begin / attend / commit / abort / rewind /
- * clear at positions read from the bytes.  After every operation the cache's
- * length, rows per layer and can_rewind at every position must match the
- * model, and every attention output must match a naive softmax attention
- * (tests/seqref.h).  Any disagreement traps.
+ * operations, checked against a plain model of the sequence (tests/seqref.h's
+ * seq_model, as tests/test_cache_property.c is): begin / attend / commit /
+ * abort / rewind / clear at positions read from the bytes.  After every
+ * operation the cache's length, rows per layer and can_rewind at every
+ * position must match the model, and every attention output must match a
+ * naive softmax attention (tests/seqref.h).  Any disagreement traps.
  *
  * Input: 6 bytes of configuration (capacity, initial capacity, max_write,
  * dtypes, the three layers' windows), then 3 or 4 bytes per operation. */
 #include "seqref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-typedef struct model {
-    int32_t length, high_water, rows[SEQ_MAX_LAYERS];
-} model;
 
 typedef struct bytes {
     const uint8_t *p;
@@ -27,38 +23,12 @@ static uint8_t take(bytes *b) {
     return *b->p++;
 }
 
-static int32_t imax(int32_t a, int32_t b) { return a > b ? a : b; }
-
-static bool model_can_rewind(const seqref *s, const model *m, int32_t pos) {
-    if (pos == 0) return true;
-    if (pos < 0 || pos > m->length) return false;
-    for (int32_t l = 0; l < s->n_layers; l++) {
-        const int32_t w = s->geo[l].window;
-        if (w > 0 && imax(0, pos - w + 1) < imax(0, m->high_water - m->rows[l])) return false;
-    }
-    return true;
-}
-
-static bool model_step_ok(const seqref *s, const model *m, int32_t start, int32_t n) {
-    return n >= 1 && n <= s->cfg.max_write && start >= 0 && start <= m->length &&
-           start + n <= s->cfg.capacity && (start == m->length || model_can_rewind(s, m, start));
-}
-
-static void model_grow(const seqref *s, model *m, int32_t end) {
-    for (int32_t l = 0; l < s->n_layers; l++) {
-        if (s->geo[l].window > 0 || m->rows[l] >= end) continue;
-        int32_t r = m->rows[l] ? m->rows[l] : 1;
-        while (r < end) r *= 2;
-        m->rows[l] = r < s->cfg.capacity ? r : s->cfg.capacity;
-    }
-}
-
-static void agree(const seqref *s, const model *m) {
+static void agree(const seqref *s, const seq_model *m) {
     if (okv_cache_length(s->cache) != m->length) __builtin_trap();
     for (int32_t l = 0; l < s->n_layers; l++)
         if (okv_cache_rows(s->cache, l) != m->rows[l]) __builtin_trap();
     for (int32_t p = -1; p <= m->length + 2; p++)
-        if (okv_cache_can_rewind(s->cache, p) != model_can_rewind(s, m, p)) __builtin_trap();
+        if (okv_cache_can_rewind(s->cache, p) != seq_model_can_rewind(s, m, p)) __builtin_trap();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -79,12 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* every configuration built above is valid */
         __builtin_trap();
     }
-    model m = {0};
-    for (int32_t l = 0; l < 3; l++)
-        m.rows[l] = geo[l].window > 0 ? imax(1, geo[l].window + cfg.max_write - 1) : cfg.initial_capacity;
-    /* a ring never needs more rows than the capacity, nor does a flat layer start with more */
-    for (int32_t l = 0; l < 3; l++)
-        if (m.rows[l] > cfg.capacity) m.rows[l] = cfg.capacity;
+    seq_model m = seq_model_new(&s);
     agree(&s, &m);
     for (int ops = 0; b.n && ops < 256; ops++) {
         const uint8_t op = take(&b);
@@ -93,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             m.length = m.high_water = 0;
         } else if (op < 40) {
             const int32_t pos = (int32_t)(take(&b) % (uint32_t)(m.length + 4)) - 2;
-            const bool want = model_can_rewind(&s, &m, pos);
+            const bool want = seq_model_can_rewind(&s, &m, pos);
             if (okv_cache_rewind(s.cache, pos, &err) != (want ? OKV_OK : OKV_ERR_POSITION)) __builtin_trap();
             if (want) m.length = pos;
         } else {
@@ -106,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int32_t pos[8];
             for (int32_t i = 0; i < n; i++) pos[i] = start + i;
             if (op >= 250 && n > 1) pos[n - 1] = pos[0];  /* not consecutive: refused */
-            const bool ok = model_step_ok(&s, &m, start, n) && !(op >= 250 && n > 1);
+            const bool ok = seq_model_step_ok(&s, &m, start, n) && !(op >= 250 && n > 1);
             okv_step *st = okv_step_begin(s.cache, pos, n, NULL, &err);
             if ((st != NULL) != ok) __builtin_trap();
             if (!st) {
@@ -114,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 agree(&s, &m);
                 continue;
             }
-            model_grow(&s, &m, start + n);
+            seq_model_grow(&s, &m, start + n);
             /* e: low 2 bits how it ends, the rest the layer order */
             const int end_kind = e & 3;
             int32_t order[3] = {0, 1, 2};
@@ -124,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const int32_t n_attend = end_kind == 0 ? 0 : end_kind == 1 ? 1 + ((e >> 5) & 1) : 3;
             for (int32_t i = 0; i < n_attend; i++) {
                 if (seq_attend(&s, st, order[i], start, n, &err) != OKV_OK) __builtin_trap();
-                m.high_water = imax(m.high_water, start + n);
+                m.high_water = seq_imax(m.high_water, start + n);
             }
             if (end_kind == 2) {
                 /* a call the step must refuse (wrong head count), after which only abort is left */

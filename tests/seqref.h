@@ -8,6 +8,7 @@
 #define OKV_TESTS_SEQREF_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,95 @@ static inline okv_status seq_step(seqref *s, int32_t start, int32_t n, okv_error
     okv_status rc = okv_step_commit(st, err);
     if (rc == OKV_OK) s->length = start + n;
     return rc;
+}
+
+/* Steps of at most n tokens until the sequence's length reaches end. */
+static inline bool seq_steps_to(seqref *s, int32_t end, int32_t n, okv_error *err) {
+    while (s->length < end) {
+        const int32_t len = end - s->length < n ? end - s->length : n;
+        if (seq_step(s, s->length, len, err) != OKV_OK) return false;
+    }
+    return true;
+}
+
+/* Caches a and b (a fork, a loaded save) hold the same length and high
+ * water, and every held row of every layer byte for byte. */
+static inline bool seq_same_rows(okv_cache *a, okv_cache *b) {
+    if (okv_cache_length(a) != okv_cache_length(b) || okv_cache_high_water(a) != okv_cache_high_water(b)) return false;
+    for (int32_t l = 0; l < okv_cache_n_layers(a); l++) {
+        okv_layer_geometry g;
+        okv_cache_layer_geometry(a, l, &g);
+        const int32_t lo = okv_cache_first_held(a, l), n = okv_cache_length(a) - lo;
+        if (lo != okv_cache_first_held(b, l)) return false;
+        if (n <= 0) continue;
+        const size_t bytes = (size_t)g.n_kv_heads * n * okv_cache_row_bytes(a, l);
+        char *ka = malloc(bytes), *va = malloc(bytes), *kb = malloc(bytes), *vb = malloc(bytes);
+        okv_error err;
+        bool ok = ka && va && kb && vb && okv_cache_read_rows(a, l, lo, n, ka, va, &err) == OKV_OK &&
+                  okv_cache_read_rows(b, l, lo, n, kb, vb, &err) == OKV_OK && memcmp(ka, kb, bytes) == 0 &&
+                  memcmp(va, vb, bytes) == 0;
+        free(ka), free(va), free(kb), free(vb);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* a and b allow rewinding to the same positions. */
+static inline bool seq_same_rewind_limits(okv_cache *a, okv_cache *b) {
+    for (int32_t p = 0; p <= okv_cache_length(a) + 1; p++)
+        if (okv_cache_can_rewind(a, p) != okv_cache_can_rewind(b, p)) return false;
+    return true;
+}
+
+/* A plain model of what a sequence cache holds (tests/test_cache_property.c
+ * and fuzz/fuzz_cache.c check the cache against it): its length, its high
+ * water (the longest it has been since the last clear) and each layer's rows
+ * (a flat layer's start at initial_capacity or 1 and double up to capacity;
+ * a ring's are fixed). */
+typedef struct seq_model {
+    int32_t length, high_water, rows[SEQ_MAX_LAYERS];
+} seq_model;
+
+static inline int32_t seq_imax(int32_t a, int32_t b) { return a > b ? a : b; }
+
+/* The model of a new cache: a ring's window + max_write - 1 rows (at
+ * least 1), a flat layer's initial_capacity, neither past the capacity. */
+static inline seq_model seq_model_new(const seqref *s) {
+    seq_model m = {0};
+    for (int32_t l = 0; l < s->n_layers; l++) {
+        const int32_t w = s->geo[l].window;
+        m.rows[l] = w > 0 ? seq_imax(1, w + s->cfg.max_write - 1) : s->cfg.initial_capacity;
+        if (m.rows[l] > s->cfg.capacity) m.rows[l] = s->cfg.capacity;
+    }
+    return m;
+}
+
+/* Whether the cache may rewind to pos: each ring must still hold the rows
+ * from pos - window + 1 on. */
+static inline bool seq_model_can_rewind(const seqref *s, const seq_model *m, int32_t pos) {
+    if (pos == 0) return true;
+    if (pos < 0 || pos > m->length) return false;
+    for (int32_t l = 0; l < s->n_layers; l++) {
+        const int32_t w = s->geo[l].window;
+        if (w > 0 && seq_imax(0, pos - w + 1) < seq_imax(0, m->high_water - m->rows[l])) return false;
+    }
+    return true;
+}
+
+/* Whether a step of n tokens from start may begin. */
+static inline bool seq_model_step_ok(const seqref *s, const seq_model *m, int32_t start, int32_t n) {
+    return n >= 1 && n <= s->cfg.max_write && start >= 0 && start <= m->length &&
+           start + n <= s->cfg.capacity && (start == m->length || seq_model_can_rewind(s, m, start));
+}
+
+/* The flat layers' rows once a step reaches end. */
+static inline void seq_model_grow(const seqref *s, seq_model *m, int32_t end) {
+    for (int32_t l = 0; l < s->n_layers; l++) {
+        if (s->geo[l].window > 0 || m->rows[l] >= end) continue;
+        int32_t r = m->rows[l] ? m->rows[l] : 1;
+        while (r < end) r *= 2;
+        m->rows[l] = r < s->cfg.capacity ? r : s->cfg.capacity;
+    }
 }
 
 #endif

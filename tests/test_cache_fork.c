@@ -32,42 +32,6 @@ static bool seq_fork(const seqref *s, seqref *t, uint64_t seed, okv_error *err) 
     return t->cache != NULL;
 }
 
-/* Every held row of every layer of a and b compares equal. */
-static bool same_rows(okv_cache *a, okv_cache *b) {
-    if (okv_cache_length(a) != okv_cache_length(b) || okv_cache_high_water(a) != okv_cache_high_water(b)) return false;
-    for (int32_t l = 0; l < okv_cache_n_layers(a); l++) {
-        okv_layer_geometry g;
-        okv_cache_layer_geometry(a, l, &g);
-        const int32_t lo = okv_cache_first_held(a, l), n = okv_cache_length(a) - lo;
-        if (lo != okv_cache_first_held(b, l)) return false;
-        if (n <= 0) continue;
-        const size_t bytes = (size_t)g.n_kv_heads * n * okv_cache_row_bytes(a, l);
-        char *ka = malloc(bytes), *va = malloc(bytes), *kb = malloc(bytes), *vb = malloc(bytes);
-        okv_error err;
-        bool ok = okv_cache_read_rows(a, l, lo, n, ka, va, &err) == OKV_OK &&
-                  okv_cache_read_rows(b, l, lo, n, kb, vb, &err) == OKV_OK && memcmp(ka, kb, bytes) == 0 &&
-                  memcmp(va, vb, bytes) == 0;
-        free(ka), free(va), free(kb), free(vb);
-        if (!ok) return false;
-    }
-    return true;
-}
-
-static bool same_rewind_limits(okv_cache *a, okv_cache *b) {
-    for (int32_t p = 0; p <= okv_cache_length(a) + 1; p++)
-        if (okv_cache_can_rewind(a, p) != okv_cache_can_rewind(b, p)) return false;
-    return true;
-}
-
-/* Steps of n tokens until length reaches end. */
-static bool steps_to(seqref *s, int32_t end, int32_t n, okv_error *err) {
-    while (s->length < end) {
-        const int32_t len = end - s->length < n ? end - s->length : n;
-        if (seq_step(s, s->length, len, err) != OKV_OK) return false;
-    }
-    return true;
-}
-
 static void cache_level(okv_dtype dtype) {
     const okv_layer_geometry geo[3] = {{.n_kv_heads = 2, .head_dim = 8, .window = 0},
                                        {.n_kv_heads = 1, .head_dim = 16, .window = 6},
@@ -80,7 +44,7 @@ static void cache_level(okv_dtype dtype) {
         okv_error err;
         seqref a;
         CHECK(seq_init(&a, geo, heads, 3, &cfg, OKV_F32, 100 + i, &err), "init: %s", err.message);
-        CHECK(steps_to(&a, points[i], 3, &err), "to %d: %s", (int)points[i], err.message);
+        CHECK(seq_steps_to(&a, points[i], 3, &err), "to %d: %s", (int)points[i], err.message);
         if (points[i] == 57) {
             /* a rewind before the fork: the branch must keep the same limits */
             CHECK_STATUS(okv_cache_rewind(a.cache, 55, &err), OKV_OK, err);
@@ -88,8 +52,8 @@ static void cache_level(okv_dtype dtype) {
         }
         seqref b;
         CHECK(seq_fork(&a, &b, 900 + i, &err), "fork at %d: %s", (int)points[i], err.message);
-        CHECK(b.cache != a.cache && same_rows(a.cache, b.cache), "fork at %d: rows differ", (int)points[i]);
-        CHECK(same_rewind_limits(a.cache, b.cache), "fork at %d: rewind limits differ", (int)points[i]);
+        CHECK(b.cache != a.cache && seq_same_rows(a.cache, b.cache), "fork at %d: rows differ", (int)points[i]);
+        CHECK(seq_same_rewind_limits(a.cache, b.cache), "fork at %d: rewind limits differ", (int)points[i]);
         okv_cache_config bc;
         okv_cache_get_config(b.cache, &bc);
         CHECK(bc.capacity == cfg.capacity && bc.max_write == cfg.max_write && bc.dtype == dtype, "fork's config");
@@ -99,8 +63,8 @@ static void cache_level(okv_dtype dtype) {
         const int32_t end = points[i] + 40;
         bool ok = true;
         while (ok && (a.length < end || b.length < end)) {
-            if (a.length < end) ok &= steps_to(&a, a.length + 3 < end ? a.length + 3 : end, 3, &err);
-            if (b.length < end) ok &= steps_to(&b, b.length + 4 < end ? b.length + 4 : end, 4, &err);
+            if (a.length < end) ok &= seq_steps_to(&a, a.length + 3 < end ? a.length + 3 : end, 3, &err);
+            if (b.length < end) ok &= seq_steps_to(&b, b.length + 4 < end ? b.length + 4 : end, 4, &err);
         }
         CHECK(ok, "branch steps: %s", err.message);
         CHECK(a.max_err <= tol && b.max_err <= tol, "fork at %d (%s): branch errors %g, %g", (int)points[i],
@@ -112,7 +76,7 @@ static void cache_level(okv_dtype dtype) {
         seq_free(&a);
         /* The fork outlives its source. */
         b.length = okv_cache_length(b.cache);
-        CHECK(steps_to(&b, b.length + 5, 2, &err) && b.max_err <= tol, "b after a is gone: %s", err.message);
+        CHECK(seq_steps_to(&b, b.length + 5, 2, &err) && b.max_err <= tol, "b after a is gone: %s", err.message);
         seq_free(&b);
     }
 }

@@ -5,41 +5,11 @@
 #include "check.h"
 #include "seqref.h"
 
-typedef struct model {
-    int32_t length, high_water, rows[SEQ_MAX_LAYERS];
-} model;
-
-static int32_t imax(int32_t a, int32_t b) { return a > b ? a : b; }
-
-static bool model_can_rewind(const seqref *s, const model *m, int32_t pos) {
-    if (pos == 0) return true;
-    if (pos < 0 || pos > m->length) return false;
-    for (int32_t l = 0; l < s->n_layers; l++) {
-        const int32_t w = s->geo[l].window;
-        if (w > 0 && imax(0, pos - w + 1) < imax(0, m->high_water - m->rows[l])) return false;
-    }
-    return true;
-}
-
-static bool model_step_ok(const seqref *s, const model *m, int32_t start, int32_t n) {
-    return n >= 1 && n <= s->cfg.max_write && start >= 0 && start <= m->length &&
-           start + n <= s->cfg.capacity && (start == m->length || model_can_rewind(s, m, start));
-}
-
-static void model_grow(const seqref *s, model *m, int32_t end) {
-    for (int32_t l = 0; l < s->n_layers; l++) {
-        if (s->geo[l].window > 0 || m->rows[l] >= end) continue;
-        int32_t r = m->rows[l] ? m->rows[l] : 1;
-        while (r < end) r *= 2;
-        m->rows[l] = r < s->cfg.capacity ? r : s->cfg.capacity;
-    }
-}
-
-static int compare(const seqref *s, const model *m, int iter) {
+static int compare(const seqref *s, const seq_model *m, int iter) {
     int ok = okv_cache_length(s->cache) == m->length;
     for (int32_t l = 0; l < s->n_layers; l++) ok &= okv_cache_rows(s->cache, l) == m->rows[l];
     for (int32_t p = -1; p <= m->length + 2; p++)
-        ok &= okv_cache_can_rewind(s->cache, p) == model_can_rewind(s, m, p);
+        ok &= okv_cache_can_rewind(s->cache, p) == seq_model_can_rewind(s, m, p);
     CHECK(ok, "iteration %d: cache and model disagree (length %d vs %d)", iter,
           okv_cache_length(s->cache), m->length);
     return ok;
@@ -56,9 +26,7 @@ static void run(uint64_t seed, int iters) {
         CHECK(0, "create: %s", err.message);
         return;
     }
-    model m = {0};
-    for (int32_t l = 0; l < 3; l++)
-        m.rows[l] = geo[l].window > 0 ? imax(1, geo[l].window + cfg.max_write - 1) : cfg.initial_capacity;
+    seq_model m = seq_model_new(&s);
     for (int it = 0; it < iters; it++) {
         const uint64_t r = seq_rand(&s) % 100;
         if (r < 6) {
@@ -66,7 +34,7 @@ static void run(uint64_t seed, int iters) {
             m.length = m.high_water = 0;
         } else if (r < 16) {
             int32_t pos = (int32_t)(seq_rand(&s) % (uint64_t)(m.length + 3)) - 1;
-            bool want = model_can_rewind(&s, &m, pos);
+            bool want = seq_model_can_rewind(&s, &m, pos);
             okv_status rc = okv_cache_rewind(s.cache, pos, &err);
             CHECK(rc == (want ? OKV_OK : OKV_ERR_POSITION), "rewind %d: %s", pos, okv_status_name(rc));
             if (want) m.length = pos;
@@ -80,7 +48,7 @@ static void run(uint64_t seed, int iters) {
             if (start + n > cfg.capacity && kind >= 3) { start = 0; }
             int32_t pos[8];
             for (int32_t i = 0; i < n; i++) pos[i] = start + i;
-            const bool ok = model_step_ok(&s, &m, start, n);
+            const bool ok = seq_model_step_ok(&s, &m, start, n);
             okv_step *st = okv_step_begin(s.cache, pos, n, NULL, &err);
             CHECK((st != NULL) == ok, "iteration %d: begin(%d, %d) %s, model says %d", it, start, n,
                   st ? "accepted" : err.message, ok);
@@ -88,7 +56,7 @@ static void run(uint64_t seed, int iters) {
                 if (!compare(&s, &m, it)) break;
                 continue;
             }
-            model_grow(&s, &m, start + n);
+            seq_model_grow(&s, &m, start + n);
             const uint64_t end_kind = seq_rand(&s) % 10;
             /* end_kind 0: abort before writing; 1: abort after some layers;
              * 2: a bad call then abort; else attend all (random order) and commit. */
@@ -100,7 +68,7 @@ static void run(uint64_t seed, int iters) {
             int32_t n_attend = end_kind == 0 ? 0 : end_kind == 1 ? 1 + (int32_t)(seq_rand(&s) % 2) : 3;
             for (int32_t i = 0; i < n_attend; i++) {
                 CHECK_STATUS(seq_attend(&s, st, order[i], start, n, &err), OKV_OK, err);
-                m.high_water = imax(m.high_water, start + n);
+                m.high_water = seq_imax(m.high_water, start + n);
             }
             if (end_kind == 2) {
                 float dummy[64] = {0};

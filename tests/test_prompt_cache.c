@@ -29,40 +29,6 @@ static char dir[4096];
 
 static void path_in(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", dir, name); }
 
-static bool same_rows(okv_cache *a, okv_cache *b) {
-    if (okv_cache_length(a) != okv_cache_length(b) || okv_cache_high_water(a) != okv_cache_high_water(b)) return false;
-    for (int32_t l = 0; l < okv_cache_n_layers(a); l++) {
-        okv_layer_geometry g;
-        okv_cache_layer_geometry(a, l, &g);
-        const int32_t lo = okv_cache_first_held(a, l), n = okv_cache_length(a) - lo;
-        if (lo != okv_cache_first_held(b, l)) return false;
-        if (n <= 0) continue;
-        const size_t bytes = (size_t)g.n_kv_heads * n * okv_cache_row_bytes(a, l);
-        char *ka = malloc(bytes), *va = malloc(bytes), *kb = malloc(bytes), *vb = malloc(bytes);
-        okv_error err;
-        bool ok = okv_cache_read_rows(a, l, lo, n, ka, va, &err) == OKV_OK &&
-                  okv_cache_read_rows(b, l, lo, n, kb, vb, &err) == OKV_OK && memcmp(ka, kb, bytes) == 0 &&
-                  memcmp(va, vb, bytes) == 0;
-        free(ka), free(va), free(kb), free(vb);
-        if (!ok) return false;
-    }
-    return true;
-}
-
-static bool same_rewind_limits(okv_cache *a, okv_cache *b) {
-    for (int32_t p = 0; p <= okv_cache_length(a) + 1; p++)
-        if (okv_cache_can_rewind(a, p) != okv_cache_can_rewind(b, p)) return false;
-    return true;
-}
-
-static bool steps_to(seqref *s, int32_t end, int32_t n, okv_error *err) {
-    while (s->length < end) {
-        const int32_t len = end - s->length < n ? end - s->length : n;
-        if (seq_step(s, s->length, len, err) != OKV_OK) return false;
-    }
-    return true;
-}
-
 static void cache_level(okv_dtype dtype) {
     const okv_layer_geometry geo[3] = {{.n_kv_heads = 2, .head_dim = 8, .window = 0},
                                        {.n_kv_heads = 1, .head_dim = 16, .window = 6},
@@ -77,7 +43,7 @@ static void cache_level(okv_dtype dtype) {
         okv_error err;
         seqref a;
         CHECK(seq_init(&a, geo, heads, 3, &cfg, OKV_F32, 300 + i, &err), "init: %s", err.message);
-        CHECK(steps_to(&a, points[i], 3, &err), "to %d: %s", (int)points[i], err.message);
+        CHECK(seq_steps_to(&a, points[i], 3, &err), "to %d: %s", (int)points[i], err.message);
         if (points[i] == 57) {
             CHECK_STATUS(okv_cache_rewind(a.cache, 55, &err), OKV_OK, err);
             a.length = 55;
@@ -86,12 +52,12 @@ static void cache_level(okv_dtype dtype) {
         /* Load over a cache that already holds something else. */
         seqref b;
         CHECK(seq_init(&b, geo, heads, 3, &cfg, OKV_F32, 700 + i, &err), "init: %s", err.message);
-        CHECK(steps_to(&b, 9, 4, &err), "b: %s", err.message);
+        CHECK(seq_steps_to(&b, 9, 4, &err), "b: %s", err.message);
         int32_t nt = -1;
         CHECK_STATUS(okv_cache_load(b.cache, file, 0x1234, NULL, 0, &nt, &err), OKV_OK, err);
         CHECK(nt == 0, "no tokens were saved, %d loaded", (int)nt);
-        CHECK(same_rows(a.cache, b.cache), "save at %d: loaded rows differ", (int)points[i]);
-        CHECK(same_rewind_limits(a.cache, b.cache), "save at %d: rewind limits differ", (int)points[i]);
+        CHECK(seq_same_rows(a.cache, b.cache), "save at %d: loaded rows differ", (int)points[i]);
+        CHECK(seq_same_rewind_limits(a.cache, b.cache), "save at %d: rewind limits differ", (int)points[i]);
         /* b's reference becomes a's history; then both continue alike. */
         for (int32_t l = 0; l < 3; l++) {
             const size_t n = (size_t)cfg.capacity * geo[l].n_kv_heads * geo[l].head_dim * sizeof(float);
@@ -101,7 +67,7 @@ static void cache_level(okv_dtype dtype) {
         b.length = a.length;
         b.high_water = a.high_water;
         b.max_err = 0;
-        CHECK(steps_to(&b, b.length + 30, 3, &err) && b.max_err <= tol, "save at %d: continuing the loaded cache: %s, error %g",
+        CHECK(seq_steps_to(&b, b.length + 30, 3, &err) && b.max_err <= tol, "save at %d: continuing the loaded cache: %s, error %g",
               (int)points[i], err.message, b.max_err);
         seq_free(&a);
         seq_free(&b);
@@ -222,8 +188,8 @@ static void model_case(const char *name, const char *window) {
         CHECK_STATUS(okv_cache_load(okv_context_cache(b), file, fp, back, T, &nb, &err), OKV_OK, err);
         CHECK(nb == at && memcmp(back, x, sizeof(int32_t) * (size_t)at) == 0, "%s %s: tokens back: %d", name,
               pts[i].what, (int)nb);
-        CHECK(same_rows(okv_context_cache(a), okv_context_cache(b)), "%s %s: rows", name, pts[i].what);
-        CHECK(same_rewind_limits(okv_context_cache(a), okv_context_cache(b)), "%s %s: rewind limits", name, pts[i].what);
+        CHECK(seq_same_rows(okv_context_cache(a), okv_context_cache(b)), "%s %s: rows", name, pts[i].what);
+        CHECK(seq_same_rewind_limits(okv_context_cache(a), okv_context_cache(b)), "%s %s: rewind limits", name, pts[i].what);
         int32_t cont[T];
         memcpy(cont, x, sizeof cont);
         memcpy(cont + at, alt + at, sizeof(int32_t) * (size_t)(T - at));
@@ -286,8 +252,8 @@ static void refused(okv_context *ctx, okv_context *twin, const char *path, uint6
     CHECK(st == want, "%s: status %s, want %s (%s)", what, okv_status_name(st), okv_status_name(want), err.message);
     CHECK(strstr(err.message, needle) != NULL, "%s: message lacks '%s': %s", what, needle, err.message);
     CHECK(n == -7, "%s: n_tokens written on failure", what);
-    CHECK(same_rows(okv_context_cache(ctx), okv_context_cache(twin)) &&
-              same_rewind_limits(okv_context_cache(ctx), okv_context_cache(twin)),
+    CHECK(seq_same_rows(okv_context_cache(ctx), okv_context_cache(twin)) &&
+              seq_same_rewind_limits(okv_context_cache(ctx), okv_context_cache(twin)),
           "%s: the refused load changed the cache", what);
 }
 
