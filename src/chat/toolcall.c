@@ -375,6 +375,26 @@ static void emit_obj_call(pm *p, const obj_call *oc, bool complete) {
              oc->args ? oc->args_n : 0, complete && oc->args_done);
 }
 
+/* The call object at *i of a list of them, which began at call_start: a
+ * whole one is emitted (true: the list may go on); else the list ends
+ * (false): a cut one is emitted as a call still being written (partial,
+ * once its name is known) or, in a finished answer, kept with the rest as
+ * content, as a bad one is. */
+static bool next_obj_call(pm *p, const char *s, size_t n, size_t *i, size_t call_start, bool partial) {
+    obj_call oc;
+    const jscan r = call_object(p, s, n, i, &oc);
+    if (r == JS_DONE) {
+        emit_obj_call(p, &oc, true);
+        return true;
+    }
+    if (r == JS_PARTIAL && partial) {
+        if (oc.name) emit_obj_call(p, &oc, false);
+    } else {
+        add_content(p, s + call_start, n - call_start);
+    }
+    return false;
+}
+
 /* ---- reasoning in <think> tags ---- */
 
 /* Splits off <think>...</think> (or, with think_open, text up to
@@ -446,18 +466,7 @@ static void parse_tagged_json(pm *p, const char *s, size_t n, bool partial, cons
         }
         size_t call_start = i;
         i += strlen(open);
-        obj_call oc;
-        jscan r = call_object(p, s, n, &i, &oc);
-        if (r == JS_PARTIAL) {
-            if (partial && oc.name) emit_obj_call(p, &oc, false);
-            else if (!partial) add_content(p, s + call_start, n - call_start);
-            break;
-        }
-        if (r == JS_BAD) {
-            add_content(p, s + call_start, n - call_start);
-            break;
-        }
-        emit_obj_call(p, &oc, true);
+        if (!next_obj_call(p, s, n, &i, call_start, partial)) break;
         skip_ws(s, n, &i);
         if (starts(s + i, n - i, close)) i += strlen(close);
         else if (i < n && partial && ((n - i < strlen(close) && memcmp(s + i, close, n - i) == 0) ||
@@ -667,18 +676,7 @@ static void parse_mistral(pm *p, const char *s, size_t n, bool partial) {
         if (s[i] == '[') { /* [{"name", "arguments", "id"}, ...] */
             i++;
             for (;;) {
-                obj_call oc;
-                jscan r = call_object(p, s, n, &i, &oc);
-                if (r == JS_PARTIAL) {
-                    if (partial && oc.name) emit_obj_call(p, &oc, false);
-                    else if (!partial) add_content(p, s + call_start, n - call_start);
-                    return;
-                }
-                if (r == JS_BAD) {
-                    add_content(p, s + call_start, n - call_start);
-                    return;
-                }
-                emit_obj_call(p, &oc, true);
+                if (!next_obj_call(p, s, n, &i, call_start, partial)) return;
                 skip_ws(s, n, &i);
                 if (i < n && s[i] == ',') {
                     i++;
