@@ -13,8 +13,11 @@
 enum { MM_TR = 4, MM_TC = 4 };
 
 /* Columns whose activations are swept per pass over a row tile: 64 columns
- * of k = 8192 is 512 KiB (f32) or 576 KiB (q8), which stays in L2 while the
- * weights in use stay in L1. */
+ * of k = 2048 are 512 KiB as f32 (k = 8192: 2 MiB) and 144 KiB as Q8_1
+ * (576 KiB), which a 1-2 MiB L2 keeps while the weights in use stay in L1.
+ * Where they outgrow L2 they stream from L3: the F16 block pass reusing
+ * each 512-value slice over four 8-row strips instead measured no faster
+ * (one and two threads of an SPR-class Xeon, k = 8192 and 16384). */
 enum { MM_COL_BLOCK = 64 };
 
 /* How far ahead (bytes) a tile of nr float rows prefetches each of them
