@@ -121,6 +121,19 @@ try {
   eq(r.json && r.json.error && r.json.error.param, 'messages', 'a message with \\u0000: param');
   r = await post(srv, '/v1/completions', '{"prompt":"a \\\\u0000 is six characters here","max_tokens":2}', auth);
   eq(r.status, 200, 'an escaped backslash before u0000 is text, not a NUL');
+  // /tokenize and /detokenize read their bodies as strictly as the completions
+  // (a NUL cut the text there, a repeated key took its first value)
+  r = await post(srv, '/tokenize', '{"content":"Once\\u0000 upon a time"}', auth);
+  eq(r.status, 400, '/tokenize content with \\u0000: 400');
+  eq(r.json && r.json.error && r.json.error.param, 'content', '/tokenize content with \\u0000: param');
+  r = await post(srv, '/tokenize', '{"content":"Once","content":"upon"}', auth);
+  eq(r.status, 400, '/tokenize with a key given twice: 400');
+  eq(r.json && r.json.error && r.json.error.param, 'content', '/tokenize with a key given twice: param');
+  r = await post(srv, '/detokenize', '{"tokens":[1,2]} x', auth);
+  eq(r.status, 400, '/detokenize with bytes after the JSON: 400');
+  r = await post(srv, '/tokenize', '{"content":"Once upon a time"}', auth);
+  check(r.status === 200 && r.json && Array.isArray(r.json.tokens) && r.json.tokens.length > 0,
+    `/tokenize of plain text: 200 with tokens (${r.status})`);
 
   // ---- item 4: a 4 MB prompt for 128 positions ----
   STEP('oversized prompt');

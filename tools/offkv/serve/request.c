@@ -472,33 +472,41 @@ static bool no_duplicate_keys(const cJSON *node, srv_fail *f) {
     return ok;
 }
 
+cJSON *srv_body_parse(const char *body, size_t len, srv_fail *f) {
+    const char *end = NULL;
+    const size_t good = utf8_prefix(body, len);
+    if (good < len) {
+        bad(f, "", "the body is not valid UTF-8 (byte %zu)", good);
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root) {
+        bad(f, "", "the body is not valid JSON (near byte %zu)",
+            end && end >= body && end <= body + len ? (size_t)(end - body) : (size_t)0);
+        return NULL;
+    }
+    /* cJSON stops after the first value: anything but white space after it is a malformed body. */
+    for (const char *p = end; p && p < body + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            bad(f, "", "the body has bytes after its JSON value (at byte %zu)", (size_t)(p - body));
+            cJSON_Delete(root);
+            return NULL;
+        }
+    if (!cJSON_IsObject(root)) bad(f, "", "the body must be a JSON object");
+    else if (no_nul(body, len, f) && no_duplicate_keys(root, f)) return root;
+    cJSON_Delete(root);
+    return NULL;
+}
+
 bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request *r, srv_fail *f) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->max_tokens = -1;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
-    const char *end = NULL;
-    const size_t good = utf8_prefix(body, len);
-    if (good < len) return bad(f, "", "the body is not valid UTF-8 (byte %zu)", good);
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    cJSON *root = srv_body_parse(body, len, f);
     bool ok = false;
-    if (!root) {
-        bad(f, "", "the body is not valid JSON (near byte %zu)",
-            end && end >= body && end <= body + len ? (size_t)(end - body) : (size_t)0);
-        goto out;
-    }
-    /* cJSON stops after the first value: anything but white space after it is a malformed body. */
-    for (const char *p = end; p && p < body + len; p++)
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            bad(f, "", "the body has bytes after its JSON value (at byte %zu)", (size_t)(p - body));
-            goto out;
-        }
-    if (!cJSON_IsObject(root)) {
-        bad(f, "", "the body must be a JSON object");
-        goto out;
-    }
-    if (!no_nul(body, len, f) || !no_duplicate_keys(root, f)) goto out;
+    if (!root) goto out;
     if (kind == SRV_CHAT ? !parse_messages(root, r, f) || !srv_chat_request(root, r, f) : !parse_prompt(root, r, f)) goto out;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {

@@ -114,6 +114,15 @@ typedef struct srv_fail {
     char message[256];
 } srv_fail;
 
+struct cJSON;
+
+/* Parses a request body (len bytes, not NUL-terminated; any bytes) into a
+ * JSON object, refusing what every endpoint refuses: bytes that are not
+ * UTF-8, malformed JSON or bytes after it, a value that is not an object,
+ * a \u0000 in a string and a key given twice in one object.  Returns the
+ * object (free with cJSON_Delete) or NULL with *fail filled (status 400). */
+struct cJSON *srv_body_parse(const char *body, size_t len, srv_fail *fail);
+
 /* Parses a request body (len bytes, not NUL-terminated; any bytes) for
  * the endpoint kind.  On success fills *req (free with srv_request_clear)
  * and returns true; otherwise fills *fail (status 400) and returns false,
@@ -126,7 +135,6 @@ void srv_request_clear(srv_request *req);
 /* template.c's part of parsing a chat request (root is the body's JSON
  * object): messages_json, tools, tool_choice, parallel_tool_calls,
  * chat_template_kwargs, add_generation_prompt.  False with *fail set. */
-struct cJSON;
 bool srv_chat_request(const struct cJSON *root, srv_request *r, srv_fail *fail);
 void srv_chat_request_clear(srv_request *r);
 

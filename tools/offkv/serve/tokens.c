@@ -98,20 +98,10 @@ static bool bad(srv_fail *f, const char *param, const char *msg) {
     return false;
 }
 
-static cJSON *parse_body(const char *body, size_t len, srv_fail *f) {
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        bad(f, "", "the body must be a JSON object");
-        return NULL;
-    }
-    return root;
-}
-
 /* POST /tokenize {"content", "add_special", "parse_special", "with_pieces"}
  * -> {"tokens": [ids]} or, with pieces, [{"id", "piece"}] (llama.cpp). */
 char *srv_tokenize_answer(const okv_tokenizer *tok, const char *body, size_t len, srv_fail *f) {
-    cJSON *root = parse_body(body, len, f);
+    cJSON *root = srv_body_parse(body, len, f);
     if (!root) return NULL;
     char *out = NULL;
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(root, "content");
@@ -168,7 +158,7 @@ out:
 
 /* POST /detokenize {"tokens": [ids]} -> {"content": text} (llama.cpp). */
 char *srv_detokenize_answer(const okv_tokenizer *tok, const char *body, size_t len, srv_fail *f) {
-    cJSON *root = parse_body(body, len, f);
+    cJSON *root = srv_body_parse(body, len, f);
     if (!root) return NULL;
     char *out = NULL, *text = NULL;
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens");
