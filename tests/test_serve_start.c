@@ -68,7 +68,7 @@ int main(void) {
     CHECK(rc == 1 && strstr(cli_err, "--chat-template-file") && strstr(cli_err, "line 2, column 7") && !strstr(cli_out, "listening"),
           "a bad --chat-template-file: exit %d (%s)", rc, cli_err);
 
-    static const char *const bad[][6] = {
+    static const char *const bad[][8] = {
         {"serve", "-m", "MODEL", "--chat-template", "vicuna", NULL},
         {"serve", "-m", "MODEL", "--port", "70000", NULL},
         {"serve", "-m", "MODEL", "--parallel", "0", NULL},
@@ -77,9 +77,10 @@ int main(void) {
         {"serve", "-m", "MODEL", "--kv-type", "q8", NULL},
         {"serve", "-m", "MODEL", "--bogus", "1", NULL},
         {"serve", "--port", "1", NULL},
+        {"serve", "-m", "MODEL", "--chat-template", "chatml", "--chat-template-file", "T", NULL},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const char *args[8];
+        const char *args[10];
         int n = 0;
         for (int k = 0; bad[i][k]; k++) args[n++] = strcmp(bad[i][k], "MODEL") == 0 ? model : bad[i][k];
         args[n] = NULL;

@@ -10,7 +10,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: offkv serve -m MODEL [flags]\n"
             "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions, POST /v1/completions,\n"
-            "GET /v1/models, GET /health, GET /metrics (Prometheus), GET / (a chat page).  Prints\n"
+            "GET /v1/models; llama.cpp's POST /tokenize, /detokenize, /apply-template and GET /props;\n"
+            "GET /health, GET /metrics (Prometheus), GET / (a chat page).  Prints\n"
             "'listening on http://HOST:PORT' when ready; SIGINT or SIGTERM ends it (exit 0).\n\n"
             "  -m, --model FILE        GGUF model\n"
             "  --host ADDR             numeric address to listen on (default 127.0.0.1)\n"
@@ -26,8 +27,9 @@ static void usage(FILE *f) {
             "                          or a Jinja template's text (default: the file's\n"
             "                          tokenizer.chat_template, rendered as Hugging Face does; ChatML when\n"
             "                          the file has none)\n"
-            "  --chat-template-file F  a Jinja chat template file instead\n"
-            "  --api-key KEY           require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
+            "  --chat-template-file F  a Jinja chat template file instead (not with --chat-template)\n"
+            "  --api-key KEY           require 'Authorization: Bearer KEY' on every route but /, /health\n"
+            "                          and /metrics\n"
             "  --max-body BYTES        largest request body (default 8388608)\n"
             "  --timeout SECONDS       time a client has to send a request's head, and again its body;\n"
             "                          a slower one gets a 408 and is closed (default 15)\n"
@@ -100,6 +102,10 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!cfg.model_path) {
         cli_error(cmd, "-m MODEL is required (see offkv serve --help)");
+        return CLI_USAGE;
+    }
+    if (cfg.chat_template && cfg.chat_template_file) {
+        cli_error(cmd, "--chat-template and --chat-template-file are two ways to give the template: give one");
         return CLI_USAGE;
     }
     if (!cli_model_file_ok(cmd, cfg.model_path)) return CLI_FAIL;
