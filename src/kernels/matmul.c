@@ -316,8 +316,9 @@ static okv_status run_ops(okv_isa kern, okv_threadpool *pool, const okv_mm_op *o
     }
     /* One pass per activation format the group needs, each quantizing the
      * activations once into the shared scratch; float weights ride along
-     * with the first pass.  A group of one format (Q/K/V of a Q4_K_M layer:
-     * Q4_K and Q6_K both take Q8_K) is a single fork-join. */
+     * with the first pass.  A group of one format (Q/K/V of a layer in one
+     * weight type) is a single fork-join; a Q4_K_M layer's Q4_Kx16 and
+     * Q6_Kx16 take two formats (Q8_Kx16, Q8_Kx16s), so two. */
     int first = 1;
     for (int f = OKV_ACT_Q8_0; f < OKV_ACT_COUNT; f++) {
         if (!need[f]) continue;

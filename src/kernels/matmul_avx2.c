@@ -1,4 +1,6 @@
-/* AVX2 kernels: one 32-value block per 256-bit register. */
+/* AVX2 kernels of ggml's layouts: one 32-value block per 256-bit register
+ * (Q8_0, Q4_0 and MXFP4 take two at a time, below), and the float ones.
+ * The sixteen-wide layouts are in their own files. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -747,9 +749,9 @@ KERNEL __m256i scale_pair(__m128i sc8, int g) {
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, idx));
 }
 
-/* The tile loop shared by the K-quants: DOT(x, y, sumi, NC) adds each
- * column's integer sum for weight block x into sumi[j] and returns the mins'
- * integer sums (8 int32 lanes) in mins[j] (zero for the symmetric formats);
+/* The tile loop shared by the K-quants: DOT(x, y, sumi, mins, NC) sets
+ * sumi[j] to each column's integer sum for weight block x (8 int32 lanes)
+ * and mins[j] to the mins' integer sums (zero for the symmetric formats);
  * DMIN(x) is the block's dmin where HAS_MIN. */
 #define KQ_TILE(name, block_t, DOT, HAS_MIN, DMIN)                                                          \
     KERNEL void name(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {       \

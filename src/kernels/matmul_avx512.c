@@ -1,5 +1,7 @@
-/* AVX-512 kernels: the quantized ones come from matmul_avx512_tmpl.h in a
- * BW and a VNNI build; the float ones are shared (VNNI adds nothing there). */
+/* AVX-512 kernels: the 32-value legacy formats come from
+ * matmul_avx512_tmpl.h in a BW and a VNNI build; the K-quants (ggml's
+ * layout) are written here, BW only, and the float ones are shared (VNNI
+ * adds nothing there).  The sixteen-wide layouts are in their own files. */
 #include <immintrin.h>
 
 #include "kernels/cpu.h"
@@ -66,10 +68,10 @@ KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR,
     const int64_t ahead = okv_mm_float_ahead(c->wrow, NR);
     int64_t i = 0;
     /* One prefetch per 64-byte line of each row, into L2 (matmul_impl.h
-     * says how far ahead), as the AVX2 float tile does: 1 KiB ahead into
-     * L1 on every step left F16 decode on a Zen 4 at 8.7-9.1 t/s
-     * (TinyLlama-1.1B shape, 2 threads; 8 KiB ahead into L2: 11.7-12.8,
-     * no prefetch 10.7, same-minute A/B). */
+     * says how far ahead; the AVX2 float tile issues one per 16 elements):
+     * 1 KiB ahead into L1 on every step left F16 decode on a Zen 4 at
+     * 8.7-9.1 t/s (TinyLlama-1.1B shape, 2 threads; 8 KiB ahead into L2:
+     * 11.7-12.8, no prefetch 10.7, same-minute A/B). */
     for (; i < k16; i += 16) {
         if (((wsize * i) & 63) == 0)
             UNROLL for (int r = 0; r < NR; r++)
@@ -119,9 +121,8 @@ typedef struct panel_ctx {
     int64_t pf_bytes;
 } panel_ctx;
 
-/* Rows pr0 .. pr0+NR-1 of the panel by columns jb .. jb+NC-1 of the block.
- * The accumulators always come from and go back to acc_buf: with a
- * conditional start or end GCC keeps them in memory in the loop. */
+/* One 16-wide step at element i (lanes under m) of rows pr0 .. pr0+NR-1 of
+ * the panel by the NC columns at xs, into acc. */
 KERNEL void panel_step(const panel_ctx *p, const float *const *xs, int pr0, const int NR, const int NC, int64_t i,
                        __mmask16 m, __m512 acc[PANEL_ROWS][PANEL_TC]) {
     __m512 xv[PANEL_TC];

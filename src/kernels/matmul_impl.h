@@ -37,8 +37,9 @@ typedef struct okv_mm_ctx {
     const float *x;     /* f32 activations, column j at x + j * k */
     const int8_t *xq;   /* Q8_0 activations, column j at xq + j * k */
     const float *xd;    /* their block scales (f16-rounded), column j at xd + j * (k / 32) */
-    const uint8_t *xa;  /* Q8_1 or Q8_K activations as ggml's blocks (block_q8_1,
-                         * block_q8_K), column j at xa + j * xa_col */
+    const uint8_t *xa;  /* the other activation formats (ggml's block_q8_1 and
+                         * block_q8_K, the sixteen-wide layouts' groups, ...),
+                         * column j at xa + j * xa_col */
     size_t xa_col;
     float *y;           /* column j at y + j * rows */
 } okv_mm_ctx;
@@ -54,10 +55,11 @@ typedef void (*okv_mm_tile_fn)(const okv_mm_ctx *c, int64_t r0, int nr, int64_t 
 typedef void (*okv_mm_block_fn)(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 
 /* The kernels, one per weight type and ISA; kernels/wtype.c lists them.
- * Scalar, AVX2 and AVX512 have every runnable type; AVX512_VNNI only the
- * legacy 32-value formats (vpdpbusd replaces maddubs + madd there; the
- * K-quants need the 16-bit step for their scales) and uses AVX512's for
- * the others. */
+ * Scalar, AVX2 and AVX512 have every runnable type; AVX512_VNNI, of ggml's
+ * layouts, only the legacy 32-value formats (vpdpbusd replaces maddubs +
+ * madd there; ggml's K-quants need the 16-bit step for their scales) and
+ * uses AVX512's for the others; the sixteen-wide layouts (K-quants
+ * included) have VNNI kernels of their own. */
 #define OKV_MM_TILE(name) void name(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc)
 #define OKV_MM_BLOCK(name) void name(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 #define OKV_MM_TILES_OF(isa)                                                                        \

@@ -7,8 +7,9 @@
  * maddubs's int16 pairs).  AVX2's take w + 12 (0..24, another shifted
  * table; the block pass says why that is exact) and take 1.5 c8 =
  * -12 sum(x) off.  AVX-512 BW's keep the sign trick: |w| times x with w's
- * sign, where 8 products of |w| <= 12 and |x| <= 127 per int16 pair sum
- * stay within int16 (24384), so they widen once per group.
+ * sign, where an int16 lane's 16 products (8 vpmaddubsw pairs) of
+ * |w| <= 12 and |x| <= 127 stay within int16 (24384), so they widen once
+ * per group.
  * Every ISA gets the same exact lanes.  The aarch64 bodies are in
  * mxfp4x16_neon.c. */
 #include <math.h>

@@ -321,7 +321,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void cols_avx2(cons
     }
 }
 
-/* With AVX-VNNI, u = w + 128 goes to vpdpbusd whole (tilen_avx2's VNNI
+/* With AVX-VNNI, u = w + 128 goes to vpdpbusd whole (HALFN_AVX2's VNNI
  * way): each half-group's 8 vectors of u are made once per row and OKV_X16_CB
  * columns and stay in registers while a plain loop over the columns takes
  * the activations from L1, one instruction per 32 products, as q4_0x16.c's

@@ -15,7 +15,9 @@
  *
  * Results: each block's integer dot product is exact (VNNI adds 128 to the
  * weights to make them unsigned and takes 128 * the block's activation sum
- * off; without VNNI the weights' signs move onto the activations); lane i
+ * off; without VNNI the tiles move the weights' signs onto the
+ * activations, and the AVX2 block pass splits w + 128 into nibbles, two
+ * vpmaddubsw a vector, taking the 128 off as VNNI does); lane i
  * accumulates fma((float)dot_i, d_w[i] * d_x[i], acc_i), summed in x16.h's
  * order on every ISA: the same bits everywhere, for any n. */
 #ifndef OKV_KERNELS_Q8_0X16_H

@@ -1,9 +1,10 @@
-/* Internal: what the sixteen-wide layouts (q4_0x16.h, q4_Kx16.h) share.
+/* Internal: what the sixteen-wide layouts (q4_0x16.h, q8_0x16.h,
+ * mxfp4x16.h, q4_Kx16.h, q6_Kx16.h) share.
  * One 32-bit lane per 32-value block; a group is 16 blocks, 512 values; its
  * 4-bit values sit in four 64-byte vectors (lane i: block i's values 4u..4u+3
  * in the low nibbles of vector u, 16+4u.. in the high ones) and its 8-bit
- * activations in eight (vector 2u + h: block i's values 16h+4u..+3).  Both
- * formats sum their 16 float lanes in the one order of okv_x16_sum16, on
+ * activations in eight (vector 2u + h: block i's values 16h+4u..+3).  All
+ * of them sum their 16 float lanes in the one order of okv_x16_sum16, on
  * every ISA, so their kernels give the same bits everywhere. */
 #ifndef OKV_KERNELS_X16_H
 #define OKV_KERNELS_X16_H
@@ -322,7 +323,7 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
  * drafted tokens) swept as 4 and then 1 unpacked every row twice (Q4_0 one
  * core, in cache, on a Zen 5: 354-362 GFLOP/s that way, 458-471 in one
  * sweep).  A sweep takes no more columns than OKV_X16_SWEEP_BYTES of
- * activations: 8 columns of k = 5632 (56 KiB) came from L2 on every row,
+ * activations: 8 columns of k = 5632 (55 KiB) came from L2 on every row,
  * and Q4_0 2048x5632 by 64 columns ran at 152-164 GFLOP/s against 388-404
  * for k = 2048 (Zen 5, one core); 4 a sweep there: 329-365.  Columns never
  * mix, so a column's result is the same in any pass. */
