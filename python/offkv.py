@@ -185,11 +185,21 @@ def _text(name, text):
 _I32_MAX = 2**31 - 1
 
 
+def _no_nul(name, b):
+    """b (bytes for a C string) unless it holds a NUL, where C would cut it."""
+    if b"\0" in b:
+        raise ValueError("%s holds a NUL character at byte %d; a C string would end there" % (name, b.index(b"\0")))
+    return b
+
+
 def _options(opts):
     """A dict of options as the NULL-terminated char *[] the C API takes."""
+    if opts is not None and not isinstance(opts, dict):
+        raise TypeError("options must be a dict of name: value, not %s" % type(opts).__name__)
     flat = []
     for k, v in (opts or {}).items():
-        flat += [str(k).encode(), str(v).encode()]
+        key = _no_nul("option name %r" % (k,), str(k).encode())
+        flat += [key, _no_nul("option %r" % (k,), str(v).encode())]
     arr = (ctypes.c_char_p * (len(flat) + 1))(*flat, None)
     return arr
 
@@ -212,8 +222,8 @@ class Sampler:
         top_p = _float("top_p", top_p, 0.0, 1.0)
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little")
-        seed = _int("seed", seed)
-        p = _SamplerParams(temperature, top_k, top_p, seed & (2**64 - 1))
+        seed = _int("seed", seed, 0, 2**64 - 1)
+        p = _SamplerParams(temperature, top_k, top_p, seed)
         err = _Error()
         self._s = lib.okv_sampler_create(ctypes.byref(p), n_vocab, ctypes.byref(err))
         if not self._s:
@@ -256,7 +266,8 @@ class Model:
         lib = load_library()
         err = _Error()
         self._opts = _options(options)
-        self._m = lib.okv_model_load(os.fsencode(path), self._opts if options else None, ctypes.byref(err))
+        self._m = lib.okv_model_load(_no_nul("path", os.fsencode(path)), self._opts if options else None,
+                                     ctypes.byref(err))
         if not self._m:
             _raise(err)
         self._tok = lib.okv_model_tokenizer(self._m)
@@ -330,7 +341,7 @@ class Model:
         top_k = _int("top_k", top_k, 0, _I32_MAX)
         top_p = _float("top_p", top_p, 0.0, 1.0)
         if seed is not None:
-            seed = _int("seed", seed)
+            seed = _int("seed", seed, 0, 2**64 - 1)
         if context_size is not None:
             context_size = _int("context_size", context_size, 1, _I32_MAX)
         ids = self.tokenize(prompt)
@@ -430,7 +441,11 @@ class Context:
         """Evaluates tokens at positions start, start+1, ... (start: the current
         length), in calls of at most max_write tokens.  Returns the logits after
         the last token as array('f') of n_vocab, or with all_logits a list of
-        such arrays, one per token."""
+        such arrays, one per token.  What the first call would refuse (a start
+        past the length or where the cache cannot rewind, positions past the
+        capacity) leaves the context as it was; should a later call fail (out
+        of memory), the sequence is rewound to start where the cache can
+        rewind there, so no part of the tokens stays."""
         lib = load_library()
         self._live()
         nv = self.model.n_vocab
@@ -441,6 +456,9 @@ class Context:
         if not tokens:
             raise ValueError("eval of no tokens")
         pos0 = self.length if start is None else _int("start", start, 0, _I32_MAX - len(tokens))
+        if pos0 + len(tokens) > self.capacity:
+            raise ValueError("eval of %d tokens from position %d ends at %d, past the context's capacity %d"
+                             % (len(tokens), pos0, pos0 + len(tokens), self.capacity))
         rows = []
         last = None
         err = _Error()
@@ -451,14 +469,19 @@ class Context:
             pos = (ctypes.c_int32 * n)(*range(pos0 + at, pos0 + at + n))
             if all_logits:
                 out = array.array("f", bytes(4 * n * nv))
-                _check(lib.okv_context_eval(self._c, ids, pos, n, (ctypes.c_float * (n * nv)).from_buffer(out),
-                                            ctypes.byref(err)), err)
-                rows += [out[i * nv:(i + 1) * nv] for i in range(n)]
+                rc = lib.okv_context_eval(self._c, ids, pos, n, (ctypes.c_float * (n * nv)).from_buffer(out),
+                                          ctypes.byref(err))
             else:
                 final = at + n == len(tokens)
                 out = array.array("f", bytes(4 * nv)) if final else None
                 buf = (ctypes.c_float * nv).from_buffer(out) if final else None
-                _check(lib.okv_context_eval_last(self._c, ids, pos, n, buf, ctypes.byref(err)), err)
+                rc = lib.okv_context_eval_last(self._c, ids, pos, n, buf, ctypes.byref(err))
+            if rc != 0 and at > 0 and lib.okv_cache_can_rewind(self._cache, pos0):
+                lib.okv_cache_rewind(self._cache, pos0, None)
+            _check(rc, err)
+            if all_logits:
+                rows += [out[i * nv:(i + 1) * nv] for i in range(n)]
+            else:
                 last = out
         return rows if all_logits else last
 

@@ -238,6 +238,43 @@ class TestHostile(unittest.TestCase):
                 offkv.Sampler(m.n_vocab, top_k=2.5)
             with self.assertRaises(ValueError):
                 offkv.Sampler(0)
+            # seeds beyond 64 bits (or negative) were folded: 2**64 sampled as 0
+            for bad in (2**64, -1):
+                with self.assertRaises(ValueError, msg=repr(bad)) as e:
+                    offkv.Sampler(m.n_vocab, seed=bad)
+                self.assertIn("seed", str(e.exception))
+                with self.assertRaises(ValueError, msg=repr(bad)):
+                    m.generate(PROMPT, n=2, seed=bad)
+            offkv.Sampler(m.n_vocab, seed=2**64 - 1).close()
+
+    def test_c_strings_not_cut(self):
+        # a NUL in a path or an option would end the C string there: the
+        # model's path with "\0junk" loaded the model, "f32\0junk" was f32
+        with self.assertRaises(ValueError) as e:
+            offkv.Model(MODEL + "\0junk")
+        self.assertIn("path", str(e.exception))
+        with offkv.Model(MODEL) as m:
+            for opts in ({"kv_type": "f32\0junk"}, {"capacity": "16\0junk"}, {"bogus\0": 1}):
+                with self.assertRaises(ValueError, msg=repr(opts)) as e:
+                    offkv.Context(m, n_threads=1, **opts)
+                self.assertIn("NUL", str(e.exception))
+            with self.assertRaises(TypeError) as e:
+                offkv.Model(MODEL, [("a", "b")])
+            self.assertIn("options", str(e.exception))
+
+    def test_refused_eval_changes_nothing(self):
+        # eval splits tokens into calls of max_write; one past the capacity
+        # ran the first calls and then failed, leaving them in the cache
+        with offkv.Model(MODEL) as m, m.context(n_threads=1, capacity=16, max_write=4) as ctx:
+            ctx.eval([1] * 8)
+            before = ctx.eval([2], start=7, all_logits=True)[0]
+            for tokens, start in (([2] * 12, 6), ([3] * 9, None)):
+                with self.assertRaises(ValueError, msg=repr((len(tokens), start))) as e:
+                    ctx.eval(tokens, start=start, all_logits=True)
+                self.assertIn("capacity 16", str(e.exception))
+                self.assertEqual(ctx.length, 8)
+            ctx.rewind(7)
+            self.assertEqual(ctx.eval([2], all_logits=True)[0], before)
 
     def test_failed_load_is_quiet(self):
         # A failed load raises once; its __del__ prints nothing to stderr.
