@@ -81,7 +81,8 @@ void okv_cache_release(okv_cache *c);
 /* The logical length: positions 0 .. length-1 are in the sequence. 0 for NULL. */
 int32_t okv_cache_length(const okv_cache *c);
 
-/* Number of layers, and the geometry / config the cache was created with.
+/* Number of layers, and the geometry / config the cache was created with
+ * (initial_capacity as the cache took it: clamped to 0 .. capacity).
  * okv_cache_layer_geometry returns false for a bad layer index or NULL. */
 int32_t okv_cache_n_layers(const okv_cache *c);
 bool okv_cache_layer_geometry(const okv_cache *c, int32_t layer, okv_layer_geometry *out);
@@ -101,7 +102,8 @@ size_t okv_cache_layer_bytes(const okv_cache *c, int32_t layer);
 size_t okv_cache_bytes(const okv_cache *c);
 
 /* A counter that changes when, and only when, some layer's storage is
- * reallocated (a flat layer grew).  Holders of pointers into the storage
+ * reallocated or replaced (a flat layer grew; okv_cache_load took in the
+ * saved one's).  Holders of pointers into the storage
  * compare it to learn they must rebind. */
 uint64_t okv_cache_generation(const okv_cache *c);
 
@@ -176,7 +178,8 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
  * given to a sharing layer, a donor not yet attended, a bad layer, n_heads not a positive
  * multiple of n_kv_heads, an unknown kv_type, a scale that is not finite, a
  * layer attended twice) are OKV_ERR_INVALID and mark the step failed: commit
- * then refuses it.  A stale handle is OKV_ERR_INVALID and changes nothing.  Outputs
+ * then refuses it; so does OKV_ERR_NOMEM (no memory for the attention's
+ * scratch).  Either way abort leaves the sequence as it was.  A stale handle is OKV_ERR_INVALID and changes nothing.  Outputs
  * are bit-identical for the same inputs, cache state and thread count. */
 okv_status okv_update_and_attend(okv_step *s, int32_t layer,
                                  const float *q, int32_t n_heads,

@@ -10,10 +10,12 @@
  * The file (little-endian) holds: the magic "OFFKVSEQ", a format version,
  * the storage type, a 64-bit fingerprint of the model the rows were made
  * with (the caller's; okv_model_fingerprint gives one for a GGUF model), the
- * cache's layer count, capacity, max_write, length and high water, the
- * sequence's tokens (optional), each layer's geometry, rows and first saved
- * position, then each layer's K and V rows by logical position (those the
- * layer holds below the length), and an FNV-1a 64 checksum of all of it.
+ * cache's layer count, capacity, max_write, length, high water and the
+ * number of tokens saved with it (0: none); each layer's kv heads, head
+ * width, window, rows, first saved position, row bytes and kv_from; the
+ * tokens; then each layer's K and V rows by logical position (those the
+ * layer holds below the length; none for a layer that shares a donor's),
+ * and an FNV-1a 64 checksum of all of it.
  * Rows are stored as the cache stores them (okv_cache_row_bytes per kv head
  * and position), so nothing is converted. */
 #ifndef OFFKV_PROMPT_CACHE_H

@@ -19,7 +19,7 @@ typedef enum okv_status {
     OKV_OK = 0,
     OKV_ERR_INVALID,      /* a bad argument: NULL pointer, count <= 0, bad index, bad config */
     OKV_ERR_POSITION,     /* positions that the sequence cannot take */
-    OKV_ERR_NOMEM,        /* an allocation failed; state is unchanged */
+    OKV_ERR_NOMEM,        /* an allocation failed; state is unchanged (a step it failed must be aborted) */
     OKV_ERR_NOT_FOUND,    /* an unknown key (registry, factory, metadata) */
     OKV_ERR_FORMAT,       /* a malformed or truncated file */
     OKV_ERR_IO,           /* the operating system refused a file operation */

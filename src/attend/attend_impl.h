@@ -31,12 +31,14 @@ static inline float okv_attend_exp2_scalar(float x) {
     return x < OKV_ATTEND_EXP_FLOOR ? 0.0f : exp2f(x);
 }
 
-/* Scores in log2 units: S[q * BR + r] = dot(qs[q * hdp ..], K row r) for
- * q < nq, r < nr.  qs rows are pre-scaled by scale * log2(e) and zero-padded
- * to hdp (a multiple of 16); K rows are hd elements of storage type (f16 if
- * f16 nonzero, else f32), row r at k + r * hd.  S is the block's first lane
- * (any float in a row of BR), so nothing else of a row may be written; the
- * accumulate kernel reads P from the same place. */
+/* Scores: S[q * BR + r] = dot(qs[q * hdp ..], K row r) for q < nq, r < nr,
+ * in log2 units where qs rows are pre-scaled by scale * log2(e) (in natural
+ * ones with a softcap, whose qs carry scale alone: attend.c converts after
+ * the cap).  qs rows are zero-padded to hdp (a multiple of 16); K rows are
+ * hd elements of storage type (f16 if f16 nonzero, else f32), row r at
+ * k + r * hd.  S is the block's first lane (any float in a row of BR), so
+ * nothing else of a row may be written; the accumulate kernel reads P from
+ * the same place. */
 typedef void (*okv_attend_scores_fn)(const float *qs, int32_t nq, int32_t hdp, const void *k,
                                      int f16, int32_t hd, int32_t nr, float *S);
 
