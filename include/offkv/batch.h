@@ -58,9 +58,9 @@ typedef struct okv_batch_seq {
  * rows than max_rows, the same cache twice, or a cache whose geometry is not
  * the model's is OKV_ERR_INVALID; a sequence whose positions its cache
  * refuses gives that step's error (OKV_ERR_POSITION, OKV_ERR_BUSY, ...) with
- * the message naming the sequence's index.  Any error leaves every sequence
- * as the cache contract says: unchanged when nothing was written, else its
- * length at most its step's start.  On success every cache's length is its
+ * the message naming the sequence's index (in a batch of more than one).
+ * Any error leaves every sequence as the cache contract says: unchanged
+ * when nothing was written, else its length at most its step's start.  On success every cache's length is its
  * start + n_tokens. */
 okv_status okv_batch_eval(okv_batch *b, const okv_batch_seq *seqs, int32_t n_seqs, okv_error *err);
 

@@ -22,9 +22,10 @@ typedef struct okv_model okv_model;
  * of key, value string pairs; known keys:
  *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
  *                     of N positions (for files that lack the key).
- *   "repack"          "on" (default) or "off": Q6_K matrices, and Q4_0, Q8_0,
- *                     Q4_K and Q5_K ones unless their rows would grow by over a
- *                     sixteenth (rows are padded to groups of 512 values),
+ *   "repack"          "on" (default) or "off": Q6_K and MXFP4 matrices, and
+ *                     Q4_0, Q8_0, Q4_K and Q5_K ones unless their rows would
+ *                     grow by over a fifteenth (rows are padded to groups of
+ *                     512 values),
  *                     are copied at load into layouts whose products run two
  *                     to three times as fast on several tokens at once
  *                     (batched decode, prefill); the file's pages of those
@@ -34,7 +35,9 @@ typedef struct okv_model okv_model;
  * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing or
  * mis-shaped tensor, a missing required key), OKV_ERR_UNSUPPORTED (an unknown
  * architecture or tensor type), OKV_ERR_INVALID (an unknown option or bad
- * value); each message names the file part or option.  Returns NULL on
+ * value), or the tokenizer's own (okv_tokenizer_from_gguf's: OKV_ERR_NOT_FOUND
+ * for a file without tokenizer.ggml.model or its tokens, OKV_ERR_INVALID for
+ * a bad vocabulary); each message names the file part or option.  Returns NULL on
  * error; free with okv_model_free. */
 okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err);
 

@@ -63,7 +63,7 @@ typedef struct okv_vocab_desc {
 /* Builds a tokenizer from desc.  An unknown model is OKV_ERR_UNSUPPORTED, as
  * is a gpt2 pre-tokenizer name this build does not know ("default",
  * "gpt-2"/"gpt2", "starcoder", "deepseek-coder", "llama-bpe"/"llama3"/
- * "llama-v3" and "qwen2" are known); the message names it.  A NULL array
+ * "llama-v3", "qwen2" and "gpt-4o" are known); the message names it.  A NULL array
  * that is required, n_tokens < 1, a token id or type out of range, a
  * duplicate token string, or add_bos/add_eos set while that id is -1 is
  * OKV_ERR_INVALID naming the value.  Empty token strings are renamed
@@ -88,8 +88,9 @@ okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err);
 /* Frees the tokenizer.  NULL is a no-op. */
 void okv_tokenizer_free(okv_tokenizer *tok);
 
-/* Turns len bytes of text (UTF-8; invalid bytes are read as U+FFFD, as
- * llama.cpp reads them) into token ids written to ids[0..max-1], and sets
+/* Turns len bytes of text (UTF-8; with a gpt2 vocabulary invalid bytes are
+ * read as U+FFFD, with a llama one spelled as byte tokens, as llama.cpp
+ * reads them) into token ids written to ids[0..max-1], and sets
  * *n_out to the number of ids the text needs.  flags is a combination of
  * OKV_TOKENIZE_*.  With ids NULL and max 0 it only counts.  When max is too
  * small the call is OKV_ERR_INVALID, saying both sizes, with *n_out still
@@ -154,8 +155,8 @@ int okv_tokenizer_adds_eos(const okv_tokenizer *tok);
  * HTTP answer would carry broken characters in between.  The stream holds
  * back the bytes of an incomplete UTF-8 sequence until the piece that
  * completes it arrives, and replaces bytes that can never be part of a
- * valid character by U+FFFD (one per maximal invalid run, as the Unicode
- * standard recommends), so what comes out is always valid UTF-8 and,
+ * valid character by U+FFFD (one per maximal subpart of an ill-formed
+ * sequence, as the Unicode standard recommends: each stray byte its own), so what comes out is always valid UTF-8 and,
  * joined, equals the joined pieces wherever those were valid.
  *
  * Start one per sequence zeroed (okv_detok_stream s = {0};): it owns no

@@ -222,19 +222,26 @@ okv_status okv_sampler_accept(okv_sampler *s, int32_t token, okv_error *err) {
     if (!s) return okv_fail(err, OKV_ERR_INVALID, "sampler is NULL");
     if (token < 0 || token >= s->n_vocab)
         return okv_fail(err, OKV_ERR_INVALID, "token %d outside the vocabulary (%d tokens)", (int)token, (int)s->n_vocab);
+    /* room in the history first, so that a failure leaves the grammar where it was */
+    const int32_t last_n = s->ctl.penalty_last_n;
+    if (last_n > 0 && s->cap_hist != last_n) {
+        int32_t *h = realloc(s->hist, (size_t)last_n * sizeof *h);
+        if (!h) return okv_fail(err, OKV_ERR_NOMEM, "sampler history");
+        s->hist = h;
+        s->cap_hist = last_n;
+    } else if (last_n < 0 && s->n_hist == s->cap_hist) {
+        int32_t cap = s->cap_hist ? s->cap_hist * 2 : 64;
+        int32_t *h = realloc(s->hist, (size_t)cap * sizeof *h);
+        if (!h) return okv_fail(err, OKV_ERR_NOMEM, "sampler history");
+        s->hist = h;
+        s->cap_hist = cap;
+    }
     if (s->gm) {
         okv_status st = okv_grammar_matcher_accept_token(s->gm, s->gv, token, err);
         if (st != OKV_OK) return st;
     }
-    const int32_t last_n = s->ctl.penalty_last_n;
     if (last_n == 0) return OKV_OK;
     if (last_n > 0) {
-        if (s->cap_hist != last_n) {
-            int32_t *h = realloc(s->hist, (size_t)last_n * sizeof *h);
-            if (!h) return okv_fail(err, OKV_ERR_NOMEM, "sampler history");
-            s->hist = h;
-            s->cap_hist = last_n;
-        }
         if (s->n_hist < last_n) {
             s->hist[(s->hist_head + s->n_hist++) % last_n] = token;
         } else {
@@ -242,13 +249,6 @@ okv_status okv_sampler_accept(okv_sampler *s, int32_t token, okv_error *err) {
             s->hist_head = (s->hist_head + 1) % last_n;
         }
         return OKV_OK;
-    }
-    if (s->n_hist == s->cap_hist) {
-        int32_t cap = s->cap_hist ? s->cap_hist * 2 : 64;
-        int32_t *h = realloc(s->hist, (size_t)cap * sizeof *h);
-        if (!h) return okv_fail(err, OKV_ERR_NOMEM, "sampler history");
-        s->hist = h;
-        s->cap_hist = cap;
     }
     s->hist[s->n_hist++] = token;
     return OKV_OK;

@@ -198,7 +198,8 @@ okv_speculator *okv_speculator_create(okv_context *target, okv_context *draft, c
     const int32_t scratch = draft && okv_context_max_write(draft) > K + 1 ? okv_context_max_write(draft) : K + 1;
     const size_t V = (size_t)s->n_vocab;
     s->tsmp = okv_sampler_create(&cfg->sampling, s->n_vocab, err);
-    s->dsmp = draft ? okv_sampler_create(&cfg->sampling, s->n_vocab, err) : NULL;
+    /* not after a failed one: the second would clear err */
+    s->dsmp = draft && s->tsmp ? okv_sampler_create(&cfg->sampling, s->n_vocab, err) : NULL;
     s->hist = malloc(((size_t)tc.capacity + 1) * sizeof *s->hist);
     s->toks = malloc((size_t)scratch * sizeof *s->toks);
     s->pos = malloc((size_t)scratch * sizeof *s->pos);

@@ -358,7 +358,10 @@ static const snode *copy_stack(arena *a, const snode *st) {
     int32_t depth = 0;
     for (const snode *x = st; x; x = x->next) depth++;
     const gelem **tmp = malloc((size_t)depth * sizeof *tmp);
-    if (!tmp) return NULL;
+    if (!tmp) {
+        a->oom = true; /* out of memory, not a refused token: callers tell them apart by it */
+        return NULL;
+    }
     int32_t i = 0;
     for (const snode *x = st; x; x = x->next) tmp[i++] = x->pos;
     const snode *out = NULL;

@@ -42,7 +42,7 @@ typedef struct okv_experts {
     size_t stride;     /* bytes from one expert's matrix to the next */
 } okv_experts;
 
-/* A layer's mixture-of-experts feed-forward (models/moe.c). */
+/* A layer's mixture-of-experts feed-forward (src/model/moe.c). */
 typedef struct okv_moe_weights {
     okv_weight gate_inp, gate_inp_b;            /* router [n_embd -> n_expert], optional bias */
     okv_experts gate, up, down;                 /* [n_embd -> n_ff_exp] x2, [n_ff_exp -> n_embd] */
@@ -173,8 +173,8 @@ struct okv_fwd {
 
 /* Looks up tensor name and checks its shape (ne1 = 0: a vector of ne0).
  * Missing: OKV_ERR_FORMAT naming it, unless optional (then w->data = NULL).
- * Matrices must be of a type the kernels run (F32, F16, BF16, Q8_0, Q4_0):
- * else OKV_ERR_UNSUPPORTED; vectors must be F32. */
+ * Matrices must be of a type the kernels run (okv_wtype_runnable: the float
+ * types, the legacy and K-quants, MXFP4): else OKV_ERR_UNSUPPORTED; vectors must be F32. */
 okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t ne0, int64_t ne1,
                           bool optional, okv_error *err);
 
