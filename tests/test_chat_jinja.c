@@ -226,6 +226,13 @@ static const struct {
      "[1]|[y]", NULL},
     {"{{ 'h\303\251llo w\303\266rld \303\277'|upper }}|{{ '\303\200\303\211\303\216 \304\200\304\236 \316\221\316\222\316\223 \320\220\320\221\320\222'|lower }}|{{ '\303\247a va-bien (ok) \"x\" \303\251a'|title }}|{{ '\303\251COLE'.capitalize() }}|{{ 'l'\303\251lan d'or'.title() }}|{{ '\307\205'|upper }}",
      NULL, ""},
+    /* 64-bit edges that used to trap or overflow (jinja2's values) */
+    {"{{ (-9223372036854775807 - 1) is divisibleby(-1) }} {{ [1,2][1::9223372036854775807] }} {{ 'ab'[1::9223372036854775807] }} "
+     "{{ [1,2,3][::-9223372036854775807] }} {{ 1 ** 9223372036854775807 }} {{ (-1) ** 9223372036854775807 }} {{ 0 ** 0 }} "
+     "{{ range(-9223372036854775807, 9223372036854775807, 4611686018427387904)|list }}",
+     "True [2] b [3] 1 -1 1 [-9223372036854775807, -4611686018427387903, 1, 4611686018427387905]", NULL},
+    /* a namespace holding itself prints as Python's repr does (it recursed until the stack ran out) */
+    {"{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", "<Namespace {'me': <Namespace {...}>}>", NULL},
     {"{{ {(1, 2): 'pair'}[1, 2] }}{{ (1, 'x') * 2 }}{{ 'init'|map(attribute='role')|list }}{{ [none, x] }}",
      "pair(1, 'x', 1, 'x')[Undefined, Undefined, Undefined, Undefined][None, Undefined]", NULL},
 };
@@ -318,6 +325,14 @@ static void check_hostiles(void) {
                   "{% endif %}{% endfor %}", &quick, "longer than");
     check_hostile("filter chains", "{% set big = range(500000)|list %}{% for i in range(100000) %}{% set x = big|map('string')|list %}"
                   "{% endfor %}", &quick, "");
+    check_hostile("unique of a million", "{{ range(1000000)|unique|length }}", &quick, "longer than");
+    check_hostile("%d of a huge float", "{{ '%d' % 1e300 }}", NULL, "not a 64-bit integer");
+    char *zeros = repeat("0", 70, ".0", "");
+    char *lit = malloc(strlen(zeros) + 8);
+    sprintf(lit, "{{ %s }}", zeros);
+    check_hostile("a long float literal", lit, NULL, "too long"); /* wrote a byte past its buffer */
+    free(lit);
+    free(zeros);
     okv_chat_limits small = {.max_output = 100};
     check_hostile("output limit honoured", "{{ 'y' * 101 }}", &small, "output exceeds 100 bytes");
 

@@ -170,7 +170,13 @@ static jv call_builtin(jctx *c, int id, int line, jv *args, int n_args, const ch
         if (count > (double)c->lim.max_iterations)
             okv_jinja_fail(c->f, line, "range of %.0f items exceeds the %zu iterations a template may run", count, c->lim.max_iterations);
         jv l = okv_jv_list_new(c->a, c->f, (size_t)count);
-        for (int64_t i = 0; i < (int64_t)count; i++) okv_jv_list_push(c->a, c->f, l, okv_jv_int(v[0] + i * v[2]));
+        /* by steps that stop at the end or where the next would pass 64 bits
+         * (the count is a double: near 2^63 it may be one too many) */
+        int64_t x = v[0];
+        for (int64_t i = 0; i < (int64_t)count && (v[2] > 0 ? x < v[1] : x > v[1]); i++) {
+            okv_jv_list_push(c->a, c->f, l, okv_jv_int(x));
+            if (__builtin_add_overflow(x, v[2], &x)) break;
+        }
         return l;
     }
     case B_NAMESPACE:
@@ -252,7 +258,11 @@ static jv do_slice(jctx *c, int line, jv obj, jv st, jv sp, jv sc) {
         slice_indices(c, line, st, sp, sc, (int64_t)obj.u.l->n, &start, &stop, &step);
         jv out = okv_jv_list_new(c->a, c->f, 0);
         out.flags = obj.flags & JV_F_TUPLE;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) okv_jv_list_push(c->a, c->f, out, obj.u.l->v[i]);
+        /* a step past 64 bits ends the slice: the next index is out of it */
+        for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+            okv_jv_list_push(c->a, c->f, out, obj.u.l->v[i]);
+            if (__builtin_add_overflow(i, step, &i)) break;
+        }
         return out;
     }
     if (obj.kind == JV_STR) {
@@ -272,8 +282,10 @@ static jv do_slice(jctx *c, int line, jv obj, jv st, jv sp, jv sc) {
             for (size_t i = 0; i < obj.u.s.n; i++)
                 if (((unsigned char)obj.u.s.p[i] & 0xC0) != 0x80) off[k++] = i;
             off[n] = obj.u.s.n;
-            for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+            for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
                 okv_jbuf_put(c->a, c->f, &b, obj.u.s.p + off[i], off[i + 1] - off[i]);
+                if (__builtin_add_overflow(i, step, &i)) break;
+            }
         }
         return okv_jv_str(b.p, b.n);
     }
@@ -429,6 +441,9 @@ static jv arith(jctx *c, int line, int op, jv a, jv b) {
             }
         case JOP_POW:
             if (y < 0) break;
+            /* 0, 1 and -1 never overflow: their powers without y multiplications */
+            if (x == 0 || x == 1) return okv_jv_int(y == 0 ? 1 : x);
+            if (x == -1) return okv_jv_int(y % 2 ? -1 : 1);
             r = 1;
             for (int64_t i = 0; i < y; i++)
                 if (__builtin_mul_overflow(r, x, &r)) okv_jinja_fail(c->f, line, "integer result of ** beyond 64 bits");

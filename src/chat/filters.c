@@ -189,7 +189,11 @@ jv okv_jinja_printf(jctx *c, int line, jv fmt, jv *args, int n_args) {
         jv v = args[k++];
         if (ch == 's') okv_jv_str_to(c->a, c->f, &b, v);
         else if (ch == 'r') okv_jv_repr_to(c->a, c->f, &b, v);
-        else if ((ch == 'd' || ch == 'i') && okv_jv_is_number(v)) okv_jbuf_printf(c->a, c->f, &b, "%lld", (long long)(v.kind == JV_FLOAT ? (int64_t)v.u.f : v.kind == JV_BOOL ? v.u.b : v.u.i));
+        else if ((ch == 'd' || ch == 'i') && okv_jv_is_number(v)) {
+            if (v.kind == JV_FLOAT && !(v.u.f > -9223372036854775808.0 && v.u.f < 9223372036854775808.0))
+                okv_jinja_fail(c->f, line, "format: %%%c of %g is not a 64-bit integer", ch, v.u.f);
+            okv_jbuf_printf(c->a, c->f, &b, "%lld", (long long)(v.kind == JV_FLOAT ? (int64_t)v.u.f : v.kind == JV_BOOL ? v.u.b : v.u.i));
+        }
         else if (ch == 'f' && okv_jv_is_number(v)) okv_jbuf_printf(c->a, c->f, &b, "%f", okv_jv_num(v));
         else okv_jinja_fail(c->f, line, "format: unsupported format character '%c' for %s", ch, okv_jv_type_name(v));
     }
@@ -430,6 +434,7 @@ jv okv_jinja_filter(jctx *c, jscope *s, const char *name, int line, jv v, jv *ar
             jv out = okv_jv_list_new(c->a, c->f, 0), seen = okv_jv_list_new(c->a, c->f, 0);
             for (size_t i = 0; i < items.u.l->n; i++) {
                 bool dup = false;
+                okv_jinja_tick_n(c, line, 1 + seen.u.l->n / 64); /* quadratic: within the deadline */
                 for (size_t k = 0; k < seen.u.l->n && !dup; k++) dup = okv_jv_equal(seen.u.l->v[k], keys[i]);
                 if (dup) continue;
                 okv_jv_list_push(c->a, c->f, seen, keys[i]);
@@ -510,7 +515,7 @@ bool okv_jinja_test(jctx *c, const char *name, int line, jv v, jv *args, int n_a
         if (IS("odd")) return x % 2 != 0;
         if (IS("even")) return x % 2 == 0;
         if (a0.kind != JV_INT || a0.u.i == 0) okv_jinja_fail(c->f, line, "divisibleby needs a non-zero integer");
-        return x % a0.u.i == 0;
+        return a0.u.i == -1 || x % a0.u.i == 0; /* INT64_MIN % -1 traps */
     }
     if (IS("eq") || IS("equalto") || IS("==")) return okv_jv_equal(v, a0);
     if (IS("ne") || IS("!=")) return !okv_jv_equal(v, a0);

@@ -180,7 +180,7 @@ static void lex_tag(lx *l, bool block, size_t tag_at) {
             }
             if (k + 1 < left && p[k] == '.' && p[k + 1] >= '0' && p[k + 1] <= '9') {
                 is_float = true;
-                num[nn++] = '.';
+                if (nn < sizeof num - 1) num[nn++] = '.'; /* else too long, below */
                 k++;
                 while (k < left && p[k] >= '0' && p[k] <= '9') {
                     if (nn < sizeof num - 1) num[nn++] = p[k];

@@ -105,7 +105,11 @@ double okv_jv_num(jv v) {
     return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.kind == JV_BOOL ? v.u.b : 0;
 }
 
-bool okv_jv_equal(jv a, jv b) {
+/* Past EQUAL_DEPTH levels (only a container holding itself goes so deep)
+ * unequal, where Python raises RecursionError: no unbounded recursion. */
+enum { EQUAL_DEPTH = 256 };
+
+static bool equal_in(jv a, jv b, int depth) {
     if (okv_jv_is_number(a) && okv_jv_is_number(b)) {
         if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) return okv_jv_num(a) == okv_jv_num(b) && (a.kind == JV_BOOL ? a.u.b : a.u.i) == (b.kind == JV_BOOL ? b.u.b : b.u.i);
         return okv_jv_num(a) == okv_jv_num(b);
@@ -117,21 +121,26 @@ bool okv_jv_equal(jv a, jv b) {
     case JV_STR: return a.u.s.n == b.u.s.n && memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
     case JV_LIST:
         if ((a.flags & JV_F_TUPLE) != (b.flags & JV_F_TUPLE) || a.u.l->n != b.u.l->n) return false;
+        if (a.u.l == b.u.l) return true;
+        if (depth >= EQUAL_DEPTH) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!okv_jv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!equal_in(a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if (a.u.d == b.u.d) return true;
         if (a.flags & JV_F_NAMESPACE || b.flags & JV_F_NAMESPACE || a.u.d->n != b.u.d->n) return false;
+        if (depth >= EQUAL_DEPTH) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv *o = okv_jv_dict_find(b, a.u.d->k[i]);
-            if (!o || !okv_jv_equal(a.u.d->v[i], *o)) return false;
+            if (!o || !equal_in(a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     case JV_FUNC: return a.u.fn == b.u.fn;
     default: return false;
     }
 }
+
+bool okv_jv_equal(jv a, jv b) { return equal_in(a, b, 0); }
 
 const char *okv_jv_type_name(jv v) {
     switch (v.kind) {
@@ -147,7 +156,7 @@ const char *okv_jv_type_name(jv v) {
     }
 }
 
-int okv_jv_compare(jfail *f, int line, jv a, jv b) {
+static int compare_in(jfail *f, int line, jv a, jv b, int depth) {
     if (okv_jv_is_number(a) && okv_jv_is_number(b)) {
         if (a.kind != JV_FLOAT && b.kind != JV_FLOAT) {
             int64_t x = a.kind == JV_BOOL ? a.u.b : a.u.i, y = b.kind == JV_BOOL ? b.u.b : b.u.i;
@@ -163,12 +172,16 @@ int okv_jv_compare(jfail *f, int line, jv a, jv b) {
         return a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n;
     }
     if (a.kind == JV_LIST && b.kind == JV_LIST) {
+        if (a.u.l == b.u.l) return 0;
+        if (depth >= EQUAL_DEPTH) okv_jinja_fail(f, line, "lists nested more than %d deep cannot be compared", EQUAL_DEPTH);
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++)
-            if (!okv_jv_equal(a.u.l->v[i], b.u.l->v[i])) return okv_jv_compare(f, line, a.u.l->v[i], b.u.l->v[i]);
+            if (!okv_jv_equal(a.u.l->v[i], b.u.l->v[i])) return compare_in(f, line, a.u.l->v[i], b.u.l->v[i], depth + 1);
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     okv_jinja_fail(f, line, "'<' not supported between instances of '%s' and '%s'", okv_jv_type_name(a), okv_jv_type_name(b));
 }
+
+int okv_jv_compare(jfail *f, int line, jv a, jv b) { return compare_in(f, line, a, b, 0); }
 
 /* Python's float repr: the shortest digits that read back as d, fixed
  * notation for exponents in [-4, 16), else d.ddde+XX. */
@@ -242,7 +255,26 @@ static void repr_str(jarena *a, jfail *f, jbuf *b, const char *s, size_t n) {
     okv_jbuf_putc(a, f, b, q);
 }
 
-static void to_text(jarena *a, jfail *f, jbuf *b, jv v, bool repr) {
+/* The containers being printed, outermost first: one met again inside
+ * itself prints as Python's repr does, [...] or {...}, and a chain deeper
+ * than TEXT_DEPTH is an error (a namespace can hold itself; without this
+ * the recursion ran until the stack overflowed). */
+enum { TEXT_DEPTH = 256 };
+typedef struct text_stack {
+    const void *open[TEXT_DEPTH];
+    int n;
+} text_stack;
+
+/* Pushes container p; false (nothing pushed) when it is being printed already. */
+static bool text_enter(jfail *f, text_stack *st, const void *p) {
+    for (int i = 0; i < st->n; i++)
+        if (st->open[i] == p) return false;
+    if (st->n == TEXT_DEPTH) okv_jinja_fail(f, 0, "a value nested more than %d deep cannot be printed", TEXT_DEPTH);
+    st->open[st->n++] = p;
+    return true;
+}
+
+static void to_text_in(jarena *a, jfail *f, jbuf *b, jv v, bool repr, text_stack *st) {
     char num[32];
     switch (v.kind) {
     case JV_UNDEF:
@@ -258,31 +290,47 @@ static void to_text(jarena *a, jfail *f, jbuf *b, jv v, bool repr) {
         return;
     case JV_LIST: {
         bool tuple = v.flags & JV_F_TUPLE;
+        if (!text_enter(f, st, v.u.l)) {
+            okv_jbuf_puts(a, f, b, tuple ? "(...)" : "[...]");
+            return;
+        }
         okv_jbuf_putc(a, f, b, tuple ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) okv_jbuf_puts(a, f, b, ", ");
-            to_text(a, f, b, v.u.l->v[i], true);
+            to_text_in(a, f, b, v.u.l->v[i], true, st);
         }
         if (tuple && v.u.l->n == 1) okv_jbuf_putc(a, f, b, ',');
         okv_jbuf_putc(a, f, b, tuple ? ')' : ']');
+        st->n--;
         return;
     }
     case JV_DICT:
         if (v.flags & JV_F_NAMESPACE) okv_jbuf_puts(a, f, b, "<Namespace ");
-        okv_jbuf_putc(a, f, b, '{');
-        for (size_t i = 0; i < v.u.d->n; i++) {
-            if (i) okv_jbuf_puts(a, f, b, ", ");
-            to_text(a, f, b, v.u.d->k[i], true);
-            okv_jbuf_puts(a, f, b, ": ");
-            to_text(a, f, b, v.u.d->v[i], true);
+        if (!text_enter(f, st, v.u.d)) {
+            okv_jbuf_puts(a, f, b, "{...}");
+        } else {
+            okv_jbuf_putc(a, f, b, '{');
+            for (size_t i = 0; i < v.u.d->n; i++) {
+                if (i) okv_jbuf_puts(a, f, b, ", ");
+                to_text_in(a, f, b, v.u.d->k[i], true, st);
+                okv_jbuf_puts(a, f, b, ": ");
+                to_text_in(a, f, b, v.u.d->v[i], true, st);
+            }
+            okv_jbuf_putc(a, f, b, '}');
+            st->n--;
         }
-        okv_jbuf_putc(a, f, b, '}');
         if (v.flags & JV_F_NAMESPACE) okv_jbuf_putc(a, f, b, '>');
         return;
     default:
         okv_jbuf_printf(a, f, b, "<function %.100s>", v.u.fn->name ? v.u.fn->name : "?");
         return;
     }
+}
+
+static void to_text(jarena *a, jfail *f, jbuf *b, jv v, bool repr) {
+    text_stack st;
+    st.n = 0;
+    to_text_in(a, f, b, v, repr, &st);
 }
 
 void okv_jv_str_to(jarena *a, jfail *f, jbuf *b, jv v) { to_text(a, f, b, v, false); }
