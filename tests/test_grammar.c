@@ -469,13 +469,50 @@ static void test_ambiguous(void) {
     if (m) {
         bool a = okv_grammar_matcher_accept_bytes(m, "x", 1);
         printf("ambiguous grammar: 'x' %s within the expansion budget\n", a ? "accepted" : "refused");
+    } else {
+        /* its start state alone runs past the budget: refused, not cut short */
+        CHECK(g == NULL || strstr(err.message, "limits"), "ambiguous grammar's matcher: %s", err.message);
     }
     okv_grammar_matcher_free(m);
     okv_grammar_free(g);
 }
 
+/* Grammars whose shape made the library recurse once a level: nested
+ * groups (the parser), a chain of rules a0 ::= a1 ... (the left-recursion
+ * check, and the matcher's expansion).  Each is an error or works; none
+ * may overflow the stack. */
+static void test_deep(void) {
+    enum { N = 100000 };
+    okv_error err;
+    char *t = malloc((size_t)N * 24 + 64);
+    size_t n = (size_t)sprintf(t, "root ::= ");
+    for (int i = 0; i < N; i++) t[n++] = '(';
+    n += (size_t)sprintf(t + n, "\"x\"");
+    for (int i = 0; i < N; i++) t[n++] = ')';
+    okv_grammar *g = okv_grammar_parse(t, n, NULL, &err);
+    CHECK(!g && strstr(err.message, "nested more than"), "100000 nested groups: %s", g ? "parsed" : err.message);
+    okv_grammar_free(g);
+    for (int cyclic = 0; cyclic < 2; cyclic++) {
+        n = (size_t)sprintf(t, "root ::= a0\n");
+        for (int i = 0; i < N - 1; i++) n += (size_t)sprintf(t + n, "a%d ::= a%d\n", i, i + 1);
+        n += (size_t)sprintf(t + n, cyclic ? "a%d ::= a0\n" : "a%d ::= \"x\"\n", N - 1);
+        g = okv_grammar_parse(t, n, NULL, &err);
+        if (cyclic) {
+            CHECK(!g && strstr(err.message, "left-recursive"), "a cycle of %d rules: %s", N, g ? "parsed" : err.message);
+        } else {
+            CHECK(g != NULL, "a chain of %d rules: %s", N, err.message);
+            okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+            CHECK(g && !m && strstr(err.message, "limits"), "a chain of %d rules' matcher: %s", N, m ? "made" : err.message);
+            okv_grammar_matcher_free(m);
+        }
+        okv_grammar_free(g);
+    }
+    free(t);
+}
+
 int main(void) {
     test_ambiguous();
+    test_deep();
     test_good();
     test_bad();
     test_against_references();

@@ -181,6 +181,15 @@ static void check_error(const char *schema, okv_status want, const char *needle)
 }
 
 static void test_errors(void) {
+    /* additionalProperties beside a long property name recursed once a character */
+    {
+        char *schema = malloc(20000 + 128);
+        int n = sprintf(schema, "{\"type\":\"object\",\"properties\":{\"");
+        memset(schema + n, 'k', 20000);
+        sprintf(schema + n + 20000, "\":{}},\"additionalProperties\":true}");
+        check_error(schema, OKV_ERR_INVALID, "longer than 1000 characters");
+        free(schema);
+    }
     check_error("{\"type\":\"integer\",\"multipleOf\":2}", OKV_ERR_UNSUPPORTED, "'multipleOf'");
     check_error("{\"allOf\":[{\"type\":\"string\"}]}", OKV_ERR_UNSUPPORTED, "'allOf'");
     check_error("{\"type\":\"array\",\"uniqueItems\":true}", OKV_ERR_UNSUPPORTED, "'uniqueItems'");

@@ -18,6 +18,7 @@
  * count and the total number of elements. */
 #define GBNF_MAX_REPEAT 10000
 #define GBNF_MAX_ELEMS (1 << 20)
+#define GBNF_MAX_DEPTH 256 /* nested groups: the parser recurses once a level */
 
 typedef struct evec {
     gelem *e;
@@ -37,6 +38,7 @@ typedef struct parser {
     const char *rule;  /* the rule being parsed, for messages */
     okv_error *err;
     bool failed;
+    int depth;         /* groups open: ( ( ( recursed once each */
 } parser;
 
 static void where(const parser *p, size_t off, int *line, int *col) {
@@ -360,11 +362,17 @@ static void sequence(parser *p, evec *out, const char *name, bool nested) {
             last_start = out->n;
             push(p, out, GE_REF, (uint32_t)id);
         } else if (c == '(') {
+            if (p->depth >= GBNF_MAX_DEPTH) {
+                perr(p, p->pos, "groups nested more than %d deep", GBNF_MAX_DEPTH);
+                return;
+            }
             p->pos++;
             skip_space(p, true);
             int32_t id = generated(p, name);
             if (id < 0) return;
+            p->depth++;
             alternates(p, name, id, true);
+            p->depth--;
             if (p->failed) return;
             if (peek(p, 0) != ')') {
                 perr(p, p->pos, "expected ')'");
@@ -499,31 +507,46 @@ static bool *nullable_rules(const okv_grammar *g) {
 }
 
 /* Depth-first search over "can start with" edges; a back edge is left
- * recursion.  Returns the rule on the cycle, or -1. */
-static int32_t left_cycle(const okv_grammar *g, const bool *nul, int32_t r, uint8_t *color) {
-    color[r] = 1;
-    const gelem *e = g->rules[r];
-    bool live = true; /* still at the leftmost position of this alternative */
-    for (;; e++) {
+ * recursion.  Returns the rule on the cycle, or -1.  Iterative, on stack
+ * (room for every rule: each is entered once): a chain of rules
+ * a0 ::= a1, a1 ::= a2, ... of the grammar's size recursed once a rule. */
+typedef struct lc_frame {
+    int32_t r;
+    const gelem *e; /* the element to look at next */
+    bool live;      /* still at the leftmost position of this alternative */
+} lc_frame;
+
+static int32_t left_cycle(const okv_grammar *g, const bool *nul, int32_t r0, uint8_t *color, lc_frame *stack) {
+    int32_t n = 0;
+    color[r0] = 1;
+    stack[n++] = (lc_frame){r0, g->rules[r0], true};
+    while (n) {
+        lc_frame *fr = &stack[n - 1];
+        const gelem *e = fr->e;
         if (gelem_is_end_of_seq(e)) {
-            if (e->type == GE_END) break;
-            live = true;
+            if (e->type == GE_END) { /* done: the parent looks at its reference again */
+                color[fr->r] = 2;
+                n--;
+                continue;
+            }
+            fr->live = true;
+            fr->e++;
             continue;
         }
-        if (!live) continue;
-        if (e->type == GE_REF) {
-            int32_t t = (int32_t)e->value;
+        if (fr->live && e->type == GE_REF) {
+            const int32_t t = (int32_t)e->value;
             if (color[t] == 1) return t;
             if (color[t] == 0) {
-                int32_t c = left_cycle(g, nul, t, color);
-                if (c >= 0) return c;
+                color[t] = 1;
+                stack[n++] = (lc_frame){t, g->rules[t], true};
+                continue;
             }
-            if (!nul[t]) live = false;
-        } else if (e->type != GE_RNG_UPPER && e->type != GE_CHAR_ALT) {
-            live = false;
+            if (!nul[t]) fr->live = false;
+        } else if (fr->live && e->type != GE_RNG_UPPER && e->type != GE_CHAR_ALT) {
+            fr->live = false;
         }
+        fr->e++;
     }
-    color[r] = 2;
     return -1;
 }
 
@@ -587,12 +610,14 @@ okv_grammar *okv_grammar_parse(const char *text, size_t len, const char *root, o
     if (g) {
         bool *nul = nullable_rules(g);
         uint8_t *color = calloc((size_t)g->n_rules, 1);
+        lc_frame *stack = malloc((size_t)g->n_rules * sizeof *stack);
         int32_t cyc = -1;
-        if (nul && color) {
+        if (nul && color && stack) {
             for (int32_t r = 0; r < g->n_rules && cyc < 0; r++)
-                if (!color[r]) cyc = left_cycle(g, nul, r, color);
+                if (!color[r]) cyc = left_cycle(g, nul, r, color, stack);
         }
-        if (!nul || !color) {
+        free(stack);
+        if (!nul || !color || !stack) {
             okv_fail(err, OKV_ERR_NOMEM, "grammar analysis");
             okv_grammar_free(g);
             g = NULL;

@@ -23,6 +23,10 @@
  * rules) could otherwise take exponential time in one step; past this the
  * byte is refused. */
 #define MAX_EXPANSIONS 200000
+/* Rules nested in one expansion: advance_stack recurses once a level, about
+ * 100 bytes a frame, so 3 MiB of stack at most (a chain of 200 000 rules
+ * a0 ::= a1 ... overflowed an 8 MiB stack before MAX_EXPANSIONS stopped it). */
+#define MAX_DEPTH 32768
 #define N_CACHE 8
 
 typedef struct snode {
@@ -46,7 +50,8 @@ typedef struct arena {
     chunk *c;
     int32_t n, cur;
     bool oom;
-    long work; /* rule expansions in the current step */
+    bool limit; /* a step ran past MAX_EXPANSIONS, MAX_DEPTH or MAX_STACKS */
+    long work;  /* rule expansions in the current step */
 } arena;
 
 typedef struct amark {
@@ -142,6 +147,7 @@ static void arena_reset(arena *a) {
     a->cur = 0;
     if (a->n) a->c[0].used = 0;
     a->oom = false;
+    a->limit = false;
 }
 
 static void arena_free(arena *a) {
@@ -204,7 +210,10 @@ static bool sset_add(arena *a, sset *set, const snode *st) {
             if (stack_eq(set->s[set->tab[h] - 1], st)) return true;
     }
     if (set->n == set->cap) {
-        if (set->n >= MAX_STACKS) return false;
+        if (set->n >= MAX_STACKS) {
+            a->limit = true;
+            return false;
+        }
         int32_t cap = set->cap ? set->cap * 2 : 8;
         const snode **s = arena_alloc(a, (size_t)cap * sizeof *s);
         if (!s) return false;
@@ -225,8 +234,11 @@ static bool sset_add(arena *a, sset *set, const snode *st) {
  * each result to out: a rule reference on top is replaced by each of the
  * rule's alternatives.  Left recursion was refused at parse time, so this
  * terminates. */
-static bool advance_stack(const okv_grammar *g, arena *a, const snode *st, sset *out) {
-    if (++a->work > MAX_EXPANSIONS) return false;
+static bool advance_stack_in(const okv_grammar *g, arena *a, const snode *st, sset *out, int depth) {
+    if (++a->work > MAX_EXPANSIONS || depth > MAX_DEPTH) {
+        a->limit = true;
+        return false;
+    }
     if (!st) return sset_add(a, out, NULL);
     const gelem *pos = st->pos;
     if (pos->type != GE_REF) return sset_add(a, out, st);
@@ -235,12 +247,16 @@ static bool advance_stack(const okv_grammar *g, arena *a, const snode *st, sset 
         const snode *base = st->next;
         if (!gelem_is_end_of_seq(pos + 1) && !(base = spush(a, pos + 1, base))) return false;
         if (!gelem_is_end_of_seq(sub) && !(base = spush(a, sub, base))) return false;
-        if (!advance_stack(g, a, base, out)) return false;
+        if (!advance_stack_in(g, a, base, out, depth + 1)) return false;
         while (!gelem_is_end_of_seq(sub)) sub++;
         if (sub->type != GE_ALT) break;
         sub++;
     }
     return true;
+}
+
+static bool advance_stack(const okv_grammar *g, arena *a, const snode *st, sset *out) {
+    return advance_stack_in(g, a, st, out, 0);
 }
 
 /* Does the character element at pos accept cp?  *after gets the element
@@ -430,6 +446,14 @@ okv_grammar_matcher *okv_grammar_matcher_create(const okv_grammar *g, okv_error 
     if (m->cur.oom || m->scratch.oom || m->next.oom) {
         okv_grammar_matcher_free(m);
         okv_fail(err, OKV_ERR_NOMEM, "grammar matcher state");
+        return NULL;
+    }
+    if (m->scratch.limit) { /* a start state cut short would accept less than the grammar */
+        okv_grammar_matcher_free(m);
+        okv_fail(err, OKV_ERR_INVALID,
+                 "the grammar's start expands past the matcher's limits (%d alternatives, %d expansions, "
+                 "rules %d deep)",
+                 MAX_STACKS, MAX_EXPANSIONS, MAX_DEPTH);
         return NULL;
     }
     return m;
@@ -635,6 +659,8 @@ okv_status okv_grammar_matcher_accept_token(okv_grammar_matcher *m, const okv_gr
     if (v->len[id] == 0) return okv_fail(err, OKV_ERR_INVALID, "token %d has no text; the grammar refuses it", (int)id);
     if (!okv_grammar_matcher_accept_bytes(m, v->bytes + v->off[id], v->len[id])) {
         if (m->scratch.oom || m->next.oom) return okv_fail(err, OKV_ERR_NOMEM, "grammar matcher state");
+        if (m->scratch.limit)
+            return okv_fail(err, OKV_ERR_INVALID, "token %d: the grammar expands past the matcher's limits here", (int)id);
         return okv_fail(err, OKV_ERR_INVALID, "token %d ('%.*s') does not continue the grammar", (int)id,
                         (int)(v->len[id] > 40 ? 40 : v->len[id]), v->bytes + v->off[id]);
     }

@@ -707,28 +707,40 @@ static void subpath(char *out, size_t cap, const char *path, const char *a, cons
     else snprintf(out, cap, "%s/%s", path, a);
 }
 
-static char *not_strings_node(conv *c, const char *const *names, size_t n_names, size_t depth, const char *prefix,
-                              size_t plen);
+#define NOT_STRINGS_DEPTH 1000
+#define NOT_STRINGS_DEPTH_S "1000"
+static char *not_strings_node(conv *c, const char *path, const char *const *names, size_t n_names, size_t depth,
+                              const char *prefix, size_t plen);
 
 /* A key that is none of the object's declared property names (so
  * additionalProperties cannot repeat or shadow one): a trie of the names,
  * each node allowing the other characters, as llama.cpp's _not_strings. */
-static char *not_strings(conv *c, const char *const *names, size_t n) {
+static char *not_strings(conv *c, const char *path, const char *const *names, size_t n) {
     okv_sbuf b = {0};
-    char *inner = not_strings_node(c, names, n, 0, "", 0);
+    char *inner = not_strings_node(c, path, names, n, 0, "", 0);
     if (!inner) return NULL;
     okv_sbuf_printf(&b, "\"\\\"\" %s \"\\\"\" space", inner);
     free(inner);
     return sbuf_take(c, &b);
 }
 
-static char *not_strings_node(conv *c, const char *const *names, size_t n_names, size_t depth, const char *prefix,
-                              size_t plen) {
+static char *not_strings_node(conv *c, const char *path, const char *const *names, size_t n_names, size_t depth,
+                              const char *prefix, size_t plen) {
+    if (depth > NOT_STRINGS_DEPTH) { /* one recursion a character */
+        cfail(c, OKV_ERR_INVALID, path, "a property name longer than %s characters beside additionalProperties",
+              NOT_STRINGS_DEPTH_S);
+        return NULL;
+    }
     okv_sbuf b = {0}, rejects = {0};
     okv_sbuf_puts(&b, "(");
     bool first = true, is_name = false;
-    uint32_t seen[256];
+    /* the next characters met so far: at most one per name */
+    uint32_t *seen = malloc((n_names ? n_names : 1) * sizeof *seen);
     size_t n_seen = 0;
+    if (!seen) {
+        cfail(c, OKV_ERR_NOMEM, path, "%s", "out of memory");
+        return NULL;
+    }
     for (size_t i = 0; i < n_names; i++) {
         size_t L = strlen(names[i]);
         if (L < plen || memcmp(names[i], prefix, plen) != 0) continue;
@@ -740,7 +752,7 @@ static char *not_strings_node(conv *c, const char *const *names, size_t n_names,
         size_t next = utf8_next(names[i], L, plen, &cp);
         bool dup = false;
         for (size_t k = 0; k < n_seen; k++) dup |= seen[k] == cp;
-        if (dup || n_seen == 256) continue;
+        if (dup) continue;
         seen[n_seen++] = cp;
         if (!first) okv_sbuf_puts(&b, " | ");
         first = false;
@@ -748,15 +760,17 @@ static char *not_strings_node(conv *c, const char *const *names, size_t n_names,
         put_cp(&b, cp);
         okv_sbuf_puts(&b, "] ");
         put_cp(&rejects, cp);
-        char *child = not_strings_node(c, names, n_names, depth + 1, names[i], next);
+        char *child = not_strings_node(c, path, names, n_names, depth + 1, names[i], next);
         if (!child) {
             free(b.s);
             free(rejects.s);
+            free(seen);
             return NULL;
         }
         okv_sbuf_puts(&b, child);
         free(child);
     }
+    free(seen);
     char *rj = sbuf_take(c, &rejects);
     if (!first) okv_sbuf_puts(&b, " | ");
     okv_sbuf_printf(&b, "[^%s" JSON_UNSAFE "] char*", rj ? rj : "");
@@ -844,7 +858,7 @@ static const char *object_rule(conv *c, const okv_json *s, const char *name, con
         const char *vr = addl->type == OKV_JSON_OBJECT ? visit(c, addl, rn, apath) : prim(c, "value");
         const char *key = NULL;
         if (np) {
-            char *ns = not_strings(c, (const char *const *)props->keys, np);
+            char *ns = not_strings(c, path, (const char *const *)props->keys, np);
             snprintf(rn, sizeof rn, "%s-additional-k", name);
             prim(c, "char");
             key = add_rule(c, rn, ns);
