@@ -134,6 +134,28 @@ try {
   r = await post(srv, '/tokenize', '{"content":"Once upon a time"}', auth);
   check(r.status === 200 && r.json && Array.isArray(r.json.tokens) && r.json.tokens.length > 0,
     `/tokenize of plain text: 200 with tokens (${r.status})`);
+  // an error quoting 42 bytes of a client's key cut it inside a character:
+  // the 400's body was not UTF-8 (Node's r.text() hides that; decode strictly)
+  {
+    const resp = await fetch(srv.url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth },
+      body: JSON.stringify({ prompt: 'x', max_tokens: 2, logit_bias: { ['\u20ac'.repeat(14)]: 1 } }) });
+    const bytes = new Uint8Array(await resp.arrayBuffer());
+    let text = null;
+    try { text = new TextDecoder('utf-8', { fatal: true }).decode(bytes); } catch { /* below */ }
+    eq(resp.status, 400, 'a logit_bias key of 14 euro signs: 400');
+    check(text !== null && JSON.parse(text).error.message.includes('\u20ac'),
+      `its error body is UTF-8 JSON quoting whole characters (${text === null ? 'not UTF-8' : text.slice(0, 120)})`);
+  }
+  // <0x00> byte tokens (id 3 here) in the answer: a NUL ended the JSON string
+  // there and what followed was lost; each now shows as U+FFFD
+  r = await post(srv, '/v1/completions', { prompt: 'Once', max_tokens: 4, temperature: 0, logit_bias: { 3: 100 } }, auth);
+  eq(r.json && r.json.choices && r.json.choices[0].text, '\ufffd'.repeat(4), 'four <0x00> tokens: four U+FFFD');
+  r = await post(srv, '/detokenize', { tokens: [3, 3] }, auth);
+  eq(r.json && r.json.content, '\ufffd\ufffd', '/detokenize of two <0x00>: two U+FFFD');
+  // repeat_last_n above the context is the whole context (it sized a 4 GiB history)
+  r = await post(srv, '/v1/completions', { prompt: 'Once', max_tokens: 3, temperature: 0, repeat_penalty: 1.1,
+    repeat_last_n: 1 << 30 }, auth);
+  eq(r.status, 200, 'repeat_last_n 2^30: 200');
 
   // ---- item 4: a 4 MB prompt for 128 positions ----
   STEP('oversized prompt');

@@ -16,6 +16,28 @@
 #include "offkv/grammar.h"
 #include "serve.h"
 
+void srv_utf8_clean(const char *s, size_t n, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 4 < cap;) {
+        const unsigned char c = (unsigned char)s[i];
+        int k = c == 0 ? -1 : c < 0x80 ? 0 : (c >= 0xC2 && c <= 0xDF) ? 1 : (c >= 0xE0 && c <= 0xEF) ? 2 : (c >= 0xF0 && c <= 0xF4) ? 3 : -1;
+        bool ok = k >= 0 && i + (size_t)k < n;
+        for (int j = 1; ok && j <= k; j++) ok = ((unsigned char)s[i + (size_t)j] & 0xC0) == 0x80;
+        if (ok && k == 2) ok = !(c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) && !(c == 0xED && (unsigned char)s[i + 1] > 0x9F);
+        if (ok && k == 3) ok = !(c == 0xF0 && (unsigned char)s[i + 1] < 0x90) && !(c == 0xF4 && (unsigned char)s[i + 1] > 0x8F);
+        if (!ok) {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+            continue;
+        }
+        memcpy(out + o, s + i, (size_t)k + 1);
+        o += (size_t)k + 1;
+        i += (size_t)k + 1;
+    }
+    out[o] = '\0';
+}
+
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...) {
     f->status = status;
     snprintf(f->type, sizeof f->type, "%s", type);
@@ -32,9 +54,15 @@ char *srv_error_json(const srv_fail *f) {
         cJSON_Delete(root);
         return NULL;
     }
-    cJSON_AddStringToObject(e, "message", f->message);
+    /* A client's text quoted with %.Ns, or cut by the fields' sizes, may end
+     * inside a character: the body must be UTF-8, so such bytes go out as
+     * U+FFFD (the fields are C strings: no NUL inside). */
+    char message[3 * sizeof f->message + 8], param[3 * sizeof f->param + 8];
+    srv_utf8_clean(f->message, strlen(f->message), message, sizeof message);
+    srv_utf8_clean(f->param, strlen(f->param), param, sizeof param);
+    cJSON_AddStringToObject(e, "message", message);
     cJSON_AddStringToObject(e, "type", f->type);
-    if (f->param[0]) cJSON_AddStringToObject(e, "param", f->param);
+    if (param[0]) cJSON_AddStringToObject(e, "param", param);
     else cJSON_AddNullToObject(e, "param");
     cJSON_AddNullToObject(e, "code");
     char *s = cJSON_PrintUnformatted(root);

@@ -344,9 +344,14 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
     j->t_submit = srv_now();
     okv_sampler_params sp = p->sampling;
     sp.seed = seed;
+    /* A sequence holds at most capacity tokens, so a longer repeat_last_n
+     * means the same as all of them; it sized the penalty history (up to
+     * 2^30 tokens, 4 GiB) on the first token. */
+    okv_sampler_controls ctl = p->controls;
+    if (ctl.penalty_last_n > s->capacity) ctl.penalty_last_n = s->capacity;
     bool ok = (j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt)) != NULL &&
               (j->sampler = okv_sampler_create(&sp, s->n_vocab, err)) != NULL &&
-              okv_sampler_set_controls(j->sampler, &p->controls, err) == OKV_OK &&
+              okv_sampler_set_controls(j->sampler, &ctl, err) == OKV_OK &&
               okv_sampler_set_logit_bias(j->sampler, p->bias_ids, p->bias, p->n_bias, err) == OKV_OK;
     if (ok && p->grammar) {
         ok = (j->grammar = okv_grammar_parse(p->grammar, strlen(p->grammar), NULL, err)) != NULL &&
@@ -741,8 +746,17 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
             st = okv_tokenizer_token_to_piece(s->tok, id, j->special, piece, n, &n, &err);
         char *utf = st == OKV_OK && piece ? malloc(OKV_DETOK_ROOM(n)) : NULL;
         if (utf) {
-            const size_t k = okv_detok_stream_feed(&j->us, piece, n, utf);
-            if (add_text(j, utf, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
+            size_t k = okv_detok_stream_feed(&j->us, piece, n, utf);
+            /* a <0x00> byte token: a NUL would end the answer's JSON string
+             * there (all that followed was lost), so it shows as U+FFFD */
+            char *text = utf;
+            if (memchr(utf, 0, k) && (text = malloc(3 * k + 8))) {
+                srv_utf8_clean(utf, k, text, 3 * k + 8);
+                k = strlen(text);
+            }
+            if (!text) oom = true;
+            else if (add_text(j, text, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
+            if (text != utf) free(text);
         } else {
             oom = true;
         }

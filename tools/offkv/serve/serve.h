@@ -116,6 +116,12 @@ typedef struct srv_fail {
 
 struct cJSON;
 
+/* s[0..n) as valid UTF-8 for a JSON string, NUL-ended in out (cap bytes):
+ * each byte that is not part of a valid character, and each NUL (which
+ * would end a C string), becomes U+FFFD; cut at a character when out is
+ * full. */
+void srv_utf8_clean(const char *s, size_t n, char *out, size_t cap);
+
 /* Parses a request body (len bytes, not NUL-terminated; any bytes) into a
  * JSON object, refusing what every endpoint refuses: bytes that are not
  * UTF-8, malformed JSON or bytes after it, a value that is not an object,

@@ -11,48 +11,50 @@
 #include "offkv/tokenizer.h"
 #include "serve.h"
 
-/* The bytes of a token (no specials: control tokens are empty). */
-static size_t piece(const okv_tokenizer *tok, int32_t id, bool special, char *buf, size_t cap) {
-    size_t n = 0;
+/* A token's bytes (special: control tokens' text too; else they are
+ * empty), in small or, for a longer piece, in memory of its own. */
+typedef struct tpiece {
+    char small[256];
+    char *p;
+    size_t n;
+} tpiece;
+
+static void piece_get(tpiece *t, const okv_tokenizer *tok, int32_t id, bool special) {
     okv_error err = {0};
-    if (okv_tokenizer_token_to_piece(tok, id, special, buf, cap, &n, &err) != OKV_OK) return 0;
-    return n;
+    t->p = t->small;
+    if (okv_tokenizer_token_to_piece(tok, id, special, t->small, sizeof t->small, &t->n, &err) == OKV_OK) return;
+    if (t->n > sizeof t->small && (t->p = malloc(t->n)) &&
+        okv_tokenizer_token_to_piece(tok, id, special, t->p, t->n, &t->n, &err) == OKV_OK)
+        return;
+    if (t->p != t->small) free(t->p);
+    t->p = t->small;
+    t->n = 0; /* out of memory: the piece shows empty */
 }
 
-/* s[0..n) as valid UTF-8 (each invalid byte becomes U+FFFD), NUL-ended:
- * a token may hold part of a character, and JSON strings must be UTF-8. */
-static void utf8_clean(const char *s, size_t n, char *out, size_t cap) {
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 4 < cap;) {
-        const unsigned char c = (unsigned char)s[i];
-        int k = c < 0x80 ? 0 : (c >= 0xC2 && c <= 0xDF) ? 1 : (c >= 0xE0 && c <= 0xEF) ? 2 : (c >= 0xF0 && c <= 0xF4) ? 3 : -1;
-        bool ok = k >= 0 && i + (size_t)k < n;
-        for (int j = 1; ok && j <= k; j++) ok = ((unsigned char)s[i + (size_t)j] & 0xC0) == 0x80;
-        if (ok && k == 2) ok = !(c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) && !(c == 0xED && (unsigned char)s[i + 1] > 0x9F);
-        if (ok && k == 3) ok = !(c == 0xF0 && (unsigned char)s[i + 1] < 0x90) && !(c == 0xF4 && (unsigned char)s[i + 1] > 0x8F);
-        if (!ok) {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-            continue;
-        }
-        memcpy(out + o, s + i, (size_t)k + 1);
-        o += (size_t)k + 1;
-        i += (size_t)k + 1;
-    }
-    out[o] = '\0';
+static void piece_free(tpiece *t) {
+    if (t->p != t->small) free(t->p);
+}
+
+/* The piece as a JSON string's text (srv_utf8_clean); "" when out of memory. */
+static cJSON *piece_string(const tpiece *t) {
+    const size_t cap = 3 * t->n + 8;
+    char *c = malloc(cap);
+    if (c) srv_utf8_clean(t->p, t->n, c, cap);
+    cJSON *s = cJSON_CreateString(c ? c : "");
+    free(c);
+    return s;
 }
 
 /* {"token", "logprob", "bytes"} of one token (chat's shape). */
 static cJSON *token_entry(const okv_tokenizer *tok, int32_t id, float lp) {
-    char raw[256], clean[800];
-    const size_t n = piece(tok, id, false, raw, sizeof raw);
-    utf8_clean(raw, n, clean, sizeof clean);
+    tpiece t;
+    piece_get(&t, tok, id, false);
     cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "token", clean);
+    cJSON_AddItemToObject(e, "token", piece_string(&t));
     cJSON_AddNumberToObject(e, "logprob", isfinite(lp) ? lp : -9999.0);
     cJSON *b = cJSON_AddArrayToObject(e, "bytes");
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)raw[i]));
+    for (size_t i = 0; i < t.n; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)t.p[i]));
+    piece_free(&t);
     return e;
 }
 
@@ -74,17 +76,21 @@ cJSON *srv_logprobs_json(const okv_tokenizer *tok, srv_kind kind, const srv_logp
     cJSON *tokens = cJSON_AddArrayToObject(r, "tokens"), *lps = cJSON_AddArrayToObject(r, "token_logprobs"),
           *tops = cJSON_AddArrayToObject(r, "top_logprobs"), *offs = cJSON_AddArrayToObject(r, "text_offset");
     for (size_t i = 0; i < n; i++) {
-        char raw[256], clean[800];
-        const size_t len = piece(tok, lp[i].id, false, raw, sizeof raw);
-        utf8_clean(raw, len, clean, sizeof clean);
-        cJSON_AddItemToArray(tokens, cJSON_CreateString(clean));
+        tpiece tp;
+        piece_get(&tp, tok, lp[i].id, false);
+        const size_t len = tp.n;
+        cJSON_AddItemToArray(tokens, piece_string(&tp));
+        piece_free(&tp);
         cJSON_AddItemToArray(lps, cJSON_CreateNumber(isfinite(lp[i].logprob) ? lp[i].logprob : -9999.0));
         cJSON *t = cJSON_CreateObject();
         for (int32_t k = 0; k < lp[i].n_top; k++) {
-            char r2[256], c2[800];
-            utf8_clean(r2, piece(tok, lp[i].top_ids[k], false, r2, sizeof r2), c2, sizeof c2);
+            piece_get(&tp, tok, lp[i].top_ids[k], false);
+            cJSON *key = piece_string(&tp);
+            piece_free(&tp);
+            const char *c2 = key && key->valuestring ? key->valuestring : "";
             if (!cJSON_GetObjectItemCaseSensitive(t, c2))
                 cJSON_AddNumberToObject(t, c2, isfinite(lp[i].top_logprobs[k]) ? lp[i].top_logprobs[k] : -9999.0);
+            cJSON_Delete(key);
         }
         cJSON_AddItemToArray(tops, t);
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*text_offset));
@@ -140,11 +146,12 @@ char *srv_tokenize_answer(const okv_tokenizer *tok, const char *body, size_t len
             cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
             continue;
         }
-        char raw[256], clean[800];
-        utf8_clean(raw, piece(tok, ids[i], true, raw, sizeof raw), clean, sizeof clean);
+        tpiece tp;
+        piece_get(&tp, tok, ids[i], true);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "id", ids[i]);
-        cJSON_AddStringToObject(e, "piece", clean);
+        cJSON_AddItemToObject(e, "piece", piece_string(&tp));
+        piece_free(&tp);
         cJSON_AddItemToArray(arr, e);
     }
     free(ids);
@@ -176,20 +183,23 @@ char *srv_detokenize_answer(const okv_tokenizer *tok, const char *body, size_t l
             bad(f, "tokens", m);
             goto out;
         }
-        char raw[256];
-        const size_t k = piece(tok, (int32_t)t->valuedouble, false, raw, sizeof raw);
+        tpiece tp;
+        piece_get(&tp, tok, (int32_t)t->valuedouble, false);
+        const size_t k = tp.n;
         if (n + k + 1 > cap) {
             size_t c = cap ? cap * 2 : 256;
             while (c < n + k + 1) c *= 2;
             char *p = realloc(text, c);
             if (!p) {
+                piece_free(&tp);
                 srv_fail_set(f, 500, "server_error", NULL, "out of memory");
                 goto out;
             }
             text = p;
             cap = c;
         }
-        memcpy(text + n, raw, k);
+        memcpy(text + n, tp.p, k);
+        piece_free(&tp);
         n += k;
     }
     char *clean = malloc(n * 3 + 8);
@@ -197,7 +207,7 @@ char *srv_detokenize_answer(const okv_tokenizer *tok, const char *body, size_t l
         srv_fail_set(f, 500, "server_error", NULL, "out of memory");
         goto out;
     }
-    utf8_clean(text ? text : "", n, clean, n * 3 + 8);
+    srv_utf8_clean(text ? text : "", n, clean, n * 3 + 8);
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "content", clean);
     free(clean);
@@ -240,12 +250,14 @@ char *srv_props_answer(const srv_props *p) {
     cJSON *mod = cJSON_AddObjectToObject(r, "modalities");
     cJSON_AddBoolToObject(mod, "vision", false);
     cJSON_AddBoolToObject(mod, "audio", false);
-    char raw[256], clean[800];
-    const int32_t bos = okv_tokenizer_bos(p->tok), eos = okv_tokenizer_eos(p->tok);
-    utf8_clean(raw, bos >= 0 ? piece(p->tok, bos, true, raw, sizeof raw) : 0, clean, sizeof clean);
-    cJSON_AddStringToObject(r, "bos_token", clean);
-    utf8_clean(raw, eos >= 0 ? piece(p->tok, eos, true, raw, sizeof raw) : 0, clean, sizeof clean);
-    cJSON_AddStringToObject(r, "eos_token", clean);
+    const int32_t special[2] = {okv_tokenizer_bos(p->tok), okv_tokenizer_eos(p->tok)};
+    for (int i = 0; i < 2; i++) {
+        tpiece t = {.n = 0};
+        t.p = t.small;
+        if (special[i] >= 0) piece_get(&t, p->tok, special[i], true);
+        cJSON_AddItemToObject(r, i ? "eos_token" : "bos_token", piece_string(&t));
+        piece_free(&t);
+    }
     cJSON_AddStringToObject(r, "build_info", p->build_info);
     char *s = cJSON_PrintUnformatted(r);
     cJSON_Delete(r);
