@@ -32,10 +32,12 @@ typedef struct okv_grammar_matcher okv_grammar_matcher;
 typedef struct okv_grammar_vocab okv_grammar_vocab;
 
 /* Parses len bytes of GBNF text whose start rule is `root` (NULL: "root").
- * A syntax error, a reference to an undefined rule, a missing start rule or
- * a left-recursive rule (one that can reach itself before reading a
- * character, which would never terminate) is OKV_ERR_INVALID; the message
- * gives the line and column and names the rule.  Returns NULL on error;
+ * A syntax error, a reference to an undefined rule, a missing start rule,
+ * a grammar past the bounds (a million elements, repetitions of 10000,
+ * groups 256 deep) or a left-recursive rule (one that can reach itself
+ * before reading a character, which would never terminate) is
+ * OKV_ERR_INVALID; the message names the rule, and a syntax error gives
+ * the line and column.  Returns NULL on error;
  * free the grammar with okv_grammar_free. */
 okv_grammar *okv_grammar_parse(const char *text, size_t len, const char *root, okv_error *err);
 
@@ -107,7 +109,9 @@ int32_t okv_grammar_vocab_n_tokens(const okv_grammar_vocab *v);
 bool okv_grammar_vocab_is_end(const okv_grammar_vocab *v, int32_t id);
 
 /* Creates a matcher at the start of g (g must outlive it).  NULL on
- * error (memory); free with okv_grammar_matcher_free. */
+ * error: OKV_ERR_NOMEM, or OKV_ERR_INVALID for a grammar whose start
+ * alone runs past the matcher's bounds (131072 alternatives, 200000 rule
+ * expansions, rules nested 32768 deep); free with okv_grammar_matcher_free. */
 okv_grammar_matcher *okv_grammar_matcher_create(const okv_grammar *g, okv_error *err);
 
 /* A lazy matcher (llama.cpp's lazy grammar): text passes freely until it
