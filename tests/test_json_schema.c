@@ -191,6 +191,9 @@ static void test_errors(void) {
         free(schema);
     }
     check_error("{\"type\":\"integer\",\"multipleOf\":2}", OKV_ERR_UNSUPPORTED, "'multipleOf'");
+    /* a keyword the combination would drop (it let a missing "a" through) */
+    check_error("{\"anyOf\":[{\"type\":\"object\"}],\"required\":[\"a\"]}", OKV_ERR_UNSUPPORTED, "'required' beside");
+    check_error("{\"const\":\"x\",\"pattern\":\"^y$\"}", OKV_ERR_UNSUPPORTED, "'pattern' beside");
     check_error("{\"allOf\":[{\"type\":\"string\"}]}", OKV_ERR_UNSUPPORTED, "'allOf'");
     check_error("{\"type\":\"array\",\"uniqueItems\":true}", OKV_ERR_UNSUPPORTED, "'uniqueItems'");
     check_error("{\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"email\"}}}", OKV_ERR_UNSUPPORTED,

@@ -678,6 +678,12 @@ static const char *const KNOWN[] = {
     "title", "description", "$schema", "$id", "$comment", "default", "examples", "deprecated", "readOnly",
     "writeOnly", NULL};
 
+/* The keywords that constrain a value of one type: beside $ref, anyOf,
+ * oneOf, const or enum the converter would drop them. */
+static const char *const TYPED[] = {
+    "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems", "format",
+    "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+
 static bool check_keywords(conv *c, const okv_json *s, const char *path) {
     for (size_t i = 0; i < s->n; i++) {
         bool ok = false;
@@ -689,6 +695,13 @@ static bool check_keywords(conv *c, const okv_json *s, const char *path) {
         }
     }
     return true;
+}
+
+/* The first of TYPED that s has, or NULL. */
+static const char *typed_keyword(const okv_json *s) {
+    for (const char *const *k = TYPED; *k; k++)
+        if (okv_json_get(s, *k)) return *k;
+    return NULL;
 }
 
 static bool get_count(conv *c, const okv_json *s, const char *kw, const char *path, long *out) {
@@ -1211,6 +1224,10 @@ static const char *visit(conv *c, const okv_json *s, const char *name, const cha
         cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "combining $ref, anyOf, oneOf, const and enum in one schema is not supported");
     } else if (combos == 1 && type && !cnst && !en) {
         cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "'type' beside $ref, anyOf or oneOf is not supported");
+    } else if (combos == 1 && typed_keyword(s)) {
+        /* silently dropped before: {"anyOf": [...], "required": ["a"]} let a be missing */
+        cfail(c, OKV_ERR_UNSUPPORTED, path, "'%s' beside $ref, anyOf, oneOf, const or enum is not supported",
+              typed_keyword(s));
     } else if (ref) {
         if (ref->type != OKV_JSON_STRING) cfail(c, OKV_ERR_INVALID, path, "'%s' must be a string", "$ref");
         else out = resolve_ref(c, ref->str, path);
