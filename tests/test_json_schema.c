@@ -194,6 +194,8 @@ static void test_errors(void) {
     /* a keyword the combination would drop (it let a missing "a" through) */
     check_error("{\"anyOf\":[{\"type\":\"object\"}],\"required\":[\"a\"]}", OKV_ERR_UNSUPPORTED, "'required' beside");
     check_error("{\"const\":\"x\",\"pattern\":\"^y$\"}", OKV_ERR_UNSUPPORTED, "'pattern' beside");
+    /* counts the GBNF parser would refuse in the converter's own output */
+    check_error("{\"type\":\"array\",\"maxItems\":20000}", OKV_ERR_INVALID, "at most 10000");
     check_error("{\"allOf\":[{\"type\":\"string\"}]}", OKV_ERR_UNSUPPORTED, "'allOf'");
     check_error("{\"type\":\"array\",\"uniqueItems\":true}", OKV_ERR_UNSUPPORTED, "'uniqueItems'");
     check_error("{\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"email\"}}}", OKV_ERR_UNSUPPORTED,

@@ -86,7 +86,8 @@ typedef struct okv_chat_input {
  * OKV_ERR_INVALID for input that is not valid JSON of the right shape (the
  * message says where), OKV_ERR_FORMAT when the template itself fails:
  * raise_exception (the message is the template's own, after "line N: "),
- * an undefined name used as a value, a type error, or a limit reached.
+ * arithmetic on or an attribute of an undefined name (printed alone it is
+ * empty, as in jinja2), a type error, or a limit reached.
  * *out is left NULL on failure. */
 okv_status okv_chat_template_render(const okv_chat_template *t, const okv_chat_input *in, char **out,
                                     size_t *out_len, okv_error *err);

@@ -707,8 +707,10 @@ static const char *typed_keyword(const okv_json *s) {
 static bool get_count(conv *c, const okv_json *s, const char *kw, const char *path, long *out) {
     const okv_json *v = okv_json_get(s, kw);
     if (!v) return true;
-    if (v->type != OKV_JSON_NUMBER || v->num < 0 || v->num != floor(v->num) || v->num > 100000) {
-        cfail(c, OKV_ERR_INVALID, path, "'%s' must be a non-negative integer (at most 100000)", kw);
+    /* 10000: the GBNF parser's repetition bound (above it the converter
+     * wrote a grammar the parser refused) */
+    if (v->type != OKV_JSON_NUMBER || v->num < 0 || v->num != floor(v->num) || v->num > 10000) {
+        cfail(c, OKV_ERR_INVALID, path, "'%s' must be a non-negative integer (at most 10000)", kw);
         return false;
     }
     *out = (long)v->num;
