@@ -114,6 +114,9 @@ static void test_strings(void) {
     check_schema("{\"type\":\"string\",\"pattern\":\"^[ -~]{2}$\"}", L("\"ab\"", "\"~ \"", "\"[]\""),
                  L("\"a\"", "\"abc\"", "\"a\\\"\"", "\"\\\\a\""));
     check_schema("{\"type\":\"string\",\"pattern\":\"^[^\\\"-z]$\"}", L("\"{\"", "\"!\""), L("\"#\"", "\"m\""));
+    /* \uHHHH and \xHH are characters (they were the letters u00e9, x41) */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^\\\\u00e9[\\\\x41-\\\\x43]$\"}", L("\"\xc3\xa9" "B\""),
+                 L("\"u00e9B\"", "\"\xc3\xa9x41\"", "\"\xc3\xa9" "D\""));
 }
 
 static void test_refs(void) {
@@ -196,6 +199,7 @@ static void test_errors(void) {
     check_error("{\"const\":\"x\",\"pattern\":\"^y$\"}", OKV_ERR_UNSUPPORTED, "'pattern' beside");
     /* counts the GBNF parser would refuse in the converter's own output */
     check_error("{\"type\":\"array\",\"maxItems\":20000}", OKV_ERR_INVALID, "at most 10000");
+    check_error("{\"type\":\"string\",\"pattern\":\"\\\\a\"}", OKV_ERR_UNSUPPORTED, "escape");
     check_error("{\"allOf\":[{\"type\":\"string\"}]}", OKV_ERR_UNSUPPORTED, "'allOf'");
     check_error("{\"type\":\"array\",\"uniqueItems\":true}", OKV_ERR_UNSUPPORTED, "'uniqueItems'");
     check_error("{\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"email\"}}}", OKV_ERR_UNSUPPORTED,

@@ -413,15 +413,45 @@ static bool rx_class_escape(char e, okv_sbuf *cls, bool *negated_escape) {
     }
 }
 
-static uint32_t rx_escaped_char(char e) {
-    switch (e) {
-    case 'n': return '\n';
-    case 't': return '\t';
-    case 'r': return '\r';
-    case 'f': return '\f';
-    case 'v': return '\v';
-    default: return (unsigned char)e;
+/* The character the escape at r->i (a backslash with a character after
+ * it) stands for, consumed: \n \t \r \f \v, \xHH, \uHHHH, or any other
+ * punctuation or non-ASCII character as itself.  Any other letter or digit
+ * means something else in ECMA-262 (\cX, \0, \a is an error there): an
+ * error, false (a letter used to stand for itself: \u00e9 matched "u00e9"). */
+static bool rx_escape(rx *r, uint32_t *cp) {
+    const char e = r->s[r->i + 1];
+    const size_t hex = e == 'x' ? 2 : e == 'u' ? 4 : 0;
+    if (hex) {
+        uint32_t v = 0;
+        bool ok = r->i + 2 + hex <= r->n;
+        for (size_t k = 0; ok && k < hex; k++) {
+            const char h = r->s[r->i + 2 + k];
+            const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            ok = d >= 0;
+            v = v * 16 + (uint32_t)(d < 0 ? 0 : d);
+        }
+        if (!ok || v == 0 || (v >= 0xD800 && v <= 0xDFFF)) {
+            rx_fail(r, e == 'x' ? "\\x needs two hex digits of a character other than NUL"
+                                : "\\u needs four hex digits of a character other than NUL or a surrogate");
+            return false;
+        }
+        *cp = v;
+        r->i += 2 + hex;
+        return true;
     }
+    static const char simple[] = "ntrfv", value[] = "\n\t\r\f\v";
+    const char *at = e ? strchr(simple, e) : NULL;
+    if (at) {
+        *cp = (unsigned char)value[at - simple];
+        r->i += 2;
+        return true;
+    }
+    if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')) {
+        rx_fail(r, "an escape this converter does not know");
+        return false;
+    }
+    r->i = utf8_next(r->s, r->n, r->i + 1, cp);
+    return true;
 }
 
 static void emit_range(okv_sbuf *cls, uint32_t lo, uint32_t hi, bool *kept) {
@@ -473,16 +503,24 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
                     r->i += 2;
                     continue;
                 }
-                cp = rx_escaped_char(r->s[r->i + 1]);
-                r->i += 2;
+                if (!rx_escape(r, &cp)) {
+                    free(cls.s);
+                    return;
+                }
             } else {
                 r->i = utf8_next(r->s, r->n, r->i, &cp);
             }
             uint32_t hi = cp;
             if (r->i + 1 < r->n && r->s[r->i] == '-' && r->s[r->i + 1] != ']') {
                 r->i++;
-                if (r->s[r->i] == '\\' && r->i + 1 < r->n) hi = rx_escaped_char(r->s[r->i + 1]), r->i += 2;
-                else r->i = utf8_next(r->s, r->n, r->i, &hi);
+                if (r->s[r->i] == '\\' && r->i + 1 < r->n) {
+                    if (!rx_escape(r, &hi)) {
+                        free(cls.s);
+                        return;
+                    }
+                } else {
+                    r->i = utf8_next(r->s, r->n, r->i, &hi);
+                }
                 if (hi < cp) {
                     free(cls.s);
                     rx_fail(r, "a class range whose end is below its start");
@@ -551,7 +589,9 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
             rx_fail(r, "backreferences, \\b, \\p and named escapes are not supported");
         } else {
             free(cls.s);
-            rx_char(b, rx_escaped_char(e));
+            uint32_t cp;
+            r->i -= 2;
+            if (rx_escape(r, &cp)) rx_char(b, cp);
         }
     } else {
         uint32_t cp;
