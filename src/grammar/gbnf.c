@@ -478,31 +478,79 @@ static void rule(parser *p) {
     skip_space(p, true);
 }
 
-/* Nullable rules (they can match the empty text), by fixpoint. */
+/* Which rules can match the empty string: a rule is nullable when one of
+ * its alternatives is all references to nullable rules (an empty one
+ * included).  A worklist over the alternatives of references only, each
+ * counting its references not yet known nullable, is linear in the
+ * grammar; the fixpoint sweep it replaces took one pass per rule of a
+ * chain a0 ::= a1, ..., an ::= "" (40 000 rules: 5 s; half a million,
+ * which the size bound allows: minutes).  NULL when out of memory. */
 static bool *nullable_rules(const okv_grammar *g) {
-    bool *nul = calloc((size_t)g->n_rules, sizeof *nul);
-    if (!nul) return NULL;
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int32_t r = 0; r < g->n_rules; r++) {
-            if (nul[r]) continue;
-            const gelem *e = g->rules[r];
-            bool alt_ok = true;
-            for (;; e++) {
-                if (gelem_is_end_of_seq(e)) {
-                    if (alt_ok) break;
-                    if (e->type == GE_END) break;
-                    alt_ok = true;
-                    continue;
-                }
-                if (e->type != GE_REF || !nul[e->value]) alt_ok = false;
+    const int32_t R = g->n_rules;
+    bool *nul = calloc((size_t)R + 1, sizeof *nul);
+    int32_t *occ_start = calloc((size_t)R + 2, sizeof *occ_start);
+    if (!nul || !occ_start) {
+        free(nul);
+        free(occ_start);
+        return NULL;
+    }
+    /* the candidates (alternatives of references only) and, per rule, the
+     * candidates' references to it */
+    int32_t n_alts = 0, n_refs = 0;
+    for (int32_t r = 0; r < R; r++)
+        for (const gelem *e = g->rules[r];;) {
+            bool refs_only = true;
+            int32_t k = 0;
+            for (; !gelem_is_end_of_seq(e); e++, k++) refs_only = refs_only && e->type == GE_REF;
+            if (refs_only) {
+                n_alts++;
+                n_refs += k;
+                for (const gelem *x = e - k; x < e; x++) occ_start[x->value + 1]++;
             }
-            if (alt_ok) {
-                nul[r] = true;
-                changed = true;
+            if (e->type == GE_END) break;
+            e++;
+        }
+    for (int32_t t = 0; t < R; t++) occ_start[t + 1] += occ_start[t];
+    int32_t *alt_rule = malloc(((size_t)n_alts + 1) * sizeof *alt_rule),
+            *alt_left = malloc(((size_t)n_alts + 1) * sizeof *alt_left),
+            *occ = malloc(((size_t)n_refs + 1) * sizeof *occ), *cursor = malloc(((size_t)R + 1) * sizeof *cursor),
+            *work = malloc(((size_t)R + 1) * sizeof *work);
+    if (!alt_rule || !alt_left || !occ || !cursor || !work) {
+        free(nul);
+        nul = NULL;
+        goto out;
+    }
+    memcpy(cursor, occ_start, (size_t)R * sizeof *cursor);
+    int32_t a = 0, n_work = 0;
+    for (int32_t r = 0; r < R; r++)
+        for (const gelem *e = g->rules[r];;) {
+            bool refs_only = true;
+            int32_t k = 0;
+            for (; !gelem_is_end_of_seq(e); e++, k++) refs_only = refs_only && e->type == GE_REF;
+            if (refs_only) {
+                alt_rule[a] = r;
+                alt_left[a] = k;
+                for (const gelem *x = e - k; x < e; x++) occ[cursor[x->value]++] = a;
+                if (k == 0 && !nul[r]) nul[r] = true, work[n_work++] = r;
+                a++;
             }
+            if (e->type == GE_END) break;
+            e++;
+        }
+    while (n_work) {
+        const int32_t t = work[--n_work];
+        for (int32_t k = occ_start[t]; k < occ_start[t + 1]; k++) {
+            const int32_t c = occ[k];
+            if (--alt_left[c] == 0 && !nul[alt_rule[c]]) nul[alt_rule[c]] = true, work[n_work++] = alt_rule[c];
         }
     }
+out:
+    free(occ_start);
+    free(alt_rule);
+    free(alt_left);
+    free(occ);
+    free(cursor);
+    free(work);
     return nul;
 }
 
