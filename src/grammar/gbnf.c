@@ -485,6 +485,15 @@ static void rule(parser *p) {
  * grammar; the fixpoint sweep it replaces took one pass per rule of a
  * chain a0 ::= a1, ..., an ::= "" (40 000 rules: 5 s; half a million,
  * which the size bound allows: minutes).  NULL when out of memory. */
+/* The alternative at *e, which is left at its end (GE_ALT or GE_END): its
+ * length when it holds rule references only, else -1. */
+static int32_t refs_only_alt(const gelem **e) {
+    int32_t k = 0;
+    bool refs_only = true;
+    for (; !gelem_is_end_of_seq(*e); (*e)++, k++) refs_only = refs_only && (*e)->type == GE_REF;
+    return refs_only ? k : -1;
+}
+
 static bool *nullable_rules(const okv_grammar *g) {
     const int32_t R = g->n_rules;
     bool *nul = calloc((size_t)R + 1, sizeof *nul);
@@ -498,17 +507,14 @@ static bool *nullable_rules(const okv_grammar *g) {
      * candidates' references to it */
     int32_t n_alts = 0, n_refs = 0;
     for (int32_t r = 0; r < R; r++)
-        for (const gelem *e = g->rules[r];;) {
-            bool refs_only = true;
-            int32_t k = 0;
-            for (; !gelem_is_end_of_seq(e); e++, k++) refs_only = refs_only && e->type == GE_REF;
-            if (refs_only) {
+        for (const gelem *e = g->rules[r];; e++) {
+            const int32_t k = refs_only_alt(&e);
+            if (k >= 0) {
                 n_alts++;
                 n_refs += k;
                 for (const gelem *x = e - k; x < e; x++) occ_start[x->value + 1]++;
             }
             if (e->type == GE_END) break;
-            e++;
         }
     for (int32_t t = 0; t < R; t++) occ_start[t + 1] += occ_start[t];
     int32_t *alt_rule = malloc(((size_t)n_alts + 1) * sizeof *alt_rule),
@@ -523,11 +529,9 @@ static bool *nullable_rules(const okv_grammar *g) {
     memcpy(cursor, occ_start, (size_t)R * sizeof *cursor);
     int32_t a = 0, n_work = 0;
     for (int32_t r = 0; r < R; r++)
-        for (const gelem *e = g->rules[r];;) {
-            bool refs_only = true;
-            int32_t k = 0;
-            for (; !gelem_is_end_of_seq(e); e++, k++) refs_only = refs_only && e->type == GE_REF;
-            if (refs_only) {
+        for (const gelem *e = g->rules[r];; e++) {
+            const int32_t k = refs_only_alt(&e);
+            if (k >= 0) {
                 alt_rule[a] = r;
                 alt_left[a] = k;
                 for (const gelem *x = e - k; x < e; x++) occ[cursor[x->value]++] = a;
@@ -535,7 +539,6 @@ static bool *nullable_rules(const okv_grammar *g) {
                 a++;
             }
             if (e->type == GE_END) break;
-            e++;
         }
     while (n_work) {
         const int32_t t = work[--n_work];
