@@ -31,7 +31,8 @@ __all__ = ["OffkvError", "Model", "Context", "Sampler", "version", "load_library
 _ADD_SPECIAL = 1
 _PARSE_SPECIAL = 2
 _STATUS = ["OKV_OK", "OKV_ERR_INVALID", "OKV_ERR_POSITION", "OKV_ERR_NOMEM", "OKV_ERR_NOT_FOUND",
-           "OKV_ERR_FORMAT", "OKV_ERR_IO", "OKV_ERR_UNSUPPORTED", "OKV_ERR_BUSY"]
+           "OKV_ERR_FORMAT", "OKV_ERR_IO", "OKV_ERR_UNSUPPORTED", "OKV_ERR_BUSY",
+           "OKV_ERR_NUMERIC"]
 
 
 class OffkvError(Exception):
@@ -232,7 +233,8 @@ class Sampler:
         self.seed = seed
 
     def sample(self, logits):
-        """Picks a token id from n_vocab logits (an array('f') or any floats)."""
+        """Picks a token id from n_vocab logits (an array('f') or any floats); a NaN
+        logit raises OffkvError OKV_ERR_NUMERIC (the model's output is broken)."""
         if not self._s:
             raise OffkvError("OKV_ERR_INVALID", "the sampler is closed")
         if not isinstance(logits, array.array) or logits.typecode != "f":
@@ -240,7 +242,10 @@ class Sampler:
         if len(logits) != self.n_vocab:
             raise ValueError("%d logits for a vocabulary of %d" % (len(logits), self.n_vocab))
         buf = (ctypes.c_float * len(logits)).from_buffer(logits)
-        return int(load_library().okv_sampler_sample(self._s, buf))
+        token = int(load_library().okv_sampler_sample(self._s, buf))
+        if token == -2:  # OKV_SAMPLE_NAN
+            raise OffkvError("OKV_ERR_NUMERIC", "a logit is NaN: the model's output is broken, no token was drawn")
+        return token
 
     def close(self):
         """Frees the sampler; sample() then raises OffkvError.  Closing twice is fine."""

@@ -110,6 +110,12 @@ class TestOffkv(unittest.TestCase):
         self.assertEqual(s.sample(logits), max(range(len(logits)), key=logits.__getitem__))
         with self.assertRaises(ValueError):
             s.sample(logits[:10])
+        # a NaN logit is a broken model, not a least likely token
+        broken = list(logits)
+        broken[len(broken) // 2] = float("nan")
+        with self.assertRaises(offkv.OffkvError) as e:
+            s.sample(broken)
+        self.assertEqual(e.exception.status, "OKV_ERR_NUMERIC")
 
     def test_errors(self):
         with self.assertRaises(offkv.OffkvError) as e:

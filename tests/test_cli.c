@@ -586,6 +586,48 @@ static void test_synth_vocab(void) {
     okv_gguf_close(gv);
 }
 
+/* A model whose output norm holds NaN computes NaN logits: run says so and
+ * fails, greedy, sampling, speculating over it or drafting with it, rather
+ * than printing tokens drawn from noise. */
+static void test_nan_model(const char *model) {
+    size_t size = 0;
+    unsigned char *bytes = read_whole(model, &size);
+    okv_error err;
+    okv_gguf *g = bytes ? okv_gguf_open_memory(bytes, size, &err) : NULL;
+    const okv_gguf_tensor *t = g ? tensor(g, "output_norm.weight") : NULL;
+    CHECK(t && t->type == OKV_GGML_F32, "the synthetic model's output_norm.weight (f32)");
+    if (!t) {
+        okv_gguf_close(g);
+        free(bytes);
+        return;
+    }
+    const size_t at = (size_t)((const unsigned char *)t->data - bytes);
+    okv_gguf_close(g);
+    const float nan = NAN;
+    memcpy(bytes + at, &nan, sizeof nan);
+    char broken[4200];
+    cli_path(broken, sizeof broken, "nan-model.gguf");
+    FILE *f = fopen(broken, "wb");
+    CHECK(f && fwrite(bytes, 1, size, f) == size && fclose(f) == 0, "write %s", broken);
+    free(bytes);
+
+    static const char *const temps[] = {"0", "0.8"};
+    for (int i = 0; i < 2; i++) {
+        int rc = offkv("run", "-m", broken, "-p", "Once upon a time", "-n", "4", "--seed", "1", "--temp", temps[i],
+                       "--no-display-prompt", NULL);
+        CHECK(rc == 1 && strstr(cli_err, "NaN") && cli_out[0] == '\0',
+              "run --temp %s on NaN logits: exit %d, stdout '%s', stderr %s", temps[i], rc, cli_out, cli_err);
+        rc = offkv("run", "-m", broken, "-p", "Once upon a time Once upon a", "-n", "4", "--seed", "1", "--temp",
+                   temps[i], "--lookup", "2", "--no-display-prompt", NULL);
+        CHECK(rc == 1 && strstr(cli_err, "NaN"), "run --lookup --temp %s on NaN logits: exit %d, stderr %s",
+              temps[i], rc, cli_err);
+        rc = offkv("run", "-m", model, "-p", "Once upon a time", "-n", "8", "--seed", "1", "--temp", temps[i],
+                   "--draft", broken, "--draft-p-min", "0", "--no-display-prompt", NULL);
+        CHECK(rc == 1 && strstr(cli_err, "draft model's logits") && strstr(cli_err, "NaN"),
+              "run --draft (NaN) --temp %s: exit %d, stderr %s", temps[i], rc, cli_err);
+    }
+}
+
 int main(void) {
     if (!cli_init("test-cli")) return CHECK_SKIP;
     test_help_and_flags();
@@ -597,6 +639,7 @@ int main(void) {
     test_synth_moe();
     test_synth_vocab();
     test_model_commands(model);
+    test_nan_model(model);
     test_warmup_families();
     test_logits_goldens();
     return cli_done();

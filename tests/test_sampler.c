@@ -58,11 +58,41 @@ static void test_greedy(void) {
     okv_sampler_free(s);
     s = make(-1.0f, 0, 1.0f, 7, 6);
     CHECK(okv_sampler_sample(s, tie) == 1, "negative temperature is greedy");
-    const float nan_first[3] = {NAN, -5.0f, -1.0f};
     okv_sampler_free(s);
-    s = make(0.0f, 0, 1.0f, 7, 3);
-    CHECK(okv_sampler_sample(s, nan_first) == 2, "NaN never wins, got %d", okv_sampler_sample(s, nan_first));
-    okv_sampler_free(s);
+}
+
+/* A NaN logit means the model's output is broken: no token is drawn from
+ * it, greedy or not, and the random state is left for the next call. */
+static void test_nan_logits(void) {
+    const float nan_last[4] = {-5.0f, -1.0f, 2.0f, NAN};
+    const float fine[4] = {0.5f, 0.1f, 0.4f, 0.3f};
+    okv_sampler *g = make(0.0f, 0, 1.0f, 7, 4);
+    CHECK(okv_sampler_sample(g, nan_last) == OKV_SAMPLE_NAN, "greedy over a NaN logit: %d",
+          okv_sampler_sample(g, nan_last));
+    float probs[4] = {9, 9, 9, 9};
+    CHECK(!okv_sampler_probs(g, nan_last, probs) && probs[0] == 9 && probs[3] == 9,
+          "probs of NaN logits: false, probs untouched");
+    okv_sampler_free(g);
+
+    okv_sampler *a = make(1.0f, 0, 1.0f, 11, 4), *b = make(1.0f, 0, 1.0f, 11, 4);
+    CHECK(okv_sampler_sample(a, nan_last) == OKV_SAMPLE_NAN, "sampling over a NaN logit");
+    int same = 0;
+    for (int i = 0; i < 50; i++) same += okv_sampler_sample(a, fine) == okv_sampler_sample(b, fine);
+    CHECK(same == 50, "a refused NaN draw consumed random state: %d / 50 draws agree", same);
+    okv_sampler_free(a);
+    okv_sampler_free(b);
+
+    /* A -inf bias on a +inf logit makes NaN inside the sampler: the token
+     * is banned, not an error. */
+    const float inf_logit[3] = {INFINITY, -1.0f, 0.5f};
+    const int32_t ban = 0;
+    const float minus_inf = -INFINITY;
+    okv_sampler *h = make(0.0f, 0, 1.0f, 7, 3);
+    okv_error err;
+    CHECK(okv_sampler_set_logit_bias(h, &ban, &minus_inf, 1, &err) == OKV_OK, "bias: %s", err.message);
+    CHECK(okv_sampler_sample(h, inf_logit) == 2, "a banned +inf logit never wins, got %d",
+          okv_sampler_sample(h, inf_logit));
+    okv_sampler_free(h);
 }
 
 /* top_k = 1 and a tiny top_p both leave one candidate: always the argmax
@@ -350,6 +380,7 @@ int main(void) {
     test_logprobs();
     test_create_errors();
     test_greedy();
+    test_nan_logits();
     test_greedy_equivalents();
     test_reproducible();
     test_frequencies();

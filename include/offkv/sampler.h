@@ -41,12 +41,18 @@ okv_sampler *okv_sampler_create(const okv_sampler_params *p, int32_t n_vocab, ok
 /* Frees the sampler.  NULL is a no-op. */
 void okv_sampler_free(okv_sampler *s);
 
+/* okv_sampler_sample's results that are not token ids. */
+#define OKV_SAMPLE_NONE (-1) /* NULL sampler or logits, or the grammar allows no token at all */
+#define OKV_SAMPLE_NAN (-2)  /* a logit is NaN: the model's output is broken, so nothing was drawn */
+
 /* Picks a token from n_vocab logits: greedy, or temperature-scaled softmax
  * restricted to the top_k highest and then to the smallest set whose
  * probability reaches top_p, drawn with the sampler's own random state.
  * With controls, logit biases or a grammar, those apply first (see above;
- * the logits are not modified).  -1 for NULL, or when the grammar allows
- * no token at all. */
+ * the logits are not modified).  OKV_SAMPLE_NONE or OKV_SAMPLE_NAN (both
+ * negative) when no token can be drawn; the random state is then unchanged.
+ * A NaN logit is never read as "least likely": NaN comes only from a broken
+ * model or overflowed arithmetic, and a token drawn from it would be noise. */
 int32_t okv_sampler_sample(okv_sampler *s, const float *logits);
 
 /* Sets the controls (copied).  min_p outside [0, 1], a NaN or infinite
@@ -94,7 +100,8 @@ int32_t okv_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_
  * top-k / top-p restricted softmax(logits / T), zero outside it, after the
  * biases, penalties, min_p and the grammar's mask, when set.  Uses no
  * randomness (the sampler's state is unchanged), so speculative decoding can
- * compare a draft's and a target's distributions.  False for NULL. */
+ * compare a draft's and a target's distributions.  False for NULL, or when
+ * a logit is NaN (probs is then left as it was). */
 bool okv_sampler_probs(okv_sampler *s, const float *logits, float *probs);
 
 #ifdef __cplusplus

@@ -100,7 +100,8 @@ okv_status okv_speculator_reset(okv_speculator *s, const int32_t *tokens, int32_
  * at an end-of-sequence token among them.  Afterwards the target's cache
  * holds all tokens but the new last one.  Errors: max_new < 1 or NULL
  * arguments is OKV_ERR_INVALID; a full context (the last token's position
- * is the capacity) OKV_ERR_POSITION; an eval's error is passed on; a target
+ * is the capacity) OKV_ERR_POSITION; an eval's error is passed on; a NaN
+ * among the draft's or the target's logits OKV_ERR_NUMERIC; a target
  * cache whose length the caller changed since the last call is
  * OKV_ERR_INVALID (the draft's is brought back in line).
  * On error the sequence is unchanged and the caches are rewound to it as far

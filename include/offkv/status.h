@@ -24,7 +24,8 @@ typedef enum okv_status {
     OKV_ERR_FORMAT,       /* a malformed or truncated file */
     OKV_ERR_IO,           /* the operating system refused a file operation */
     OKV_ERR_UNSUPPORTED,  /* well-formed input this build or backend cannot serve */
-    OKV_ERR_BUSY          /* the object is in use (e.g. a step is open on the cache) */
+    OKV_ERR_BUSY,         /* the object is in use (e.g. a step is open on the cache) */
+    OKV_ERR_NUMERIC       /* the model's output holds NaN (broken weights or overflowed arithmetic) */
 } okv_status;
 
 /* Filled by failing calls.  message is always NUL-terminated. */

@@ -14,6 +14,7 @@ const char *okv_status_name(okv_status s) {
     case OKV_ERR_IO: return "OKV_ERR_IO";
     case OKV_ERR_UNSUPPORTED: return "OKV_ERR_UNSUPPORTED";
     case OKV_ERR_BUSY: return "OKV_ERR_BUSY";
+    case OKV_ERR_NUMERIC: return "OKV_ERR_NUMERIC";
     }
     return "OKV_ERR_UNKNOWN";
 }

@@ -351,7 +351,9 @@ static int32_t argmax(const float *logits, int32_t n) {
     int32_t best = 0;
     float bv = logits[0];
     for (int32_t i = 1; i < n; i++) {
-        /* NaN never wins; a first NaN loses to anything. */
+        /* The caller's logits hold no NaN, but a bias of -inf on a +inf
+         * logit makes one: that token is banned, so NaN never wins and a
+         * first NaN loses to anything. */
         if (logits[i] > bv || (isnan(bv) && !isnan(logits[i]))) {
             bv = logits[i];
             best = i;
@@ -427,18 +429,25 @@ static int32_t draw(okv_sampler *s, const float *logits) {
     return c[k - 1].id; /* rounding left u just above the summed weights */
 }
 
+static bool any_nan(const float *logits, int32_t n) {
+    bool nan = false;
+    for (int32_t i = 0; i < n; i++) nan |= logits[i] != logits[i];
+    return nan;
+}
+
 int32_t okv_sampler_sample(okv_sampler *s, const float *logits) {
-    if (!s || !logits) return -1;
+    if (!s || !logits) return OKV_SAMPLE_NONE;
+    if (any_nan(logits, s->n_vocab)) return OKV_SAMPLE_NAN;
     if (!rewrites(s)) return draw(s, logits);
     float *w = (float *)rewrite(s, logits);
     int32_t id = draw(s, w);
     if (!s->gm || okv_grammar_matcher_allows(s->gm, s->gv, id)) return id;
-    if (mask(s, w) == 0) return -1;
+    if (mask(s, w) == 0) return OKV_SAMPLE_NONE;
     return draw(s, w);
 }
 
 bool okv_sampler_probs(okv_sampler *s, const float *logits, float *probs) {
-    if (!s || !logits || !probs) return false;
+    if (!s || !logits || !probs || any_nan(logits, s->n_vocab)) return false;
     if (rewrites(s)) {
         float *w = (float *)rewrite(s, logits);
         if (s->gm && mask(s, w) == 0) {

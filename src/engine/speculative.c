@@ -279,6 +279,15 @@ static double top_prob(const float *l, int32_t n) {
     return 1.0 / z;
 }
 
+/* The speculator's samplers have no grammar, so the one way they refuse
+ * to pick is a NaN logit.  pos is the position the token would take. */
+static okv_status nan_logits(okv_error *err, const char *which, int32_t pos) {
+    return okv_fail(err, OKV_ERR_NUMERIC,
+                    "speculative step: the %s model's logits for position %d hold NaN (broken weights or "
+                    "overflowed arithmetic)",
+                    which, (int)pos);
+}
+
 /* Brings the draft's cache to rows for hist[0..n) and its logits after them. */
 static okv_status draft_catch_up(okv_speculator *s, okv_error *err) {
     const int32_t chunk = okv_context_max_write(s->draft);
@@ -348,11 +357,17 @@ okv_status okv_speculator_step(okv_speculator *s, int32_t max_new, int32_t *out,
         const double p_min = s->cfg.p_min;
         while (nd < K) {
             if (s->greedy) {
+                if ((d[nd] = okv_sampler_sample(s->dsmp, s->dlogits)) < 0) {
+                    st = nan_logits(err, "draft", n + nd);
+                    goto fail;
+                }
                 if (p_min > 0.0 && top_prob(s->dlogits, s->n_vocab) < p_min) break;
-                d[nd] = okv_sampler_sample(s->dsmp, s->dlogits);
             } else {
                 float *q = s->q + (size_t)nd * V;
-                okv_sampler_probs(s->dsmp, s->dlogits, q);
+                if (!okv_sampler_probs(s->dsmp, s->dlogits, q)) {
+                    st = nan_logits(err, "draft", n + nd);
+                    goto fail;
+                }
                 float qmax = 0.0f;
                 for (size_t i = 0; i < V; i++) qmax = q[i] > qmax ? q[i] : qmax;
                 if (p_min > 0.0 && qmax < p_min) break;
@@ -376,12 +391,19 @@ okv_status okv_speculator_step(okv_speculator *s, int32_t max_new, int32_t *out,
         const float *row = s->tlogits + (size_t)a * V;
         if (s->greedy) {
             const int32_t t = okv_sampler_sample(s->tsmp, row);
+            if (t < 0) {
+                st = nan_logits(err, "target", n + a);
+                goto fail;
+            }
             if (t != d[a]) {
                 next = t;
                 break;
             }
         } else {
-            okv_sampler_probs(s->tsmp, row, s->p);
+            if (!okv_sampler_probs(s->tsmp, row, s->p)) {
+                st = nan_logits(err, "target", n + a);
+                goto fail;
+            }
             bool ok = false;
             const double u1 = uniform01(s->rng), u2 = uniform01(s->rng);
             const int32_t t = okv_spec_accept(s->p, s->q ? s->q + (size_t)a * V : NULL, s->n_vocab, d[a], u1, u2, &ok);
@@ -396,8 +418,11 @@ okv_status okv_speculator_step(okv_speculator *s, int32_t max_new, int32_t *out,
         if (s->greedy) {
             next = okv_sampler_sample(s->tsmp, row);
         } else {
-            okv_sampler_probs(s->tsmp, row, s->p);
-            next = draw(s->p, s->n_vocab, uniform01(s->rng));
+            next = okv_sampler_probs(s->tsmp, row, s->p) ? draw(s->p, s->n_vocab, uniform01(s->rng)) : -1;
+        }
+        if (next < 0) {
+            st = nan_logits(err, "target", n + nd);
+            goto fail;
         }
     }
 

@@ -14,10 +14,13 @@
 //    path; an absolute-form target is served;
 //  - SIGTERM: a queued request gets 503 with Retry-After, a running stream
 //    an error event saying the server is shutting down (no finish_reason
-//    "stop"), then [DONE].
+//    "stop"), then [DONE];
+//  - a model whose logits are NaN gets an error naming NaN, not tokens.
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
-import { need, startServer, stopServer, post, metrics, check, eq, done, sleep, raw, rawRequest as req } from './lib.mjs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { need, startServer, stopServer, post, metrics, check, eq, done, sleep, raw, rawRequest as req, MODEL } from './lib.mjs';
 
 need('shared');
 const STEP = what => { if (process.env.OKV_TRACE) console.log('--', what); };
@@ -243,6 +246,52 @@ try {
     eq(await stopServer(s), { code: 0, signal: null }, 'SIGTERM: exit 0');
   } finally {
     await stopServer(s);
+  }
+}
+// ---- a model computing NaN logits: an error naming it, not tokens drawn from noise ----
+{
+  STEP('NaN logits');
+  // The offset of a tensor's data in a GGUF file (little-endian, v2/v3).
+  const tensorOffset = (b, want) => {
+    let p = 8;
+    const u32 = () => { const v = b.readUInt32LE(p); p += 4; return v; };
+    const u64 = () => { const v = Number(b.readBigUInt64LE(p)); p += 8; return v; };
+    const str = () => { const n = u64(); const s = b.toString('utf8', p, p + n); p += n; return s; };
+    const size = [1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8];
+    const skip = t => { if (t === 8) str(); else if (t === 9) { const et = u32(), n = u64(); for (let i = 0; i < n; i++) skip(et); } else p += size[t]; };
+    const nT = u64(), nKV = u64();
+    let align = 32, found = -1;
+    for (let i = 0; i < nKV; i++) {
+      const key = str(), t = u32();
+      if (key === 'general.alignment') { align = b.readUInt32LE(p); }
+      skip(t);
+    }
+    for (let i = 0; i < nT; i++) {
+      const name = str(), nd = u32();
+      p += 8 * nd;
+      const type = u32(), off = u64();
+      if (name === want) found = type === 0 ? off : -2; // f32 only
+    }
+    return found < 0 ? found : Math.ceil(p / align) * align + found;
+  };
+  const bytes = readFileSync(MODEL());
+  const at = tensorOffset(bytes, 'output_norm.weight');
+  check(at >= 0, `stories260K's output_norm.weight is an f32 tensor (${at})`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'offkv-serve-nan-'));
+  const broken = path.join(dir, 'nan.gguf');
+  bytes.writeFloatLE(NaN, at);
+  writeFileSync(broken, bytes);
+  const s = await startServer(['--parallel', '1', '-c', '64'], { model: broken });
+  try {
+    for (const temperature of [0, 0.8]) {
+      const r = await post(s, '/v1/completions', { prompt: 'Once upon a time', max_tokens: 4, temperature });
+      check(r.status >= 500 || (r.json && r.json.error), `temperature ${temperature}: an error (got ${r.status} ${r.text.slice(0, 200)})`);
+      check(/NaN/.test(r.text), `temperature ${temperature}: the error names NaN logits (${r.text.slice(0, 200)})`);
+      check(!(r.json && r.json.choices), `temperature ${temperature}: no choices drawn from NaN`);
+    }
+  } finally {
+    await stopServer(s);
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 // ---- the model options reach the model (a list of any length, not a fixed four) ----

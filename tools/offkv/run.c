@@ -403,7 +403,11 @@ int cmd_run(int argc, char **argv) {
         /* The first token comes from the prompt's logits; then each step
          * returns the kept proposals and the target's own next token. */
         int32_t n_out = 1;
-        out[0] = okv_sampler_sample(smp, logits);
+        if ((out[0] = okv_sampler_sample(smp, logits)) < 0) {
+            cli_error(cmd, "the model's logits at position %d hold NaN (broken weights or overflowed arithmetic)",
+                      (int)p);
+            goto done;
+        }
         seq[n_seq++] = out[0];
         if (n_predict > 0 && okv_speculator_reset(spc, seq, n_seq, &err) != OKV_OK) {
             cli_error(cmd, "%s", err.message);
@@ -436,6 +440,11 @@ int cmd_run(int argc, char **argv) {
     } else {
         while (n_gen < n_predict) {
             int32_t id = okv_sampler_sample(smp, logits);
+            if (id == OKV_SAMPLE_NAN) {
+                cli_error(cmd, "the model's logits at position %d hold NaN (broken weights or overflowed arithmetic)",
+                          (int)p);
+                goto done;
+            }
             if (id < 0) {
                 stop = "the grammar allows no token of the vocabulary here";
                 break;

@@ -717,9 +717,10 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
     bool oom = false;
     okv_error aerr = {0};
     if (id < 0) {
-        /* Only a grammar refuses every token (one no token can continue). */
         o->finish = SRV_FINISH_ERROR;
-        snprintf(o->error, sizeof o->error, "the grammar allows no token of the vocabulary here");
+        snprintf(o->error, sizeof o->error, "%s",
+                 id == OKV_SAMPLE_NAN ? "the model's logits hold NaN (broken weights or overflowed arithmetic)"
+                                      : "the grammar allows no token of the vocabulary here");
         return;
     }
     if (okv_sampler_accept(j->sampler, id, &aerr) != OKV_OK) {
