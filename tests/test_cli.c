@@ -628,6 +628,62 @@ static void test_nan_model(const char *model) {
     }
 }
 
+static bool write_file(const char *path, const char *bytes, size_t n) {
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(bytes, 1, n, f) == n;
+    if (f) ok &= fclose(f) == 0;
+    return ok;
+}
+
+/* --grammar-file and --json-schema constrain run's output (checked against
+ * the grammar's few strings, not against offkv's own matcher); the file is
+ * read to its end, from a pipe too; a NUL byte or a directory is an error
+ * saying so, not a grammar cut at the NUL. */
+static void test_grammar_flags(const char *model) {
+    char yn[4200], nul[4200], fifo[4200];
+    cli_path(yn, sizeof yn, "yn.gbnf");
+    cli_path(nul, sizeof nul, "nul.gbnf");
+    cli_path(fifo, sizeof fifo, "grammar.fifo");
+    static const char gbnf[] = "root ::= \"yes\" | \"no\"\n";
+    static const char with_nul[] = "root ::= \"yes\"\n\0 junk ((( ::=\n";
+    CHECK(write_file(yn, gbnf, sizeof gbnf - 1) && write_file(nul, with_nul, sizeof with_nul - 1), "grammar files");
+    for (int seed = 1; seed <= 3; seed++) {
+        char sd[8];
+        snprintf(sd, sizeof sd, "%d", seed);
+        int rc = offkv("run", "-m", model, "-p", "Once", "-n", "6", "--seed", sd, "--grammar-file", yn,
+                       "--no-display-prompt", NULL);
+        CHECK(rc == 0 && (strcmp(cli_out, "yes\n") == 0 || strcmp(cli_out, "no\n") == 0),
+              "--grammar-file seed %d: exit %d, '%s' (%s)", seed, rc, cli_out, cli_err);
+        rc = offkv("run", "-m", model, "-p", "Once", "-n", "6", "--seed", sd, "--json-schema", "{\"type\": \"boolean\"}",
+                   "--no-display-prompt", NULL);
+        size_t end = strlen(cli_out); /* JSON may end in white space (llama.cpp's grammars allow it) */
+        while (end > 0 && strchr(" \t\n", cli_out[end - 1])) cli_out[--end] = '\0';
+        CHECK(rc == 0 && (strcmp(cli_out, "true") == 0 || strcmp(cli_out, "false") == 0),
+              "--json-schema boolean seed %d: exit %d, '%s' (%s)", seed, rc, cli_out, cli_err);
+    }
+    int rc = offkv("run", "-m", model, "-p", "Once", "-n", "6", "--grammar-file", nul, NULL);
+    CHECK(rc == 1 && strstr(cli_err, "NUL byte at offset 15"), "a NUL in the grammar file: exit %d, %s", rc, cli_err);
+    rc = offkv("run", "-m", model, "-p", "Once", "-n", "6", "--grammar-file", cli_dir, NULL);
+    CHECK(rc == 1 && strstr(cli_err, "Is a directory"), "a directory as the grammar file: exit %d, %s", rc, cli_err);
+
+    /* A pipe cannot be sized by seeking: a writer feeds it while run reads. */
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    pid_t w = fork();
+    if (w == 0) {
+        int fd = open(fifo, O_WRONLY);
+        ssize_t put = fd >= 0 ? write(fd, gbnf, sizeof gbnf - 1) : -1;
+        _exit(put == (ssize_t)(sizeof gbnf - 1) ? 0 : 1);
+    }
+    rc = offkv("run", "-m", model, "-p", "Once", "-n", "6", "--grammar-file", fifo, "--no-display-prompt", NULL);
+    int wst = 0;
+    if (w > 0) {
+        if (rc != 0) kill(w, SIGKILL); /* run never opened the pipe: the writer would block */
+        waitpid(w, &wst, 0);
+    }
+    CHECK(rc == 0 && (strcmp(cli_out, "yes\n") == 0 || strcmp(cli_out, "no\n") == 0),
+          "--grammar-file from a pipe: exit %d, '%s' (%s)", rc, cli_out, cli_err);
+}
+
 int main(void) {
     if (!cli_init("test-cli")) return CHECK_SKIP;
     test_help_and_flags();
@@ -640,6 +696,7 @@ int main(void) {
     test_synth_vocab();
     test_model_commands(model);
     test_nan_model(model);
+    test_grammar_flags(model);
     test_warmup_families();
     test_logits_goldens();
     return cli_done();

@@ -105,7 +105,9 @@ static void test_model_and_flags(void) {
     CHECK(offkv("template", "-m", model, "--template", tmpl, "--messages", msgs, NULL) == 2, "both: usage");
     CHECK(offkv("template", "--template", tmpl, NULL) == 2, "no messages: usage");
     CHECK(offkv("template", "--template", tmpl, "--messages", msgs, "--frobnicate", NULL) == 2, "unknown flag");
-    CHECK(offkv("template", "--template", "/nonexistent/x.jinja", "--messages", msgs, NULL) == 1, "missing file");
+    CHECK(offkv("template", "--template", "/nonexistent/x.jinja", "--messages", msgs, NULL) == 1 &&
+              strstr(cli_err, "--template '/nonexistent/x.jinja': No such file or directory"),
+          "missing file: the flag, the path and the reason: %s", cli_err);
     CHECK(offkv("template", "--help", NULL) == 0 && strstr(cli_out, "--messages"), "help");
 }
 

@@ -96,6 +96,54 @@ int cli_unknown(const char *cmd, const char *flag) {
     return CLI_USAGE;
 }
 
+char *cli_read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *p = malloc(cap);
+    int e = p ? 0 : ENOMEM;
+    while (p) {
+        len += fread(p + len, 1, cap - len - 1, f);
+        if (ferror(f)) {
+            e = errno ? errno : EIO;
+            break;
+        }
+        if (feof(f)) break;
+        char *q = cap <= SIZE_MAX / 2 ? realloc(p, cap * 2) : NULL;
+        if (!q) {
+            e = ENOMEM;
+            break;
+        }
+        p = q;
+        cap *= 2;
+    }
+    fclose(f);
+    if (e) {
+        free(p);
+        errno = e;
+        return NULL;
+    }
+    p[len] = '\0';
+    if (n) *n = len;
+    return p;
+}
+
+char *cli_read_text(const char *cmd, const char *what, const char *path, size_t *n) {
+    size_t len = 0;
+    char *p = cli_read_all(path, &len);
+    if (!p) {
+        cli_error(cmd, "%s '%s': %s", what, path, strerror(errno));
+        return NULL;
+    }
+    if (strlen(p) != len) {
+        cli_error(cmd, "%s '%s' holds a NUL byte at offset %zu", what, path, strlen(p));
+        free(p);
+        return NULL;
+    }
+    if (n) *n = len;
+    return p;
+}
+
 bool cli_model_file_ok(const char *cmd, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) {

@@ -48,6 +48,16 @@ int cli_unknown(const char *cmd, const char *flag);
 /* Prints "offkv CMD: error: ..." to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The whole file at path, pipes and /dev/stdin included (read to the end,
+ * not sized by seeking), NUL-terminated; its length in *n (may be NULL).
+ * NULL with errno set on failure (EISDIR for a directory, ENOMEM). */
+char *cli_read_all(const char *path, size_t *n);
+
+/* cli_read_all for text parsed as a C string: NULL after saying why
+ * ("WHAT 'PATH': " and the system's reason, or that the file holds a NUL
+ * byte, which would cut the text short). */
+char *cli_read_text(const char *cmd, const char *what, const char *path, size_t *n);
+
 /* Checks that path names a readable regular file, saying otherwise. */
 bool cli_model_file_ok(const char *cmd, const char *path);
 

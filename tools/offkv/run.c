@@ -298,22 +298,9 @@ int cmd_run(int argc, char **argv) {
         /* The GBNF: the file's text, or the schema's conversion. */
         char *gbnf = NULL;
         if (grammar_file) {
-            FILE *gf = fopen(grammar_file, "rb");
-            long sz = -1;
-            if (gf && fseek(gf, 0, SEEK_END) == 0) sz = ftell(gf);
-            if (gf && sz >= 0 && fseek(gf, 0, SEEK_SET) == 0 && (gbnf = malloc((size_t)sz + 1)) &&
-                fread(gbnf, 1, (size_t)sz, gf) == (size_t)sz) {
-                gbnf[sz] = '\0';
-            } else {
-                cli_error(cmd, "--grammar-file '%s': %s", grammar_file, gf ? "cannot read it" : strerror(errno));
-                free(gbnf);
-                gbnf = NULL;
-            }
-            if (gf) fclose(gf);
+            if (!(gbnf = cli_read_text(cmd, "--grammar-file", grammar_file, NULL))) goto done; /* like a model file */
         } else if (!(gbnf = okv_json_schema_to_gbnf(json_schema, strlen(json_schema), &err))) {
             cli_error(cmd, "--json-schema: %s", err.message);
-        }
-        if (!gbnf) {
             rc = CLI_USAGE;
             goto done;
         }

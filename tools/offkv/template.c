@@ -29,46 +29,6 @@ static void usage(FILE *f) {
             "  -h, --help              this help\n");
 }
 
-/* The whole file as a NUL-terminated string, or NULL after saying why. */
-static char *read_file(const char *cmd, const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error(cmd, "cannot open '%s'", path);
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *p = malloc(cap);
-    for (;;) {
-        if (!p) break;
-        len += fread(p + len, 1, cap - len - 1, f);
-        if (ferror(f)) {
-            free(p);
-            p = NULL;
-            break;
-        }
-        if (feof(f)) break;
-        char *q = realloc(p, cap *= 2);
-        if (!q) {
-            free(p);
-            p = NULL;
-        } else
-            p = q;
-    }
-    fclose(f);
-    if (!p) {
-        cli_error(cmd, "cannot read '%s'", path);
-        return NULL;
-    }
-    p[len] = '\0';
-    if (strlen(p) != len) {
-        cli_error(cmd, "'%s' holds a NUL byte", path);
-        free(p);
-        return NULL;
-    }
-    if (n) *n = len;
-    return p;
-}
-
 int cmd_template(int argc, char **argv) {
     const char *cmd = "template", *model = NULL, *tfile = NULL, *bos = NULL, *eos = NULL, *mfile = NULL,
                *toolsfile = NULL, *now = NULL, *kwargs = NULL;
@@ -114,7 +74,7 @@ int cmd_template(int argc, char **argv) {
         }
     } else {
         size_t n;
-        char *text = read_file(cmd, tfile, &n);
+        char *text = cli_read_text(cmd, "--template", tfile, &n);
         if (!text) return CLI_FAIL;
         t = okv_chat_template_parse(text, n, &err);
         free(text);
@@ -129,7 +89,8 @@ int cmd_template(int argc, char **argv) {
         okv_chat_template_free(t);
         return CLI_FAIL;
     }
-    char *messages = read_file(cmd, mfile, NULL), *tools = toolsfile ? read_file(cmd, toolsfile, NULL) : NULL;
+    char *messages = cli_read_text(cmd, "--messages", mfile, NULL),
+         *tools = toolsfile ? cli_read_text(cmd, "--tools", toolsfile, NULL) : NULL;
     int rc = CLI_FAIL;
     if (messages && (tools || !toolsfile)) {
         okv_chat_input in = {.messages_json = messages, .tools_json = tools, .extra_json = kwargs,

@@ -9,6 +9,7 @@
  * llm_chat_apply_template formats (test_serve_template checks them against
  * llama.cpp's outputs), so the hand-written renderers they replace are
  * gone: one renderer serves every template. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +124,7 @@ srv_chat *srv_chat_load(const char *model_path, const okv_tokenizer *tok, const 
     if (file) {
         FILE *f = fopen(file, "rb");
         if (!f) {
-            snprintf(err, cap, "cannot open --chat-template-file '%s'", file);
+            snprintf(err, cap, "cannot open --chat-template-file '%s': %s", file, strerror(errno));
             return NULL;
         }
         char *text = NULL;
@@ -143,11 +144,11 @@ srv_chat *srv_chat_load(const char *model_path, const okv_tokenizer *tok, const 
             n += got;
             if (got == 0) break;
         }
-        bool bad = ferror(f);
+        const int bad = ferror(f) ? (errno ? errno : EIO) : 0;
         fclose(f);
         if (bad) {
             free(text);
-            snprintf(err, cap, "cannot read --chat-template-file '%s'", file);
+            snprintf(err, cap, "cannot read --chat-template-file '%s': %s", file, strerror(bad));
             return NULL;
         }
         char what[200];
