@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const int32_t pos = (int32_t)(take(&b) % (uint32_t)(m.length + 4)) - 2;
             const bool want = seq_model_can_rewind(&s, &m, pos);
             if (okv_cache_rewind(s.cache, pos, &err) != (want ? OKV_OK : OKV_ERR_POSITION)) __builtin_trap();
-            if (want) m.length = pos;
+            if (want) seq_model_rewind(&m, pos);
         } else {
             /* A step: at the length, re-running earlier positions, or past the end. */
             const uint8_t a = take(&b), e = take(&b);
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const int32_t n_attend = end_kind == 0 ? 0 : end_kind == 1 ? 1 + ((e >> 5) & 1) : 3;
             for (int32_t i = 0; i < n_attend; i++) {
                 if (seq_attend(&s, st, order[i], start, n, &err) != OKV_OK) __builtin_trap();
-                m.high_water = seq_imax(m.high_water, start + n);
+                seq_model_wrote(&m, start, n);
             }
             if (end_kind == 2) {
                 /* a call the step must refuse (wrong head count), after which only abort is left */

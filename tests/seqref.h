@@ -145,7 +145,7 @@ static inline okv_status seq_attend(seqref *s, okv_step *st, int32_t l, int32_t 
     const float scale = 1.0f / sqrtf((float)hd);
     okv_status rc = okv_update_and_attend(st, l, q, nh, k, v, s->in_type, scale, out, err);
     if (rc == OKV_OK) {
-        if (s->high_water < start + n) s->high_water = start + n;
+        if (start == 0 || s->high_water < start + n) s->high_water = start + n;
         seq_reference(s, l, start, n, q, scale, ref);
         for (size_t i = 0; i < nq; i++) {
             double a = fabs(ref[i]) > 1 ? fabs(ref[i]) : 1;
@@ -238,6 +238,19 @@ static inline seq_model seq_model_new(const seqref *s) {
         if (m.rows[l] > s->cfg.capacity) m.rows[l] = s->cfg.capacity;
     }
     return m;
+}
+
+/* The model after a successful rewind to pos: a rewind to 0 forgets the
+ * history, as clear does. */
+static inline void seq_model_rewind(seq_model *m, int32_t pos) {
+    m->length = pos;
+    if (pos == 0) m->high_water = 0;
+}
+
+/* The model after a layer of a step at start .. start+n-1 wrote its rows
+ * (committed or not): a step at 0 begins a new history. */
+static inline void seq_model_wrote(seq_model *m, int32_t start, int32_t n) {
+    m->high_water = start == 0 ? n : seq_imax(m->high_water, start + n);
 }
 
 /* Whether the cache may rewind to pos: each ring must still hold the rows

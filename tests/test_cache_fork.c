@@ -38,7 +38,7 @@ static void cache_level(okv_dtype dtype) {
                                        {.n_kv_heads = 2, .head_dim = 8, .window = 3}};
     const int32_t heads[3] = {4, 2, 2};
     const okv_cache_config cfg = {.capacity = 128, .initial_capacity = 4, .max_write = 4, .dtype = dtype};
-    const int32_t points[] = {0, 3, 4, 11, 30, 57};
+    const int32_t points[] = {0, 3, 4, 11, 30, 57, 8, 9};
     const double tol = dtype == OKV_F16 ? 2e-3 : 1e-5;
     for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
         okv_error err;
@@ -49,6 +49,21 @@ static void cache_level(okv_dtype dtype) {
             /* a rewind before the fork: the branch must keep the same limits */
             CHECK_STATUS(okv_cache_rewind(a.cache, 55, &err), OKV_OK, err);
             a.length = 55;
+        }
+        if (points[i] == 8 || points[i] == 9) {
+            /* The rings wrapped many times, then a new history from 0 (a
+             * rewind to 0, or a step at 0) shorter than the old one: the
+             * fork must copy the new ring rows, not count them overwritten. */
+            CHECK(seq_steps_to(&a, 40, 4, &err), "to 40: %s", err.message);
+            if (points[i] == 8) {
+                CHECK_STATUS(okv_cache_rewind(a.cache, 0, &err), OKV_OK, err);
+                a.length = 0;
+            } else {
+                CHECK_STATUS(seq_step(&a, 0, 3, &err), OKV_OK, err);
+            }
+            CHECK(seq_steps_to(&a, points[i], 3, &err), "refill to %d: %s", (int)points[i], err.message);
+            CHECK(okv_cache_high_water(a.cache) == points[i] && okv_cache_can_rewind(a.cache, points[i]),
+                  "a new history from 0: high water %d, want %d", (int)okv_cache_high_water(a.cache), (int)points[i]);
         }
         seqref b;
         CHECK(seq_fork(&a, &b, 900 + i, &err), "fork at %d: %s", (int)points[i], err.message);

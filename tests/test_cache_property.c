@@ -37,7 +37,7 @@ static void run(uint64_t seed, int iters) {
             bool want = seq_model_can_rewind(&s, &m, pos);
             okv_status rc = okv_cache_rewind(s.cache, pos, &err);
             CHECK(rc == (want ? OKV_OK : OKV_ERR_POSITION), "rewind %d: %s", pos, okv_status_name(rc));
-            if (want) m.length = pos;
+            if (want) seq_model_rewind(&m, pos);
         } else {
             /* A step: usually at the length, sometimes a re-run or a bad one. */
             int32_t n = 1 + (int32_t)(seq_rand(&s) % 6);
@@ -68,7 +68,7 @@ static void run(uint64_t seed, int iters) {
             int32_t n_attend = end_kind == 0 ? 0 : end_kind == 1 ? 1 + (int32_t)(seq_rand(&s) % 2) : 3;
             for (int32_t i = 0; i < n_attend; i++) {
                 CHECK_STATUS(seq_attend(&s, st, order[i], start, n, &err), OKV_OK, err);
-                m.high_water = seq_imax(m.high_water, start + n);
+                seq_model_wrote(&m, start, n);
             }
             if (end_kind == 2) {
                 float dummy[64] = {0};

@@ -35,7 +35,7 @@ static void cache_level(okv_dtype dtype) {
                                        {.n_kv_heads = 2, .head_dim = 8, .window = 3}};
     const int32_t heads[3] = {4, 2, 2};
     const okv_cache_config cfg = {.capacity = 128, .initial_capacity = 4, .max_write = 4, .dtype = dtype};
-    const int32_t points[] = {0, 3, 11, 30, 57};
+    const int32_t points[] = {0, 3, 11, 30, 57, 8};
     const double tol = dtype == OKV_F16 ? 2e-3 : 1e-5;
     char file[4200];
     path_in(file, sizeof file, "cache.seq");
@@ -47,6 +47,12 @@ static void cache_level(okv_dtype dtype) {
         if (points[i] == 57) {
             CHECK_STATUS(okv_cache_rewind(a.cache, 55, &err), OKV_OK, err);
             a.length = 55;
+        }
+        if (points[i] == 8) { /* wrapped rings, then a shorter history from 0: its ring rows are saved */
+            CHECK(seq_steps_to(&a, 40, 4, &err), "to 40: %s", err.message);
+            CHECK_STATUS(okv_cache_rewind(a.cache, 0, &err), OKV_OK, err);
+            a.length = 0;
+            CHECK(seq_steps_to(&a, 8, 3, &err), "refill: %s", err.message);
         }
         CHECK_STATUS(okv_cache_save(a.cache, file, 0x1234, NULL, 0, &err), OKV_OK, err);
         /* Load over a cache that already holds something else. */
@@ -240,6 +246,14 @@ static void put32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* Rewrites the trailing checksum (FNV-1a 64 of every byte before it, as
+ * the format says), so an edited file reads as one a writer made. */
+static void reseal(uint8_t *file, size_t size) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i + 8 < size; i++) h = (h ^ file[i]) * 0x100000001b3ull;
+    for (int i = 0; i < 8; i++) file[size - 8 + i] = (uint8_t)(h >> (8 * i));
+}
+
 /* Loads path into ctx's cache expecting a refusal with status want and a
  * message containing needle; the cache must be exactly as before, which
  * twin (a context that ran the same tokens) witnesses: same rows, and the same logits
@@ -300,36 +314,62 @@ static void refusals(void) {
     buf[size] = 0;
     write_whole(bad, buf, size + 1);
     refused(ctx, twin, bad, fp, OKV_ERR_FORMAT, "extra bytes", "one byte too many");
-    /* Header fields, one at a time. */
-    const struct { size_t off; uint32_t value; okv_status st; const char *needle; } fields[] = {
-        {0, 0x4b464f58, OKV_ERR_FORMAT, "magic"},
-        {8, 2, OKV_ERR_UNSUPPORTED, "version 2"},
-        {12, 0, OKV_ERR_INVALID, "stored as f32"},
-        {12, 2, OKV_ERR_INVALID, "stored as q8_0 (type 2)"},
-        {12, 9, OKV_ERR_INVALID, "stored as unknown (type 9)"},
-        {16, 0xdeadbeef, OKV_ERR_INVALID, "another model"},
-        {24, 5, OKV_ERR_INVALID, "layers 5"},
-        {28, 4096, OKV_ERR_INVALID, "capacity 4096"},
-        {32, 4, OKV_ERR_INVALID, "max_write 4"},
-        {36, 39, OKV_ERR_FORMAT, "tokens for a sequence of length 39"},
-        {36, 41, OKV_ERR_FORMAT, "length 41 and high water 40"},
-        {44, 0, OKV_ERR_FORMAT, "extra bytes"}, /* no tokens: 160 bytes too many */
-        {head + 4, 32, OKV_ERR_INVALID, "layer 0 head_dim 32"},
-        {head + 8, 0, OKV_ERR_INVALID, "layer 0 window 0"},
-        {head + entry + 12, 77, OKV_ERR_FORMAT, "layer 1: 77 rows"},
-        {head + 24, 1, OKV_ERR_INVALID, "layer 0 kv_from 1"},
-        {table + 8, 3, OKV_ERR_FORMAT, "checksum"},         /* a token */
-        {toks_end + 100, 0x3c003c00, OKV_ERR_FORMAT, "checksum"}, /* K rows */
-        {size - 20, 0x12345678, OKV_ERR_FORMAT, "checksum"},      /* V rows */
-        {size - 8, 0, OKV_ERR_FORMAT, "checksum"},                /* the checksum itself */
+    /* Header fields, one at a time.  sealed: the checksum is rewritten, as
+     * for a file saved by another model or cache, which names the field;
+     * else the same edit is damage, named as such. */
+    const struct { size_t off; uint32_t value; bool sealed; okv_status st; const char *needle; } fields[] = {
+        {0, 0x4b464f58, 0, OKV_ERR_FORMAT, "magic"},
+        {8, 2, 0, OKV_ERR_UNSUPPORTED, "version 2"},
+        {12, 0, 1, OKV_ERR_INVALID, "stored as f32"},
+        {12, 2, 1, OKV_ERR_INVALID, "stored as q8_0 (type 2)"},
+        {12, 9, 1, OKV_ERR_INVALID, "stored as unknown (type 9)"},
+        {16, 0xdeadbeef, 1, OKV_ERR_INVALID, "another model"},
+        {24, 5, 1, OKV_ERR_INVALID, "layers 5"},
+        {28, 4096, 1, OKV_ERR_INVALID, "capacity 4096"},
+        {32, 4, 1, OKV_ERR_INVALID, "max_write 4"},
+        {36, 39, 0, OKV_ERR_FORMAT, "tokens for a sequence of length 39"},
+        {36, 41, 0, OKV_ERR_FORMAT, "length 41 and high water 40"},
+        {44, 0, 0, OKV_ERR_FORMAT, "extra bytes"}, /* no tokens: 160 bytes too many */
+        {head + 4, 32, 1, OKV_ERR_INVALID, "layer 0 head_dim 32"},
+        {head + 8, 0, 1, OKV_ERR_INVALID, "layer 0 window 0"},
+        {head + entry + 12, 77, 0, OKV_ERR_FORMAT, "layer 1: 77 rows"},
+        {head + entry + 12, 0x80000007, 1, OKV_ERR_FORMAT, "layer 1: -2147483641 rows"}, /* overflowed once */
+        {head + entry + 16, 0x8000000d, 1, OKV_ERR_FORMAT, "rows from position -2147483635"},
+        {head + 24, 1, 1, OKV_ERR_INVALID, "layer 0 kv_from 1"},
+        {12, 0, 0, OKV_ERR_FORMAT, "corrupt"},
+        {16, 0xdeadbeef, 0, OKV_ERR_FORMAT, "corrupt"},
+        {28, 4096, 0, OKV_ERR_FORMAT, "corrupt"},
+        {head + 8, 0, 0, OKV_ERR_FORMAT, "corrupt"},
+        {table + 8, 3, 0, OKV_ERR_FORMAT, "checksum"},         /* a token */
+        {toks_end + 100, 0x3c003c00, 0, OKV_ERR_FORMAT, "checksum"}, /* K rows */
+        {size - 20, 0x12345678, 0, OKV_ERR_FORMAT, "checksum"},      /* V rows */
+        {size - 8, 0, 0, OKV_ERR_FORMAT, "checksum"},                /* the checksum itself */
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         memcpy(buf, file, size);
         put32(buf + fields[i].off, fields[i].value);
+        if (fields[i].sealed) reseal(buf, size);
         write_whole(bad, buf, size);
         char what[64];
-        snprintf(what, sizeof what, "byte %zu set to %#x", fields[i].off, (unsigned)fields[i].value);
+        snprintf(what, sizeof what, "byte %zu set to %#x%s", fields[i].off, (unsigned)fields[i].value,
+                 fields[i].sealed ? " (sealed)" : "");
         refused(ctx, twin, bad, fp, fields[i].st, fields[i].needle, what);
+    }
+    /* A consistent, sealed file whose high water is past what its rings
+     * hold for its length: loaded, the next query would read rows the file
+     * never stored. */
+    {
+        memcpy(buf, file, size);
+        const uint32_t hw = 40 + 20;
+        put32(buf + 40, hw);
+        for (int32_t l = 0; l < okv_model_n_layers(m); l++) {
+            const uint8_t *e = buf + head + entry * (size_t)l;
+            const uint32_t win = (uint32_t)e[8] | (uint32_t)e[9] << 8, rows = (uint32_t)e[12] | (uint32_t)e[13] << 8;
+            if (win > 0) put32(buf + head + entry * (size_t)l + 16, hw - rows);
+        }
+        reseal(buf, size);
+        write_whole(bad, buf, size);
+        refused(ctx, twin, bad, fp, OKV_ERR_FORMAT, "lacks the window", "high water 60 for length 40");
     }
     /* Another model's fingerprint; a cache of another config; no file. */
     refused(ctx, twin, good, okv_model_fingerprint(other), OKV_ERR_INVALID, "another model", "another model");

@@ -113,8 +113,9 @@ uint64_t okv_cache_generation(const okv_cache *c);
  * aborted steps).  False for NULL. */
 bool okv_cache_can_rewind(const okv_cache *c, int32_t pos);
 
-/* Sets the length to pos.  A pos that okv_cache_can_rewind refuses is
- * OKV_ERR_POSITION and changes nothing; an open step is OKV_ERR_BUSY. */
+/* Sets the length to pos; pos 0 is okv_cache_clear.  A pos that
+ * okv_cache_can_rewind refuses is OKV_ERR_POSITION and changes nothing; an
+ * open step is OKV_ERR_BUSY. */
 okv_status okv_cache_rewind(okv_cache *c, int32_t pos, okv_error *err);
 
 /* Sets the length to 0 and forgets history, so every rewind target that a
@@ -229,8 +230,9 @@ void okv_step_abort(okv_step *s);
  * error.  The caller owns one reference (okv_cache_release). */
 okv_cache *okv_cache_fork(okv_cache *src, okv_error *err);
 
-/* One past the highest position written since the last clear (at least the
- * length; rewinds lower the length, not this).  0 for NULL. */
+/* One past the highest position written since the last clear or rewind to
+ * 0 (at least the length; other rewinds lower the length, not this).  0 for
+ * NULL. */
 int32_t okv_cache_high_water(const okv_cache *c);
 
 /* Bytes of one kv head's K row (equally, V row) of a layer in the storage

@@ -50,8 +50,10 @@ okv_status okv_cache_save(const okv_cache *c, const char *path, uint64_t fingerp
  * with the same storage type, layers (kv heads, head dim, window),
  * capacity and max_write; anything else is refused with a message naming
  * what differs (OKV_ERR_FORMAT for a file that is not a saved sequence, is
- * truncated, has extra bytes or fails its checksum; OKV_ERR_UNSUPPORTED for
- * another version; OKV_ERR_INVALID for another model or cache shape), and a
+ * truncated, has extra bytes, holds rows that do not fit its length or fails
+ * its checksum; OKV_ERR_UNSUPPORTED for another version; OKV_ERR_INVALID for
+ * another model or cache shape, unless the file also fails its checksum:
+ * a damaged header is named as damage, not as another model), and a
  * file that cannot be read is OKV_ERR_IO.  Any error leaves c exactly as it
  * was.  tokens, if not NULL, receives the stored token ids (room for
  * max_tokens; more stored than that is OKV_ERR_INVALID) and *n_tokens their

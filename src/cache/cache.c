@@ -185,6 +185,11 @@ okv_status okv_cache_rewind(okv_cache *c, int32_t pos, okv_error *err) {
                         (int)pos, (int)c->high_water);
     }
     c->length = pos;
+    /* Nothing before position 0 is needed, so a rewind to 0 forgets history
+     * as clear does.  Keeping high_water would make the rings' first held
+     * position (high_water - rows) exceed what a shorter new sequence
+     * writes: fork and save would then copy none of its ring rows. */
+    if (pos == 0) c->high_water = 0;
     okv_error_clear(err);
     return OKV_OK;
 }

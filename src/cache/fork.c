@@ -63,13 +63,13 @@ okv_status okv_cache_read_rows(const okv_cache *c, int32_t layer, int32_t pos, i
     const int32_t lo = okv_cache_first_held(c, layer);
     if (pos < lo || (int64_t)pos + n > c->length)
         return okv_fail(err, OKV_ERR_POSITION,
-                        "read_rows: positions %d..%d of layer %d: it holds %d..%d (length %d)", (int)pos,
-                        (int)(pos + n - 1), (int)layer, (int)lo, (int)c->length - 1, (int)c->length);
+                        "read_rows: positions %d..%lld of layer %d: it holds %d..%d (length %d)", (int)pos,
+                        (long long)pos + n - 1, (int)layer, (int)lo, (int)c->length - 1, (int)c->length);
     if (n > 0 && (!k || !v)) return okv_fail(err, OKV_ERR_INVALID, "read_rows: NULL buffer");
     const cache_layer *L = &c->layers[okv_cache_owner(c, layer)];
     if (L->geom.window <= 0 && (int64_t)pos + n > L->st->rows)
-        return okv_fail(err, OKV_ERR_POSITION, "read_rows: positions %d..%d of layer %d: it has %d rows", (int)pos,
-                        (int)(pos + n - 1), (int)layer, (int)L->st->rows);
+        return okv_fail(err, OKV_ERR_POSITION, "read_rows: positions %d..%lld of layer %d: it has %d rows", (int)pos,
+                        (long long)pos + n - 1, (int)layer, (int)L->st->rows);
     if (n > 0) copy_rows(L, okv_cache_row_bytes(c, layer), pos, n, k, v, false);
     okv_error_clear(err);
     return OKV_OK;

@@ -297,7 +297,9 @@ okv_status okv_update_and_attend_opts(okv_step *step, int32_t layer, const float
         write_rows(s, layer, k, kv_type, st->k, tmp);
         write_rows(s, layer, v, kv_type, st->v, tmp);
         s->wrote = true;
-        if (c->high_water < s->start + s->n_tokens) c->high_water = s->start + s->n_tokens;
+        /* A step at 0 begins a new history, as a rewind to 0 does: what the
+         * rings held past it is dead, so it no longer bounds what they hold. */
+        if (s->start == 0 || c->high_water < s->start + s->n_tokens) c->high_water = s->start + s->n_tokens;
     }
 
     okv_attend_run(&job, s->pool, c->scratch, okv_cpu_best_isa());

@@ -159,6 +159,22 @@ static okv_status get(reader *r, void *data, size_t n, const char *what, okv_err
     return OKV_OK;
 }
 
+/* True when the file's bytes do not hash to its stored checksum.  Read
+ * only when a header field differs from the cache: a flipped bit in the
+ * header should be named as corruption, not as another model or shape. */
+static bool checksum_fails(reader *r) {
+    if (r->size < 8 || fseek(r->f, 0, SEEK_SET) != 0) return false;
+    uint64_t h = FNV_OFFSET, left = r->size - 8;
+    uint8_t buf[1 << 16];
+    while (left > 0) {
+        const size_t n = left < sizeof buf ? (size_t)left : sizeof buf;
+        if (fread(buf, 1, n, r->f) != n) return false;
+        h = fnv(h, buf, n);
+        left -= n;
+    }
+    return fread(buf, 1, 8, r->f) == 8 && okv_ld64(buf) != h;
+}
+
 /* Compares one header field with what the cache (or model) has. */
 #define EXPECT(field, have, want)                                                                          \
     do {                                                                                                  \
@@ -273,23 +289,37 @@ okv_status okv_cache_load(okv_cache *c, const char *path, uint64_t fingerprint, 
         EXPECT(field, rb, okv_cache_row_bytes(c, i));
         snprintf(field, sizeof field, "layer %d kv_from", (int)i);
         EXPECT(field, (int32_t)okv_ld32(e + 24), g->kv_from);
-        if (g->kv_from) { /* its rows are its donor's */
+        if (g->kv_from) { /* its rows are its donor's, and so is its first position */
             flat_rows[i] = 0;
-            if (rows != 0) {
-                st = okv_fail(err, OKV_ERR_FORMAT, "load '%s': layer %d shares layer %d's K/V but has %d rows", path,
-                              (int)i, (int)g->kv_from - 1, (int)rows);
+            const int32_t donor_first = (int32_t)okv_ld32(layer_tab + (size_t)(g->kv_from - 1) * LAYER_BYTES + 16);
+            if (rows != 0 || first != donor_first) {
+                st = okv_fail(err, OKV_ERR_FORMAT,
+                              "load '%s': layer %d shares layer %d's K/V but has %d rows from position %d (the donor's "
+                              "from %d)",
+                              path, (int)i, (int)g->kv_from - 1, (int)rows, (int)first, (int)donor_first);
                 goto done;
             }
             continue;
         }
         const int32_t want_rows = g->window > 0 ? okv_ring_rows(g, &c->cfg) : rows;
-        const int32_t want_first = g->window > 0 ? (high_water - rows > 0 ? high_water - rows : 0) : 0;
-        if (rows != want_rows || rows < 0 || rows > capacity || (g->window <= 0 && rows < length) ||
-            first != want_first) {
+        /* rows is checked before it is subtracted: a hostile value would overflow. */
+        const bool rows_fit = rows == want_rows && rows >= 0 && rows <= capacity && (g->window > 0 || rows >= length);
+        const int32_t want_first = rows_fit && g->window > 0 && high_water > rows ? high_water - rows : 0;
+        if (!rows_fit || first != want_first) {
             st = okv_fail(err, OKV_ERR_FORMAT,
                           "load '%s': layer %d: %d rows from position %d do not fit a sequence of length %d "
                           "(high water %d)",
                           path, (int)i, (int)rows, (int)first, (int)length, (int)high_water);
+            goto done;
+        }
+        /* A writer's ring always holds the window before its length (every
+         * rewind and step keeps it so); a file whose high water says it
+         * does not would leave the next query reading rows never stored. */
+        if (g->window > 0 && first > 0 && first > length - g->window + 1) {
+            st = okv_fail(err, OKV_ERR_FORMAT,
+                          "load '%s': layer %d: a ring holding positions from %d (high water %d) lacks the window "
+                          "of %d before length %d",
+                          path, (int)i, (int)first, (int)high_water, (int)g->window, (int)length);
             goto done;
         }
         flat_rows[i] = g->window > 0 ? 0 : rows;
@@ -323,8 +353,9 @@ okv_status okv_cache_load(okv_cache *c, const char *path, uint64_t fingerprint, 
         toks[i] = (int32_t)okv_ld32(b);
     }
     for (int32_t i = 0; i < n_layers; i++) {
+        if (c->layers[i].geom.kv_from) continue;
         const int32_t first = (int32_t)okv_ld32(layer_tab + (size_t)i * LAYER_BYTES + 16), n = length - first;
-        if (n <= 0 || c->layers[i].geom.kv_from) continue;
+        if (n <= 0) continue;
         const size_t bytes = (size_t)c->layers[i].geom.n_kv_heads * (size_t)n * okv_cache_row_bytes(c, i);
         if ((st = get(&r, kb, bytes, "K rows", err)) || (st = get(&r, vb, bytes, "V rows", err))) goto done;
         if ((st = okv_cache_write_rows(twin, i, first, n, kb, vb, err))) goto done;
@@ -343,6 +374,9 @@ okv_status okv_cache_load(okv_cache *c, const char *path, uint64_t fingerprint, 
     if (n_tokens) *n_tokens = ntok;
     okv_error_clear(err);
 done:
+    if (st == OKV_ERR_INVALID && r.f && checksum_fails(&r))
+        st = okv_fail(err, OKV_ERR_FORMAT, "load '%s': the file is corrupt (its checksum does not match its bytes)",
+                      path);
     if (r.f) fclose(r.f);
     okv_cache_release(twin);
     free(layer_tab);
