@@ -1,7 +1,8 @@
-/* Internal: a string -> int32 map (open addressing, FNV-1a), so that rule
- * lookups in a grammar of many rules, and the duplicate-key check of a JSON
- * object of many members, cost O(1), not a scan: a client's grammar,
- * schema or object of 100 000 names must not take minutes. */
+/* Internal: a string -> int32 map (open addressing, keyed hashing: see
+ * core/hash.h), so that rule lookups in a grammar of many rules, and the
+ * duplicate-key check of a JSON object of many members, cost O(1), not a
+ * scan: a client's grammar, schema or object of 100 000 names, chosen or
+ * not, must not take minutes.  A zeroed map is empty. */
 #ifndef OKV_CORE_STRMAP_H
 #define OKV_CORE_STRMAP_H
 
@@ -11,23 +12,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 typedef struct okv_strmap {
     const char **keys; /* borrowed: the caller keeps each key alive and unchanged */
     size_t *lens;
     int32_t *vals;
     size_t cap, n;
+    okv_hash_key key; /* drawn when the first slots are */
 } okv_strmap;
 
-static inline uint64_t okv_strmap_hash(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
+static inline uint64_t okv_strmap_hash(const okv_strmap *m, const char *s, size_t n) {
+    return okv_hash(&m->key, s, n);
 }
 
 /* The value of key s[0..n), or -1. */
 static inline int32_t okv_strmap_get(const okv_strmap *m, const char *s, size_t n) {
     if (!m->cap) return -1;
-    for (size_t i = okv_strmap_hash(s, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    for (size_t i = okv_strmap_hash(m, s, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (!m->keys[i]) return -1;
         if (m->lens[i] == n && memcmp(m->keys[i], s, n) == 0) return m->vals[i];
     }
@@ -37,7 +39,9 @@ static inline int32_t okv_strmap_get(const okv_strmap *m, const char *s, size_t 
 static inline bool okv_strmap_put(okv_strmap *m, const char *s, size_t n, int32_t v) {
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 64;
-        okv_strmap g = {calloc(cap, sizeof *g.keys), calloc(cap, sizeof *g.lens), calloc(cap, sizeof *g.vals), cap, 0};
+        okv_strmap g = {calloc(cap, sizeof *g.keys), calloc(cap, sizeof *g.lens), calloc(cap, sizeof *g.vals), cap, 0,
+                        m->key};
+        if (!m->cap) okv_hash_key_new(&g.key);
         if (!g.keys || !g.lens || !g.vals) {
             free(g.keys);
             free(g.lens);
@@ -51,7 +55,7 @@ static inline bool okv_strmap_put(okv_strmap *m, const char *s, size_t n, int32_
         free(m->vals);
         *m = g;
     }
-    size_t i = okv_strmap_hash(s, n) & (m->cap - 1);
+    size_t i = okv_strmap_hash(m, s, n) & (m->cap - 1);
     while (m->keys[i] && !(m->lens[i] == n && memcmp(m->keys[i], s, n) == 0)) i = (i + 1) & (m->cap - 1);
     if (!m->keys[i]) m->n++;
     m->keys[i] = s;

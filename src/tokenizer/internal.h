@@ -5,7 +5,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "core/hash.h"
 #include "offkv/tokenizer.h"
 
 typedef enum tok_model { TOK_SPM, TOK_BPE } tok_model;
@@ -13,8 +15,9 @@ typedef enum tok_model { TOK_SPM, TOK_BPE } tok_model;
 /* Open-addressing table of int32 values keyed by strings that live
  * elsewhere (the caller's key callback reads them). */
 typedef struct str_table {
-    int32_t *slots; /* -1 = empty */
-    size_t mask;    /* capacity - 1, capacity a power of two */
+    int32_t *slots;   /* -1 = empty */
+    size_t mask;      /* capacity - 1, capacity a power of two */
+    okv_hash_key key; /* the file chooses the strings: see core/hash.h */
 } str_table;
 
 typedef struct tok_merge {
@@ -55,8 +58,18 @@ struct okv_tokenizer {
 
 /* ---- string table ---- */
 
-uint64_t okv_tok_hash(const void *s, size_t n, uint64_t h);
-#define TOK_HASH_SEED 1469598103934665603ull
+/* The slot hashes of a token text and of a merge's (left, right) pair. */
+static inline uint64_t tok_text_hash(const str_table *tb, const char *s, size_t n) { return okv_hash(&tb->key, s, n); }
+static inline uint64_t tok_pair_hash(const str_table *tb, const char *l, size_t ln, const char *r, size_t rn) {
+    char buf[128]; /* most pairs: one hash of "left right" */
+    if (ln + rn < sizeof buf) {
+        memcpy(buf, l, ln);
+        buf[ln] = ' ';
+        memcpy(buf + ln + 1, r, rn);
+        return okv_hash(&tb->key, buf, ln + 1 + rn);
+    }
+    return okv_hash(&tb->key, l, ln) * 0x9e3779b97f4a7c15ull + okv_hash(&tb->key, r, rn);
+}
 
 /* Id of the token whose text is s[0..n), or -1. */
 int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n);

@@ -10,15 +10,6 @@
 
 /* ---- hashing and tables ---- */
 
-uint64_t okv_tok_hash(const void *s, size_t n, uint64_t h) {
-    const unsigned char *p = s;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static bool table_init(str_table *tb, size_t n) {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
@@ -26,11 +17,12 @@ static bool table_init(str_table *tb, size_t n) {
     if (!tb->slots) return false;
     memset(tb->slots, 0xff, cap * sizeof *tb->slots);
     tb->mask = cap - 1;
+    okv_hash_key_new(&tb->key);
     return true;
 }
 
 int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n) {
-    size_t i = (size_t)okv_tok_hash(s, n, TOK_HASH_SEED) & t->by_text.mask;
+    size_t i = (size_t)tok_text_hash(&t->by_text, s, n) & t->by_text.mask;
     for (;;) {
         int32_t id = t->by_text.slots[i];
         if (id < 0) return -1;
@@ -44,10 +36,7 @@ int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n) {
 int32_t okv_tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r,
                        size_t rn) {
     if (!t->n_merges) return -1;
-    uint64_t h = okv_tok_hash(l, ln, TOK_HASH_SEED);
-    h = okv_tok_hash(" ", 1, h);
-    h = okv_tok_hash(r, rn, h);
-    size_t i = (size_t)h & t->by_merge.mask;
+    size_t i = (size_t)tok_pair_hash(&t->by_merge, l, ln, r, rn) & t->by_merge.mask;
     for (;;) {
         int32_t rank = t->by_merge.slots[i];
         if (rank < 0) return -1;
@@ -193,7 +182,7 @@ static okv_status build_texts(okv_tokenizer *t, const okv_vocab_desc *d, okv_err
     for (int32_t id = 0; id < n; id++) {
         size_t len;
         const char *s = tok_text(t, id, &len);
-        size_t i = (size_t)okv_tok_hash(s, len, TOK_HASH_SEED) & t->by_text.mask;
+        size_t i = (size_t)tok_text_hash(&t->by_text, s, len) & t->by_text.mask;
         while (t->by_text.slots[i] >= 0) {
             int32_t other = t->by_text.slots[i];
             size_t on;
@@ -237,7 +226,8 @@ static okv_status build_merges(okv_tokenizer *t, const okv_vocab_desc *d, okv_er
         t->merges[r] = (tok_merge){off, (uint32_t)len, sp ? (uint32_t)(sp - s) : 0};
         off += (uint32_t)len;
         if (!sp) continue; /* llama.cpp keys it as ("", ""), which never matches */
-        size_t i = (size_t)okv_tok_hash(s, len, TOK_HASH_SEED) & t->by_merge.mask;
+        size_t i = (size_t)tok_pair_hash(&t->by_merge, s, sp - s, sp + 1, len - (size_t)(sp - s) - 1) &
+                   t->by_merge.mask;
         bool dup = false;
         while (t->by_merge.slots[i] >= 0) {
             const tok_merge *m = &t->merges[t->by_merge.slots[i]];
