@@ -4,6 +4,10 @@
  *    vocabularies), with max the exact count it gives the same ids as
  *    okv_tokenizer_encode, and with max one less it is OKV_ERR_INVALID with
  *    *n_out above max (never a silent cut).
+ *  - The same on random byte strings full of what shrinks or vanishes in
+ *    tokenizing (overlong UTF-8 such as F0 80 80 AD for '-', a byte a
+ *    vocabulary has no token for, like starcoder's F1): the refusal's
+ *    count must stay a lower bound, so a text that fits is never refused.
  *  - A text past max times the longest token is refused at once; a text of
  *    many fragments (special tokens between words) stops once past max.
  *    Both are timed against encoding the same text whole, which must be
@@ -118,6 +122,61 @@ static void one_vocab(const char *shared, const char *name) {
     okv_gguf_close(g);
 }
 
+/* Random texts of pieces that shrink (overlong forms), vanish (bytes
+ * without tokens in some vocabularies) or grow (invalid bytes): encode's
+ * count n is accepted as a limit, and n - 1 is refused with a count in
+ * n - 1 .. n. */
+static void odd_bytes(const char *shared, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(path, &err);
+    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
+    CHECK(t != NULL, "%s: %s", name, err.message);
+    static const char *const pieces[] = {"\xF0\x80\x80\xAD", "\xE0\x80\xAF", "\xC0\xAF", "\xF1", "\xF1\xF1\xF1",
+                                         "-", "--", " ", "a", "\xFF", "\xED\xA0\x80", "\xE2\x96\x81"};
+    const int n_kinds = (int)(sizeof pieces / sizeof pieces[0]);
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int bad = 0;
+    /* First runs of one piece, 1 to 196 long in steps of 5 (a run of
+     * overlong dashes is one gpt-oss token: 280 bytes, 1 id); then random
+     * mixtures. */
+    for (int c = 0; t && c < n_kinds * 40 + 300; c++) {
+        char text[2048];
+        size_t len = 0;
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        const bool run = c < n_kinds * 40;
+        const size_t n_pieces = run ? 1 + 5 * ((size_t)c % 40) : 1 + rng % 400;
+        const uint64_t mix = rng;
+        for (size_t k = 0; k < n_pieces; k++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            /* Mostly one piece per text, so long runs of it form. */
+            const char *pc = run ? pieces[c / 40]
+                                 : pieces[(rng % 4 == 0 ? rng >> 8 : mix >> 8) % (uint64_t)n_kinds];
+            const size_t pl = strlen(pc);
+            if (len + pl >= sizeof text) break;
+            memcpy(text + len, pc, pl);
+            len += pl;
+        }
+        size_t need = 0, n = 0;
+        if (okv_tokenizer_encode(t, text, len, 0, NULL, 0, &need, &err) != OKV_OK) continue; /* no byte token (SPM) */
+        int32_t *ids = malloc((need + 1) * sizeof *ids);
+        okv_status st = okv_tokenizer_encode_max(t, text, len, 0, ids, need, &n, &err);
+        if (st != OKV_OK || n != need) {
+            if (bad++ < 3) CHECK(0, "%s: %zu bytes needing %zu ids refused with room for them: %s", name, len, need, err.message);
+        } else if (need > 0) {
+            st = okv_tokenizer_encode_max(t, text, len, 0, ids, need - 1, &n, &err);
+            if ((st != OKV_ERR_INVALID || n <= need - 1 || n > need) && bad++ < 3)
+                CHECK(0, "%s: %zu bytes needing %zu ids, room for one less: status %d, count %zu", name, len, need,
+                      (int)st, n);
+        }
+        free(ids);
+    }
+    CHECK(bad == 0, "%s: %d odd texts misjudged", name, bad);
+    okv_tokenizer_free(t);
+    okv_gguf_close(g);
+}
+
 int main(void) {
     const char *shared = check_shared_dir();
     if (!shared) {
@@ -127,5 +186,7 @@ int main(void) {
     one_vocab(shared, "llama-spm");
     one_vocab(shared, "gpt-2");
     one_vocab(shared, "llama3");
+    static const char *const odd[] = {"gpt-oss", "starcoder", "llama3", "qwen3", "gpt-2", "llama-spm", "gemma3"};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) odd_bytes(shared, odd[i]);
     return check_done();
 }

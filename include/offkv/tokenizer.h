@@ -89,8 +89,9 @@ okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err);
 void okv_tokenizer_free(okv_tokenizer *tok);
 
 /* Turns len bytes of text (UTF-8; with a gpt2 vocabulary invalid bytes are
- * read as U+FFFD, with a llama one spelled as byte tokens, as llama.cpp
- * reads them) into token ids written to ids[0..max-1], and sets
+ * read as U+FFFD while overlong forms and surrogates decode to their code
+ * point, with a llama one invalid bytes are spelled as byte tokens, as
+ * llama.cpp reads them) into token ids written to ids[0..max-1], and sets
  * *n_out to the number of ids the text needs.  flags is a combination of
  * OKV_TOKENIZE_*.  With ids NULL and max 0 it only counts.  When max is too
  * small the call is OKV_ERR_INVALID, saying both sizes, with *n_out still
@@ -105,11 +106,17 @@ okv_status okv_tokenizer_encode(const okv_tokenizer *tok, const char *text, size
  * positions): the text may need at most max ids.  When it needs more the
  * call is OKV_ERR_INVALID with *n_out set above max (to a lower bound of
  * what it needs, not the exact count), found without tokenizing all of a
- * long text: a text longer than max times the longest token's bytes is
- * refused before any work, and the text's fragments (split at special
- * tokens) stop being encoded once their ids pass max.  So the cost of
- * refusing a prompt is bounded by max, not by the prompt's size.  ids may
- * be NULL only with max 0 (then any text that needs an id is refused). */
+ * long text: a text longer than max ids can stand for is refused before any
+ * work (max times the longest token's bytes for a llama vocabulary; 4 times
+ * that for a gpt2 one, whose overlong UTF-8 forms shrink, and only when it
+ * cannot drop bytes: every byte character and every merge's result is a
+ * token), and encoding stops once the ids pass max (at the next special
+ * token for a llama vocabulary, at the next pre-token for a gpt2 one).  So
+ * the cost of refusing a prompt is bounded by max times the longest token,
+ * not by the prompt's size, except for a gpt2 vocabulary that can drop bytes,
+ * where the pre-tokenizer's split of a fragment is linear in its length.
+ * ids may be NULL only with max 0 (then any text that needs an id is
+ * refused). */
 okv_status okv_tokenizer_encode_max(const okv_tokenizer *tok, const char *text, size_t len,
                                     unsigned flags, int32_t *ids, size_t max, size_t *n_out,
                                     okv_error *err);
@@ -118,9 +125,11 @@ okv_status okv_tokenizer_encode_max(const okv_tokenizer *tok, const char *text, 
  * *n_out to their count: U+2581 becomes a space (llama), byte-level
  * characters become their bytes (gpt2), <0xXX> byte tokens become one byte.
  * Control and unknown tokens give no bytes unless special is nonzero, then
- * their text.  A piece is a byte string, not necessarily whole UTF-8: join
- * the pieces of a sequence before displaying them.  An id out of range is
- * OKV_ERR_INVALID; so is cap too small, with *n_out set to the size needed. */
+ * their text; undefined and unused ones (and a type outside 0..6 in a file)
+ * give none, as in llama.cpp.  A piece is a byte string, not necessarily
+ * whole UTF-8: join the pieces of a sequence before displaying them.  An id
+ * out of range is OKV_ERR_INVALID; so is cap too small, with *n_out set to
+ * the size needed and nothing written to buf. */
 okv_status okv_tokenizer_token_to_piece(const okv_tokenizer *tok, int32_t id, int special,
                                         char *buf, size_t cap, size_t *n_out, okv_error *err);
 

@@ -54,8 +54,8 @@ static bool bpe_word(const okv_tokenizer *t, const char *w, size_t len, tok_symb
     return true;
 }
 
-okv_status okv_bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
-                      okv_error *err) {
+okv_status okv_bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out, size_t limit,
+                          okv_error *err) {
     char *words;
     size_t *ends, n_words;
     okv_status st = okv_pretok_split(t, text, len, &words, &ends, &n_words, err);
@@ -66,7 +66,7 @@ okv_status okv_bpe_encode(const okv_tokenizer *t, const char *text, size_t len, 
     tok_symbol *sym = malloc((longest ? longest : 1) * sizeof *sym);
     bigram_heap heap = {.by_rank = true};
     if (!sym) goto nomem;
-    for (size_t i = 0, start = 0; i < n_words; start = ends[i++])
+    for (size_t i = 0, start = 0; i < n_words && out->n <= limit; start = ends[i++])
         if (!bpe_word(t, words + start, ends[i] - start, sym, &heap, out)) goto nomem;
     goto done;
 nomem:

@@ -51,6 +51,10 @@ struct okv_tokenizer {
     int32_t n_merges;
     str_table by_merge;  /* (left, right) -> rank */
     bool ignore_merges;  /* a pre-token that is itself a token skips the merges */
+    /* At most how many bytes of input one id can stand for, so a text of
+     * len bytes needs at least len / this ids; 0 when no such bound holds
+     * (a BPE vocabulary that can drop bytes: see tokenizer.c). */
+    size_t bytes_per_id;
     struct pretok *pre;
     uint32_t byte_cp[256];   /* byte -> code point of GPT-2's printable mapping */
     int16_t cp_byte[324];    /* and back (-1: not a mapped code point) */
@@ -145,9 +149,10 @@ bool okv_spm_encode(const okv_tokenizer *t, const char *text, size_t len, id_lis
                 int *no_byte);
 
 /* Byte-level BPE: pre-tokenizes text[0..len) and appends the ids of each
- * piece.  Returns an okv_status (pretok failures carry a message). */
-okv_status okv_bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out,
-                      okv_error *err);
+ * piece, stopping after the piece that takes out past limit ids (SIZE_MAX:
+ * all of them).  Returns an okv_status (pretok failures carry a message). */
+okv_status okv_bpe_encode(const okv_tokenizer *t, const char *text, size_t len, id_list *out, size_t limit,
+                          okv_error *err);
 
 /* ---- pre-tokenizer (pretok.c) ---- */
 

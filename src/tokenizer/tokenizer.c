@@ -253,6 +253,41 @@ static okv_status build_merges(okv_tokenizer *t, const okv_vocab_desc *d, okv_er
     return OKV_OK;
 }
 
+/* The bound behind okv_tokenizer_encode_max's refusal before any work.
+ * SentencePiece: an id stands for at most the longest token's bytes of the
+ * escaped text, which is never shorter than the input (invalid bytes become
+ * byte tokens or the unknown token, one id each).  Byte-level BPE: input
+ * decodes to code points as llama.cpp decodes it, overlong forms included,
+ * so up to 4 input bytes may become 1 byte of text: 4 x the longest token;
+ * and only when no byte can be dropped, that is when every byte-level
+ * character and every merge's result is a token (otherwise a piece that is
+ * no token falls apart into single bytes, and those that are no tokens
+ * either give no id at all). */
+static size_t bytes_per_id(const okv_tokenizer *t) {
+    size_t most = 4;
+    for (int32_t i = 0; i < t->n_tokens; i++) {
+        const size_t n = t->text_off[i + 1] - t->text_off[i];
+        if (n > most) most = n;
+    }
+    if (t->model == TOK_SPM) return most;
+    for (int b = 0; b < 256; b++) {
+        char c[4];
+        if (okv_tok_find(t, c, okv_tok_utf8_put(t->byte_cp[b], c)) < 0) return 0;
+    }
+    for (int32_t r = 0; r < t->n_merges; r++) {
+        const tok_merge *m = &t->merges[r];
+        const char *s = t->merge_text + m->off;
+        if (!m->split) continue; /* never applied */
+        char buf[512];
+        const size_t ln = m->split, rn = m->len - m->split - 1;
+        if (ln + rn > sizeof buf) return 0;
+        memcpy(buf, s, ln);
+        memcpy(buf + ln, s + ln + 1, rn);
+        if (okv_tok_find(t, buf, ln + rn) < 0) return 0;
+    }
+    return 4 * most;
+}
+
 okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *d, okv_error *err) {
     okv_error_clear(err);
     if (!d || !d->model) {
@@ -344,6 +379,7 @@ okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *d, okv_error *err) {
     qsort(keys, (size_t)t->n_special, sizeof *keys, special_cmp);
     for (int32_t k = 0; k < t->n_special; k++) t->special[k] = keys[k].id;
     free(keys);
+    t->bytes_per_id = bytes_per_id(t);
     return t;
 
 fail:
@@ -449,15 +485,6 @@ static char *spm_escape(const char *s, size_t len, bool prefix, size_t *out_len)
  * or longer than the bytes they stand for; a byte token's "<0xXX>" and the
  * unknown token, which can stand for one character of up to 4 bytes, are
  * covered by the floor of 4). */
-static size_t longest_token(const okv_tokenizer *t) {
-    size_t most = 4;
-    for (int32_t i = 0; i < t->n_tokens; i++) {
-        const size_t n = t->text_off[i + 1] - t->text_off[i];
-        if (n > most) most = n;
-    }
-    return most;
-}
-
 /* okv_tokenizer_encode and okv_tokenizer_encode_max: bounded says max is
  * a limit on the text's ids (stop once past it), not only the room in ids. */
 static okv_status encode(const okv_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t *ids,
@@ -470,10 +497,9 @@ static okv_status encode(const okv_tokenizer *t, const char *text, size_t len, u
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: unknown flags 0x%x", flags);
     *n_out = 0;
     bool add_special = flags & OKV_TOKENIZE_ADD_SPECIAL;
-    if (bounded) {
-        /* Every id stands for at most longest_token bytes: a longer text
-         * needs more ids than max, known before any work. */
-        const size_t at_least = len / longest_token(t) + (len % longest_token(t) != 0);
+    if (bounded && t->bytes_per_id) {
+        /* A text longer than max ids can stand for, known before any work. */
+        const size_t at_least = len / t->bytes_per_id + (len % t->bytes_per_id != 0);
         if (at_least > max) {
             *n_out = at_least;
             return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: the text needs at least %zu ids, more than %zu",
@@ -509,7 +535,7 @@ static okv_status encode(const okv_tokenizer *t, const char *text, size_t len, u
             }
             if (!ok) goto nomem;
         } else {
-            if ((st = okv_bpe_encode(t, text + fr.off, fr.len, &out, err))) goto done;
+            if ((st = okv_bpe_encode(t, text + fr.off, fr.len, &out, bounded ? max : SIZE_MAX, err))) goto done;
         }
         prev_special = false;
         if (bounded && out.n > max) {
@@ -567,6 +593,39 @@ static okv_status put_bytes(const char *s, size_t n, char *buf, size_t cap, size
     return OKV_OK;
 }
 
+/* A normal token's piece: its text with the model's encoding of spaces
+ * (SPM's U+2581) or bytes (GPT-2's byte characters) undone, written to buf
+ * when buf is not NULL; returns its length. */
+static size_t unmap_piece(const okv_tokenizer *t, const char *s, size_t n, char *buf) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const char *piece = s + i;
+        size_t pn = 1;
+        char byte;
+        if (t->model == TOK_SPM) {
+            if (n - i >= 3 && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
+                piece = " ";
+                i += 3;
+            } else {
+                i += 1;
+            }
+        } else {
+            uint32_t cp;
+            const size_t used = okv_tok_utf8_next(s + i, n - i, &cp);
+            if (cp < 324 && t->cp_byte[cp] >= 0) {
+                byte = (char)t->cp_byte[cp];
+                piece = &byte;
+            } else {
+                pn = used; /* not a byte-level character: its bytes pass through */
+            }
+            i += used;
+        }
+        if (buf) memcpy(buf + o, piece, pn);
+        o += pn;
+    }
+    return o;
+}
+
 okv_status okv_tokenizer_token_to_piece(const okv_tokenizer *t, int32_t id, int special,
                                         char *buf, size_t cap, size_t *n_out, okv_error *err) {
     okv_error_clear(err);
@@ -599,43 +658,18 @@ okv_status okv_tokenizer_token_to_piece(const okv_tokenizer *t, int32_t id, int 
     case OKV_TOKEN_UNUSED:
         return OKV_OK; /* llama.cpp prints nothing for these */
     }
-    /* A normal token: undo the model's encoding of spaces or bytes.  The
-     * result is never longer than the stored text. */
-    size_t o = 0;
-    bool fits = true;
-    char tmp[1];
-    for (size_t i = 0; i < n;) {
-        const char *piece = s + i;
-        size_t pn = 1;
-        if (t->model == TOK_SPM) {
-            if (n - i >= 3 && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
-                piece = " ";
-                pn = 1;
-                i += 3;
-            } else {
-                i += 1;
-            }
-        } else {
-            uint32_t cp;
-            size_t used = okv_tok_utf8_next(s + i, n - i, &cp);
-            if (cp < 324 && t->cp_byte[cp] >= 0) {
-                tmp[0] = (char)t->cp_byte[cp];
-                piece = tmp;
-                pn = 1;
-            } else {
-                /* Not a byte-level character: pass its bytes through. */
-                pn = used;
-            }
-            i += used;
+    /* A normal token.  Its piece is never longer than its stored text, so
+     * only a buf shorter than that needs a count first: a refusal writes
+     * nothing. */
+    if (n > cap) {
+        const size_t need = unmap_piece(t, s, n, NULL);
+        if (need > cap) {
+            *n_out = need;
+            return okv_fail(err, OKV_ERR_INVALID, "token_to_piece: the piece is %zu bytes, buf holds %zu", need,
+                            cap);
         }
-        if (o + pn > cap) fits = false;
-        if (fits) memcpy(buf + o, piece, pn);
-        o += pn;
     }
-    *n_out = o;
-    if (!fits)
-        return okv_fail(err, OKV_ERR_INVALID, "token_to_piece: the piece is %zu bytes, buf holds %zu",
-                        o, cap);
+    *n_out = unmap_piece(t, s, n, buf);
     return OKV_OK;
 }
 
