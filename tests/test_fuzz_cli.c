@@ -171,6 +171,20 @@ int main(void) {
         {2, {"--sliding-window-pattern", "'12x'"}, {"synth", "--arch", "gemma3", "--sliding-window-pattern", "12x", "-o", synth_out, NULL}},
         {2, {"--sliding-window-pattern", "3 entries"}, {"synth", "--arch", "gemma3", "--sliding-window-pattern", "101", "-o", synth_out, NULL}},
         {2, {"--softcap", NULL}, {"synth", "--softcap", "5", "-o", synth_out, NULL}},
+        {2, {"-o", "empty path"}, {"logits", "-m", "$M", "--tokens", "1", "-o", "", NULL}},
+        {2, {"-o", "empty path"}, {"synth", "-o", "", NULL}},
+        {2, {"--tokens", "digits only"}, {"logits", "-m", "$M", "--tokens", " +1,-0", "-o", synth_out, NULL}},
+        {2, {"--tokens", "digits only"}, {"logits", "-m", "$M", "--tokens", "1, 2", "-o", synth_out, NULL}},
+        {2, {"--tokens", "'99999999999999' is out of range"}, {"logits", "-m", "$M", "--tokens", "1,99999999999999", "-o", synth_out, NULL}},
+        {2, {"-c 10", "--draft-n 64"}, {"run", "-m", "$M", "-c", "10", "--lookup", "2", "--draft-n", "64", NULL}},
+        /* flags the file would carry to no effect are refused, not written */
+        {2, {"--softcap", "gemma2 always caps"}, {"synth", "--arch", "gemma2", "--softcap", "0", "-o", synth_out, NULL}},
+        {2, {"--logit-scale", "muse-glimmer"}, {"synth", "--logit-scale", "3", "-o", synth_out, NULL}},
+        {2, {"--yarn-orig-ctx", "YaRN"}, {"synth", "--yarn-orig-ctx", "100", "-o", synth_out, NULL}},
+        {2, {"--yarn-orig-ctx", "YaRN"}, {"synth", "--arch", "gpt-oss", "--yarn-factor", "0", "--yarn-orig-ctx", "100", "-o", synth_out, NULL}},
+        {2, {"--sliding-window", "qwen3's loader"}, {"synth", "--arch", "qwen3", "--sliding-window", "4", "-o", synth_out, NULL}},
+        /* 10 is a period unless there are two layers (12 layers: not 2 bools) */
+        {0, {NULL, NULL}, {"synth", "--arch", "gemma3", "--n-layer", "12", "--sliding-window-pattern", "10", "-o", synth_out, NULL}},
         {1, {"/nonexistent/s.gguf", NULL}, {"synth", "-o", "/nonexistent/s.gguf", NULL}},
         {0, {NULL, NULL}, {"synth", "--n-vocab", "260", "--arch", "muse-glimmer", "--sliding-window-pattern", "10", "--fused-qkv", "-o", synth_out, NULL}},
         /* no command, unknown command */

@@ -198,6 +198,11 @@ static void lost_output_fails(const char *model) {
     CHECK(rc == 1 && strstr(cli_err, "standard output"), "tokenize > /dev/full: exit %d: %.300s", rc, cli_err);
     rc = run_with(OUT_FULL, 0, false, "--help", NULL);
     CHECK(rc == 1, "--help > /dev/full: exit %d", rc);
+    /* bench stops at its table's head, not after every measurement (then
+     * the message would come from offkv's exit, not from bench). */
+    rc = run_with(OUT_FULL, 0, false, "bench", "-m", model, "-p", "64", "-n", "16", "-r", "50", NULL);
+    CHECK(rc == 1 && strstr(cli_err, "offkv bench: error: writing standard output"),
+          "bench > /dev/full: exit %d, want 1 from bench itself: %.300s", rc, cli_err);
     /* With stdout closed, the output file must not take its number and
      * receive the text. */
     char out[4200];

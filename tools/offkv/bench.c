@@ -35,7 +35,8 @@ static void usage(FILE *f) {
             "  -t, --threads N       threads (default 2)\n"
             "  -r, --repetitions R   measured runs per test (default 3), after one warmup run\n"
             "  -d, --n-depth D       tokens already in the cache when each test starts (default 0);\n"
-            "                        filled once, not timed; the test column says e.g. 'tg128 @ d4096'\n"
+            "                        filled once (again before each run where a sliding-window layer\n"
+            "                        cannot rewind to it), not timed; the test column says e.g. 'tg128 @ d4096'\n"
             "  --kv-type T           K/V cache storage: f16 (default), f32 or q8_0\n"
             "  --verify K            also time evals of K tokens with all K logits (speculative\n"
             "                        verification: a draft of K-1 and one more), N/K of them per run,\n"
@@ -283,7 +284,7 @@ int cmd_bench(int argc, char **argv) {
         printf(right[c] ? ": " : " ");
     }
     printf("|\n");
-    fflush(stdout);
+    if (!cli_flush_stdout(cmd)) goto done;
     double tg_median = 0, verify_median = 0;
     for (int test = 0; test < 3; test++) {
         int32_t n = test == 0 ? n_prompt : test == 1 ? n_gen : verify > 0 ? n_verify : 0;
@@ -319,7 +320,7 @@ int cmd_bench(int argc, char **argv) {
         /* "±" is two bytes in UTF-8: widen the field by one so columns line up */
         printf("| %-24s | %10s | %10s | %-7s | %7d | %6s | %16s | %21s |\n", name, size, pstr, "CPU", (int)threads,
                kv_types[kv], tname, ts);
-        fflush(stdout);
+        if (!cli_flush_stdout(cmd)) goto done;
     }
     /* tokens per second: a verify eval takes verify / verify_median s, a
      * decode step 1 / tg_median s */

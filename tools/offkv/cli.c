@@ -144,6 +144,14 @@ char *cli_read_text(const char *cmd, const char *what, const char *path, size_t 
     return p;
 }
 
+bool cli_flush_stdout(const char *cmd) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error(cmd, "writing standard output: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 bool cli_model_file_ok(const char *cmd, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) {
@@ -216,6 +224,12 @@ bool cli_once(cli_seen *seen, const char *cmd, const char *flag) {
     return true;
 }
 
+bool cli_given(const cli_seen *seen, const char *flag) {
+    for (int i = 0; i < seen->n; i++)
+        if (strcmp(seen->names[i], flag) == 0) return true;
+    return false;
+}
+
 okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
     char nt[16], cap[16], mw[16], ic[16];
     const char *opts[16];
@@ -244,6 +258,12 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
                 "offkv %s: warning: -t %d is more threads than this machine's %ld cores: they will wait on "
                 "each other, and decode can run many times slower than with -t %ld\n",
                 cmd, (int)o->n_threads, cores, cores);
+    const int32_t trained = okv_model_n_ctx_train(m);
+    if (trained > 0 && o->capacity > trained)
+        fprintf(stderr,
+                "offkv %s: warning: a context of %d positions exceeds the model's training context of %d: past "
+                "it the model runs on positions it never learned, and its output may degrade\n",
+                cmd, (int)o->capacity, (int)trained);
     okv_error err = {0};
     okv_context *ctx = okv_context_create(m, opts, NULL, &err);
     if (!ctx) cli_error(cmd, "cannot create a context: %s", err.message);

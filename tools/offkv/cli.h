@@ -58,6 +58,10 @@ char *cli_read_all(const char *path, size_t *n);
  * byte, which would cut the text short). */
 char *cli_read_text(const char *cmd, const char *what, const char *path, size_t *n);
 
+/* Flushes stdout now; false (after saying why) when what was printed could
+ * not be written, so a command stops instead of working on for nobody. */
+bool cli_flush_stdout(const char *cmd);
+
 /* Checks that path names a readable regular file, saying otherwise. */
 bool cli_model_file_ok(const char *cmd, const char *path);
 
@@ -82,13 +86,17 @@ typedef struct cli_seen {
  * before: a repeated flag is a mistake to report, not to resolve silently. */
 bool cli_once(cli_seen *seen, const char *cmd, const char *flag);
 
+/* Whether flag (its long spelling) was given. */
+bool cli_given(const cli_seen *seen, const char *flag);
+
 /* Context options; 0 or NULL leaves the context's default. */
 typedef struct cli_ctx_opts {
     int32_t n_threads, capacity, max_write, initial_capacity;
     const char *kv_type;
 } cli_ctx_opts;
 
-/* Creates a context with its own cache, saying why not on failure. */
+/* Creates a context with its own cache, saying why not on failure; warns
+ * when the capacity exceeds the model's training context. */
 okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o);
 
 /* Tokenizes text (with BOS/EOS as the vocabulary asks when add_special);

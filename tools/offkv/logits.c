@@ -32,11 +32,18 @@ static int32_t *parse_tokens(const char *cmd, const char *s, int32_t *n) {
     *n = 0;
     const char *p = s;
     for (;;) {
+        /* Digits only: strtol alone would take " 1", "+1" and "-0". */
         char *end;
         errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-            cli_error(cmd, "bad value '%s' for --tokens: expected comma-separated ids >= 0 (at '%.20s')", s, p);
+        long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : (end = (char *)p, 0);
+        if (end == p || (*end && *end != ',')) {
+            cli_error(cmd, "bad value '%s' for --tokens: expected comma-separated ids, digits only (at '%.20s')", s,
+                      p);
+            free(ids);
+            return NULL;
+        }
+        if (errno || v > INT32_MAX) {
+            cli_error(cmd, "bad value '%s' for --tokens: id '%.*s' is out of range", s, (int)(end - p), p);
             free(ids);
             return NULL;
         }
@@ -87,6 +94,10 @@ int cmd_logits(int argc, char **argv) {
     if (!model || !tokens_arg || !out_path) {
         cli_error(cmd, "%s is required (see offkv logits --help)",
                   !model ? "-m MODEL" : !tokens_arg ? "--tokens LIST" : "-o FILE");
+        return CLI_USAGE;
+    }
+    if (!out_path[0]) {
+        cli_error(cmd, "bad value '' for -o: an empty path names no file");
         return CLI_USAGE;
     }
     /* Writing over the model would truncate the file its weights are mapped from. */

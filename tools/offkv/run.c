@@ -260,6 +260,13 @@ int cmd_run(int argc, char **argv) {
         rc = CLI_USAGE;
         goto done;
     }
+    if (spec && ctx_size > 0 && ctx_size < n_draft + 1) {
+        cli_error(cmd, "-c %d is too small for --draft-n %d: a step evaluates the last token and %d proposals at "
+                       "once (give -c %d or more)",
+                  (int)ctx_size, (int)n_draft, (int)n_draft, (int)n_draft + 1);
+        rc = CLI_USAGE;
+        goto done;
+    }
     cli_ctx_opts o = {.n_threads = threads, .capacity = ctx_size, .max_write = chunk, .kv_type = kv_types[kv]};
     if (ctx_size > 0 && chunk > ctx_size) o.max_write = ctx_size;
     /* The target evaluates the last token and K proposals at once, and its

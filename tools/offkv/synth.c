@@ -817,13 +817,13 @@ static void usage(FILE *f) {
             "  --rope-base-swa F        rope.freq_base_swa for sliding layers (gemma3, gemma2, muse-glimmer,\n"
             "                           gpt-oss; default: no key)\n"
             "  --sliding-window N       attention.sliding_window (default 8 for gemma3, gemma2, muse-glimmer\n"
-            "                           and gpt-oss; no key for the others)\n"
+            "                           and gpt-oss; no key for llama; refused for the others, which take none)\n"
             "  --sliding-window-pattern P\n"
-            "                           a period n (layer i slides iff n == 0 or i mod n < n-1), or a string\n"
-            "                           of 0/1, one per layer, written as a bool array (default: no key for\n"
-            "                           gemma3, period 4 for muse-glimmer)\n"
-            "  --softcap F              final_logit_softcapping (gemma3, muse-glimmer, gpt-oss: default no\n"
-            "                           key; gemma2: default 30)\n"
+            "                           a period n (layer i slides iff n == 0 or i mod n < n-1), or 0/1 digits,\n"
+            "                           one per layer, written as a bool array (10 and 11 are periods unless\n"
+            "                           there are 2 layers; default: no key for gemma3, period 4 for muse-glimmer)\n"
+            "  --softcap F              final_logit_softcapping (gemma3, muse-glimmer, gpt-oss: default and 0\n"
+            "                           no key; gemma2: default 30, 0 refused)\n"
             "  --logit-scale F          muse-glimmer logit_scale (default 0.5)\n"
             "  --tied                   no output.weight: the output reuses token_embd (always for gemma3\n"
             "                           and gemma2)\n"
@@ -832,7 +832,7 @@ static void usage(FILE *f) {
             "  --n-expert-used N        experts each token uses (default 2)\n"
             "  --n-ff-exp N             an expert's feed-forward width (default 64)\n"
             "  --yarn-factor F          gpt-oss YaRN rope scaling factor, 0 for none (default 32)\n"
-            "  --yarn-orig-ctx N        gpt-oss YaRN original context (default 4096)\n"
+            "  --yarn-orig-ctx N        gpt-oss YaRN original context (default 4096; refused without YaRN)\n"
             "  -t, --threads N          threads generating weights (default 2)\n"
             "  -h, --help               this help\n"
             "\nTinyLlama-1.1B shape: --n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 "
@@ -881,6 +881,7 @@ int cmd_synth(int argc, char **argv) {
     const char *out = NULL, *vocab_path = NULL, *v;
     bool seen_n_vocab = false; /* a preset's n_vocab gives way to --vocab's; the flag's must agree */
     cli_seen seen = {0};
+    const char *pattern_arg = NULL;
     /* A preset first, whatever its place: the other flags override it. */
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--preset") != 0) continue;
@@ -952,14 +953,25 @@ int cmd_synth(int argc, char **argv) {
         else if (cli_is(a, "--n-ff-exp", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 18, &sh.n_ff_exp);
         else if (cli_is(a, "--yarn-factor", NULL)) ok = cli_float(cmd, a, v, 0.0, 1e6, &sh.yarn_factor);
         else if (cli_is(a, "--yarn-orig-ctx", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 24, &sh.yarn_orig_ctx);
-        else if (cli_is(a, "--sliding-window-pattern", NULL)) {
-            if (v[0] && strspn(v, "01") == strlen(v) && strlen(v) > 1) sh.pattern_bools = v;
-            else ok = cli_int(cmd, a, v, 0, 1 << 20, &sh.pattern);
-        }
+        else if (cli_is(a, "--sliding-window-pattern", NULL)) pattern_arg = v; /* read once --n-layer is known */
         if (!ok) return CLI_USAGE;
+    }
+    /* 0/1 digits are bools, one per layer, except that two digits are a
+     * period (10 or 11) unless there are two layers; a count that does not
+     * match the layers is refused below, not read as a period of 1011. */
+    if (pattern_arg) {
+        const size_t n = strlen(pattern_arg);
+        if (n > 1 && strspn(pattern_arg, "01") == n && (n > 2 || sh.n_layer == 2 || pattern_arg[0] == '0'))
+            sh.pattern_bools = pattern_arg;
+        else if (!cli_int(cmd, "--sliding-window-pattern", pattern_arg, 0, 1 << 20, &sh.pattern))
+            return CLI_USAGE;
     }
     if (!out) {
         cli_error(cmd, "no output file: give -o FILE (see offkv synth --help)");
+        return CLI_USAGE;
+    }
+    if (!out[0]) {
+        cli_error(cmd, "bad value '' for -o: an empty path names no file");
         return CLI_USAGE;
     }
     if (sh.head_dim == 0) {
@@ -1005,6 +1017,24 @@ int cmd_synth(int argc, char **argv) {
         return CLI_USAGE;
     }
     if (sh.yarn_factor > 0.0f && sh.yarn_orig_ctx == 0) sh.yarn_orig_ctx = 4096;
+    if (cli_given(&seen, "--yarn-orig-ctx") && sh.yarn_factor == 0.0f) {
+        cli_error(cmd, "--yarn-orig-ctx needs YaRN: gpt-oss with a --yarn-factor above 0");
+        return CLI_USAGE;
+    }
+    if (cli_given(&seen, "--logit-scale") && sh.arch != ARCH_MUSE) {
+        cli_error(cmd, "--logit-scale is for muse-glimmer");
+        return CLI_USAGE;
+    }
+    if (cli_given(&seen, "--sliding-window") && sh.window > 0 && !traits[sh.arch].windows && sh.arch != ARCH_LLAMA) {
+        /* The file would hold the key and the model would run without it. */
+        cli_error(cmd, "--sliding-window is for llama, gemma3, gemma2, muse-glimmer and gpt-oss: %s's loader takes no "
+                       "window (as llama.cpp's), so the key would do nothing", arch_names[sh.arch]);
+        return CLI_USAGE;
+    }
+    if (cli_given(&seen, "--softcap") && sh.softcap == 0.0f && sh.arch == ARCH_GEMMA2) {
+        cli_error(cmd, "bad value '0' for --softcap: gemma2 always caps (a file without the key reads as 30)");
+        return CLI_USAGE;
+    }
     if (!traits[sh.arch].windows) {
         if (sh.pattern != -2 || sh.pattern_bools || sh.softcap > 0.0f || sh.rope_base_swa > 0.0f) {
             cli_error(cmd, "--sliding-window-pattern, --softcap and --rope-base-swa are for gemma3, gemma2, "
