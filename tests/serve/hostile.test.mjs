@@ -3,6 +3,7 @@
 //  - slow clients: 200 connections with half a head hold no thread each and
 //    do not lock out /health or other clients; they get a 408 after
 //    --timeout; binary garbage gets a 400 at once; a trickled body ends;
+//    a body that stops gets a 408 after --timeout;
 //  - a client that half-closes after its request (shutdown(SHUT_WR)) gets
 //    its whole answer, plain or streamed;
 //  - \u0000 in a prompt or message is refused naming the field;
@@ -99,6 +100,13 @@ try {
   const tr = await trickle;
   check(tr.ms < 8000, `a trickled body is cut off (after ${tr.ms} ms)`);
   if (tr.got) check(/^HTTP\/1\.1 408/.test(tr.got), `a trickled body's answer is a 408 (${tr.got.slice(0, 40)})`);
+  // A body that stops: a 408 saying so after --timeout, not a silent close.
+  const stalled = await raw(port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n' +
+    'Content-Length: 100\r\n\r\n{"prompt": "Once', { timeoutMs: 15000 });
+  check(!stalled.timedOut && stalled.ms < 2000 + 4000, `a stalled body is closed soon after --timeout (${stalled.ms} ms)`);
+  eq(stalled.status, 408, `a stalled body's answer (${JSON.stringify(stalled.text.slice(0, 60))})`);
+  if (stalled.status === 408) check(/stopped arriving/.test(isError(stalled.body, 'a stalled body').message || ''),
+    'the 408 says the body stopped arriving');
 
   // ---- item 6: half-close after the request ----
   STEP('half-close');

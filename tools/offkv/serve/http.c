@@ -345,6 +345,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc->t0 = srv_now();
         if (!client_in(srv, c, cc)) {
             cc->too_big = true; /* its body, if any, is not kept */
+            cc->answered = true;
             return wire_fail(srv, c, 503, "server_busy", NULL,
                         "this client address already has %d requests being answered (--max-per-client): try again "
                         "when one ends",
@@ -358,6 +359,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             unsigned long long n = strtoull(cl, &end, 10);
             if (errno || end == cl || n > srv->cfg->max_body) {
                 cc->too_big = true;
+                cc->answered = true;
                 return wire_fail(srv, c, 413, "invalid_request_error", NULL,
                             "the body is larger than the server's %zu bytes (--max-body)", srv->cfg->max_body);
             }
@@ -374,6 +376,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                          srv->cfg->timeout);
             if (ci) srv_send_error_raw(ci->connect_fd, &f);
             wire_count_status(srv, 408);
+            cc->answered = true;
             return MHD_NO;
         }
         if (!cc->too_big) {
@@ -389,12 +392,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    cc->answered = true;
     return route(srv, c, url, method, cc);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
-    (void)c, (void)t;
+    server *srv = cls;
     conn_ctx *cc = *con_cls;
+    if (cc && t == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED && !cc->answered) {
+        /* A body that stopped coming: libmicrohttpd's idle timeout closes
+         * the connection without a word, so say it here, as a body that
+         * trickles too slowly is told (above). */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        srv_fail f;
+        srv_fail_set(&f, 408, "timeout_error", NULL,
+                     "the request's body stopped arriving for the server's %.0f s (--timeout)", srv->cfg->timeout);
+        if (ci) srv_send_error_raw(ci->connect_fd, &f);
+        wire_count_status(srv, 408);
+    }
     if (cc) {
         client_out(cls, cc);
         free(cc->body);

@@ -57,6 +57,7 @@ typedef struct conn_ctx {
     bool too_big;
     double t0;                      /* when its head was read: the body has cfg->timeout from then */
     bool counted;                   /* in srv->clients under addr */
+    bool answered;                  /* a response was queued (or refused): the wire is no longer idle */
     struct sockaddr_storage addr;
 } conn_ctx;
 
