@@ -194,6 +194,12 @@ static void test_errors(void) {
         free(schema);
     }
     check_error("{\"type\":\"integer\",\"multipleOf\":2}", OKV_ERR_UNSUPPORTED, "'multipleOf'");
+    /* A bound past 16 digits on its closed side was clamped to 9999999999999999,
+     * so the grammar allowed values the schema forbids. */
+    check_error("{\"type\":\"integer\",\"minimum\":1e20}", OKV_ERR_UNSUPPORTED, "'minimum' 1e+20 leaves no number");
+    check_error("{\"type\":\"integer\",\"minimum\":1e20,\"maximum\":1e21}", OKV_ERR_UNSUPPORTED, "'minimum' 1e+20");
+    check_error("{\"type\":\"number\",\"exclusiveMaximum\":-1e17}", OKV_ERR_UNSUPPORTED, "'exclusiveMaximum'");
+    check_error("{\"type\":\"integer\",\"maximum\":-12345678901234567}", OKV_ERR_UNSUPPORTED, "'maximum' -12345678901234568");
     /* a keyword the combination would drop (it let a missing "a" through) */
     check_error("{\"anyOf\":[{\"type\":\"object\"}],\"required\":[\"a\"]}", OKV_ERR_UNSUPPORTED, "'required' beside");
     check_error("{\"const\":\"x\",\"pattern\":\"^y$\"}", OKV_ERR_UNSUPPORTED, "'pattern' beside");

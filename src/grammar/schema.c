@@ -344,8 +344,14 @@ static void int_range(okv_sbuf *b, int64_t lo, int64_t hi) {
     okv_sbuf_puts(b, ")");
 }
 
-/* An integer bound of a keyword, or false (reported) if not an integer. */
-static bool int_bound(conv *c, const okv_json *s, const char *kw, const char *path, bool *has, int64_t *out) {
+/* An integer bound of a keyword, or false (reported) if not an integer.
+ * lower: a minimum (else a maximum).  Numbers here have at most 16 digits
+ * before the point, so a bound past that on the open side (a maximum of
+ * 1e20) changes nothing and is clamped; one on the closed side (a minimum
+ * of 1e20) would be clamped into allowing what the schema forbids, so it is
+ * refused. */
+static bool int_bound(conv *c, const okv_json *s, const char *kw, bool lower, const char *path, bool *has,
+                      int64_t *out) {
     const okv_json *v = okv_json_get(s, kw);
     *has = v != NULL;
     if (!v) return true;
@@ -356,6 +362,13 @@ static bool int_bound(conv *c, const okv_json *s, const char *kw, const char *pa
     double x = v->num;
     if (x != floor(x)) {
         cfail(c, OKV_ERR_UNSUPPORTED, path, "'%s' is not an integer: only integer bounds are supported", kw);
+        return false;
+    }
+    if (lower ? x > (double)INT_CAP : x < -(double)INT_CAP) {
+        char what[96];
+        snprintf(what, sizeof what, "'%s' %.17g", kw, x);
+        cfail(c, OKV_ERR_UNSUPPORTED, path, "%s leaves no number of at most 16 integer digits (the most a number may have here)",
+              what);
         return false;
     }
     if (x > (double)INT_CAP) x = (double)INT_CAP;
@@ -1104,9 +1117,9 @@ static const char *string_rule(conv *c, const okv_json *s, const char *name, con
 static const char *numeric_rule(conv *c, const okv_json *s, const char *name, const char *path, bool integer) {
     bool hmin, hmax, hemin, hemax;
     int64_t lo = -INT_CAP, hi = INT_CAP, elo = 0, ehi = 0, vlo = 0, vhi = 0;
-    if (!int_bound(c, s, "minimum", path, &hmin, &vlo) || !int_bound(c, s, "maximum", path, &hmax, &vhi) ||
-        !int_bound(c, s, "exclusiveMinimum", path, &hemin, &elo) ||
-        !int_bound(c, s, "exclusiveMaximum", path, &hemax, &ehi))
+    if (!int_bound(c, s, "minimum", true, path, &hmin, &vlo) || !int_bound(c, s, "maximum", false, path, &hmax, &vhi) ||
+        !int_bound(c, s, "exclusiveMinimum", true, path, &hemin, &elo) ||
+        !int_bound(c, s, "exclusiveMaximum", false, path, &hemax, &ehi))
         return NULL;
     if (!hmin && !hmax && !hemin && !hemax) return add_rule(c, name, prim(c, integer ? "integer" : "number"));
     if (!integer && (hemin || hemax)) {
