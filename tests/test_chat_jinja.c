@@ -6,6 +6,7 @@
  * templates (endless loops, runaway recursion, huge output, memory
  * doubling, deep nesting, slow quadratic work) that must fail fast with an
  * error naming the limit, never hang or crash. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,7 +459,46 @@ static void check_gguf(void) {
     free(data);
 }
 
+/* 20 000 elifs: parsed and rendered without a frame per elif (the chain
+ * was recursed into: on a thread with a 256 KiB stack that overflowed, and
+ * rendering stopped at the evaluation depth limit). */
+typedef struct elif_job {
+    const char *tmpl;
+    okv_status st;
+    char *out;
+    okv_error err;
+} elif_job;
+
+static void *elif_run(void *arg) {
+    elif_job *j = arg;
+    j->st = render(j->tmpl, NULL, &j->out, &j->err);
+    return NULL;
+}
+
+static void check_long_elif(void) {
+    enum { N = 20000 };
+    char *t = malloc((size_t)N * 40 + 64), *p = t;
+    p += sprintf(p, "{%% set x = %d %%}{%% if x == 0 %%}0", N - 1);
+    for (int i = 1; i < N; i++) p += sprintf(p, "{%% elif x == %d %%}%d", i, i);
+    sprintf(p, "{%% else %%}none{%% endif %%}");
+    elif_job j = {.tmpl = t};
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 256 * 1024);
+    pthread_t th;
+    CHECK(pthread_create(&th, &at, elif_run, &j) == 0, "thread");
+    pthread_join(th, NULL);
+    pthread_attr_destroy(&at);
+    char want[16];
+    snprintf(want, sizeof want, "%d", N - 1);
+    CHECK(j.st == OKV_OK && j.out && strcmp(j.out, want) == 0, "%d elifs: %s '%.40s' (%s)", N, okv_status_name(j.st),
+          j.out ? j.out : "", j.err.message);
+    free(j.out);
+    free(t);
+}
+
 int main(void) {
+    check_long_elif();
     check_table();
     check_hostiles();
     check_errors();

@@ -682,8 +682,16 @@ static void exec_stmt(jctx *c, jscope *s, jnode *n) {
     case JN_TEXT: emit(c, n->line, n->lit.u.s.p, n->lit.u.s.n); return;
     case JN_OUTPUT: emit_value(c, n->line, okv_jinja_eval(c, s, n->a)); return;
     case JN_IF:
-        if (okv_jv_truthy(okv_jinja_eval(c, s, n->a))) exec_body(c, s, n->args, n->n_args);
-        else exec_body(c, s, n->kwvals, n->n_kw);
+        /* An elif chain (an else branch that is one if) is walked, not
+         * recursed into: running a lone if there is the same as its body. */
+        while (!okv_jv_truthy(okv_jinja_eval(c, s, n->a))) {
+            if (n->n_kw != 1 || n->kwvals[0]->type != JN_IF) {
+                exec_body(c, s, n->kwvals, n->n_kw);
+                return;
+            }
+            n = n->kwvals[0];
+        }
+        exec_body(c, s, n->args, n->n_args);
         return;
     case JN_FOR: exec_for(c, s, n); return;
     case JN_SET: {

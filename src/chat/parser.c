@@ -524,24 +524,31 @@ static jnode **block_until(ps *p, const char *const *ends, const char **which, i
 static const char *const END_IF[] = {"elif", "else", "endif", NULL};
 static const char *const END_ELSEIF[] = {"endif", NULL};
 
+/* An if and its elif chain: each elif is an if in the else branch of the
+ * one before, built in a loop (a template of thousands of elifs must not
+ * recurse once per elif). */
 static jnode *if_rest(ps *p, int line) {
-    jnode *n = node(p, JN_IF, line);
-    n->a = expression(p, true);
-    expect_end(p);
-    const char *which;
-    n->args = block_until(p, END_IF, &which, &n->n_args);
-    if (strcmp(which, "elif") == 0) {
-        n->kwvals = okv_jalloc(p->a, p->f, sizeof *n->kwvals);
-        n->kwvals[0] = if_rest(p, cur(p)->line);
-        n->n_kw = 1;
-        return n; /* the nested if read the endif */
-    }
-    if (strcmp(which, "else") == 0) {
+    jnode *head = NULL, **slot = &head;
+    for (;;) {
+        jnode *n = *slot = node(p, JN_IF, line);
+        n->a = expression(p, true);
         expect_end(p);
-        n->kwvals = block_until(p, END_ELSEIF, &which, &n->n_kw);
+        const char *which;
+        n->args = block_until(p, END_IF, &which, &n->n_args);
+        if (strcmp(which, "elif") == 0) {
+            n->kwvals = okv_jalloc(p->a, p->f, sizeof *n->kwvals);
+            n->n_kw = 1;
+            slot = &n->kwvals[0];
+            line = cur(p)->line;
+            continue;
+        }
+        if (strcmp(which, "else") == 0) {
+            expect_end(p);
+            n->kwvals = block_until(p, END_ELSEIF, &which, &n->n_kw);
+        }
+        expect_end(p);
+        return head;
     }
-    expect_end(p);
-    return n;
 }
 
 static void targets(ps *p, jnode *n, bool allow_attr) {
