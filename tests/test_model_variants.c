@@ -6,7 +6,14 @@
  *  - gemma3: linear scaling moves only global layers; no window key means
  *    no layer slides;
  *  - muse-glimmer without its window keys is refused, naming the key, and
- *    without a soft-cap key caps at 30. */
+ *    without a soft-cap key caps at 30;
+ *  - tensors: a llama file's attention biases are applied (zero ones leave
+ *    the logits bit-identical, others move them), a tensor the architecture
+ *    does not use (an FFN bias) is refused naming it, rope_freqs has one
+ *    factor per rotated pair, and data the kernels cannot read aligned
+ *    (general.alignment 1) is refused;
+ *  - gpt-oss without attention.sliding_window is refused (llama.cpp's too);
+ *  - qwen3moe's feed_forward_length, which no tensor has, sizes nothing. */
 #include "check.h"
 #include "dense_llama.h"
 #include "gguf_copy.h"
@@ -102,6 +109,133 @@ static void expect_load_error(const char *path, const char *needle, const char *
     CHECK(path && !m && err.status == OKV_ERR_FORMAT && strstr(err.message, needle),
           "%s: got %s '%s', want an error naming %s", what, okv_status_name(err.status), err.message, needle);
     okv_model_free(m);
+}
+
+/* A copy of model with extra F32 vector tensors (value everywhere) and
+ * u32 keys. */
+static const char *with_tensors(const char *model, const char *const *names, const int64_t *lens, int n, float value,
+                                const char *u32_key, uint32_t u32_value, const char *str_key, const char *str_value) {
+    static char dst[64];
+    snprintf(dst, sizeof dst, "test_model_variants.tmp.gguf");
+    char src[1024];
+    snprintf(src, sizeof src, "%s/models/%s.gguf", shared, model);
+    okv_error err;
+    okv_gguf *g = okv_gguf_open(src, &err);
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    int ok = g && w && copy_metadata_except(g, w, NULL);
+    if (ok && u32_key) ok = !okv_gguf_writer_add_u32(w, u32_key, u32_value, &err);
+    if (ok && str_key) ok = !okv_gguf_writer_add_str(w, str_key, str_value, &err);
+    ok = ok && copy_tensors(g, w);
+    float *data = malloc(4096 * sizeof *data);
+    for (int i = 0; i < 4096; i++) data[i] = value;
+    for (int i = 0; ok && i < n; i++) ok = !okv_gguf_writer_add_tensor(w, names[i], OKV_GGML_F32, 1, &lens[i], data, &err);
+    ok = ok && !okv_gguf_writer_write(w, dst, &err);
+    free(data);
+    okv_gguf_writer_free(w);
+    okv_gguf_close(g);
+    CHECK(ok, "writing a variant of %s: %s", model, err.message);
+    return ok ? dst : NULL;
+}
+
+static void tensor_variants(void) {
+    char orig[1024];
+    snprintf(orig, sizeof orig, "%s/models/tiny-llama.gguf", shared);
+    float *base = logits_of(orig);
+    /* tiny-llama: 4 layers, n_embd 64, 4 heads and 2 kv heads of 16 */
+    char names[4][4][40];
+    const char *list[16];
+    int64_t lens[16];
+    static const char *const kinds[4] = {"attn_q", "attn_k", "attn_v", "attn_output"};
+    static const int64_t widths[4] = {64, 32, 32, 64};
+    int n = 0;
+    for (int l = 0; l < 4; l++)
+        for (int k = 0; k < 4; k++) {
+            snprintf(names[l][k], sizeof names[l][k], "blk.%d.%s.bias", l, kinds[k]);
+            list[n] = names[l][k];
+            lens[n++] = widths[k];
+        }
+    float *zero = logits_of(with_tensors("tiny-llama", list, lens, n, 0.0f, NULL, 0, NULL, NULL));
+    float *some = logits_of(with_tensors("tiny-llama", list, lens, n, 0.05f, NULL, 0, NULL, NULL));
+    CHECK(base && zero && max_diff_ff(base, zero, T * 512) == 0, "zero attention biases moved llama's logits");
+    CHECK(base && some && max_diff_ff(base, some, T * 512) > 1e-4, "llama's attention biases were not applied");
+    free(zero);
+    free(some);
+    free(base);
+
+    okv_error err = {0};
+    const char *ffn_bias[] = {"blk.1.ffn_down.bias"};
+    const int64_t ffn_len[] = {64};
+    const char *p = with_tensors("tiny-llama", ffn_bias, ffn_len, 1, 0.1f, NULL, 0, NULL, NULL);
+    okv_model *m = p ? okv_model_load(p, NULL, &err) : NULL;
+    CHECK(!m && err.status == OKV_ERR_UNSUPPORTED && strstr(err.message, "'blk.1.ffn_down.bias' is not used"),
+          "an FFN bias llama does not run: %s", m ? "loaded" : err.message);
+    okv_model_free(m);
+
+    /* rope_freqs: n_rot / 2 factors when only 8 of 16 dimensions rotate
+     * (it wanted head_dim / 2 = 8, refusing llama.cpp's 4). */
+    {
+        static const char *const skip_rot[] = {"llama.rope.dimension_count", NULL};
+        const int64_t four = 4;
+        float f4[4] = {2.0f, 1.5f, 3.0f, 1.0f};
+        okv_gguf *g = okv_gguf_open(orig, &err);
+        okv_gguf_writer *w = okv_gguf_writer_create(&err);
+        int ok = g && w && copy_metadata_except(g, w, skip_rot) && copy_tensors(g, w) &&
+                 !okv_gguf_writer_add_u32(w, "llama.rope.dimension_count", 8, &err) &&
+                 !okv_gguf_writer_add_tensor(w, "rope_freqs.weight", OKV_GGML_F32, 1, &four, f4, &err) &&
+                 !okv_gguf_writer_write(w, "test_model_variants.tmp.gguf", &err);
+        okv_gguf_writer_free(w);
+        okv_gguf_close(g);
+        const dense_opts plain = {.pos_scale = 1};
+        dense_opts rot8 = {.pos_scale = 1, .n_rot = 8, .freq_factors = f4};
+        CHECK(ok, "rope_freqs of 4 for 8 rotated dimensions: %s", err.message);
+        if (ok) against_dense("rope_freqs for rope.dimension_count 8", "test_model_variants.tmp.gguf", &rot8, &plain);
+    }
+
+    /* general.alignment 1: the data section starts wherever the header
+     * ends; pad strings of 1..4 bytes shift it, so some copy puts F32 data
+     * off a multiple of 4: refused, never read misaligned. */
+    int refused = 0;
+    for (int pad = 1; pad <= 4; pad++) {
+        char padding[8] = "xxxx";
+        padding[pad] = '\0';
+        p = with_tensors("tiny-llama", NULL, NULL, 0, 0, "general.alignment", 1, "test.pad", padding);
+        m = p ? okv_model_load(p, NULL, &err) : NULL;
+        if (!m) {
+            refused++;
+            CHECK(err.status == OKV_ERR_FORMAT && strstr(err.message, "not a multiple of"), "alignment 1, pad %d: %s %s",
+                  pad, okv_status_name(err.status), err.message);
+        }
+        okv_model_free(m);
+    }
+    CHECK(refused > 0, "no copy with general.alignment 1 was refused");
+
+    /* qwen3moe: feed_forward_length shapes no tensor of an all-experts
+     * model; 4194303 of it made a context of max_write 2048 ask for
+     * 2 x 2048 x 4194303 floats (68 GB: refused, or a crash, here). */
+    {
+        static const char *const skip_ff[] = {"qwen3moe.feed_forward_length", NULL};
+        okv_gguf *g = NULL;
+        char src[1024];
+        snprintf(src, sizeof src, "%s/models/tiny-qwen3moe.gguf", shared);
+        g = okv_gguf_open(src, &err);
+        okv_gguf_writer *w = okv_gguf_writer_create(&err);
+        int ok = g && w && copy_metadata_except(g, w, skip_ff) && copy_tensors(g, w) &&
+                 !okv_gguf_writer_add_u32(w, "qwen3moe.feed_forward_length", 4194303, &err) &&
+                 !okv_gguf_writer_write(w, "test_model_variants.tmp.gguf", &err);
+        okv_gguf_writer_free(w);
+        okv_gguf_close(g);
+        m = ok ? okv_model_load("test_model_variants.tmp.gguf", NULL, &err) : NULL;
+        const char *opts[] = {"max_write", "2048", "capacity", "2048", NULL};
+        okv_context *ctx = m ? okv_context_create(m, opts, NULL, &err) : NULL;
+        CHECK(ctx != NULL, "qwen3moe with feed_forward_length 4194303: %s", err.message);
+        okv_context_free(ctx);
+        okv_model_free(m);
+    }
+
+    /* gpt-oss: the window is required. */
+    static const char *const skip_gw[] = {"gpt-oss.attention.sliding_window", NULL};
+    extra no_gw = {.skip = skip_gw};
+    expect_load_error(variant("tiny-gpt-oss", &no_gw), "gpt-oss.attention.sliding_window", "gpt-oss without a window");
 }
 
 int main(void) {
@@ -210,6 +344,7 @@ int main(void) {
     CHECK(a && b && c15 && max_diff_ff(a, b, T * 512) == 0 && max_diff_ff(a, c15, T * 512) > 1e-3,
           "muse-glimmer's default soft cap is not 30");
     free(a); free(b); free(c15);
+    tensor_variants();
     remove("test_model_variants.tmp.gguf");
     return check_done();
 }

@@ -1,7 +1,8 @@
 /* offkv — models loaded from GGUF files.
  *
  * A model is the read-only half of inference: hyperparameters, weights
- * (memory-mapped from the file, never copied), the tokenizer, and the cache
+ * (memory-mapped from the file; the "repack" option below copies many
+ * quantized matrices into faster layouts), the tokenizer, and the cache
  * geometry its attention layers need.  Contexts (context.h) run it.  One
  * model may serve any number of contexts; it must outlive them. */
 #ifndef OFFKV_MODEL_H
@@ -22,20 +23,24 @@ typedef struct okv_model okv_model;
  * of key, value string pairs; known keys:
  *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
  *                     of N positions (for files that lack the key).
- *   "repack"          "on" (default) or "off": Q6_K and MXFP4 matrices, and
- *                     Q4_0, Q8_0, Q4_K and Q5_K ones unless their rows would
- *                     grow by over a fifteenth (rows are padded to groups of
- *                     512 values),
+ *   "repack"          "on" (default) or "off": Q6_K, MXFP4, Q4_0, Q8_0, Q4_K
+ *                     and Q5_K matrices, unless their rows would grow by
+ *                     over a fifteenth (rows are padded to groups of 512
+ *                     values; Q6_K and MXFP4 rows never grow that much),
  *                     are copied at load into layouts whose products run two
  *                     to three times as fast on several tokens at once
  *                     (batched decode, prefill); the file's pages of those
  *                     matrices are then released, so they take anonymous
  *                     memory (Q4_K, Q5_K 2-3% more) instead of page cache.  The
  *                     logits move only by float summation order.
- * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing or
- * mis-shaped tensor, a missing required key), OKV_ERR_UNSUPPORTED (an unknown
- * architecture or tensor type), OKV_ERR_INVALID (an unknown option or bad
- * value), or the tokenizer's own (okv_tokenizer_from_gguf's: OKV_ERR_NOT_FOUND
+ * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing,
+ * mis-shaped or misaligned tensor, a missing required key),
+ * OKV_ERR_UNSUPPORTED (well-formed but beyond offkv: an unknown architecture,
+ * tensor type or rope scaling type, a head dim over 512, key and value
+ * lengths that differ, a tensor the architecture does not use, which
+ * running without would compute something else), OKV_ERR_INVALID (an
+ * unknown option or bad value), OKV_ERR_NOMEM, or the tokenizer's own
+ * (okv_tokenizer_from_gguf's: OKV_ERR_NOT_FOUND
  * for a file without tokenizer.ggml.model or its tokens, OKV_ERR_INVALID for
  * a bad vocabulary); each message names the file part or option.  Returns NULL on
  * error; free with okv_model_free. */
@@ -61,7 +66,8 @@ bool okv_model_layer_geometry(const okv_model *m, int32_t i, okv_layer_geometry 
 /* The model's tokenizer (borrowed; lives as long as the model). */
 const okv_tokenizer *okv_model_tokenizer(const okv_model *m);
 
-/* Bytes of weights the model maps. */
+/* Bytes of the weights the model uses, as stored in the file (the tensors
+ * it bound; repacked copies of them take about as much, see "repack"). */
 size_t okv_model_weight_bytes(const okv_model *m);
 
 /* A one-line description: arch, layers, widths, weight types. */

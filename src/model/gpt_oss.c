@@ -17,6 +17,11 @@ static okv_status gpt_oss_forward(okv_fwd *f);
 
 okv_status okv_gpt_oss_load(okv_model *m, okv_error *err) {
     okv_status st;
+    /* The window is required, as in llama.cpp's gpt-oss (its gemma3 reads a
+     * missing one as none): without it every layer would run globally.  The
+     * layout may be left to the default period. */
+    uint32_t window;
+    if ((st = okv_model_u32(m, "attention.sliding_window", &window, true, err))) return st;
     if ((st = okv_model_read_windows(m, 2, false, err))) return st;
     if ((st = okv_model_read_rope_scaling(m, err))) return st; /* YaRN, as the files say */
     if ((st = okv_model_read_moe(m, err))) return st;

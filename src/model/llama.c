@@ -28,9 +28,8 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
     for (int32_t i = 0; i < m->n_layer; i++) m->layer[i].window = (int32_t)window;
 
     if ((st = okv_model_read_kv_sharing(m, err))) return st;
-    const int32_t hd = m->layer[0].head_dim;
-    okv_weight freqs;
-    if ((st = okv_model_bind(m, &freqs, "rope_freqs.weight", hd / 2, 0, true, err))) return st;
+    okv_weight freqs; /* one factor per rotated pair, as phi3's */
+    if ((st = okv_model_bind(m, &freqs, "rope_freqs.weight", m->layer[0].n_rot / 2, 0, true, err))) return st;
     m->rope_freqs = freqs.data;
 
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -38,8 +37,11 @@ okv_status okv_llama_load(okv_model *m, const char *const *options, okv_error *e
         const okv_bind_spec specs[] = {
             {&w->attn_norm, "attn_norm", m->n_embd, 0},
         };
+        /* Attention biases, where the file has them (llama.cpp's llama
+         * takes them too); FFN biases offkv does not run, so such a file
+         * is refused as holding unused tensors. */
         if ((st = okv_model_bind_layer(m, il, specs, sizeof specs / sizeof specs[0], err)) ||
-            (st = okv_model_bind_ffn(m, il, err)))
+            (st = okv_model_bind_attn_biases(m, il, true, true, err)) || (st = okv_model_bind_ffn(m, il, err)))
             return st;
     }
     m->forward = llama_forward;
@@ -51,9 +53,10 @@ static okv_status llama_forward(okv_fwd *f) {
     okv_status st;
     okv_fwd_embed(f);
     for (int32_t il = 0; il < m->n_layer; il++) {
-        /* attention: RMSNorm, Q/K/V, RoPE on adjacent pairs, attention over
-         * the cache, output projection, added to the residual stream */
-        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){0}))) return st;
+        /* attention: RMSNorm, Q/K/V (plus the biases the file has), RoPE on
+         * adjacent pairs, attention over the cache, output projection, added
+         * to the residual stream */
+        if ((st = okv_fwd_attention(f, il, (okv_attn_opts){.biases = true}))) return st;
         /* feed-forward: RMSNorm, silu(gate) up, down, added */
         if ((st = okv_fwd_ffn(f, il, (okv_ffn_opts){0}))) return st;
     }

@@ -1,5 +1,6 @@
 /* Loading a model: the parts every architecture shares. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,32 @@ okv_status okv_model_read_windows(okv_model *m, uint32_t default_period, bool re
     return OKV_OK;
 }
 
+okv_status okv_model_check_align(const okv_gguf_tensor *t, okv_error *err) {
+    const size_t a = t->type == OKV_GGML_F32 ? 4 : t->type == OKV_GGML_MXFP4 ? 1 : 2;
+    if ((uintptr_t)t->data % a == 0) return OKV_OK;
+    return okv_fail(err, OKV_ERR_FORMAT, "model: tensor '%.80s' (%s) starts at data offset %llu, not a multiple of %zu",
+                    t->name, okv_ggml_type_name(t->type), (unsigned long long)t->offset, a);
+}
+
+void okv_model_leave(okv_model *m, const char *name) {
+    const int64_t i = okv_gguf_find_tensor(m->file, name);
+    if (i >= 0) m->used[i] = 1;
+}
+
+/* A tensor no binding took would be silently left out of the computation
+ * (biases of a llama file, a Phi-3 128k's rope factors): llama.cpp refuses
+ * such a file ("wrong number of tensors"), and so does offkv, naming it. */
+static okv_status check_all_used(const okv_model *m, okv_error *err) {
+    int64_t n_left = 0, first = -1;
+    for (int64_t i = 0; i < okv_gguf_n_tensors(m->file); i++)
+        if (!m->used[i] && n_left++ == 0) first = i;
+    if (!n_left) return OKV_OK;
+    return okv_fail(err, OKV_ERR_UNSUPPORTED,
+                    "model: tensor '%.80s'%s is not used by offkv's %s architecture: running without it would not "
+                    "compute what the file describes",
+                    okv_gguf_tensor_at(m->file, first)->name, n_left > 1 ? " (and others)" : "", m->arch_name);
+}
+
 okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t ne0, int64_t ne1,
                           bool optional, okv_error *err) {
     memset(w, 0, sizeof *w);
@@ -171,6 +198,7 @@ okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t
         return okv_fail(err, OKV_ERR_FORMAT, "model: tensor '%s' is missing", name);
     }
     const okv_gguf_tensor *t = okv_gguf_tensor_at(m->file, i);
+    m->used[i] = 1;
     const int32_t want_dims = ne1 > 0 ? 2 : 1;
     int64_t got1 = t->n_dims >= 2 ? t->ne[1] : 0;
     bool extra = (t->n_dims >= 3 && t->ne[2] != 1) || (t->n_dims >= 4 && t->ne[3] != 1);
@@ -187,6 +215,8 @@ okv_status okv_model_bind(okv_model *m, okv_weight *w, const char *name, int64_t
     if (ne1 > 0 && ne0 % okv_ggml_block_size(t->type) != 0)
         return okv_fail(err, OKV_ERR_FORMAT, "model: tensor '%s': row of %lld is not whole %s blocks",
                         name, (long long)ne0, okv_ggml_type_name(t->type));
+    okv_status st = okv_model_check_align(t, err);
+    if (st) return st;
     w->type = t->type;
     w->data = t->data;
     w->ne0 = ne0;
@@ -348,7 +378,13 @@ okv_status okv_model_bind_attention(okv_model *m, int32_t il, okv_error *err) {
         if ((st = okv_model_bind(m, &w->wq, name, m->n_embd, nq, false, err))) return st;
         /* A layer reading another's K/V computes none: its K/V weights, if
          * the file has them, are not used. */
-        if (p->kv_from) goto out;
+        if (p->kv_from) {
+            snprintf(name, sizeof name, "blk.%d.attn_k.weight", (int)il);
+            okv_model_leave(m, name);
+            snprintf(name, sizeof name, "blk.%d.attn_v.weight", (int)il);
+            okv_model_leave(m, name);
+            goto out;
+        }
         snprintf(name, sizeof name, "blk.%d.attn_k.weight", (int)il);
         if ((st = okv_model_bind(m, &w->wk, name, m->n_embd, nkv, false, err))) return st;
         snprintf(name, sizeof name, "blk.%d.attn_v.weight", (int)il);
@@ -429,8 +465,9 @@ static okv_status read_common(okv_model *m, okv_error *err) {
     if ((st = okv_model_u32(m, "attention.value_length", &vl, false, err))) return st;
     if (kl != vl)
         return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: key_length %u differs from value_length %u", kl, vl);
-    if (kl < 1 || kl > 512)
-        return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: head dim %u outside 1..512", kl);
+    if (kl < 1) /* a corrupt file (no key_length, more heads than embedding), not a shape offkv lacks */
+        return okv_fail(err, OKV_ERR_FORMAT, "model: head dim %u (key_length, or embedding_length / head_count)", kl);
+    if (kl > 512) return okv_fail(err, OKV_ERR_UNSUPPORTED, "model: head dim %u is beyond offkv's 512", kl);
     /* RoPE may rotate only the first dimensions of each head. */
     uint32_t n_rot = kl;
     if ((st = okv_model_u32(m, "rope.dimension_count", &n_rot, false, err))) return st;
@@ -635,6 +672,10 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
                  m->arch_name);
         goto fail;
     }
+    if (!(m->used = calloc((size_t)okv_gguf_n_tensors(m->file) + 1, 1))) {
+        st = okv_fail(err, OKV_ERR_NOMEM, "model: out of memory");
+        goto fail;
+    }
     if ((st = read_common(m, err)) || (st = load_tokenizer(m, err))) goto fail;
     if ((st = okv_model_bind(m, &m->tok_embd, "token_embd.weight", m->n_embd, m->n_vocab, false, err))) goto fail;
     if ((st = okv_model_bind(m, &m->output_norm, "output_norm.weight", m->n_embd, 0, false, err))) goto fail;
@@ -652,7 +693,9 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
     case OKV_ARCH_QWEN3MOE: st = okv_qwen3moe_load(m, err); break;
     case OKV_ARCH_GPT_OSS: st = okv_gpt_oss_load(m, err); break;
     }
-    if (st) goto fail;
+    if (st || (st = check_all_used(m, err))) goto fail;
+    free(m->used);
+    m->used = NULL;
     if (m->moe)
         snprintf(m->desc, sizeof m->desc,
                  "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, %d experts (%d used) of ffn %d, vocab %d, "
@@ -678,6 +721,7 @@ void okv_model_free(okv_model *m) {
     okv_tokenizer_free(m->tok);
     free(m->gelu_table);
     okv_gguf_close(m->file);
+    free(m->used);
     free(m->packed);
     free(m->layer);
     free(m->w);

@@ -96,6 +96,9 @@ typedef struct okv_fwd okv_fwd;
 
 struct okv_model {
     okv_gguf *file;
+    /* While loading: which of the file's tensors a binding took (or left on
+     * purpose, okv_model_leave); one left over is refused at the end. */
+    uint8_t *used;
     okv_arch arch;
     char arch_name[32];
     int32_t n_vocab, n_embd, n_layer, n_ff, n_ctx_train;
@@ -170,6 +173,16 @@ struct okv_fwd {
     void *mm_scratch;
     okv_error *err;
 };
+
+/* The alignment the kernels read a tensor's data with: 4 for F32, 1 for
+ * MXFP4 (bytes only), 2 for the rest (an F16 or a block's F16 scale).  A
+ * file of general.alignment 1 could place data anywhere: binding refuses
+ * data not so aligned (OKV_ERR_FORMAT), as reading it would be undefined. */
+okv_status okv_model_check_align(const okv_gguf_tensor *t, okv_error *err);
+
+/* Marks tensor name, if the file has it, as left unused on purpose (the
+ * K/V weights of a layer that reads another's K/V). */
+void okv_model_leave(okv_model *m, const char *name);
 
 /* Looks up tensor name and checks its shape (ne1 = 0: a vector of ne0).
  * Missing: OKV_ERR_FORMAT naming it, unless optional (then w->data = NULL).

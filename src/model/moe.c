@@ -37,6 +37,11 @@ okv_status okv_model_read_moe(okv_model *m, okv_error *err) {
     m->n_expert = (int32_t)n;
     m->n_expert_used = (int32_t)used;
     m->n_ff_exp = (int32_t)ff;
+    /* Every layer of these architectures is experts, so no tensor has the
+     * dense feed_forward_length's shape (read, as llama.cpp reads it) and it
+     * must not size anything: a hostile value made each batch allocate
+     * rows x 4M floats. */
+    m->n_ff = 0;
     m->moe = calloc((size_t)m->n_layer, sizeof *m->moe);
     if (!m->moe) return okv_fail(err, OKV_ERR_NOMEM, "model: out of memory");
     return OKV_OK;
@@ -52,6 +57,7 @@ static okv_status bind_experts(okv_model *m, okv_experts *x, int32_t il, const c
     const int64_t i = okv_gguf_find_tensor(m->file, full);
     if (i < 0) return okv_fail(err, OKV_ERR_FORMAT, "model: tensor '%s' is missing", full);
     const okv_gguf_tensor *t = okv_gguf_tensor_at(m->file, i);
+    m->used[i] = 1;
     const bool extra = t->n_dims >= 4 && t->ne[3] != 1;
     if (t->n_dims < 3 || t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != m->n_expert || extra)
         return okv_fail(err, OKV_ERR_FORMAT,
@@ -65,6 +71,8 @@ static okv_status bind_experts(okv_model *m, okv_experts *x, int32_t il, const c
     if (ne0 % okv_ggml_block_size(t->type) != 0)
         return okv_fail(err, OKV_ERR_FORMAT, "model: tensor '%s': row of %lld is not whole %s blocks", full,
                         (long long)ne0, okv_ggml_type_name(t->type));
+    okv_status st = okv_model_check_align(t, err);
+    if (st) return st;
     x->w = (okv_weight){.type = t->type, .data = t->data, .ne0 = ne0, .ne1 = ne1};
     x->n = m->n_expert;
     x->stride = okv_ggml_row_size(t->type, ne0) * (size_t)ne1;
