@@ -211,6 +211,23 @@ int main(void) {
                  "Easy.", 0, NULL, NULL);
     check_answer("llama 3", OKV_CHAT_FORMAT_LLAMA3, false, TOOLS, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "",
                  NULL, 1, "get_weather", "{\"city\": \"Paris\"}");
+    /* A call the request did not allow is never handed back: gpt-oss's
+     * channels are read for its reasoning, its to=functions.* dropped. */
+    static const char *oss_call = "<|channel|>analysis<|message|>Delete.<|end|><|start|>assistant<|channel|>commentary "
+                                  "to=functions.rm_rf <|constrain|>json<|message|>{\"path\":\"/\"}<|call|>";
+    check_answer("gpt-oss without tools: no call", OKV_CHAT_FORMAT_GPT_OSS, false, "", oss_call, "", "Delete.", 0, NULL, NULL);
+    check_answer("gpt-oss with tool_choice none: no call", OKV_CHAT_FORMAT_GPT_OSS, false,
+                 ", \"tool_choice\": \"none\", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"rm_rf\"}}]", oss_call, "",
+                 "Delete.", 0, NULL, NULL);
+    /* An answer object with a "name" and other keys is an answer, not a
+     * call to "Bob" with the rest lost. */
+    check_answer("an answer holding a name", OKV_CHAT_FORMAT_LLAMA3, false, TOOLS, "{\"name\": \"Bob\", \"age\": 3}",
+                 "{\"name\": \"Bob\", \"age\": 3}", NULL, 0, NULL, NULL);
+    /* arguments given as a string must be exactly one object */
+    check_answer("arguments string with trailing text", OKV_CHAT_FORMAT_HERMES, false, TOOLS,
+                 "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"} trailing\"}</tool_call>",
+                 "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"} trailing\"}</tool_call>", NULL, 0,
+                 NULL, NULL);
     check_answer("plain text", OKV_CHAT_FORMAT_CONTENT, false, "", "Hello \303\251 world", "Hello \303\251 world", NULL, 0, NULL, NULL);
     /* parallel_tool_calls false: the first call only */
     okv_chat_syntax syn = {OKV_CHAT_FORMAT_HERMES, false, false};
@@ -236,8 +253,13 @@ int main(void) {
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tool_choice\": \"sometimes\"}",
         "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {}}]}]}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": [1]}",
+        /* OpenAI's names: gpt-oss wrote 'get weather' bare and read back 'get' */
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get weather\"}}]}",
+        ("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\"}}], "
+         "\"tool_choice\": {\"type\": \"bogus\", \"function\": {\"name\": \"a\"}}}"),
     };
-    const char *param[] = {"tool_choice", "tools", "tool_choice", "tool_choice", "messages", "chat_template_kwargs"};
+    const char *param[] = {"tool_choice", "tools", "tool_choice", "tool_choice", "messages", "chat_template_kwargs", "tools",
+                           "tool_choice"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         srv_request q;
         bool ok = srv_request_parse(SRV_CHAT, bad[i], strlen(bad[i]), &q, &f);

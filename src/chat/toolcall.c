@@ -287,6 +287,10 @@ static jscan read_call_object(pm *p, const char *s, size_t n, size_t *i, obj_cal
         bool is_args = (klen == 9 && !memcmp(key, "arguments", 9)) || (klen == 10 && !memcmp(key, "parameters", 10));
         bool is_id = klen == 2 && !memcmp(key, "id", 2);
         bool is_fn = klen == 8 && !memcmp(key, "function", 8);
+        /* Any other key makes it an answer that happens to hold "name"
+         * ({"name": "Bob", "age": 3} under a response_format), not a call
+         * whose other keys would be lost. */
+        if (!is_name && !is_args && !is_id && !is_fn && !(klen == 4 && !memcmp(key, "type", 4))) return JS_BAD;
         if (v == JS_DONE) {
             if ((is_name || is_id) && s[vstart] == '"') {
                 char *str = json_string(p, s + vstart, *i - vstart);
@@ -301,6 +305,8 @@ static jscan read_call_object(pm *p, const char *s, size_t n, size_t *i, obj_cal
                     char *str = json_string(p, s + vstart, *i - vstart);
                     size_t k2 = 0, st2;
                     if (!str || str[0] != '{' || json_at(str, strlen(str), &k2, &st2) != JS_DONE) return JS_BAD;
+                    skip_ws(str, strlen(str), &k2);
+                    if (k2 != strlen(str)) return JS_BAD; /* '{"a": 1} trailing' is no object */
                     oc->args = str;
                     oc->args_n = strlen(str);
                     oc->args_done = true;
@@ -378,8 +384,10 @@ static void emit_obj_call(pm *p, const obj_call *oc, bool complete) {
 /* The call object at *i of a list of them, which began at call_start: a
  * whole one is emitted (true: the list may go on); else the list ends
  * (false): a cut one is emitted as a call still being written (partial,
- * once its name is known) or, in a finished answer, kept with the rest as
- * content, as a bad one is. */
+ * once its name is known and its arguments object has begun: before that
+ * a key that makes it no call, {"name": "Bob", "age": 3}, may still come,
+ * and a stream cannot take back a call it sent) or, in a finished answer,
+ * kept with the rest as content, as a bad one is. */
 static bool next_obj_call(pm *p, const char *s, size_t n, size_t *i, size_t call_start, bool partial) {
     obj_call oc;
     const jscan r = call_object(p, s, n, i, &oc);
@@ -388,7 +396,7 @@ static bool next_obj_call(pm *p, const char *s, size_t n, size_t *i, size_t call
         return true;
     }
     if (r == JS_PARTIAL && partial) {
-        if (oc.name) emit_obj_call(p, &oc, false);
+        if (oc.name && oc.args) emit_obj_call(p, &oc, false);
     } else {
         add_content(p, s + call_start, n - call_start);
     }
@@ -534,7 +542,7 @@ static bool parse_leading_objects(pm *p, const char *s, size_t n, bool partial, 
         size_t call_start = i;
         jscan r = call_object(p, s, n, &i, &oc);
         if (r == JS_PARTIAL && partial) {
-            if (oc.name) emit_obj_call(p, &oc, false);
+            if (oc.name && oc.args) emit_obj_call(p, &oc, false); /* as next_obj_call */
             return true;
         }
         if (r != JS_DONE) {

@@ -194,6 +194,7 @@ typedef struct srv_chat_stream {
     okv_chat_syntax syn;
     bool parse;      /* false: the text is the content, passed through */
     bool parallel;   /* parallel_tool_calls: else only the first call counts */
+    bool calls;      /* the request offers tools (and tool_choice is not "none"): else no call is returned */
     uint64_t id_seed;
     char *acc;
     size_t n, cap;
@@ -205,7 +206,9 @@ typedef struct srv_chat_stream {
 } srv_chat_stream;
 
 /* Starts a stream for request r answered with syntax syn (tool calls are
- * parsed only when r offers tools and tool_choice is not "none"). */
+ * parsed, and returned, only when r offers tools and tool_choice is not
+ * "none"; gpt-oss's channels are parsed always, for its reasoning, but a
+ * call the request did not allow is not returned). */
 void srv_chat_stream_init(srv_chat_stream *st, const okv_chat_syntax *syn, const srv_request *r, uint64_t seed);
 
 /* Adds the next piece of text (final: the answer has ended) and puts what

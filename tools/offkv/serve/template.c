@@ -334,6 +334,12 @@ bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
             if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn) ||
                 !cJSON_IsString(name) || !name->valuestring[0])
                 return bad(f, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": {...}}}", n_tools);
+            /* OpenAI's rule: formats that write the name bare (gpt-oss's
+             * to=functions.NAME, DeepSeek's) would cut or misread others */
+            const char *nm = name->valuestring;
+            size_t len = strlen(nm);
+            if (len > 64 || strspn(nm, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != len)
+                return bad(f, "tools", "tools[%d].function.name '%.80s' must be 1 to 64 letters, digits, '_' or '-'", n_tools, nm);
             n_tools++;
         }
         if (n_tools && !(r->tools_json = cJSON_PrintUnformatted(tools))) return bad(f, "tools", "out of memory");
@@ -349,7 +355,9 @@ bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
         } else {
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
             const cJSON *name = fn ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
-            if (!cJSON_IsObject(tc) || !cJSON_IsString(name))
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
+            if (!cJSON_IsObject(tc) || !cJSON_IsString(name) || !cJSON_IsString(type) ||
+                strcmp(type->valuestring, "function") != 0)
                 return bad(f, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
             bool found = false;
             const cJSON *t;

@@ -47,9 +47,11 @@ void srv_chat_stream_init(srv_chat_stream *st, const okv_chat_syntax *syn, const
     memset(st, 0, sizeof *st);
     st->syn = *syn;
     /* calls are parsed only when tools are offered; gpt-oss's channels
-     * always (its analysis is reasoning) */
-    if ((r->tool_choice == SRV_TOOLS_NONE || !r->tools_json) && st->syn.format != OKV_CHAT_FORMAT_GPT_OSS)
-        st->syn.format = OKV_CHAT_FORMAT_CONTENT;
+     * always (its analysis is reasoning), but a call to functions.* that no
+     * offered tool allows is not returned: a client that gave no tools
+     * must never be handed one to run */
+    st->calls = r->tool_choice != SRV_TOOLS_NONE && r->tools_json;
+    if (!st->calls && st->syn.format != OKV_CHAT_FORMAT_GPT_OSS) st->syn.format = OKV_CHAT_FORMAT_CONTENT;
     st->parse = st->syn.format != OKV_CHAT_FORMAT_CONTENT || st->syn.think_tags;
     st->parallel = r->parallel_tool_calls;
     st->id_seed = seed;
@@ -142,7 +144,7 @@ bool srv_chat_stream_feed(srv_chat_stream *st, const char *text, size_t n, bool 
         st->content_sent = strlen(m.content);
         *any = true;
     }
-    int n_calls = st->parallel ? m.n_tool_calls : (m.n_tool_calls > 0 ? 1 : 0);
+    int n_calls = !st->calls ? 0 : st->parallel ? m.n_tool_calls : (m.n_tool_calls > 0 ? 1 : 0);
     cJSON *calls = NULL;
     if (n_calls > 0 && grow_calls(st, n_calls)) {
         for (int i = 0; i < n_calls; i++) {
@@ -193,7 +195,7 @@ cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *called) {
         cJSON_Delete(m);
         return NULL;
     }
-    int n_calls = st->parallel ? msg.n_tool_calls : (msg.n_tool_calls > 0 ? 1 : 0);
+    int n_calls = !st->calls ? 0 : st->parallel ? msg.n_tool_calls : (msg.n_tool_calls > 0 ? 1 : 0);
     /* OpenAI: content is null when the answer is only calls */
     if (n_calls && !msg.content[0]) cJSON_AddNullToObject(m, "content");
     else cJSON_AddStringToObject(m, "content", msg.content);
