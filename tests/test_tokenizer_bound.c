@@ -37,17 +37,27 @@ static char *slurp(const char *path, size_t *n) {
     return b;
 }
 
-static void one_vocab(const char *shared, const char *name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
+/* The tokenizer of ../shared/vocab/ggml-vocab-NAME.gguf (its file in *g,
+ * open while the tokenizer lives), or NULL after a failed CHECK. */
+static okv_tokenizer *open_vocab(const char *shared, const char *name, okv_gguf **g, char *path, size_t cap) {
+    snprintf(path, cap, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
     okv_error err;
-    okv_gguf *g = okv_gguf_open(path, &err);
-    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
+    *g = okv_gguf_open(path, &err);
+    okv_tokenizer *t = *g ? okv_tokenizer_from_gguf(*g, &err) : NULL;
     CHECK(t != NULL, "%s: %s", name, err.message);
     if (!t) {
-        okv_gguf_close(g);
-        return;
+        okv_gguf_close(*g);
+        *g = NULL;
     }
+    return t;
+}
+
+static void one_vocab(const char *shared, const char *name) {
+    char path[1024];
+    okv_error err;
+    okv_gguf *g;
+    okv_tokenizer *t = open_vocab(shared, name, &g, path, sizeof path);
+    if (!t) return;
     /* The test texts, separated by llama.cpp's marker line. */
     char inp[1100];
     snprintf(inp, sizeof inp, "%s.inp", path);
@@ -128,11 +138,9 @@ static void one_vocab(const char *shared, const char *name) {
  * n - 1 .. n. */
 static void odd_bytes(const char *shared, const char *name) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
     okv_error err;
-    okv_gguf *g = okv_gguf_open(path, &err);
-    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
-    CHECK(t != NULL, "%s: %s", name, err.message);
+    okv_gguf *g;
+    okv_tokenizer *t = open_vocab(shared, name, &g, path, sizeof path);
     static const char *const pieces[] = {"\xF0\x80\x80\xAD", "\xE0\x80\xAF", "\xC0\xAF", "\xF1", "\xF1\xF1\xF1",
                                          "-", "--", " ", "a", "\xFF", "\xED\xA0\x80", "\xE2\x96\x81"};
     const int n_kinds = (int)(sizeof pieces / sizeof pieces[0]);
