@@ -118,6 +118,21 @@ try {
     if (calls.length) validCall(calls[0], `stream seed ${seed}`);
   }
 
+  // cut by max_tokens inside the call: finish_reason "length", as OpenAI's
+  // (it said "tool_calls" for a call whose arguments never closed)
+  let cut = 0;
+  for (let max_tokens = 8; max_tokens <= 160; max_tokens += 8) {
+    const [{ calls, finish }] = await streamed(client, { model: 'x', messages, tools, tool_choice: 'required', seed: 11,
+      temperature: 1, max_tokens, stream: true, parallel_tool_calls: false });
+    let whole = calls.length > 0;
+    for (const c of calls) try { JSON.parse(c.function.arguments); } catch { whole = false; }
+    if (!whole) {
+      cut++;
+      eq(finish, 'length', `a streamed call cut at max_tokens ${max_tokens}: finish_reason`);
+    }
+  }
+  check(cut > 0, 'some max_tokens cut the call');
+
   // parallel_tool_calls true: one or more calls, each valid (Hermes: each call
   // whole in its tags, so a cut at max_tokens leaves the earlier ones)
   if (family.startsWith('Qwen')) {

@@ -66,7 +66,11 @@ static void call_free(call *k) {
     free(k);
 }
 
-static const char *finish_name(srv_finish f) { return f == SRV_FINISH_LENGTH ? "length" : "stop"; }
+/* OpenAI's finish_reason: a cut answer is "length" even inside a call
+ * (whose arguments are then incomplete), else "tool_calls" when it called. */
+static const char *finish_name(srv_finish f, bool called) {
+    return f == SRV_FINISH_LENGTH ? "length" : called ? "tool_calls" : "stop";
+}
 
 static cJSON *usage_json(call *k) {
     int64_t p = 0, g = 0, cached = 0;
@@ -191,7 +195,7 @@ static enum MHD_Result answer_plain(call *k) {
             cJSON_AddStringToObject(ch, "text", k->text[i] ? k->text[i] : "");
         }
         cJSON_AddItemToObject(ch, "logprobs", choice_logprobs(k, i));
-        cJSON_AddStringToObject(ch, "finish_reason", called ? "tool_calls" : finish_name(k->fin[i]));
+        cJSON_AddStringToObject(ch, "finish_reason", finish_name(k->fin[i], called));
         cJSON_AddItemToArray(choices, ch);
     }
     cJSON_AddItemToObject(r, "usage", usage_json(k));
@@ -242,7 +246,7 @@ static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fi
     if (fin == SRV_RUNNING) cJSON_AddNullToObject(ch, "finish_reason");
     else
         cJSON_AddStringToObject(ch, "finish_reason",
-                                k->kind == SRV_CHAT && srv_chat_stream_called(&k->cs[i]) ? "tool_calls" : finish_name(fin));
+                                finish_name(fin, k->kind == SRV_CHAT && srv_chat_stream_called(&k->cs[i])));
     cJSON_AddItemToArray(choices, ch);
     if (k->include_usage) cJSON_AddNullToObject(r, "usage");
     return sse(k, r);
