@@ -176,6 +176,9 @@ int main(void) {
         {2, {"--tokens", "digits only"}, {"logits", "-m", "$M", "--tokens", " +1,-0", "-o", synth_out, NULL}},
         {2, {"--tokens", "digits only"}, {"logits", "-m", "$M", "--tokens", "1, 2", "-o", synth_out, NULL}},
         {2, {"--tokens", "'99999999999999' is out of range"}, {"logits", "-m", "$M", "--tokens", "1,99999999999999", "-o", synth_out, NULL}},
+        /* past the training context (stories260K: 128): runs, with a warning */
+        {0, {"a context of 256 positions exceeds the model's training context of 128", NULL},
+         {"run", "-m", "$M", "-c", "256", "-n", "2", "--temp", "0", NULL}},
         {2, {"-c 10", "--draft-n 64"}, {"run", "-m", "$M", "-c", "10", "--lookup", "2", "--draft-n", "64", NULL}},
         /* flags the file would carry to no effect are refused, not written */
         {2, {"--softcap", "gemma2 always caps"}, {"synth", "--arch", "gemma2", "--softcap", "0", "-o", synth_out, NULL}},

@@ -8,6 +8,7 @@
  *    tokenizing (overlong UTF-8 such as F0 80 80 AD for '-', a byte a
  *    vocabulary has no token for, like starcoder's F1): the refusal's
  *    count must stay a lower bound, so a text that fits is never refused.
+ *  - token_to_piece into too small a buffer gives the size, writes nothing.
  *  - A text past max times the longest token is refused at once; a text of
  *    many fragments (special tokens between words) stops once past max.
  *    Both are timed against encoding the same text whole, which must be
@@ -185,6 +186,30 @@ static void odd_bytes(const char *shared, const char *name) {
     okv_gguf_close(g);
 }
 
+/* token_to_piece with too small a buffer says the size and writes nothing
+ * (it wrote the piece's first bytes). */
+static void piece_refusal(const char *shared, const char *name) {
+    char path[1024];
+    okv_gguf *g;
+    okv_tokenizer *t = open_vocab(shared, name, &g, path, sizeof path);
+    okv_error err;
+    int tried = 0;
+    for (int32_t id = 1000; t && id < okv_tokenizer_n_vocab(t) && tried < 20; id++) {
+        char full[256], buf[8] = "#######";
+        size_t n = 0, k = 0;
+        if (okv_tokenizer_token_type(t, id) != OKV_TOKEN_NORMAL ||
+            okv_tokenizer_token_to_piece(t, id, 0, full, sizeof full, &n, &err) != OKV_OK || n < 4)
+            continue;
+        tried++;
+        okv_status st = okv_tokenizer_token_to_piece(t, id, 0, buf, 2, &k, &err);
+        CHECK(st == OKV_ERR_INVALID && k == n && strcmp(buf, "#######") == 0,
+              "%s id %d: a %zu-byte piece into 2 bytes: status %d, size %zu, buf '%s'", name, (int)id, n, (int)st, k, buf);
+    }
+    CHECK(tried == 20, "%s: %d pieces of 4 bytes or more", name, tried);
+    okv_tokenizer_free(t);
+    okv_gguf_close(g);
+}
+
 int main(void) {
     const char *shared = check_shared_dir();
     if (!shared) {
@@ -196,5 +221,7 @@ int main(void) {
     one_vocab(shared, "llama3");
     static const char *const odd[] = {"gpt-oss", "starcoder", "llama3", "qwen3", "gpt-2", "llama-spm", "gemma3"};
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) odd_bytes(shared, odd[i]);
+    piece_refusal(shared, "llama3");
+    piece_refusal(shared, "llama-spm");
     return check_done();
 }
