@@ -176,8 +176,9 @@ void okv_model_leave(okv_model *m, const char *name) {
 }
 
 /* A tensor no binding took would be silently left out of the computation
- * (biases of a llama file, a Phi-3 128k's rope factors): llama.cpp refuses
- * such a file ("wrong number of tensors"), and so does offkv, naming it. */
+ * (a llama file's FFN biases, a qwen3moe file's shared expert): llama.cpp
+ * refuses such a file ("wrong number of tensors"), and so does offkv,
+ * naming it. */
 static okv_status check_all_used(const okv_model *m, okv_error *err) {
     int64_t n_left = 0, first = -1;
     for (int64_t i = 0; i < okv_gguf_n_tensors(m->file); i++)

@@ -76,11 +76,11 @@ static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32
 /* Writes n bytes of text to stdout now; false (after saying why) when they
  * could not be written, so that lost output is never reported as success. */
 static bool put_text(const char *cmd, const char *text, size_t n) {
-    if ((n && fwrite(text, 1, n, stdout) != n) || fflush(stdout) != 0) {
-        cli_error(cmd, "writing the text to standard output: %s", strerror(errno));
+    if (n && fwrite(text, 1, n, stdout) != n) {
+        cli_error(cmd, "writing standard output: %s", strerror(errno));
         return false;
     }
-    return true;
+    return cli_flush_stdout(cmd);
 }
 
 /* Streams token id's text; a character split across tokens waits for its
