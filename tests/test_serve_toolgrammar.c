@@ -4,6 +4,8 @@
  * the answer's start (tool_choice "required" / named) and lazily from the
  * format's opener (tool_choice "auto": free text first, then a call);
  * parallel_tool_calls false allows exactly one call, true one or more;
+ * a forced call after a prompt that ends inside <think> comes after the
+ * reasoning and "</think>" (else the parser reads it as reasoning);
  * arguments outside the tool's schema are refused; and every text the
  * grammar accepts, the format's parser (okv_chat_parse, the reference)
  * reads as the same calls. */
@@ -84,7 +86,17 @@ static const gcase CASES[] = {
     {OKV_CHAT_FORMAT_DEEPSEEK, 1, false, "Sure" DS_BEGIN DS_CALL "get_weather" DS_SEP W DS_CEND DS_END, true, 1},
 };
 
-static void check_case(size_t i, const gcase *c) {
+/* After a prompt that ends inside <think> (QwQ, DeepSeek R1). */
+static const gcase THINK_CASES[] = {
+    {OKV_CHAT_FORMAT_HERMES, 0, true, "Paris, 3 days. <b>x</b> </thin k <</think>\n\n" HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 0, true, "</think>" HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 0, true, HERMES(W), false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 0, true, "a</think>b</think>" HERMES(W), false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 0, true, "Hmm.</think>" HERMES(BAD), false, 0},
+    {OKV_CHAT_FORMAT_DEEPSEEK, 0, false, "Hmm.</think>\n" DS_BEGIN DS_CALL "get_weather" DS_SEP W DS_CEND DS_END, true, 1},
+};
+
+static void check_case(size_t i, const gcase *c, bool think) {
     char extra[2048];
     snprintf(extra, sizeof extra, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s, \"parallel_tool_calls\": %s}",
              TOOLS, c->par ? "true" : "false");
@@ -92,7 +104,8 @@ static void check_case(size_t i, const gcase *c) {
     srv_fail f;
     CHECK(srv_request_parse(SRV_CHAT, extra, strlen(extra), &r, &f), "request: %s", f.message);
     srv_trigger trig = {0};
-    char *gbnf = srv_tool_call_grammar(&r, c->fmt, c->mode == 1, &trig, &f);
+    const okv_chat_syntax syn = {.format = c->fmt, .think_tags = think, .think_open = think};
+    char *gbnf = srv_tool_call_grammar(&r, &syn, c->mode == 1, &trig, &f);
     CHECK(gbnf != NULL, "case %zu (%s): grammar: %s", i, okv_chat_format_name(c->fmt), f.message);
     okv_error err;
     okv_grammar *g = gbnf ? okv_grammar_parse(gbnf, strlen(gbnf), NULL, &err) : NULL;
@@ -101,10 +114,9 @@ static void check_case(size_t i, const gcase *c) {
         okv_grammar_matcher *m = c->mode ? okv_grammar_matcher_create_lazy(g, trig.text, strlen(trig.text), trig.anchored, &err)
                                          : okv_grammar_matcher_create(g, &err);
         const bool ok = okv_grammar_matcher_accept_bytes(m, c->text, strlen(c->text)) && okv_grammar_matcher_can_end(m);
-        CHECK(ok == c->ok, "case %zu (%s %s%s): want %s: %s", i, okv_chat_format_name(c->fmt), c->mode ? "lazy" : "forced",
-              c->par ? " parallel" : "", c->ok ? "accepted" : "refused", c->text);
+        CHECK(ok == c->ok, "case %zu (%s %s%s%s): want %s: %s", i, okv_chat_format_name(c->fmt), c->mode ? "lazy" : "forced",
+              c->par ? " parallel" : "", think ? " think" : "", c->ok ? "accepted" : "refused", c->text);
         if (ok) {
-            okv_chat_syntax syn = {.format = c->fmt};
             okv_chat_msg msg;
             CHECK(okv_chat_parse(&syn, c->text, strlen(c->text), false, &msg, &err) == OKV_OK, "parse: %s", err.message);
             CHECK(msg.n_tool_calls == c->calls, "case %zu: the parser reads %d calls, want %d: %s", i, msg.n_tool_calls, c->calls,
@@ -123,7 +135,8 @@ static void check_case(size_t i, const gcase *c) {
 }
 
 int main(void) {
-    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) check_case(i, &CASES[i]);
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) check_case(i, &CASES[i], false);
+    for (size_t i = 0; i < sizeof THINK_CASES / sizeof *THINK_CASES; i++) check_case(i, &THINK_CASES[i], true);
     /* formats without JSON arguments: free with "auto", a 400 when forced */
     char body[2048];
     snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s}", TOOLS);
@@ -131,9 +144,9 @@ int main(void) {
     srv_fail f;
     CHECK(srv_request_parse(SRV_CHAT, body, strlen(body), &r, &f), "request: %s", f.message);
     srv_trigger trig = {0};
-    CHECK(srv_tool_call_grammar(&r, OKV_CHAT_FORMAT_PYTHONIC, true, &trig, &f) == NULL && f.status == 0,
-          "pythonic, auto: no grammar, no error");
-    CHECK(srv_tool_call_grammar(&r, OKV_CHAT_FORMAT_PYTHONIC, false, NULL, &f) == NULL && f.status == 400 &&
+    const okv_chat_syntax py = {.format = OKV_CHAT_FORMAT_PYTHONIC};
+    CHECK(srv_tool_call_grammar(&r, &py, true, &trig, &f) == NULL && f.status == 0, "pythonic, auto: no grammar, no error");
+    CHECK(srv_tool_call_grammar(&r, &py, false, NULL, &f) == NULL && f.status == 400 &&
               strstr(f.message, "pythonic"),
           "pythonic, forced: a 400 naming the format");
     srv_request_clear(&r);

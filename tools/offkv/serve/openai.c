@@ -458,7 +458,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                 break;
             }
             if (forced || (req.tool_choice == SRV_TOOLS_AUTO && req.tools_json && !req.grammar)) {
-                req.grammar = srv_tool_call_grammar(&req, syn.format, !forced, forced ? NULL : &trigger, &rf);
+                req.grammar = srv_tool_call_grammar(&req, &syn, !forced, forced ? NULL : &trigger, &rf);
                 if (!req.grammar && rf.status) {
                     free(rendered);
                     status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;

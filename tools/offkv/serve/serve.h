@@ -172,20 +172,22 @@ typedef struct srv_trigger {
     bool anchored;    /* only at the answer's start (Llama 3, generic) */
 } srv_trigger;
 
-/* The GBNF of tool calls in format's markup to r's tools (the one
+/* The GBNF of tool calls in syn->format's markup to r's tools (the one
  * tool_choice names, else any), each call's arguments following its
  * tool's "parameters" schema.  parallel_tool_calls false: exactly one
  * call; else one or more, joined the format's way (gpt-oss and Llama 3
  * write one).  lazy false (tool_choice "required" or named): the answer is
- * the calls, from its first token.  lazy true (tool_choice "auto"): the
- * grammar's sentences start at the format's opener, *trig says where it
- * switches on (okv_grammar_matcher_create_lazy), and the generic format
- * may answer {"response": text} instead.  NULL with f->status 0 for a lazy
- * grammar of a format offkv cannot constrain (qwen3-coder, command-r,
- * apertus, pythonic: decoding stays free); NULL with *f set: 400 naming
- * the tool and the schema keyword offkv cannot honour, or the format it
- * cannot force; 500 when out of memory.  Free with free(). */
-char *srv_tool_call_grammar(const srv_request *r, okv_chat_format format, bool lazy, srv_trigger *trig, srv_fail *f);
+ * the calls, from its first token; after a prompt that leaves the model
+ * inside <think> (syn->think_open), reasoning and "</think>" first.  lazy
+ * true (tool_choice "auto"): the grammar's sentences start at the format's
+ * opener, *trig says where it switches on
+ * (okv_grammar_matcher_create_lazy), and the generic format may answer
+ * {"response": text} instead.  NULL with f->status 0 for a lazy grammar of
+ * a format offkv cannot constrain (qwen3-coder, command-r, apertus,
+ * pythonic: decoding stays free); NULL with *f set: 400 naming the tool
+ * and the schema keyword offkv cannot honour, or the format it cannot
+ * force; 500 when out of memory.  Free with free(). */
+char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bool lazy, srv_trigger *trig, srv_fail *f);
 
 /* ---- the answer as OpenAI shapes it (toolcalls.c) ---- */
 
