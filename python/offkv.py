@@ -16,6 +16,11 @@ Lower level, for callers who sample themselves:
 liboffkv.so is looked for in $OFFKV_LIB, then beside this file, then on the
 loader's path (liboffkv.so.0, as `make install` puts it).  Every failure the
 library reports raises OffkvError carrying its status and message.
+
+Objects may be shared between threads: calls on one Model, Context or
+Sampler take turns (each holds a lock; separate contexts run side by side),
+and close() waits for a call in flight.  They cannot be copied or pickled
+(each owns C memory); make another instead.
 """
 
 import array
@@ -24,6 +29,7 @@ import math
 import operator
 import os
 import sys
+import threading
 import weakref
 
 __all__ = ["OffkvError", "Model", "Context", "Sampler", "version", "load_library"]
@@ -42,7 +48,11 @@ class OffkvError(Exception):
     def __init__(self, status, message):
         self.status = status
         self.message = message
-        super().__init__("%s: %s" % (status, message))
+        # both arguments kept, so the error pickles (multiprocessing) and copies
+        super().__init__(status, message)
+
+    def __str__(self):
+        return "%s: %s" % (self.status, self.message)
 
 
 class _Error(ctypes.Structure):
@@ -184,6 +194,7 @@ def _text(name, text):
 
 
 _I32_MAX = 2**31 - 1
+_CAPACITY_MAX = 2**30  # okv_context_create's capacity bound
 
 
 def _no_nul(name, b):
@@ -210,17 +221,57 @@ def _default_threads():
     return max(1, min(n, 8))
 
 
-class Sampler:
+class _Handle:
+    """What Model, Context and Sampler share: a lock that makes calls on one
+    object take turns (ctypes lets go of the GIL inside C, so without it a
+    close() could free memory another thread's call is using), and no
+    copies (a copy would share the C handle and free it twice)."""
+
+    def __copy__(self):
+        raise TypeError("offkv.%s objects cannot be copied (each owns C memory); make another"
+                        % type(self).__name__)
+
+    def __deepcopy__(self, memo):
+        self.__copy__()
+
+    def __reduce__(self):
+        raise TypeError("offkv.%s objects cannot be pickled (each owns C memory)" % type(self).__name__)
+
+
+def _top_p(top_p):
+    top_p = _float("top_p", top_p, 0.0, 1.0)
+    # as the C float the sampler takes (1e-50 is 0 there)
+    if ctypes.c_float(top_p).value <= 0.0:
+        raise ValueError("top_p is %r; it must be above 0 as a 32-bit float (1 keeps every token)" % (top_p,))
+    return top_p
+
+
+def _logits_f32(logits):
+    """logits as array('f'); a finite value past float32's range is a
+    ValueError naming it (the conversion would make it inf and tie it)."""
+    if isinstance(logits, array.array) and logits.typecode == "f":
+        return logits
+    wide = array.array("d", logits)
+    out = array.array("f", wide)
+    if math.inf in out or -math.inf in out:
+        for i, (d, f) in enumerate(zip(wide, out)):
+            if math.isinf(f) and math.isfinite(d):
+                raise ValueError("logits[%d] is %r, past float32's range" % (i, d))
+    return out
+
+
+class Sampler(_Handle):
     """okv_sampler: greedy when temperature <= 0, else top-k, then top-p, then a
     draw from the temperature-scaled softmax with its own seeded state."""
 
     def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, seed=None):
         self._s = None
+        self._lock = threading.RLock()
         lib = load_library()
         n_vocab = _int("n_vocab", n_vocab, 1, _I32_MAX)
         temperature = _float("temperature", temperature, 0.0, 1e30)
         top_k = _int("top_k", top_k, 0, _I32_MAX)
-        top_p = _float("top_p", top_p, 0.0, 1.0)
+        top_p = _top_p(top_p)
         if seed is None:
             seed = int.from_bytes(os.urandom(8), "little")
         seed = _int("seed", seed, 0, 2**64 - 1)
@@ -235,37 +286,46 @@ class Sampler:
     def sample(self, logits):
         """Picks a token id from n_vocab logits (an array('f') or any floats); a NaN
         logit raises OffkvError OKV_ERR_NUMERIC (the model's output is broken)."""
-        if not self._s:
-            raise OffkvError("OKV_ERR_INVALID", "the sampler is closed")
-        if not isinstance(logits, array.array) or logits.typecode != "f":
-            logits = array.array("f", logits)
+        logits = _logits_f32(logits)
         if len(logits) != self.n_vocab:
             raise ValueError("%d logits for a vocabulary of %d" % (len(logits), self.n_vocab))
         buf = (ctypes.c_float * len(logits)).from_buffer(logits)
-        token = int(load_library().okv_sampler_sample(self._s, buf))
+        with self._lock:
+            if not self._s:
+                raise OffkvError("OKV_ERR_INVALID", "the sampler is closed")
+            token = int(load_library().okv_sampler_sample(self._s, buf))
         if token == -2:  # OKV_SAMPLE_NAN
             raise OffkvError("OKV_ERR_NUMERIC", "a logit is NaN: the model's output is broken, no token was drawn")
         return token
 
     def close(self):
-        """Frees the sampler; sample() then raises OffkvError.  Closing twice is fine."""
-        # _lib may already be gone when the interpreter shuts down
-        if getattr(self, "_s", None) and _lib is not None:
-            _lib.okv_sampler_free(self._s)
-        self._s = None
+        """Frees the sampler (after a sample() in flight); sample() then raises
+        OffkvError.  Closing twice is fine."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            # _lib may already be gone when the interpreter shuts down
+            if getattr(self, "_s", None) and _lib is not None:
+                _lib.okv_sampler_free(self._s)
+            self._s = None
 
     __del__ = close
 
 
-class Model:
-    """A GGUF model (llama, mistral, gemma3, muse-glimmer, qwen2, qwen3, smollm3,
-    gemma2, phi3), memory-mapped.
+class Model(_Handle):
+    """A GGUF model (general.architecture llama, gemma3, muse-glimmer, qwen2,
+    qwen3, qwen3moe, smollm3, gemma2, phi3 or gpt-oss), memory-mapped.
     options: the okv_model_load options, e.g. {"sliding_window": 4096}."""
 
     def __init__(self, path, options=None):
         # Set first: close() (and __del__ after a failed load) reads them.
         self._m = None
         self._tok = None
+        # Held by the model's own calls, close(), and a context's creation:
+        # a context's calls hold the context's lock, and close() closes the
+        # contexts first (the model lock, then a context's: one order).
+        self._lock = threading.RLock()
         # Held weakly: a context keeps its model alive, not the other way.
         self._contexts = weakref.WeakSet()
         lib = load_library()
@@ -290,37 +350,40 @@ class Model:
 
     def describe(self):
         """The library's one-line description: arch, layers, widths, weight types."""
-        return load_library().okv_model_describe(self._live()).decode()
+        with self._lock:
+            return load_library().okv_model_describe(self._live()).decode()
 
     def tokenize(self, text, add_special=True, parse_special=False):
         """Token ids of text (str or bytes); BOS/EOS as the vocabulary asks when add_special."""
         lib = load_library()
-        self._live()
         data = _text("text", text)
         flags = (_ADD_SPECIAL if add_special else 0) | (_PARSE_SPECIAL if parse_special else 0)
         need = _SZ(0)
         err = _Error()
-        lib.okv_tokenizer_encode(self._tok, data, len(data), flags, None, 0, ctypes.byref(need), ctypes.byref(err))
-        ids = (ctypes.c_int32 * max(need.value, 1))()
-        n = _SZ(0)
-        _check(lib.okv_tokenizer_encode(self._tok, data, len(data), flags, ids, need.value, ctypes.byref(n),
-                                        ctypes.byref(err)), err)
+        with self._lock:
+            self._live()
+            lib.okv_tokenizer_encode(self._tok, data, len(data), flags, None, 0, ctypes.byref(need), ctypes.byref(err))
+            ids = (ctypes.c_int32 * max(need.value, 1))()
+            n = _SZ(0)
+            _check(lib.okv_tokenizer_encode(self._tok, data, len(data), flags, ids, need.value, ctypes.byref(n),
+                                            ctypes.byref(err)), err)
         return list(ids[:n.value])
 
     def token_bytes(self, token, special=False):
         """The bytes token stands for (a piece may be part of a UTF-8 character)."""
         lib = load_library()
-        self._live()
         token = _int("token", token, 0, _I32_MAX)
         buf = ctypes.create_string_buffer(64)
         n = _SZ(0)
         err = _Error()
-        st = lib.okv_tokenizer_token_to_piece(self._tok, token, int(bool(special)), buf, len(buf), ctypes.byref(n),
-                                              ctypes.byref(err))
-        if st != 0 and n.value > len(buf):
-            buf = ctypes.create_string_buffer(n.value)
-            st = lib.okv_tokenizer_token_to_piece(self._tok, token, int(bool(special)), buf, len(buf),
-                                                  ctypes.byref(n), ctypes.byref(err))
+        with self._lock:
+            self._live()
+            st = lib.okv_tokenizer_token_to_piece(self._tok, token, int(bool(special)), buf, len(buf), ctypes.byref(n),
+                                                  ctypes.byref(err))
+            if st != 0 and n.value > len(buf):
+                buf = ctypes.create_string_buffer(n.value)
+                st = lib.okv_tokenizer_token_to_piece(self._tok, token, int(bool(special)), buf, len(buf),
+                                                      ctypes.byref(n), ctypes.byref(err))
         _check(st, err)
         return buf.raw[:n.value]
 
@@ -344,11 +407,11 @@ class Model:
         n = _int("n", n, 0)
         temperature = _float("temperature", temperature, 0.0, 1e30)
         top_k = _int("top_k", top_k, 0, _I32_MAX)
-        top_p = _float("top_p", top_p, 0.0, 1.0)
+        top_p = _top_p(top_p)
         if seed is not None:
             seed = _int("seed", seed, 0, 2**64 - 1)
         if context_size is not None:
-            context_size = _int("context_size", context_size, 1, _I32_MAX)
+            context_size = _int("context_size", context_size, 1, _CAPACITY_MAX)
         ids = self.tokenize(prompt)
         if not ids:
             raise OffkvError("OKV_ERR_INVALID", "the prompt is empty and the vocabulary adds no BOS")
@@ -380,16 +443,21 @@ class Model:
         return b"".join(out).decode("utf-8", "replace")
 
     def close(self):
-        """Frees the model; its open contexts are closed first.  Every method of
-        a closed model (and of its contexts) then raises OffkvError."""
-        contexts = getattr(self, "_contexts", None)
-        for c in list(contexts or ()):
-            c.close()
-        # _lib may already be gone when the interpreter shuts down
-        if getattr(self, "_m", None) and _lib is not None:
-            _lib.okv_model_free(self._m)
-        self._m = None
-        self._tok = None
+        """Frees the model; its open contexts are closed first (each after its
+        call in flight).  Every method of a closed model (and of its
+        contexts) then raises OffkvError."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            contexts = getattr(self, "_contexts", None)
+            for c in list(contexts or ()):
+                c.close()
+            # _lib may already be gone when the interpreter shuts down
+            if getattr(self, "_m", None) and _lib is not None:
+                _lib.okv_model_free(self._m)
+            self._m = None
+            self._tok = None
 
     def __enter__(self):
         return self
@@ -401,16 +469,18 @@ class Model:
         self.close()
 
 
-class Context:
+class Context(_Handle):
     """A stream of evaluation over its own KV cache.  Options (okv_context_create):
-    capacity (positions held; default the model's training context, at most
-    4096), max_write (most tokens one eval call takes; longer inputs to eval are
-    split), kv_type ("f16" or "f32"), n_threads (default: cores, at most 8)."""
+    capacity (positions held, up to 2**30; default the model's training
+    context, at most 4096), max_write (most tokens one eval call takes; longer
+    inputs to eval are split), kv_type ("f16", "f32" or "q8_0"), n_threads
+    (1..1024; default: cores, at most 8)."""
 
     def __init__(self, model, n_threads=None, **options):
         # Set first: close() (and __del__ after a failed create) reads them.
         self._c = None
         self._cache = None
+        self._lock = threading.RLock()
         if not isinstance(model, Model):
             raise TypeError("model must be an offkv.Model, not %s" % type(model).__name__)
         lib = load_library()
@@ -418,18 +488,19 @@ class Context:
         # they are dropped or collected in.
         self.model = model
         opts = dict(options)
-        opts["n_threads"] = _default_threads() if n_threads is None else _int("n_threads", n_threads, 1, _I32_MAX)
+        opts["n_threads"] = _default_threads() if n_threads is None else _int("n_threads", n_threads, 1, 1024)
         self._opts = _options(opts)
         err = _Error()
-        self._c = lib.okv_context_create(model._live(), self._opts, None, ctypes.byref(err))
-        if not self._c:
-            _raise(err)
-        self._cache = lib.okv_context_cache(self._c)
-        self.max_write = int(lib.okv_context_max_write(self._c))
-        cfg = _CacheConfig()
-        lib.okv_cache_get_config(self._cache, ctypes.byref(cfg))
-        self.capacity = int(cfg.capacity)
-        model._contexts.add(self)
+        with model._lock:
+            self._c = lib.okv_context_create(model._live(), self._opts, None, ctypes.byref(err))
+            if not self._c:
+                _raise(err)
+            self._cache = lib.okv_context_cache(self._c)
+            self.max_write = int(lib.okv_context_max_write(self._c))
+            cfg = _CacheConfig()
+            lib.okv_cache_get_config(self._cache, ctypes.byref(cfg))
+            self.capacity = int(cfg.capacity)
+            model._contexts.add(self)
 
     def _live(self):
         """The cache's handle; OffkvError once the context (or its model) is closed."""
@@ -440,7 +511,8 @@ class Context:
     @property
     def length(self):
         """Positions the cache holds (the next eval starts here)."""
-        return int(load_library().okv_cache_length(self._live()))
+        with self._lock:
+            return int(load_library().okv_cache_length(self._live()))
 
     def eval(self, tokens, start=None, all_logits=False):
         """Evaluates tokens at positions start, start+1, ... (start: the current
@@ -450,7 +522,12 @@ class Context:
         past the length or where the cache cannot rewind, positions past the
         capacity) leaves the context as it was; should a later call fail (out
         of memory), the sequence is rewound to start where the cache can
-        rewind there, so no part of the tokens stays."""
+        rewind there, so no part of the tokens stays (the same when an
+        exception, KeyboardInterrupt say, comes between two calls)."""
+        with self._lock:
+            return self._eval(tokens, start, all_logits)
+
+    def _eval(self, tokens, start, all_logits):
         lib = load_library()
         self._live()
         nv = self.model.n_vocab
@@ -467,53 +544,66 @@ class Context:
         rows = []
         last = None
         err = _Error()
-        for at in range(0, len(tokens), self.max_write):
-            chunk = tokens[at:at + self.max_write]
-            n = len(chunk)
-            ids = (ctypes.c_int32 * n)(*chunk)
-            pos = (ctypes.c_int32 * n)(*range(pos0 + at, pos0 + at + n))
-            if all_logits:
-                out = array.array("f", bytes(4 * n * nv))
-                rc = lib.okv_context_eval(self._c, ids, pos, n, (ctypes.c_float * (n * nv)).from_buffer(out),
-                                          ctypes.byref(err))
-            else:
-                final = at + n == len(tokens)
-                out = array.array("f", bytes(4 * nv)) if final else None
-                buf = (ctypes.c_float * nv).from_buffer(out) if final else None
-                rc = lib.okv_context_eval_last(self._c, ids, pos, n, buf, ctypes.byref(err))
-            if rc != 0 and at > 0 and lib.okv_cache_can_rewind(self._cache, pos0):
+        done = False
+        try:
+            for at in range(0, len(tokens), self.max_write):
+                chunk = tokens[at:at + self.max_write]
+                n = len(chunk)
+                ids = (ctypes.c_int32 * n)(*chunk)
+                pos = (ctypes.c_int32 * n)(*range(pos0 + at, pos0 + at + n))
+                if all_logits:
+                    out = array.array("f", bytes(4 * n * nv))
+                    rc = lib.okv_context_eval(self._c, ids, pos, n, (ctypes.c_float * (n * nv)).from_buffer(out),
+                                              ctypes.byref(err))
+                else:
+                    final = at + n == len(tokens)
+                    out = array.array("f", bytes(4 * nv)) if final else None
+                    buf = (ctypes.c_float * nv).from_buffer(out) if final else None
+                    rc = lib.okv_context_eval_last(self._c, ids, pos, n, buf, ctypes.byref(err))
+                _check(rc, err)
+                if all_logits:
+                    rows += [out[i * nv:(i + 1) * nv] for i in range(n)]
+                else:
+                    last = out
+            done = True
+        finally:
+            # a failed call (or an exception between calls) after the first
+            # left earlier chunks in the cache: take them back out
+            if not done and lib.okv_cache_length(self._cache) > pos0 and lib.okv_cache_can_rewind(self._cache, pos0):
                 lib.okv_cache_rewind(self._cache, pos0, None)
-            _check(rc, err)
-            if all_logits:
-                rows += [out[i * nv:(i + 1) * nv] for i in range(n)]
-            else:
-                last = out
         return rows if all_logits else last
 
     def can_rewind(self, pos):
         """Whether rewind(pos) would succeed (sliding-window layers forget)."""
-        return bool(load_library().okv_cache_can_rewind(self._live(), _int("pos", pos, 0, _I32_MAX)))
+        pos = _int("pos", pos, 0, _I32_MAX)
+        with self._lock:
+            return bool(load_library().okv_cache_can_rewind(self._live(), pos))
 
     def rewind(self, pos):
         """Shortens the sequence to pos positions (speculative decoding's undo)."""
-        cache = self._live()
         pos = _int("pos", pos, 0, _I32_MAX)
         err = _Error()
-        _check(load_library().okv_cache_rewind(cache, pos, ctypes.byref(err)), err)
+        with self._lock:
+            _check(load_library().okv_cache_rewind(self._live(), pos, ctypes.byref(err)), err)
 
     def clear(self):
         """Empties the sequence."""
-        cache = self._live()
         err = _Error()
-        _check(load_library().okv_cache_clear(cache, ctypes.byref(err)), err)
+        with self._lock:
+            _check(load_library().okv_cache_clear(self._live(), ctypes.byref(err)), err)
 
     def close(self):
-        """Frees the context; every method then raises OffkvError.  Closing twice is fine."""
-        # _lib may already be gone when the interpreter shuts down
-        if getattr(self, "_c", None) and _lib is not None:
-            _lib.okv_context_free(self._c)
-        self._c = None
-        self._cache = None
+        """Frees the context (after a call in flight); every method then raises
+        OffkvError.  Closing twice is fine."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            # _lib may already be gone when the interpreter shuts down
+            if getattr(self, "_c", None) and _lib is not None:
+                _lib.okv_context_free(self._c)
+            self._c = None
+            self._cache = None
         model = getattr(self, "model", None)
         if model is not None:
             model._contexts.discard(self)
@@ -541,14 +631,18 @@ def main(argv=None):
     ap.add_argument("-t", "--threads", type=int, default=None)
     ap.add_argument("--no-display-prompt", action="store_true", help="do not echo the prompt")
     a = ap.parse_args(argv)
+    # the prompt's bytes as given (argv's undecodable bytes come back as they were)
+    prompt = os.fsencode(a.prompt)
     try:
         with Model(a.model) as m:
-            text = m.generate(a.prompt, n=a.n_predict, temperature=a.temp, seed=a.seed, top_k=a.top_k,
+            text = m.generate(prompt, n=a.n_predict, temperature=a.temp, seed=a.seed, top_k=a.top_k,
                               top_p=a.top_p, n_threads=a.threads)
-    except (OffkvError, OSError) as e:
+    except (OffkvError, OSError, ValueError, TypeError) as e:
         print("offkv: %s" % e, file=sys.stderr)
         return 1
-    sys.stdout.write(("" if a.no_display_prompt else a.prompt) + text + "\n")
+    sys.stdout.flush()
+    sys.stdout.buffer.write((b"" if a.no_display_prompt else prompt) + text.encode("utf-8") + b"\n")
+    sys.stdout.buffer.flush()
     return 0
 
 

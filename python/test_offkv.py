@@ -2,11 +2,14 @@
 
 The library comes from $OFFKV_LIB (ctest sets it to the build's liboffkv.so),
 the offkv program from $OKV_BIN; the model is models/stories260K.gguf."""
+import copy
 import gc
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -281,6 +284,136 @@ class TestHostile(unittest.TestCase):
                 self.assertEqual(ctx.length, 8)
             ctx.rewind(7)
             self.assertEqual(ctx.eval([2], all_logits=True)[0], before)
+
+    def test_close_while_another_thread_evaluates(self):
+        # ctypes lets go of the GIL inside C: a close() from another thread
+        # freed the context (or the model) under a running eval (segfault)
+        for which in ("context", "model"):
+            m = offkv.Model(MODEL)
+            ctx = m.context(n_threads=1, capacity=512, kv_type="f32")
+            started = threading.Event()
+            outcome = []
+
+            def work():
+                try:
+                    for _ in range(1000):
+                        started.set()
+                        ctx.eval([1] + [100] * 255, start=0)
+                    outcome.append("finished")
+                except offkv.OffkvError as e:
+                    outcome.append(e.message)
+
+            t = threading.Thread(target=work)
+            t.start()
+            started.wait()
+            (ctx if which == "context" else m).close()
+            t.join()
+            self.assertEqual(len(outcome), 1, which)
+            self.assertIn("closed", outcome[0], which)
+            m.close()
+
+    def test_one_context_from_two_threads(self):
+        # two threads' evals on one context took turns in nothing: a step
+        # opened by one and the other's BUSY left the cache BUSY for good
+        with offkv.Model(MODEL) as m, m.context(n_threads=1, capacity=256) as ctx:
+            want = ctx.eval(list(range(1, 100)), start=0)
+            errors = []
+
+            def work():
+                try:
+                    for _ in range(10):
+                        if ctx.eval(list(range(1, 100)), start=0) != want:
+                            errors.append("different logits")
+                except offkv.OffkvError as e:
+                    errors.append(str(e))
+
+            ts = [threading.Thread(target=work) for _ in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            self.assertEqual(errors, [])
+            ctx.rewind(0)
+            self.assertEqual(ctx.length, 0)
+
+    def test_no_copies(self):
+        # a copy shared the C handle: each copy freed it (double free)
+        with offkv.Model(MODEL) as m, m.context(n_threads=1, capacity=16) as ctx:
+            s = offkv.Sampler(m.n_vocab, seed=1)
+            for obj in (m, ctx, s):
+                for make in (copy.copy, copy.deepcopy, pickle.dumps):
+                    with self.assertRaises(TypeError, msg="%s %s" % (make.__name__, type(obj).__name__)) as e:
+                        make(obj)
+                    self.assertIn("offkv." + type(obj).__name__, str(e.exception))
+            s.close()
+
+    def test_error_pickles(self):
+        # multiprocessing sends a worker's exception by pickle; OffkvError
+        # could not be rebuilt, and Pool.map hung
+        e = pickle.loads(pickle.dumps(offkv.OffkvError("OKV_ERR_IO", "cannot open x")))
+        self.assertEqual((e.status, e.message, str(e)), ("OKV_ERR_IO", "cannot open x", "OKV_ERR_IO: cannot open x"))
+        self.assertEqual(str(copy.copy(e)), "OKV_ERR_IO: cannot open x")
+
+    def test_exception_between_calls_rewinds(self):
+        # an exception (KeyboardInterrupt, say) between two of eval's calls
+        # left the first calls' tokens in the cache
+        lib = offkv.load_library()
+        real = lib.okv_context_eval_last
+        calls = []
+
+        def interrupted(*args):
+            calls.append(1)
+            if len(calls) == 3:
+                raise KeyboardInterrupt
+            return real(*args)
+
+        with offkv.Model(MODEL) as m, m.context(n_threads=1, capacity=64, max_write=4) as ctx:
+            ctx.eval([1, 2, 3])
+            lib.okv_context_eval_last = interrupted
+            try:
+                with self.assertRaises(KeyboardInterrupt):
+                    ctx.eval([5] * 20)
+            finally:
+                lib.okv_context_eval_last = real
+            self.assertEqual(len(calls), 3)
+            self.assertEqual(ctx.length, 3)
+
+    def test_logits_past_float32(self):
+        # 1e39 became inf in array('f'), tying with 2e39: a wrong argmax
+        logits = [0.0] * 512
+        logits[5], logits[7] = 1e39, 2e39
+        with self.assertRaises(ValueError) as e:
+            offkv.Sampler(512, temperature=0).sample(logits)
+        self.assertIn("logits[5]", str(e.exception))
+        logits[5], logits[7] = 1e30, 2e30
+        self.assertEqual(offkv.Sampler(512, temperature=0).sample(logits), 7)
+
+    def test_bounds_as_the_library(self):
+        # values Python let through and C refused as OffkvError
+        with offkv.Model(MODEL) as m:
+            for kw, name in ((dict(top_p=0), "top_p"), (dict(top_p=1e-50), "top_p"),
+                             (dict(n_threads=2000), "n_threads"), (dict(context_size=2**31 - 1), "context_size")):
+                with self.assertRaises(ValueError, msg=repr(kw)) as e:
+                    m.generate(PROMPT, n=1, **kw)
+                self.assertIn(name, str(e.exception))
+
+    def test_module_entry_bad_input(self):
+        # argv bytes that are not UTF-8 reach the model as they are (as
+        # offkv run takes them); bad numbers are a message, not a traceback
+        env = dict(os.environ, PYTHONPATH=HERE)
+        base = [sys.executable, "-m", "offkv", "-m", MODEL, "-t", "1"]
+        out = subprocess.run(base + ["-p", b"caf\xe9", "-n", "8", "--temp", "0"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        cli = subprocess.run([os.path.join(BIN, "offkv"), "run", "-m", MODEL, "-p", b"caf\xe9", "-n", "8",
+                              "--temp", "0", "-t", "1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True)
+        self.assertEqual(out.stdout, cli.stdout)
+        for flags, name in ((["-n", "-1"], "n is -1"), (["--seed", "-1"], "seed"), (["--top-p", "0"], "top_p")):
+            r = subprocess.run(base + ["-p", "x"] + flags, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            self.assertEqual(r.returncode, 1, flags)
+            self.assertIn("offkv: ", r.stderr.decode(), flags)
+            self.assertIn(name, r.stderr.decode(), flags)
+            self.assertNotIn("Traceback", r.stderr.decode(), flags)
 
     def test_failed_load_is_quiet(self):
         # A failed load raises once; its __del__ prints nothing to stderr.
