@@ -12,7 +12,8 @@
  *    wrapping many times in the target and the draft.
  *  - Sampling: runs, stays in the vocabulary, and its counts add up.
  *  - Refusals: another vocabulary (naming the token), a target max_write
- *    below K + 1, both or neither drafter, a cache changed behind its back. */
+ *    below K + 1, a draft smaller than the target or whose rings cannot
+ *    take back K, both or neither drafter, a cache changed behind its back. */
 #include <math.h>
 #include <stdint.h>
 
@@ -350,6 +351,26 @@ static void test_refusals(void) {
     CHECK(okv_speculator_create(t, NULL, &cfg, &err) == NULL && strstr(err.message, "n_draft 0"), "K 0: %s",
           err.message);
     cfg.n_draft = K;
+    cfg.lookup_ngram = 0;
+    /* A draft holds the same sequence as the target, and its rings take
+     * back what the target rejects (a flat draft may write 1 at a time). */
+    okv_model *swa = load("tiny-gemma3-allswa", NULL);
+    okv_context *short_draft = context(m, K + 1, CAP / 2), *ring_draft = swa ? context(swa, K, CAP) : NULL,
+                *flat_draft = context(m, 1, CAP);
+    CHECK(okv_speculator_create(t, short_draft, &cfg, &err) == NULL && err.status == OKV_ERR_INVALID &&
+              strstr(err.message, "capacity 128 is below the target's 256"),
+          "a draft smaller than the target: %s", err.message);
+    CHECK(!ring_draft || (okv_speculator_create(t, ring_draft, &cfg, &err) == NULL &&
+                          strstr(err.message, "max_write 4 is below n_draft + 1 = 5")),
+          "a ring draft that cannot take back K: %s", err.message);
+    okv_speculator *flat = okv_speculator_create(t, flat_draft, &cfg, &err);
+    CHECK(flat != NULL, "a flat draft writing 1 at a time: %s", err.message);
+    okv_speculator_free(flat);
+    okv_context_free(short_draft);
+    okv_context_free(ring_draft);
+    okv_context_free(flat_draft);
+    okv_model_free(swa);
+    cfg.lookup_ngram = 2;
     okv_speculator *s = okv_speculator_create(t, NULL, &cfg, &err);
     CHECK(s != NULL, "lookup speculator: %s", err.message);
     const int32_t toks[3] = {1, 5, 6}, pos[2] = {0, 1};

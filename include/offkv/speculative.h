@@ -73,7 +73,9 @@ typedef struct okv_speculator okv_speculator;
  * (the message names the first differing token id and both texts, or the
  * sizes); a target whose max_write is below n_draft + 1 (the target
  * evaluates K + 1 tokens at once, and its rings hold window + max_write - 1
- * rows, enough to rewind the K it may reject).  OKV_ERR_NOMEM.  Free with
+ * rows, enough to rewind the K it may reject); a draft whose capacity is
+ * below the target's, or whose max_write is below n_draft + 1 while it has
+ * sliding-window layers (the same rewind).  OKV_ERR_NOMEM.  Free with
  * okv_speculator_free. */
 okv_speculator *okv_speculator_create(okv_context *target, okv_context *draft, const okv_spec_config *cfg,
                                       okv_error *err);
@@ -103,7 +105,8 @@ okv_status okv_speculator_reset(okv_speculator *s, const int32_t *tokens, int32_
  * is the capacity) OKV_ERR_POSITION; an eval's error is passed on; a NaN
  * among the draft's or the target's logits OKV_ERR_NUMERIC; a target
  * cache whose length the caller changed since the last call is
- * OKV_ERR_INVALID (the draft's is brought back in line).
+ * OKV_ERR_INVALID (the draft's cache is left as it is; the next step or
+ * okv_speculator_reset brings it back in line).
  * On error the sequence is unchanged and the caches are rewound to it as far
  * as they allow (a draft that cannot be is cleared and catches up later). */
 okv_status okv_speculator_step(okv_speculator *s, int32_t max_new, int32_t *out, int32_t *n_out, okv_error *err);

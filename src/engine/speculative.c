@@ -141,6 +141,22 @@ void okv_speculator_free(okv_speculator *s) {
     free(s);
 }
 
+/* Whether any layer of c is a sliding-window ring. */
+static bool has_ring(const okv_cache *c) {
+    okv_layer_geometry g;
+    for (int32_t l = 0; okv_cache_layer_geometry(c, l, &g); l++)
+        if (g.window > 0) return true;
+    return false;
+}
+
+/* A draft eval's error, said to be the draft's. */
+static okv_status draft_failed(okv_error *err, okv_status st) {
+    if (!err) return st;
+    char was[sizeof err->message];
+    memcpy(was, err->message, sizeof was);
+    return okv_fail(err, st, "speculative step: draft: %s", was);
+}
+
 okv_speculator *okv_speculator_create(okv_context *target, okv_context *draft, const okv_spec_config *cfg,
                                       okv_error *err) {
     if (!target || !cfg) {
@@ -182,6 +198,28 @@ okv_speculator *okv_speculator_create(okv_context *target, okv_context *draft, c
     }
     okv_cache_config tc;
     okv_cache_get_config(okv_context_cache(target), &tc);
+    if (draft) {
+        /* The draft holds the same sequence: a smaller one would fail every
+         * step near its end while the target still had room. */
+        okv_cache_config dc;
+        okv_cache_get_config(okv_context_cache(draft), &dc);
+        if (dc.capacity < tc.capacity) {
+            okv_fail(err, OKV_ERR_INVALID,
+                     "speculative: the draft context's capacity %d is below the target's %d (it holds the same sequence)",
+                     (int)dc.capacity, (int)tc.capacity);
+            return NULL;
+        }
+        /* Its rings must take back the proposals the target rejects, as the
+         * target's must (else every rejection clears the draft and it
+         * re-reads the whole sequence: quadratic). */
+        if (dc.max_write < K + 1 && has_ring(okv_context_cache(draft))) {
+            okv_fail(err, OKV_ERR_INVALID,
+                     "speculative: the draft context's max_write %d is below n_draft + 1 = %d, and its sliding-window "
+                     "layers could not take back rejected proposals",
+                     (int)dc.max_write, (int)(K + 1));
+            return NULL;
+        }
+    }
     okv_speculator *s = calloc(1, sizeof *s);
     if (!s) {
         okv_fail(err, OKV_ERR_NOMEM, "speculative: out of memory");
@@ -298,7 +336,7 @@ static okv_status draft_catch_up(okv_speculator *s, okv_error *err) {
         for (int32_t i = 0; i < len; i++) s->pos[i] = start + i;
         const bool last = start + len == s->n;
         if ((st = okv_context_eval_last(s->draft, s->hist + start, s->pos, len, last ? s->dlogits : NULL, err)))
-            return st;
+            return draft_failed(err, st);
         s->draft_valid = start + len;
     }
     return OKV_OK;
@@ -375,7 +413,10 @@ okv_status okv_speculator_step(okv_speculator *s, int32_t max_new, int32_t *out,
             }
             if (++nd == K) break;
             const int32_t p = n + nd - 1;
-            if ((st = okv_context_eval_last(s->draft, &d[nd - 1], &p, 1, s->dlogits, err))) goto fail;
+            if ((st = okv_context_eval_last(s->draft, &d[nd - 1], &p, 1, s->dlogits, err))) {
+                st = draft_failed(err, st);
+                goto fail;
+            }
         }
         s->rest_len = nd > 0 ? 0 : s->rest_len ? (s->rest_len * 2 < MAX_REST ? s->rest_len * 2 : MAX_REST) : 1;
         s->rest = s->rest_len;
