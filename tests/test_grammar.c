@@ -378,6 +378,83 @@ static void test_lazy(void) {
     okv_grammar_free(g);
 }
 
+/* The block reference: where the text after a leading <think> block
+ * begins (inside: the prompt left the model in one), or n when the text is
+ * all block so far (free). */
+static size_t block_end(const char *text, size_t n, bool inside) {
+    size_t from = 0;
+    if (!inside) {
+        size_t i = 0;
+        while (i < n && strchr(" \n\t\r", text[i])) i++;
+        if (n - i < 7 && !memcmp(text + i, "<think>", n - i)) return n; /* may still open one */
+        if (memcmp(text + i, "<think>", 7) != 0) return 0;           /* no block */
+        from = i + 7;
+    }
+    for (size_t i = from; i + 8 <= n; i++)
+        if (!memcmp(text + i, "</think>", 8)) return i + 8;
+    return n;
+}
+
+/* Lazy matchers that skip a leading <think> block (a reasoning model's
+ * thoughts may name a tool call's opener): split at every byte, judged
+ * against the reference (the block free, then lazy_ref over the rest). */
+static void test_lazy_block(void) {
+    static const struct { const char *grammar, *trig; bool anchored; const char *texts[10]; } sets[] = {
+        {"root ::= \"<tool_call>\" [0-9]+ \"</tool_call>\"", "<tool_call>", false,
+         {"<think>I may use <tool_call>x</think>\n<tool_call>12</tool_call>", "<think>use <tool_call>x</think> <tool_call>x",
+          "  <think><tool_call>x", "<thinking <tool_call>x", "<tool_call>12</tool_call>", "<thi",
+          "a</think><tool_call>7</tool_call>", "a</think><tool_call>x", "<tool_call>x</think><tool_call>1</tool_call>",
+          "</think</think>x<tool_call>5"}},
+        {"root ::= \"{\" [a-z]* \"}\"", "{", true,
+         {"<think>{x</think>\n{ab}", "<think>a</think> x{", "{bad</think>{ab}", "{ab}", " <think>{</think>{1", "x</think>{a}",
+          "<think></think>", NULL}},
+    };
+    okv_error err;
+    int bad = 0, cases = 0;
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; k++) {
+        okv_grammar *g = parse(sets[k].grammar);
+        const size_t tn = strlen(sets[k].trig);
+        for (size_t t = 0; g && t < 10 && sets[k].texts[t]; t++) {
+            const char *text = sets[k].texts[t];
+            const size_t n = strlen(text);
+            for (int inside = 0; inside < 2; inside++) {
+                for (size_t s = 0; s <= n; s++, cases++) {
+                    okv_grammar_matcher *m = okv_grammar_matcher_create_lazy(g, sets[k].trig, tn, sets[k].anchored, &err);
+                    CHECK_STATUS(okv_grammar_matcher_skip_block(m, "<think>", "</think>", inside, &err), OKV_OK, err);
+                    bool on1, on2 = false, r2 = false, a2 = false;
+                    const size_t e1 = block_end(text, s, inside), e2 = block_end(text, n, inside);
+                    const bool r1 = lazy_ref(g, text + e1, s - e1, sets[k].trig, sets[k].anchored, &on1);
+                    const bool a1 = okv_grammar_matcher_accept_bytes(m, text, s);
+                    if (a1 && r1) {
+                        okv_grammar_matcher *c = okv_grammar_matcher_clone(m, &err); /* forks keep the block phase */
+                        r2 = lazy_ref(g, text + e2, n - e2, sets[k].trig, sets[k].anchored, &on2);
+                        a2 = okv_grammar_matcher_accept_bytes(c, text + s, n - s);
+                        if (a2 && okv_grammar_matcher_triggered(c) != on2) bad++;
+                        okv_grammar_matcher_free(c);
+                    }
+                    if (a1 != r1 || a2 != r2 || (a1 && okv_grammar_matcher_triggered(m) != on1)) {
+                        if (bad++ < 5)
+                            fprintf(stderr, "  '%s' (inside %d) split at %zu: lazy %d %d, reference %d %d\n", text, inside, s,
+                                    a1, a2, r1, r2);
+                    }
+                    okv_grammar_matcher_free(m);
+                }
+            }
+        }
+        okv_grammar_free(g);
+    }
+    CHECK(bad == 0, "lazy matcher with a block: %d of %d judgements differ from the reference", bad, cases);
+    okv_grammar *g = parse("root ::= \"x\"");
+    okv_grammar_matcher *eager = okv_grammar_matcher_create(g, &err), *lazy = okv_grammar_matcher_create_lazy(g, "x", 1, false, &err);
+    CHECK(okv_grammar_matcher_skip_block(eager, "<think>", "</think>", false, &err) == OKV_ERR_INVALID &&
+              strstr(err.message, "not lazy"),
+          "skip_block on an eager matcher: %s", err.message);
+    CHECK(okv_grammar_matcher_skip_block(lazy, "", "</think>", false, &err) == OKV_ERR_INVALID, "an empty tag: %s", err.message);
+    okv_grammar_matcher_free(eager);
+    okv_grammar_matcher_free(lazy);
+    okv_grammar_free(g);
+}
+
 /* The vocabulary mask against per-token answers, at positions along a JSON
  * text, on Qwen 3's vocabulary. */
 static void test_mask_qwen(void) {
@@ -539,6 +616,7 @@ int main(void) {
     test_against_references();
     test_utf8();
     test_lazy();
+    test_lazy_block();
     test_mask_qwen();
     return check_done();
 }

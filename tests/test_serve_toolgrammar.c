@@ -5,7 +5,8 @@
  * format's opener (tool_choice "auto": free text first, then a call);
  * parallel_tool_calls false allows exactly one call, true one or more;
  * a forced call after a prompt that ends inside <think> comes after the
- * reasoning and "</think>" (else the parser reads it as reasoning);
+ * reasoning and "</think>" (else the parser reads it as reasoning), and an
+ * opener written while reasoning does not start the lazy grammar;
  * arguments outside the tool's schema are refused; and every text the
  * grammar accepts, the format's parser (okv_chat_parse, the reference)
  * reads as the same calls. */
@@ -94,9 +95,22 @@ static const gcase THINK_CASES[] = {
     {OKV_CHAT_FORMAT_HERMES, 0, true, "a</think>b</think>" HERMES(W), false, 0},
     {OKV_CHAT_FORMAT_HERMES, 0, true, "Hmm.</think>" HERMES(BAD), false, 0},
     {OKV_CHAT_FORMAT_DEEPSEEK, 0, false, "Hmm.</think>\n" DS_BEGIN DS_CALL "get_weather" DS_SEP W DS_CEND DS_END, true, 1},
+    /* auto: an opener written while reasoning is not a call */
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "I could write <tool_call> here.</think>\n\n" HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "Maybe <tool_call>{\"bad\"", true, 0},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "Hmm.</think>" HERMES(BAD), false, 0},
 };
 
-static void check_case(size_t i, const gcase *c, bool think) {
+/* After a prompt that leaves the model free to open <think> itself (Qwen 3). */
+static const gcase THINK_TAG_CASES[] = {
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "<think>Use <tool_call> for it.</think>\n" HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "<think>Use <tool_call> for it.</think>\n" HERMES(BAD), false, 0},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, HERMES(W), true, 1},
+    {OKV_CHAT_FORMAT_HERMES, 1, true, "Sure. " HERMES(BAD), false, 0},
+    {OKV_CHAT_FORMAT_GENERIC, 1, false, "<think>{ maybe }</think>\n{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": " W "}}", true, 1},
+};
+
+static void check_case(size_t i, const gcase *c, bool think, bool think_open) {
     char extra[2048];
     snprintf(extra, sizeof extra, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s, \"parallel_tool_calls\": %s}",
              TOOLS, c->par ? "true" : "false");
@@ -104,7 +118,7 @@ static void check_case(size_t i, const gcase *c, bool think) {
     srv_fail f;
     CHECK(srv_request_parse(SRV_CHAT, extra, strlen(extra), &r, &f), "request: %s", f.message);
     srv_trigger trig = {0};
-    const okv_chat_syntax syn = {.format = c->fmt, .think_tags = think, .think_open = think};
+    const okv_chat_syntax syn = {.format = c->fmt, .think_tags = think, .think_open = think_open};
     char *gbnf = srv_tool_call_grammar(&r, &syn, c->mode == 1, &trig, &f);
     CHECK(gbnf != NULL, "case %zu (%s): grammar: %s", i, okv_chat_format_name(c->fmt), f.message);
     okv_error err;
@@ -113,9 +127,11 @@ static void check_case(size_t i, const gcase *c, bool think) {
     if (g) {
         okv_grammar_matcher *m = c->mode ? okv_grammar_matcher_create_lazy(g, trig.text, strlen(trig.text), trig.anchored, &err)
                                          : okv_grammar_matcher_create(g, &err);
+        if (c->mode && trig.think) /* as the server's scheduler does */
+            CHECK_STATUS(okv_grammar_matcher_skip_block(m, "<think>", "</think>", trig.think_open, &err), OKV_OK, err);
         const bool ok = okv_grammar_matcher_accept_bytes(m, c->text, strlen(c->text)) && okv_grammar_matcher_can_end(m);
         CHECK(ok == c->ok, "case %zu (%s %s%s%s): want %s: %s", i, okv_chat_format_name(c->fmt), c->mode ? "lazy" : "forced",
-              c->par ? " parallel" : "", think ? " think" : "", c->ok ? "accepted" : "refused", c->text);
+              c->par ? " parallel" : "", think_open ? " think-open" : think ? " think" : "", c->ok ? "accepted" : "refused", c->text);
         if (ok) {
             okv_chat_msg msg;
             CHECK(okv_chat_parse(&syn, c->text, strlen(c->text), false, &msg, &err) == OKV_OK, "parse: %s", err.message);
@@ -135,8 +151,10 @@ static void check_case(size_t i, const gcase *c, bool think) {
 }
 
 int main(void) {
-    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) check_case(i, &CASES[i], false);
-    for (size_t i = 0; i < sizeof THINK_CASES / sizeof *THINK_CASES; i++) check_case(i, &THINK_CASES[i], true);
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) check_case(i, &CASES[i], false, false);
+    for (size_t i = 0; i < sizeof THINK_CASES / sizeof *THINK_CASES; i++) check_case(i, &THINK_CASES[i], true, true);
+    for (size_t i = 0; i < sizeof THINK_TAG_CASES / sizeof *THINK_TAG_CASES; i++)
+        check_case(i, &THINK_TAG_CASES[i], true, false);
     /* formats without JSON arguments: free with "auto", a 400 when forced */
     char body[2048];
     snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]%s}", TOOLS);

@@ -84,15 +84,25 @@ struct okv_grammar_matcher {
     char *trig; /* NULL: not lazy */
     size_t trig_n;
     bool anchored;
-    int lazy;   /* LZ_ON: the grammar is on (or not lazy); LZ_WAIT; LZ_OFF: free for good */
+    int lazy;   /* LZ_ON: the grammar is on (or not lazy); LZ_WAIT; LZ_OFF: free for good;
+                   LZ_BLK_START / LZ_BLK_IN: before LZ_WAIT, a leading block skipped */
     char *pend; /* while waiting, the text that may still begin the trigger: the tail shorter than the
                    trigger (anchored: all of it, whitespace then a prefix of the trigger) */
     size_t pend_n, pend_cap;
     char *tbuf; /* pend + the next piece, to look for the trigger in */
     size_t tbuf_cap;
+    /* okv_grammar_matcher_skip_block: a leading block (reasoning) where the
+     * trigger does not count; blk_open NULL: none */
+    char *blk_open, *blk_close;
+    size_t blk_open_n, blk_close_n;
+    bool blk_inside;
+    char *bpend; /* in the block phases, the text that may still begin the open or close tag */
+    size_t bpend_n, bpend_cap;
+    char *bbuf; /* bpend + the next piece */
+    size_t bbuf_cap;
 };
 
-enum { LZ_ON, LZ_WAIT, LZ_OFF };
+enum { LZ_ON, LZ_WAIT, LZ_OFF, LZ_BLK_START, LZ_BLK_IN };
 enum { LK_FOUND, LK_WAIT, LK_OFF, LK_NOMEM };
 /* A text waiting for an anchored trigger longer than this is not going to
  * start with it (only whitespace came): the matcher turns free. */
@@ -410,10 +420,18 @@ static bool commit(okv_grammar_matcher *m, const sset *set, uint32_t pval, int p
     return true;
 }
 
+/* Where a lazy matcher starts: in its block phase, else waiting. */
+static int lazy_start(const okv_grammar_matcher *m) {
+    if (!m->trig) return LZ_ON;
+    if (!m->blk_open) return LZ_WAIT;
+    return m->blk_inside ? LZ_BLK_IN : LZ_BLK_START;
+}
+
 void okv_grammar_matcher_reset(okv_grammar_matcher *m) {
     if (!m) return;
-    m->lazy = m->trig ? LZ_WAIT : LZ_ON;
+    m->lazy = lazy_start(m);
     m->pend_n = 0;
+    m->bpend_n = 0;
     arena_reset(&m->scratch);
     const okv_grammar *g = m->g;
     const gelem *root = g->rules[g->root];
@@ -472,6 +490,10 @@ void okv_grammar_matcher_free(okv_grammar_matcher *m) {
     free(m->trig);
     free(m->pend);
     free(m->tbuf);
+    free(m->blk_open);
+    free(m->blk_close);
+    free(m->bpend);
+    free(m->bbuf);
     free(m);
 }
 
@@ -519,6 +541,37 @@ okv_grammar_matcher *okv_grammar_matcher_create_lazy(const okv_grammar *g, const
 
 bool okv_grammar_matcher_triggered(const okv_grammar_matcher *m) { return m && m->lazy == LZ_ON; }
 
+static char *dup_bytes(const char *s, size_t n) {
+    char *d = malloc(n ? n : 1);
+    if (d && n) memcpy(d, s, n);
+    return d;
+}
+
+okv_status okv_grammar_matcher_skip_block(okv_grammar_matcher *m, const char *open_tag, const char *close_tag,
+                                          bool inside, okv_error *err) {
+    if (!m || !open_tag || !close_tag || !*open_tag || !*close_tag)
+        return okv_fail(err, OKV_ERR_INVALID, "skip_block: a NULL matcher or an empty tag");
+    if (!m->trig) return okv_fail(err, OKV_ERR_INVALID, "skip_block: the matcher is not lazy");
+    if (m->lazy != lazy_start(m) || m->pend_n || m->bpend_n)
+        return okv_fail(err, OKV_ERR_INVALID, "skip_block: the matcher has read text already");
+    char *o = dup_bytes(open_tag, strlen(open_tag)), *c = dup_bytes(close_tag, strlen(close_tag));
+    if (!o || !c) {
+        free(o);
+        free(c);
+        return okv_fail(err, OKV_ERR_NOMEM, "skip_block: out of memory");
+    }
+    free(m->blk_open);
+    free(m->blk_close);
+    m->blk_open = o;
+    m->blk_close = c;
+    m->blk_open_n = strlen(open_tag);
+    m->blk_close_n = strlen(close_tag);
+    m->blk_inside = inside;
+    m->lazy = lazy_start(m);
+    okv_error_clear(err);
+    return OKV_OK;
+}
+
 /* Where a waiting matcher's trigger is in pend + b (len bytes), put in
  * tbuf: LK_FOUND with *at its offset, LK_WAIT (*keep: the offset of the
  * tail to keep as pend), LK_OFF (an anchored trigger cannot come now). */
@@ -558,6 +611,20 @@ okv_grammar_matcher *okv_grammar_matcher_clone(const okv_grammar_matcher *src, o
         okv_grammar_matcher_free(m);
         okv_fail(err, OKV_ERR_NOMEM, "grammar matcher clone");
         return NULL;
+    }
+    if (src->blk_open) {
+        m->blk_open = dup_bytes(src->blk_open, src->blk_open_n);
+        m->blk_close = dup_bytes(src->blk_close, src->blk_close_n);
+        m->blk_open_n = src->blk_open_n;
+        m->blk_close_n = src->blk_close_n;
+        m->blk_inside = src->blk_inside;
+        if (!m->blk_open || !m->blk_close || !reserve(&m->bpend, &m->bpend_cap, src->bpend_n)) {
+            okv_grammar_matcher_free(m);
+            okv_fail(err, OKV_ERR_NOMEM, "grammar matcher clone");
+            return NULL;
+        }
+        if (src->bpend_n) memcpy(m->bpend, src->bpend, src->bpend_n);
+        m->bpend_n = src->bpend_n;
     }
     m->lazy = src->lazy;
     return m;
@@ -606,9 +673,85 @@ static bool lazy_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bo
     return true;
 }
 
+static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* A matcher in its block phase over len more bytes: free text until the
+ * block is known absent (the text does not begin with the open tag) or has
+ * ended (its close tag), then the rest goes to lazy_bytes, so a trigger
+ * inside the block never counts (check: only whether it would be
+ * accepted; the state is left as it is). */
+static bool block_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bool check) {
+    const size_t n = m->bpend_n + len;
+    if (!reserve(&m->bbuf, &m->bbuf_cap, n ? n : 1)) return false;
+    if (m->bpend_n) memcpy(m->bbuf, m->bpend, m->bpend_n);
+    if (len) memcpy(m->bbuf + m->bpend_n, bytes, len);
+    const char *t = m->bbuf;
+    int state = m->lazy;
+    size_t at = 0, keep = n; /* the rest from at goes on; else t[keep..n) stays pending */
+    if (state == LZ_BLK_START) {
+        size_t i = 0;
+        while (i < n && is_ws(t[i])) i++;
+        const size_t r = n - i, c = r < m->blk_open_n ? r : m->blk_open_n;
+        if (memcmp(t + i, m->blk_open, c) != 0 || n > MAX_ANCHOR_WAIT) {
+            state = LZ_WAIT; /* no block: all of the text looks for the trigger */
+        } else if (r >= m->blk_open_n) {
+            state = LZ_BLK_IN;
+            at = i + m->blk_open_n;
+        } else {
+            keep = 0; /* whitespace, then a prefix of the open tag: wait */
+        }
+    }
+    if (state == LZ_BLK_IN) {
+        keep = n;
+        for (size_t i = at; i + m->blk_close_n <= n; i++)
+            if (t[i] == m->blk_close[0] && memcmp(t + i, m->blk_close, m->blk_close_n) == 0) {
+                state = LZ_WAIT;
+                at = i + m->blk_close_n;
+                break;
+            }
+        if (state == LZ_BLK_IN) {
+            const size_t tail = m->blk_close_n - 1;
+            keep = n - at > tail ? n - tail : at;
+        }
+    }
+    if (state != LZ_WAIT) {
+        if (check) return true;
+        m->lazy = state;
+        m->bpend_n = n - keep;
+        if (m->bpend_n) {
+            if (!reserve(&m->bpend, &m->bpend_cap, m->bpend_n)) return false;
+            memmove(m->bpend, t + keep, m->bpend_n);
+        }
+        return true;
+    }
+    /* The block is over (or absent): what follows looks for the trigger,
+     * from an empty pending text (lazy_bytes copies it out of bbuf). */
+    if (check) {
+        const int was = m->lazy;
+        m->lazy = LZ_WAIT;
+        const bool ok = lazy_bytes(m, t + at, n - at, true);
+        m->lazy = was;
+        return ok;
+    }
+    const int was = m->lazy;
+    m->lazy = LZ_WAIT;
+    if (!lazy_bytes(m, t + at, n - at, true)) {
+        m->lazy = was; /* refused: m stays as it was */
+        return false;
+    }
+    m->bpend_n = 0;
+    return lazy_bytes(m, t + at, n - at, false);
+}
+
+/* Free text while the grammar waits: the block phase, then the trigger. */
+static bool wait_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bool check) {
+    if (m->lazy == LZ_BLK_START || m->lazy == LZ_BLK_IN) return block_bytes(m, bytes, len, check);
+    return lazy_bytes(m, bytes, len, check);
+}
+
 bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes, size_t len) {
     if (!m || (!bytes && len)) return false;
-    if (m->lazy != LZ_ON) return lazy_bytes(m, bytes, len, false);
+    if (m->lazy != LZ_ON) return wait_bytes(m, bytes, len, false);
     arena_reset(&m->scratch);
     sset out;
     uint32_t pv;
@@ -635,7 +778,7 @@ bool okv_grammar_matcher_must_end(const okv_grammar_matcher *m) {
 bool okv_grammar_matcher_allows(okv_grammar_matcher *m, const okv_grammar_vocab *v, int32_t id) {
     if (!m || !v || id < 0 || id >= v->n_tokens) return false;
     if (v->is_end[id]) return okv_grammar_matcher_can_end(m);
-    if (m->lazy != LZ_ON) return v->len[id] == 0 || lazy_bytes(m, v->bytes + v->off[id], v->len[id], true);
+    if (m->lazy != LZ_ON) return v->len[id] == 0 || wait_bytes(m, v->bytes + v->off[id], v->len[id], true);
     if (v->len[id] == 0) return false;
     arena_reset(&m->scratch);
     sset out;

@@ -358,6 +358,8 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
              (j->gm = p->trigger ? okv_grammar_matcher_create_lazy(j->grammar, p->trigger, strlen(p->trigger),
                                                                    p->trigger_anchored, err)
                                  : okv_grammar_matcher_create(j->grammar, err)) != NULL &&
+             (!p->trigger || !p->trigger_think ||
+              okv_grammar_matcher_skip_block(j->gm, "<think>", "</think>", p->trigger_think_open, err) == OKV_OK) &&
              okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, p->special, err), err) == OKV_OK;
     }
     for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;

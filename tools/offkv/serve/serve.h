@@ -170,6 +170,8 @@ void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, 
 typedef struct srv_trigger {
     const char *text; /* the format's opener, or "{" for a bare JSON call (static) */
     bool anchored;    /* only at the answer's start (Llama 3, generic) */
+    bool think;       /* not in a leading <think> block (okv_grammar_matcher_skip_block) */
+    bool think_open;  /* the answer starts inside that block */
 } srv_trigger;
 
 /* The GBNF of tool calls in syn->format's markup to r's tools (the one
@@ -275,6 +277,8 @@ typedef struct srv_job_params {
     const char *grammar;    /* GBNF (parsed per job); NULL: none */
     const char *trigger;    /* non-NULL: the grammar is lazy, on from this text (a tool call's opener) */
     bool trigger_anchored;  /* the trigger counts only at the answer's start */
+    bool trigger_think;     /* ... and not in a leading <think> block (one already open: trigger_think_open) */
+    bool trigger_think_open;
     int32_t top_logprobs;   /* -1: none */
     bool special;           /* control tokens come out as their text (the answer's markup is parsed) */
 } srv_job_params;

@@ -148,6 +148,10 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
         /* a bare JSON call (Llama 3, generic) opens the answer */
         trig->anchored = !op || !*op;
         trig->text = trig->anchored ? "{" : op;
+        /* an opener the model writes while it reasons is not a call (the
+         * parser reads it as reasoning) */
+        trig->think = syn->think_tags && format != OKV_CHAT_FORMAT_GPT_OSS;
+        trig->think_open = syn->think_open;
     }
     cJSON *tools = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
     int nt = cJSON_GetArraySize(tools), k = 0;
