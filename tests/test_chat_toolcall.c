@@ -85,6 +85,14 @@ static const tcase cases[] = {
     {"qwen3-coder XML", S(QWEN3_CODER, false, false),
      "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
      "", NULL, {{"get_weather", "{\"city\": \"Paris\", \"days\": 3}"}}},
+    {"qwen3-coder values kept as written", S(QWEN3_CODER, false, false),
+     "<tool_call>\n<function=f>\n<parameter=n>\n12345678901234567890123\n</parameter>\n<parameter=x>\n1e999\n</parameter>\n"
+     "<parameter=s>\n  two  spaces \n</parameter>\n<parameter=o>\n{\"k\": [1, 2.50]}\n</parameter>\n<parameter=n>\n7\n</parameter>\n"
+     "</function>\n</tool_call>",
+     "", NULL, {{"f", "{\"n\": 7, \"x\": 1e999, \"s\": \"  two  spaces \", \"o\": {\"k\": [1, 2.50]}}"}}},
+    {"hermes numbers past a double", S(HERMES, false, false),
+     "<tool_call>{\"name\": \"f\", \"arguments\": {\"n\": 12345678901234567890123, \"x\": 1e999}}</tool_call>", "", NULL,
+     {{"f", "{\"n\": 12345678901234567890123, \"x\": 1e999}"}}},
     {"deepseek v3.1", S(DEEPSEEK, false, false),
      "<\357\275\234tool\342\226\201calls\342\226\201begin\357\275\234><\357\275\234tool\342\226\201call\342\226\201begin\357\275\234>get_weather"
      "<\357\275\234tool\342\226\201sep\357\275\234>{\"city\": \"Paris\"}<\357\275\234tool\342\226\201call\342\226\201end\357\275\234>"
@@ -108,6 +116,11 @@ static const tcase cases[] = {
     {"lfm2 pythonic", S(PYTHONIC, false, false),
      "<|tool_call_start|>[get_weather(city=\"Paris\", days=3), note(text='it\\'s', tags=['a', \"b\"], on=True, x=None, f=1.5)]<|tool_call_end|>Checking.",
      "Checking.", NULL, {{"get_weather", "{\"city\": \"Paris\", \"days\": 3}"}, {"note", "{\"text\": \"it's\", \"tags\": [\"a\", \"b\"], \"on\": true, \"x\": null, \"f\": 1.5}"}}},
+    {"lfm2 pythonic number past 64 bits stays text", S(PYTHONIC, false, false),
+     "<|tool_call_start|>[f(n=123456789012345678901234)]<|tool_call_end|>",
+     "<|tool_call_start|>[f(n=123456789012345678901234)]<|tool_call_end|>", NULL, {{0}}},
+    {"lfm2 pythonic infinite float stays text", S(PYTHONIC, false, false), "<|tool_call_start|>[f(x=1e999)]<|tool_call_end|>",
+     "<|tool_call_start|>[f(x=1e999)]<|tool_call_end|>", NULL, {{0}}},
     {"generic tool_calls", S(GENERIC, false, false),
      "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}", "", NULL,
      {{"get_weather", "{\"city\": \"Paris\"}"}}},

@@ -3,6 +3,8 @@
  * markup.  JSON is checked with a scanner that also recognises a valid
  * prefix, so a partial parse (streaming) can return the call being written;
  * a complete call must parse as a whole, or its text stays content. */
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -761,7 +763,7 @@ static void parse_qwen3_coder(pm *p, const char *s, size_t n, bool partial) {
         }
         const char *name = b + 10;
         size_t name_n = (size_t)(gt - name);
-        jv args = okv_jv_dict_new(p->a, p->f, 0);
+        jv args = okv_jv_dict_new(p->a, p->f, 0), raw = okv_jv_dict_new(p->a, p->f, 0); /* raw: the value is JSON text */
         size_t k = (size_t)(gt - b) + 1;
         for (;;) {
             skip_ws(b, bn, &k);
@@ -777,19 +779,33 @@ static void parse_qwen3_coder(pm *p, const char *s, size_t n, bool partial) {
             if (val_n && val[0] == '\n') val++, val_n--;
             if (val_n && val[val_n - 1] == '\n') val_n--;
             /* a value that reads as JSON (a number, true, an object ...) is
-             * that value; anything else is a string */
-            jv v = okv_jv_str(okv_jstrdup(p->a, p->f, val, val_n), val_n);
-            size_t j = 0, st;
+             * that value, its text kept as written (1e999 or a 30-digit
+             * integer stay exact; a double would make them Infinity or
+             * round them); anything else is a string */
+            const char *jt = val;
+            size_t jn = val_n;
+            trim(&jt, &jn);
             jv parsed;
-            (void)j;
-            (void)st;
-            if (val_n && val[0] != '"' && try_json(p, val, val_n, &parsed)) v = parsed;
-            okv_jv_dict_set(p->a, p->f, args, okv_jv_str(okv_jstrdup(p->a, p->f, key, key_n), key_n), v);
+            const bool is_json = jn && jt[0] != '"' && try_json(p, jt, jn, &parsed);
+            jv kj = okv_jv_str(okv_jstrdup(p->a, p->f, key, key_n), key_n);
+            okv_jv_dict_set(p->a, p->f, args, kj,
+                            is_json ? okv_jv_str(okv_jstrdup(p->a, p->f, jt, jn), jn)
+                                    : okv_jv_str(okv_jstrdup(p->a, p->f, val, val_n), val_n));
+            okv_jv_dict_set(p->a, p->f, raw, kj, okv_jv_bool(is_json));
             k = (size_t)(pend - b) + 12;
         }
         jbuf out = {0};
         json_style st = {NULL, ", ", ": ", false};
-        okv_jinja_json_dump(p->a, p->f, &out, args, &st, 0);
+        okv_jbuf_putc(p->a, p->f, &out, '{');
+        for (size_t e = 0; e < args.u.d->n; e++) {
+            if (e) okv_jbuf_puts(p->a, p->f, &out, ", ");
+            okv_jinja_json_dump(p->a, p->f, &out, args.u.d->k[e], &st, 0);
+            okv_jbuf_puts(p->a, p->f, &out, ": ");
+            const jv *is_raw = okv_jv_dict_find(raw, args.u.d->k[e]);
+            if (is_raw && is_raw->u.b) okv_jbuf_put(p->a, p->f, &out, args.u.d->v[e].u.s.p, args.u.d->v[e].u.s.n);
+            else okv_jinja_json_dump(p->a, p->f, &out, args.u.d->v[e], &st, 0);
+        }
+        okv_jbuf_putc(p->a, p->f, &out, '}');
         add_call(p, NULL, 0, name, name_n, out.p, out.n, true);
         i = (size_t)(end - s) + 12;
     }
@@ -977,11 +993,14 @@ static bool py_value(pm *p, const char *s, size_t n, size_t *i, int depth, jv *o
     memcpy(num, s + st, *i - st);
     num[*i - st] = '\0';
     char *end;
+    errno = 0;
     if (!is_float) {
         long long v = strtoll(num, &end, 10);
+        if (errno == ERANGE) return false; /* past 64 bits: not clamped to LLONG_MAX, the call stays text */
         *out = okv_jv_int(v);
     } else {
         double d = strtod(num, &end);
+        if (isinf(d)) return false; /* JSON has no Infinity */
         *out = okv_jv_float(d);
     }
     return *end == '\0';
