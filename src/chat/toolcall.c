@@ -24,6 +24,12 @@ typedef struct pm {
 } pm;
 
 static void add_content(pm *p, const char *s, size_t n) { okv_jbuf_put(p->a, p->f, &p->content, s, n); }
+/* Text after a call: a new line from the text before it (each piece comes
+ * trimmed, so gluing them would join "check." and "Done" into one word). */
+static void add_content_piece(pm *p, const char *s, size_t n) {
+    if (p->content.n && n) add_content(p, "\n", 1);
+    add_content(p, s, n);
+}
 static void add_reasoning(pm *p, const char *s, size_t n) {
     p->has_reasoning = true;
     okv_jbuf_put(p->a, p->f, &p->reasoning, s, n);
@@ -470,9 +476,18 @@ static void parse_tagged_json(pm *p, const char *s, size_t n, bool partial, cons
         if (i >= n) break;
         if (!starts(s + i, n - i, open)) {
             if (partial && n - i < strlen(open) && memcmp(s + i, open, n - i) == 0) break;
-            /* text after the calls: content again */
-            add_content(p, s + i, n - i);
-            break;
+            /* text after a call: content again, up to the next call */
+            const char *next = find(s + i, n - i, open);
+            if (!next) {
+                size_t keep = partial ? n - i - held_suffix(s + i, n - i, markers) : n - i;
+                add_content_piece(p, s + i, keep);
+                break;
+            }
+            size_t tn = (size_t)(next - (s + i));
+            while (tn && ws(s[i + tn - 1])) tn--;
+            add_content_piece(p, s + i, tn);
+            i = (size_t)(next - s);
+            continue;
         }
         size_t call_start = i;
         i += strlen(open);
@@ -482,11 +497,15 @@ static void parse_tagged_json(pm *p, const char *s, size_t n, bool partial, cons
         else if (i < n && partial && ((n - i < strlen(close) && memcmp(s + i, close, n - i) == 0) ||
                                       (n - i < strlen(open) && memcmp(s + i, open, n - i) == 0)))
             break; /* the close, or the next call, being written */
-        else if (i < n && !starts(s + i, n - i, open)) {
-            add_content(p, s + i, n - i);
-            break;
-        } /* else the next call, without a close before it, or the end */
+        /* else text (the loop's top reads it), the next call without a close
+         * before it, or the end */
     }
+}
+
+/* Text after the generic answer's object (at i): content, not dropped. */
+static void trailing_text(pm *p, const char *s, size_t n, size_t i) {
+    skip_ws(s, n, &i);
+    add_content_piece(p, s + i, n - i);
 }
 
 /* JSON call objects at the start (Llama 3's {"name", "parameters"} and the
@@ -505,6 +524,7 @@ static bool parse_leading_objects(pm *p, const char *s, size_t n, bool partial, 
         jv *resp = okv_jv_dict_get(v, "response", 8);
         if (resp && resp->kind == JV_STR && v.u.d->n == 1) {
             add_content(p, resp->u.s.p, resp->u.s.n);
+            trailing_text(p, s, n, j);
             return true;
         }
         jv *calls = okv_jv_dict_get(v, "tool_calls", 10);
@@ -534,6 +554,7 @@ static bool parse_leading_objects(pm *p, const char *s, size_t n, bool partial, 
                 if (args) okv_jinja_json_dump(p->a, p->f, &b, *args, &st, 0);
                 add_call(p, NULL, 0, name->u.s.p, name->u.s.n, args ? b.p : "{}", args ? b.n : 2, true);
             }
+            trailing_text(p, s, n, j);
             return true;
         }
         /* else a bare call object, below */
