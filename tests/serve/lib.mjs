@@ -121,7 +121,8 @@ export const sleep = ms => new Promise(r => setTimeout(r, ms));
 // Sends data on a raw connection to 127.0.0.1:port (then half-closes when
 // asked: shutdown(SHUT_WR)) and resolves with what was read until the
 // server closed, or until timeoutMs (then timedOut): {text, status, heads
-// (status lines seen), head, body, ms, timedOut}.  keep collects the sockets.
+// (status lines seen), head, body, ms, timedOut, interim (1xx answers
+// skipped before text)}.  keep collects the sockets.
 export function raw(port, data, { localAddress, halfClose = false, timeoutMs = 20000, keep } = {}) {
   return new Promise(resolve => {
     const s = net.connect({ port, host: '127.0.0.1', localAddress });
@@ -137,11 +138,15 @@ export function raw(port, data, { localAddress, halfClose = false, timeoutMs = 2
     s.on('error', () => {});
     s.on('close', () => {
       clearTimeout(timer);
-      const text = Buffer.concat(chunks).toString('latin1');
+      // interim 1xx answers go before the answer (a client skips them)
+      const all = Buffer.concat(chunks).toString('latin1');
+      const interim = all.match(/^(HTTP\/1\.[01] 1\d\d[^\r\n]*\r\n(?:[^\r\n]+\r\n)*\r\n)*/)[0];
+      const text = all.slice(interim.length);
       const m = text.match(/^HTTP\/1\.[01] (\d+)/);
       const at = text.indexOf('\r\n\r\n');
       resolve({ text, status: m ? Number(m[1]) : 0, heads: (text.match(/(^|\r\n)HTTP\/1\.[01] \d+/g) || []).length,
-        head: at >= 0 ? text.slice(0, at) : text, body: at >= 0 ? text.slice(at + 4) : '', ms: Date.now() - t0, timedOut });
+        head: at >= 0 ? text.slice(0, at) : text, body: at >= 0 ? text.slice(at + 4) : '', ms: Date.now() - t0, timedOut,
+        interim });
     });
     if (keep) keep.push(s);
   });

@@ -145,15 +145,24 @@ enum MHD_Result wire_fail(server *srv, struct MHD_Connection *c, int status, con
 
 /* True when the connection broke or is closed both ways.  A client that
  * only shut its sending side (shutdown(SHUT_WR) after the request, as some
- * clients and proxies do) still waits for the answer: its end of file
- * (POLLRDHUP) is not a cancel.  (A fully closed client of a plain answer
- * is then noticed when the answer cannot be written; a stream's next
- * write fails sooner.) */
-bool wire_client_gone(struct MHD_Connection *c) {
+ * clients and proxies do) still waits for the answer, and its end of file
+ * (POLLRDHUP) looks the same as a close (a cancelled call, a client's
+ * timeout) until something is written.  So once, with *probed false before
+ * any answer began, an end of file gets an interim "100 Continue" (which
+ * HTTP/1.1 clients skip before the answer): a closed socket answers it with
+ * a reset, seen here at once or on the next call.  probed NULL: no probe
+ * (an answer is being written: its own writes fail). */
+bool wire_client_gone(struct MHD_Connection *c, bool *probed) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
-    struct pollfd p = {.fd = ci->connect_fd, .events = 0};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (!(p.revents & POLLRDHUP) || !probed || *probed) return false;
+    *probed = true;
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    const ssize_t w = send(ci->connect_fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return w < 0 && (errno == EPIPE || errno == ECONNRESET);
 }
 
 bool wire_append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t len) {

@@ -50,6 +50,7 @@ typedef struct call {
     char *out;
     size_t n_out, off, cap;
     bool role_sent[SRV_MAX_PROMPTS], done;
+    bool probed;                    /* wire_client_gone's one probe, before the answer */
     int32_t top_logprobs;           /* -1: no logprobs */
     size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
     srv_chat_stream cs[SRV_MAX_PROMPTS]; /* chat: each choice's answer's parse (tool calls, reasoning) */
@@ -161,7 +162,7 @@ static enum MHD_Result answer_plain(call *k) {
             if (k->fin[i] == SRV_RUNNING) all = false;
         }
         if (all) break;
-        if (wire_client_gone(k->conn)) {
+        if (wire_client_gone(k->conn, &k->probed)) {
             call_free(k); /* cancels the jobs */
             return MHD_NO;
         }
@@ -329,7 +330,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (k->done) return MHD_CONTENT_READER_END_OF_STREAM;
         k->off = k->n_out = 0;
         if (!produce(k)) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (k->off == k->n_out && wire_client_gone(k->conn)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (k->off == k->n_out && wire_client_gone(k->conn, NULL)) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
     size_t n = k->n_out - k->off;
     if (n > max) n = max;
@@ -347,7 +348,7 @@ static enum MHD_Result answer_stream(call *k) {
      * 200 stream that ends at once. */
     for (int i = 0; i < k->n; i++)
         while (!srv_job_wait_admitted(k->srv->sched, k->jobs[i], 50))
-            if (wire_client_gone(k->conn)) {
+            if (wire_client_gone(k->conn, &k->probed)) {
                 call_free(k);
                 return MHD_NO;
             }

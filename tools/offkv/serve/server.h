@@ -86,8 +86,11 @@ enum MHD_Result wire_fail(server *srv, struct MHD_Connection *c, int status, con
                           const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* Whether the client broke or closed the connection both ways (a client
- * that only shut its sending side still waits for its answer). */
-bool wire_client_gone(struct MHD_Connection *c);
+ * that only shut its sending side still waits for its answer).  Before an
+ * answer begins, pass a flag (false at first): an end of file from the
+ * client is then probed once with an interim 100 Continue, which a closed
+ * socket refuses; NULL once the answer is being written. */
+bool wire_client_gone(struct MHD_Connection *c, bool *probed);
 
 /* Appends len bytes to a growing buffer (kept NUL-terminated); false when
  * out of memory. */
