@@ -6,7 +6,8 @@
 //    a body that stops gets a 408 after --timeout;
 //  - a client that half-closes after its request (shutdown(SHUT_WR)) gets
 //    its whole answer, plain or streamed;
-//  - \u0000 in a prompt or message is refused naming the field;
+//  - \u0000 in a prompt or message is refused naming the field, a raw NUL
+//    byte as the invalid JSON it is;
 //  - a 4 MB prompt for a 128-position context is refused in well under a
 //    second (it was tokenized twice: 15 s);
 //  - a bad Content-Length (too large, -1, 10abc) gets one status line and
@@ -130,6 +131,16 @@ try {
   r = await post(srv, '/v1/chat/completions', '{"messages":[{"role":"user","content":"hi\\u0000there"}],"max_tokens":2}', auth);
   eq(r.status, 400, 'a message with \\u0000: 400');
   eq(r.json && r.json.error && r.json.error.param, 'messages', 'a message with \\u0000: param');
+  // a raw NUL byte (JSON allows no raw control byte in a string) cut the
+  // text at it: a prompt, a message, a stop string, even a key
+  for (const [path, body] of [['/v1/completions', '{"prompt":"Once\0 upon a time there was","max_tokens":3}'],
+    ['/v1/chat/completions', '{"messages":[{"role":"user","content":"hi\0 the rest"}]}'], ['/tokenize', '{"content":"a\0b"}'],
+    ['/v1/completions', '{"prompt":"Once","max_tokens\0zzz":3}']]) {
+    r = await post(srv, path, body, auth);
+    eq(r.status, 400, `${path} with a raw NUL: 400`);
+    check(/raw control byte 0x00/.test((r.json && r.json.error && r.json.error.message) || ''),
+      `${path} with a raw NUL: the error names the byte (${JSON.stringify(r.json)})`);
+  }
   r = await post(srv, '/v1/completions', '{"prompt":"a \\\\u0000 is six characters here","max_tokens":2}', auth);
   eq(r.status, 200, 'an escaped backslash before u0000 is text, not a NUL');
   // /tokenize and /detokenize read their bodies as strictly as the completions

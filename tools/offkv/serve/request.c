@@ -507,6 +507,21 @@ cJSON *srv_body_parse(const char *body, size_t len, srv_fail *f) {
         bad(f, "", "the body is not valid UTF-8 (byte %zu)", good);
         return NULL;
     }
+    /* JSON strings hold no raw control bytes; cJSON takes them, and a raw
+     * NUL would then end the C string the text becomes (the rest of a
+     * prompt silently gone). */
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        const unsigned char c = (unsigned char)body[i];
+        if (!in_str) in_str = c == '"';
+        else if (c == '\\') i++;
+        else if (c == '"') in_str = false;
+        else if (c < 0x20) {
+            bad(f, "", "the body is not valid JSON: a raw control byte 0x%02X in a string (byte %zu); write it as \\u%04X",
+                c, i, c);
+            return NULL;
+        }
+    }
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!root) {
         bad(f, "", "the body is not valid JSON (near byte %zu)",
