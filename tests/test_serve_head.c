@@ -118,6 +118,23 @@ int main(void) {
      * later, after the request was accepted), is refused naming the byte. */
     parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"cont\xffnt\":\"hi\"}]}", "", "byte 33");
     parse_bad(SRV_COMPLETION, "{\"prompt\":\"caf\xc3\"}", "", "UTF-8");
+    /* Raw control bytes in strings (JSON allows none): a raw NUL cut the
+     * text at it. */
+    static const char raw_nul[] = "{\"prompt\":\"Once\0 upon\"}";
+    srv_request rn;
+    CHECK(srv_request_parse(SRV_COMPLETION, raw_nul, sizeof raw_nul - 1, &rn, &f) == false && f.status == 400 &&
+              strstr(f.message, "0x00") && strstr(f.message, "byte 15"),
+          "a raw NUL: %s", f.message);
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"a\tb\"}", "", "0x09");
+    /* A stop string past SRV_MAX_STOP_BYTES (each token is checked against
+     * its tail in the decode thread all sequences share). */
+    {
+        char body[SRV_MAX_STOP_BYTES + 64];
+        int at = snprintf(body, sizeof body, "{\"prompt\":\"x\",\"stop\":[\"a\",\"");
+        memset(body + at, 'z', SRV_MAX_STOP_BYTES + 1);
+        snprintf(body + at + SRV_MAX_STOP_BYTES + 1, sizeof body - (size_t)at - SRV_MAX_STOP_BYTES - 1, "\"]}");
+        parse_bad(SRV_COMPLETION, body, "stop", "4097 bytes");
+    }
     srv_request r;
     const char *fine = "{\"prompt\":\"a \\\\u0000 b\",\"stop\":\"\\u0001\",\"logit_bias\":{\"1\":2,\"2\":3}}";
     const bool parsed = srv_request_parse(SRV_COMPLETION, fine, strlen(fine), &r, &f);

@@ -230,6 +230,15 @@ try {
   const s = await startServer(['--parallel', '1', '--queue', '4', '-c', '32768']);
   const sport = Number(new URL(s.url).port);
   try {
+    // more answers than sequences and queue together: a 400 naming n (a
+    // 503 "try again" never helped)
+    for (const [body, param] of [[{ prompt: 'Once', max_tokens: 2, n: 6 }, 'n'],
+      [{ prompt: ['a', 'b', 'c'], max_tokens: 2, n: 2 }, 'n'], [{ prompt: ['a', 'b', 'c', 'd', 'e', 'f'], max_tokens: 2 }, 'prompt']]) {
+      const r = await post(s, '/v1/completions', body);
+      eq(r.status, 400, `${JSON.stringify(body)} on --parallel 1 --queue 4: 400`);
+      eq(r.json && r.json.error && r.json.error.param, param, `${JSON.stringify(body)}: the error names '${param}'`);
+    }
+    eq((await post(s, '/v1/completions', { prompt: 'Once', max_tokens: 2, n: 5 })).status, 200, 'n = parallel + queue fits');
     const long = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 30000, ignore_eos: true, stream: true });
     const live = await fetch(s.url + '/v1/completions', { method: 'POST', body: long });
     const rd = live.body.getReader();

@@ -154,6 +154,11 @@ try {
   shape({ status: (await fetch(srv.url + '/nowhere')).status, json: await (await fetch(srv.url + '/nowhere')).json() }, 404, 'unknown path');
   const m405 = await fetch(srv.url + '/v1/completions');
   shape({ status: m405.status, json: await m405.json(), text: '' }, 405, 'GET on a POST endpoint');
+  // Allow names what the path takes (it said "GET, POST" for every path)
+  eq(m405.headers.get('allow'), 'POST', 'GET on a POST endpoint: Allow');
+  const p405 = await fetch(srv.url + '/health', { method: 'POST', body: '{}' });
+  eq(p405.status, 405, 'POST on a GET endpoint');
+  eq(p405.headers.get('allow'), 'GET, HEAD', 'POST on a GET endpoint: Allow');
 
   // a dropped stream stops its generation and frees its sequence
   STEP(`a dropped stream stops its generation and frees its sequence`);

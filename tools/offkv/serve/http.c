@@ -95,8 +95,9 @@ void wire_touch(server *srv, struct MHD_Connection *c) {
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(srv->cfg->timeout + 0.999));
 }
 
-enum MHD_Result wire_send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
-                                size_t n) {
+/* wire_send_owned, with a 405's Allow header. */
+static enum MHD_Result send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
+                                  size_t n, const char *allow) {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
@@ -108,14 +109,17 @@ enum MHD_Result wire_send_owned(server *srv, struct MHD_Connection *c, int statu
      * (gate.c), which libmicrohttpd's keep-alive would let a second one skip. */
     MHD_add_response_header(r, "Connection", "close");
     if (status == 503) MHD_add_response_header(r, "Retry-After", "2");
-    if (status == 405) {
-        MHD_add_response_header(r, "Allow", "GET, POST");
-    }
+    if (status == 405 && allow) MHD_add_response_header(r, "Allow", allow);
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     wire_count_status(srv, status);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+enum MHD_Result wire_send_owned(server *srv, struct MHD_Connection *c, int status, const char *type, char *body,
+                                size_t n) {
+    return send_owned(srv, c, status, type, body, n, NULL);
 }
 
 enum MHD_Result wire_send_json(server *srv, struct MHD_Connection *c, int status, cJSON *root) {
@@ -128,7 +132,7 @@ enum MHD_Result wire_send_json(server *srv, struct MHD_Connection *c, int status
 enum MHD_Result wire_send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
     char *s = srv_error_json(f);
     if (!s) return MHD_NO;
-    return wire_send_owned(srv, c, f->status, "application/json", s, strlen(s));
+    return send_owned(srv, c, f->status, "application/json", s, strlen(s), f->allow);
 }
 
 enum MHD_Result wire_fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
@@ -323,8 +327,11 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].path) == 0) r = &routes[i];
     if (!r) return wire_fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
-    if (r->post ? !post : !get)
-        return wire_fail(srv, c, 405, "invalid_request_error", NULL, "%s takes %s", r->path, r->post ? "POST" : "GET");
+    if (r->post ? !post : !get) {
+        srv_fail f = {.status = 405, .type = "invalid_request_error", .allow = r->post ? "POST" : "GET, HEAD"};
+        snprintf(f.message, sizeof f.message, "%s takes %s", r->path, r->post ? "POST" : "GET");
+        return wire_send_error(srv, c, &f);
+    }
     if (!(r->checks & LOADING) && !atomic_load(&srv->ready))
         return wire_fail(srv, c, 503, "server_busy", NULL, "the model is still loading: try again shortly");
     if (!(r->checks & NO_KEY) && srv->cfg->api_key) {

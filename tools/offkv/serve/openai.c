@@ -410,6 +410,18 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     srv_request req;
     srv_fail f;
     if (!srv_request_parse(kind, cc->body ? cc->body : "", cc->n, &req, &f)) return wire_send_error(srv, c, &f);
+    /* Answers that could never all have a sequence or a place in the queue
+     * at once: a 503 would say "try again", which never helps. */
+    const int64_t n_answers = (int64_t)req.n * (kind == SRV_CHAT ? 1 : req.n_prompts);
+    const int64_t room = (int64_t)srv->cfg->sched.n_parallel + srv->cfg->sched.n_queue;
+    if (n_answers > room) {
+        const char *param = req.n > 1 ? "n" : "prompt";
+        srv_request_clear(&req);
+        return wire_fail(srv, c, 400, "invalid_request_error", param,
+                         "the request asks for %lld answers; this server holds at most %lld at once (--parallel %d, "
+                         "--queue %d)",
+                         (long long)n_answers, (long long)room, (int)srv->cfg->sched.n_parallel, (int)srv->cfg->sched.n_queue);
+    }
     call *k = calloc(1, sizeof *k);
     if (!k) {
         srv_request_clear(&req);

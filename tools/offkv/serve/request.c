@@ -249,12 +249,20 @@ static bool parse_prompt(const cJSON *root, srv_request *r, srv_fail *f) {
     return true;
 }
 
+/* A stop string no longer than SRV_MAX_STOP_BYTES, into *out. */
+static bool take_stop(const cJSON *s, char **out, srv_fail *f) {
+    const size_t n = strlen(s->valuestring);
+    if (n > SRV_MAX_STOP_BYTES)
+        return bad(f, "stop", "a 'stop' string is %zu bytes, more than %d", n, (int)SRV_MAX_STOP_BYTES);
+    return take_string(s, "stop", out, f);
+}
+
 static bool parse_stop(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "stop");
     if (!s || cJSON_IsNull(s)) return true;
     if (cJSON_IsString(s)) {
         if (!s->valuestring[0]) return true;  /* "" stops nothing */
-        if (!take_string(s, "stop", &r->stops[0], f)) return false;
+        if (!take_stop(s, &r->stops[0], f)) return false;
         r->n_stops = 1;
         return true;
     }
@@ -265,7 +273,7 @@ static bool parse_stop(const cJSON *root, srv_request *r, srv_fail *f) {
     cJSON_ArrayForEach(e, s) {
         if (!cJSON_IsString(e)) return bad(f, "stop", "'stop' must be a string or an array of strings");
         if (!e->valuestring[0]) continue;
-        if (!take_string(e, "stop", &r->stops[r->n_stops], f)) return false;
+        if (!take_stop(e, &r->stops[r->n_stops], f)) return false;
         r->n_stops++;
     }
     return true;

@@ -623,8 +623,8 @@ static bool add_text(srv_job *j, const char *t, size_t len, char **out, size_t *
             }
         if (stopped) continue;
         /* The longest tail of the held text that begins this stop string. */
-        for (size_t n = sl - 1; n > 0; n--)
-            if (n <= j->n_held && memcmp(j->held + j->n_held - n, j->stops[k], n) == 0) {
+        for (size_t n = sl - 1 < j->n_held ? sl - 1 : j->n_held; n > 0; n--)
+            if (memcmp(j->held + j->n_held - n, j->stops[k], n) == 0) {
                 if (j->n_held - n < keep_from) keep_from = j->n_held - n;
                 break;
             }

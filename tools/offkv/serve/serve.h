@@ -67,7 +67,9 @@ okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt);
 
 /* ---- requests (request.c) ---- */
 
-enum { SRV_MAX_STOPS = 4, SRV_MAX_PROMPTS = 16, SRV_MAX_TOP_LOGPROBS = 20 };
+/* SRV_MAX_STOP_BYTES: the longest stop string: every token is checked
+ * against each one's tail in the one decode thread all sequences share. */
+enum { SRV_MAX_STOPS = 4, SRV_MAX_STOP_BYTES = 4096, SRV_MAX_PROMPTS = 16, SRV_MAX_TOP_LOGPROBS = 20 };
 
 typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 } srv_kind;
 
@@ -112,6 +114,7 @@ typedef struct srv_fail {
     char type[48];
     char param[48];
     char message[256];
+    const char *allow; /* a 405's Allow header: the methods the path takes (static) */
 } srv_fail;
 
 struct cJSON;
