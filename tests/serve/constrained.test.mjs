@@ -137,8 +137,28 @@ try {
   }
   const lps = await client.chat.completions.create({ model: 'x', messages, temperature: 0, max_tokens: 10, logprobs: true, stream: true });
   let lpStreamed = [];
-  for await (const ch of lps) lpStreamed = lpStreamed.concat(ch.choices[0]?.logprobs?.content ?? []);
+  let lpAligned = true;
+  for await (const ch of lps) {
+    const c = ch.choices[0];
+    lpStreamed = lpStreamed.concat(c?.logprobs?.content ?? []);
+    // each chunk carries its own tokens' records (the first chunk carried all)
+    if (c?.delta?.content) lpAligned &&= (c.logprobs?.content ?? []).map(t => t.token).join('') === c.delta.content;
+  }
   eq(lpStreamed.map(t => [t.token, t.logprob]), content.map(t => [t.token, t.logprob]), 'streamed logprobs = plain');
+  check(lpAligned, 'each streamed chat chunk carries the logprobs of its own text');
+  {
+    const cs = await client.completions.create({ model: 'x', prompt: 'Once upon a time', temperature: 0, max_tokens: 8, logprobs: 0,
+      stream: true });
+    let aligned = true, count = 0;
+    for await (const ch of cs) {
+      const c = ch.choices[0];
+      if (!c) continue;
+      count += c.logprobs ? c.logprobs.tokens.length : 0;
+      if (c.text) aligned &&= c.logprobs && c.logprobs.tokens.join('') === c.text;
+    }
+    check(aligned, 'each streamed completion chunk carries the logprobs of its own text');
+    eq(count, 8, 'the streamed completion carries 8 records in all');
+  }
   const clp = await client.completions.create({ model: 'x', prompt: 'Once upon a time', temperature: 0, max_tokens: 8, logprobs: 2 });
   const L = clp.choices[0].logprobs;
   eq(L.tokens.join(''), clp.choices[0].text, 'completions: tokens join to the text');

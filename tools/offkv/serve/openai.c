@@ -135,7 +135,7 @@ static int shutdown_job(call *k, int32_t *made, bool *admitted) {
 static cJSON *choice_logprobs(call *k, int i) {
     if (k->top_logprobs < 0) return cJSON_CreateNull();
     srv_logprob *lp = NULL;
-    const size_t n = srv_job_logprobs(k->srv->sched, k->jobs[i], &k->lp_consumed[i], &lp);
+    const size_t n = srv_job_logprobs(k->srv->sched, k->jobs[i], k->consumed[i], &k->lp_consumed[i], &lp);
     cJSON *j = srv_logprobs_json(okv_model_tokenizer(k->srv->model), k->kind, lp, n, &k->lp_offset[i]);
     free(lp);
     return j ? j : cJSON_CreateNull();

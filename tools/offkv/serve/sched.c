@@ -30,6 +30,11 @@ double srv_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Where a step's piece of text ends, and the logprob records made by then. */
+typedef struct piece_end {
+    size_t text, lps;
+} piece_end;
+
 struct srv_job {
     int refs;                       /* the submitter's, and the scheduler's while queued or running */
     srv_job *next;                  /* queue link */
@@ -49,7 +54,7 @@ struct srv_job {
     srv_finish finish;
     char *text;                     /* released text: valid UTF-8, no stop string */
     size_t n_text, cap_text;
-    size_t *ends;                   /* where each step's piece of text ends: one event each */
+    piece_end *ends;                /* where each step's piece of text ends: one event each */
     size_t n_ends, cap_ends;
     int32_t n_gen, cached;
     bool admitted;                  /* has had a sequence (a shutdown then cuts it, not refuses it) */
@@ -414,10 +419,23 @@ srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
     return srv_submit_forks(s, p, 1, &j, busy) ? j : NULL;
 }
 
-size_t srv_job_logprobs(srv_sched *s, srv_job *j, size_t *consumed, srv_logprob **out) {
+size_t srv_job_logprobs(srv_sched *s, srv_job *j, size_t text_at, size_t *consumed, srv_logprob **out) {
     *out = NULL;
     pthread_mutex_lock(&s->mu);
-    size_t n = j->n_lps > *consumed ? j->n_lps - *consumed : 0;
+    /* The records of the pieces that end at or before text_at; all of them
+     * once the job ended and its text is read. */
+    size_t upto = 0;
+    if (j->finish != SRV_RUNNING && text_at >= j->n_text) upto = j->n_lps;
+    else {
+        size_t lo = 0, hi = j->n_ends;
+        while (lo < hi) {
+            const size_t mid = lo + (hi - lo) / 2;
+            if (j->ends[mid].text <= text_at) lo = mid + 1;
+            else hi = mid;
+        }
+        upto = lo ? j->ends[lo - 1].lps : 0;
+    }
+    size_t n = upto > *consumed ? upto - *consumed : 0;
     if (n && (*out = malloc(n * sizeof **out))) {
         memcpy(*out, j->lps + *consumed, n * sizeof **out);
         *consumed += n;
@@ -464,10 +482,10 @@ srv_finish srv_job_poll(srv_sched *s, srv_job *j, size_t *consumed, char **text,
         size_t lo = 0, hi = j->n_ends;
         while (lo < hi) {
             const size_t mid = lo + (hi - lo) / 2;
-            if (j->ends[mid] <= *consumed) lo = mid + 1;
+            if (j->ends[mid].text <= *consumed) lo = mid + 1;
             else hi = mid;
         }
-        const size_t upto = lo < j->n_ends ? j->ends[lo] : j->n_text;
+        const size_t upto = lo < j->n_ends ? j->ends[lo].text : j->n_text;
         const size_t n = upto - *consumed;
         if ((*text = malloc(n + 1))) {
             memcpy(*text, j->text + *consumed, n);
@@ -799,20 +817,8 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
  * mutex is held. */
 static void apply_outcome(srv_sched *s, slot *sl, outcome *o) {
     srv_job *j = sl->job;
-    if (o->n) {
-        char *ends = (char *)j->ends;
-        if (grow(&j->text, &j->cap_text, j->n_text + o->n + 1) &&
-            grow(&ends, &j->cap_ends, (j->n_ends + 1) * sizeof *j->ends)) {
-            j->ends = (size_t *)ends;
-            memcpy(j->text + j->n_text, o->text, o->n);
-            j->n_text += o->n;
-            j->ends[j->n_ends++] = j->n_text;
-        } else {
-            j->ends = (size_t *)ends;
-            o->finish = SRV_FINISH_ERROR;
-            snprintf(o->error, sizeof o->error, "out of memory for the generated text");
-        }
-    }
+    /* The logprob first: a piece of text goes out with the records made
+     * up to it (a token whose text was held goes with the next piece). */
     if (o->has_lp) {
         char *lps = (char *)j->lps;
         size_t cap = j->cap_lps * sizeof *j->lps;
@@ -823,6 +829,20 @@ static void apply_outcome(srv_sched *s, slot *sl, outcome *o) {
         } else {
             o->finish = SRV_FINISH_ERROR;
             snprintf(o->error, sizeof o->error, "out of memory for the logprobs");
+        }
+    }
+    if (o->n) {
+        char *ends = (char *)j->ends;
+        if (grow(&j->text, &j->cap_text, j->n_text + o->n + 1) &&
+            grow(&ends, &j->cap_ends, (j->n_ends + 1) * sizeof *j->ends)) {
+            j->ends = (piece_end *)ends;
+            memcpy(j->text + j->n_text, o->text, o->n);
+            j->n_text += o->n;
+            j->ends[j->n_ends++] = (piece_end){j->n_text, j->n_lps};
+        } else {
+            j->ends = (piece_end *)ends;
+            o->finish = SRV_FINISH_ERROR;
+            snprintf(o->error, sizeof o->error, "out of memory for the generated text");
         }
     }
     if (o->made_token) {

@@ -306,9 +306,12 @@ typedef struct srv_logprob {
     float top_logprobs[SRV_MAX_TOP_LOGPROBS];
 } srv_logprob;
 
-/* Copies the job's log-probability records after *consumed into a
- * malloc'd *out (NULL when none) and advances *consumed; the count. */
-size_t srv_job_logprobs(srv_sched *s, srv_job *j, size_t *consumed, srv_logprob **out);
+/* Copies the job's log-probability records after *consumed, up to those
+ * of the text before text_at (the caller's srv_job_poll position: each
+ * piece of text with its tokens' records; all of them once the job ended
+ * and its text is read), into a malloc'd *out (NULL when none) and
+ * advances *consumed; the count. */
+size_t srv_job_logprobs(srv_sched *s, srv_job *j, size_t text_at, size_t *consumed, srv_logprob **out);
 
 /* Cancels the job (a client gone): it stops at the next step and frees its
  * sequence. */
