@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli.h"
 #include "serve/serve.h"
@@ -118,6 +119,14 @@ int cmd_serve(int argc, char **argv) {
     if (window > 0) {
         snprintf(wbuf, sizeof wbuf, "%d", (int)window);
         cfg.model_options = options;
+    }
+    /* Every connection the server holds is a file descriptor (up to 1024
+     * waiting for their heads, as many answered): the soft limit (often
+     * 1024) goes up to the hard one. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     return srv_run(&cfg) == 0 ? CLI_OK : CLI_FAIL;
 }

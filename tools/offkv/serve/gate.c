@@ -195,6 +195,7 @@ struct srv_gate {
     char *peek;
     pthread_t thread;
     bool started;
+    double accept_paused_until; /* out of file descriptors: the listen socket is out of the poll until then */
 };
 
 bool srv_same_client(const struct sockaddr *a, const struct sockaddr *b) {
@@ -233,12 +234,30 @@ static void timed_out(srv_gate *g, int k) {
     answer(g, k, &f);
 }
 
+/* Out of file descriptors, a level-triggered listen socket would wake the
+ * poll at once, forever (a core spinning while /health waits): it leaves
+ * the poll for a moment, while slots time out or are handed on. */
+static void pause_accepting(srv_gate *g) {
+    if (g->accept_paused_until > 0) return;
+    epoll_ctl(g->ep, EPOLL_CTL_DEL, g->cfg.listen_fd, NULL);
+    g->accept_paused_until = srv_now() + 0.1;
+}
+
+static void resume_accepting(srv_gate *g) {
+    struct epoll_event lev = {.events = EPOLLIN, .data.fd = g->cfg.listen_fd};
+    if (epoll_ctl(g->ep, EPOLL_CTL_ADD, g->cfg.listen_fd, &lev) == 0) g->accept_paused_until = 0;
+    else g->accept_paused_until = srv_now() + 0.1;
+}
+
 static void admit_new(srv_gate *g) {
     for (;;) {
         struct sockaddr_storage addr;
         socklen_t len = sizeof addr;
         const int fd = accept4(g->cfg.listen_fd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return; /* EAGAIN, or a connection that went away */
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting(g);
+            return; /* else EAGAIN, or a connection that went away */
+        }
         /* Room: one address holds at most max_per_client waiting slots, all
          * addresses max_waiting; past that the oldest waiting one goes. */
         int oldest_same = -1, same = 0, oldest = -1;
@@ -251,10 +270,19 @@ static void admit_new(srv_gate *g) {
             }
         }
         if (same >= g->cfg.max_per_client && oldest_same >= 0) timed_out(g, oldest_same);
-        else if (g->n_w >= g->cfg.max_waiting && oldest >= 0) timed_out(g, oldest);
         if (g->n_w >= g->cfg.max_waiting) {
-            /* Every slot is an answered connection finishing: no room. */
-            close(fd);
+            /* The list is full: an answered connection finishing goes first
+             * (one address's flood of them left every other client closed
+             * without an answer), else the oldest waiting one is answered. */
+            int first_closing = -1;
+            for (int k = 0; k < g->n_w; k++)
+                if (g->w[k].closing && (first_closing < 0 || g->w[k].deadline < g->w[first_closing].deadline))
+                    first_closing = k;
+            if (first_closing >= 0) drop(g, first_closing);
+            else if (oldest >= 0) timed_out(g, oldest);
+        }
+        if (g->n_w >= g->cfg.max_waiting) {
+            close(fd); /* every slot was waiting: the oldest got its 408, this one no room */
             continue;
         }
         waiting *w = &g->w[g->n_w];
@@ -316,6 +344,10 @@ static void *gate_main(void *arg) {
             }
             if (g->w[k].deadline < next) next = g->w[k].deadline;
             k++;
+        }
+        if (g->accept_paused_until > 0) {
+            if (g->accept_paused_until <= now) resume_accepting(g);
+            if (g->accept_paused_until > 0 && g->accept_paused_until < next) next = g->accept_paused_until;
         }
         int ms = -1; /* nothing waiting: until a connection comes */
         if (next < 1e299) ms = next <= now ? 0 : (int)((next - now) * 1000.0) + 1;
