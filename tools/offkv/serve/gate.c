@@ -102,6 +102,7 @@ int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, 
     /* The header lines, up to the empty one. */
     bool have_length = false, chunked = false;
     uint64_t length = 0;
+    int n_headers = 0;
     for (;;) {
         if (i >= n) break;
         if (b[i] == '\r' && i + 1 >= n) break;
@@ -110,6 +111,11 @@ int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, 
                 return refuse(f, 400, "invalid_request_error", "the request has both a Content-Length and a Transfer-Encoding%s", "", 0);
             return 1;
         }
+        /* libmicrohttpd keeps each header in its per-connection pool: a few
+         * hundred short ones ran it out, and it answered in HTML. */
+        if (++n_headers > SRV_MAX_HEADERS)
+            return refuse(f, 431, "invalid_request_error", "the request has more than %s header lines", SRV_MAX_HEADERS_TEXT,
+                          strlen(SRV_MAX_HEADERS_TEXT));
         const size_t name = i;
         while (i < n && b[i] != ':') {
             if (!tchar(b[i])) return refuse(f, 400, "invalid_request_error", "the header line '%s' is not 'Name: value'", buf + name, i + 1 - name);

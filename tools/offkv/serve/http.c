@@ -464,6 +464,9 @@ bool wire_start(server *srv) {
                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                    MHD_OPTION_UNESCAPE_CALLBACK, unescape_none, srv,
                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                                   /* above what the gate lets through (a 16 KiB head of 100
+                                    * headers, the body apart): its own refusals are HTML */
+                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(cfg->timeout + 0.999),
                                    MHD_OPTION_END);
     const srv_gate_config gc = {.listen_fd = srv->listen_fd, .timeout = cfg->timeout,

@@ -412,6 +412,11 @@ bool srv_same_client(const struct sockaddr *a, const struct sockaddr *b);
 
 typedef struct srv_gate srv_gate;
 
+/* Header lines a request may have (cpp-httplib's limit, as llama.cpp's
+ * server takes). */
+#define SRV_MAX_HEADERS 100
+#define SRV_MAX_HEADERS_TEXT "100"
+
 typedef struct srv_gate_config {
     int listen_fd;          /* a listening socket (made non-blocking) */
     double timeout;         /* seconds a connection has for its whole head */
