@@ -239,6 +239,19 @@ try {
       eq(r.json && r.json.error && r.json.error.param, param, `${JSON.stringify(body)}: the error names '${param}'`);
     }
     eq((await post(s, '/v1/completions', { prompt: 'Once', max_tokens: 2, n: 5 })).status, 200, 'n = parallel + queue fits');
+    // a stream with n above --parallel answers at once (its status line
+    // waited for every choice to have a sequence: the later ones wait for
+    // the first to end, and proxies cut a stream silent that long)
+    {
+      const ac = new AbortController();
+      const r = await fetch(s.url + '/v1/completions', { method: 'POST', signal: ac.signal,
+        body: JSON.stringify({ prompt: 'Once', max_tokens: 20000, ignore_eos: true, stream: true, n: 2 }) });
+      eq(r.status, 200, 'a stream of n 2 on --parallel 1: 200');
+      eq((await metrics(s)).offkv_sequences_queued, 1, 'its status line came while the second choice still waits');
+      ac.abort();
+      for (let i = 0; i < 200 && ((await metrics(s)).offkv_sequences_active || (await metrics(s)).offkv_sequences_queued); i++)
+        await sleep(20);
+    }
     const long = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 30000, ignore_eos: true, stream: true });
     const live = await fetch(s.url + '/v1/completions', { method: 'POST', body: long });
     const rd = live.body.getReader();

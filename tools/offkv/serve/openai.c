@@ -343,15 +343,17 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) { call_free(cls); }
 
 static enum MHD_Result answer_stream(call *k) {
-    /* The status line waits until every job has a sequence: a request still
-     * queued when the server shuts down gets a 503 it can retry, not a
-     * 200 stream that ends at once. */
-    for (int i = 0; i < k->n; i++)
-        while (!srv_job_wait_admitted(k->srv->sched, k->jobs[i], 50))
-            if (wire_client_gone(k->conn, &k->probed)) {
-                call_free(k);
-                return MHD_NO;
-            }
+    /* The status line waits until the first job has a sequence: a request
+     * still queued when the server shuts down gets a 503 it can retry, not
+     * a 200 stream that ends at once.  Not for every job: with n above
+     * --parallel the later choices wait for the first ones to end, and a
+     * stream silent that long is cut by proxies and client timeouts (a
+     * shutdown then ends it with an error event, as a running one). */
+    while (!srv_job_wait_admitted(k->srv->sched, k->jobs[0], 50))
+        if (wire_client_gone(k->conn, &k->probed)) {
+            call_free(k);
+            return MHD_NO;
+        }
     int32_t made;
     bool admitted;
     for (int i = 0; i < k->n; i++) {
