@@ -138,6 +138,15 @@ int main(void) {
               strstr(f.message, "0x00") && strstr(f.message, "byte 15"),
           "a raw NUL: %s", f.message);
     parse_bad(SRV_COMPLETION, "{\"prompt\":\"a\tb\"}", "", "0x09");
+    /* A grammar that parses but whose matcher cannot start (its start
+     * expands past the matcher's bounds): a 400 naming it, not a 500
+     * "out of memory" when the job is made. */
+    {
+        char g[2048] = "{\"prompt\":\"x\",\"grammar\":\"root ::= a20 \\\"z\\\"\\n";
+        for (int l = 20; l > 0; l--) snprintf(g + strlen(g), sizeof g - strlen(g), "a%d ::= a%d a%d\\n", l, l - 1, l - 1);
+        snprintf(g + strlen(g), sizeof g - strlen(g), "a0 ::= \\\"x\\\" | \\\"\\\"\"}");
+        parse_bad(SRV_COMPLETION, g, "grammar", "matcher");
+    }
     /* A stop string past SRV_MAX_STOP_BYTES (each token is checked against
      * its tail in the decode thread all sequences share). */
     {

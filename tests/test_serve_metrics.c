@@ -31,7 +31,7 @@ static srv_job *submit(srv_sched *s, int32_t max_tokens) {
     srv_job_params p = {.prompt = prompt, .n_prompt = 4, .max_tokens = max_tokens, .ignore_eos = true,
                         .sampling = {.temperature = 0, .top_p = 1}};
     bool busy = false;
-    srv_job *j = srv_submit(s, &p, &busy);
+    srv_job *j = srv_submit(s, &p, &busy, NULL);
     CHECK(j != NULL, "submit (busy %d)", busy);
     return j;
 }

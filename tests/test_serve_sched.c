@@ -62,7 +62,7 @@ static srv_job *submit(srv_sched *s, int32_t max_tokens) {
     srv_job_params p = {.prompt = prompt, .n_prompt = 4, .max_tokens = max_tokens, .ignore_eos = true,
                         .sampling = {.temperature = 0, .top_p = 1}};
     bool busy = false;
-    srv_job *j = srv_submit(s, &p, &busy);
+    srv_job *j = srv_submit(s, &p, &busy, NULL);
     CHECK(j != NULL, "submit (busy %d)", busy);
     return j;
 }
@@ -148,7 +148,7 @@ int main(void) {
         bool busy = false;
         static const int32_t one[] = {1};
         srv_job_params p = {.prompt = one, .n_prompt = 1, .max_tokens = 1, .sampling = {.top_p = 1}};
-        CHECK(srv_submit(s, &p, &busy) == NULL && busy, "a stopped scheduler refuses new jobs as busy");
+        CHECK(srv_submit(s, &p, &busy, NULL) == NULL && busy, "a stopped scheduler refuses new jobs as busy");
         srv_job_release(s, run);
         srv_job_release(s, wait);
         srv_sched_free(s);

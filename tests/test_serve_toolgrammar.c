@@ -168,5 +168,28 @@ int main(void) {
               strstr(f.message, "pythonic"),
           "pythonic, forced: a 400 naming the format");
     srv_request_clear(&r);
+    /* A call grammar the converter makes but the parser or the matcher
+     * refuses (here a property name nested past the parser's group bound)
+     * is a 400 naming the tools, at once: it was a 500 "out of memory"
+     * when the job was made. */
+    {
+        char name[301], big[1024];
+        memset(name, 'p', 300);
+        name[300] = 0;
+        snprintf(big, sizeof big,
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", "
+                 "\"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": {\"%s\": "
+                 "{\"type\": \"integer\"}}, \"additionalProperties\": true}}}]}",
+                 name);
+        CHECK(srv_request_parse(SRV_CHAT, big, strlen(big), &r, &f), "request: %s", f.message);
+        const okv_chat_syntax hermes = {.format = OKV_CHAT_FORMAT_HERMES};
+        for (int lazy = 0; lazy < 2; lazy++) {
+            char *g = srv_tool_call_grammar(&r, &hermes, lazy, lazy ? &trig : NULL, &f);
+            CHECK(g == NULL && f.status == 400 && !strcmp(f.param, "tools") && strstr(f.message, "cannot use"),
+                  "a grammar the parser refuses (%s): %d %s", lazy ? "auto" : "forced", f.status, f.message);
+            free(g);
+        }
+        srv_request_clear(&r);
+    }
     return check_done();
 }

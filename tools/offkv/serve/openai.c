@@ -531,12 +531,16 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
         };
         bool busy = false;
-        const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy);
+        okv_error serr = {0};
+        const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy, &serr);
         free(ids);
         if (!ok) {
             status = (busy ? wire_fail(srv, c, 503, "server_busy", NULL,
                                   "every sequence is busy and the queue is full: try again later")
-                           : wire_fail(srv, c, 500, "server_error", NULL, "out of memory for the request")) == MHD_YES
+                     : serr.status == OKV_ERR_NOMEM
+                         ? wire_fail(srv, c, 500, "server_error", NULL, "%s", serr.message)
+                         : wire_fail(srv, c, 400, "invalid_request_error", NULL, "the request cannot start: %s", serr.message)) ==
+                             MHD_YES
                          ? 1
                          : -1;
             break;

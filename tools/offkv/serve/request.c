@@ -356,17 +356,21 @@ static bool no_nul(const char *body, size_t len, srv_fail *f) {
     return true;
 }
 
-/* Keeps GBNF text as the request's grammar, after checking that it parses;
- * param names the field it came from. */
+/* Keeps GBNF text as the request's grammar, after checking that it parses
+ * and that its matcher can start (a start past the matcher's bounds was a
+ * 500 "out of memory" when the job was made); param names the field it
+ * came from. */
 static bool set_grammar(srv_request *r, char *gbnf, const char *param, srv_fail *f) {
     if (!gbnf) return bad(f, param, "out of memory");
     okv_error err;
     okv_grammar *g = okv_grammar_parse(gbnf, strlen(gbnf), NULL, &err);
-    if (!g) {
+    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    if (!m) {
         free(gbnf);
         return bad(f, param, "'%s': %s", param, err.message);
     }
-    okv_grammar_free(g);
     r->grammar = gbnf;
     return true;
 }

@@ -376,12 +376,13 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
     return j;
 }
 
-bool srv_submit_forks(srv_sched *s, const srv_job_params *p, int n, srv_job **jobs, bool *busy) {
+bool srv_submit_forks(srv_sched *s, const srv_job_params *p, int n, srv_job **jobs, bool *busy, okv_error *err) {
     *busy = false;
-    okv_error err = {0};
+    sched_fail(err, OKV_OK, "");
     for (int i = 0; i < n; i++) jobs[i] = NULL;
     for (int i = 0; i < n; i++) {
-        if (!(jobs[i] = job_make(s, p, p->sampling.seed + (uint64_t)i, &err))) {
+        if (!(jobs[i] = job_make(s, p, p->sampling.seed + (uint64_t)i, err))) {
+            if (err && err->status == OKV_OK) sched_fail(err, OKV_ERR_NOMEM, "out of memory for the request");
             for (int k = 0; k < i; k++) job_free(jobs[k]);
             for (int k = 0; k < n; k++) jobs[k] = NULL;
             return false;
@@ -414,9 +415,9 @@ bool srv_submit_forks(srv_sched *s, const srv_job_params *p, int n, srv_job **jo
     return true;
 }
 
-srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy) {
+srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy, okv_error *err) {
     srv_job *j = NULL;
-    return srv_submit_forks(s, p, 1, &j, busy) ? j : NULL;
+    return srv_submit_forks(s, p, 1, &j, busy, err) ? j : NULL;
 }
 
 size_t srv_job_logprobs(srv_sched *s, srv_job *j, size_t text_at, size_t *consumed, srv_logprob **out) {

@@ -288,14 +288,16 @@ typedef struct srv_job_params {
 
 /* Queues a job (copying what it needs).  NULL with *busy set when every
  * sequence is busy and the queue is full or the server is stopping; NULL
- * with *busy false when out of memory.  The caller holds one reference. */
-srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy);
+ * with *busy false and *err set otherwise: OKV_ERR_NOMEM, or
+ * OKV_ERR_INVALID for a grammar that does not parse or whose matcher
+ * cannot start (the message says why).  The caller holds one reference. */
+srv_job *srv_submit(srv_sched *s, const srv_job_params *p, bool *busy, okv_error *err);
 
 /* Queues n jobs for one prompt (p->sampling.seed + i for job i): the
  * first evaluates the prompt, the others start as forks of its cache once
  * it has (okv_cache_fork), each then sampling on its own.  All or none are
- * queued; false with *busy as srv_submit. */
-bool srv_submit_forks(srv_sched *s, const srv_job_params *p, int n, srv_job **jobs, bool *busy);
+ * queued; false with *busy and *err as srv_submit. */
+bool srv_submit_forks(srv_sched *s, const srv_job_params *p, int n, srv_job **jobs, bool *busy, okv_error *err);
 
 /* One generated token's log-probabilities (before sampling). */
 typedef struct srv_logprob {

@@ -247,6 +247,23 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
     if (oom) {
         free(out);
         out = NULL;
+    } else {
+        /* What the scheduler will do with it, now: a grammar the converter
+         * made but the parser or the matcher refuses (a pattern's nullable
+         * group repeated, names past the nesting bound) is the client's 400,
+         * not a failed job. */
+        okv_grammar *g = okv_grammar_parse(out, n, NULL, &err);
+        okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+        okv_grammar_matcher_free(m);
+        okv_grammar_free(g);
+        if (!m) {
+            free(out);
+            out = NULL;
+            if (err.status == OKV_ERR_NOMEM) oom = true;
+            else
+                srv_fail_set(f, 400, "invalid_request_error", "tools", "the tools' parameters make a call grammar offkv cannot use: %.180s",
+                             err.message);
+        }
     }
 out:
     if (!out && oom) srv_fail_set(f, 500, "server_error", "", "out of memory for the tool-call grammar");
