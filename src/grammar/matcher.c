@@ -820,14 +820,30 @@ typedef struct walk {
     uint64_t loop[2]; /* ASCII bytes that leave the walk's start state as it is */
 } walk;
 
+/* Whether s holds st: through s's hash index when it has one (a scan of
+ * every stack for each of another set's made comparing two sets of 20000
+ * stacks take seconds, on the thread every sequence shares). */
 static bool set_has(const sset *s, const snode *st) {
+    if (s->tab) {
+        uint32_t h = stack_hash(st) & (uint32_t)(s->tcap - 1);
+        for (; s->tab[h]; h = (h + 1) & (uint32_t)(s->tcap - 1))
+            if (stack_eq(s->s[s->tab[h] - 1], st)) return true;
+        return false;
+    }
     for (int32_t i = 0; i < s->n; i++)
         if (stack_eq(s->s[i], st)) return true;
     return false;
 }
 
+/* Sets hold no stack twice, so equal sizes and one inside the other is
+ * equality; the one with an index is looked up in. */
 static bool set_equal(const sset *a, const sset *b) {
     if (a->n != b->n) return false;
+    if (a->tab && !b->tab) {
+        const sset *t = a;
+        a = b;
+        b = t;
+    }
     for (int32_t i = 0; i < a->n; i++)
         if (!set_has(b, a->s[i])) return false;
     return true;
