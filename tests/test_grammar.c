@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "grammar/grammar_impl.h"
 #include "offkv/gguf.h"
 #include "offkv/grammar.h"
 #include "offkv/tokenizer.h"
@@ -455,6 +456,47 @@ static void test_lazy_block(void) {
     okv_grammar_free(g);
 }
 
+/* A grammar ambiguous enough that a mask over a vocabulary costs seconds
+ * (each byte within MAX_EXPANSIONS, times the trie's nodes): the walk stops
+ * at the mask's work bound, and what it allows the grammar takes. */
+static void test_mask_budget(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("skipped the mask's work bound: ../shared not found\n");
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-phi-3.gguf", shared);
+    okv_error err;
+    okv_gguf *gg = okv_gguf_open(path, &err);
+    okv_tokenizer *tok = gg ? okv_tokenizer_from_gguf(gg, &err) : NULL;
+    okv_gguf_close(gg);
+    CHECK(tok != NULL, "%s: %s", path, err.message);
+    if (!tok) return;
+    okv_grammar_vocab *v = okv_grammar_vocab_create(tok, NULL, 0, &err);
+    okv_grammar *g = parse("root ::= ( [a-z] a6 )+\na6 ::= a5 a5\na5 ::= a4 a4\na4 ::= a3 a3\na3 ::= a2 a2\n"
+                           "a2 ::= a1 a1\na1 ::= a0 a0\na0 ::= [a-z] | \"\"");
+    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+    const int32_t n = okv_tokenizer_n_vocab(tok);
+    bool *allowed = calloc((size_t)n, 1);
+    if (m && v && allowed) {
+        const int32_t count = okv_grammar_matcher_mask(m, v, allowed);
+        const long work = okv_grammar_matcher_mask_work(m);
+        CHECK(work <= okv_grammar_matcher_mask_budget() + 1000, "the walk stops at its bound: %ld expansions, bound %ld", work,
+              okv_grammar_matcher_mask_budget());
+        CHECK(count > 0, "the tokens found before the bound are allowed (%d)", (int)count);
+        int wrong = 0, seen = 0;
+        for (int32_t id = 0; id < n && seen < 100; id++)
+            if (allowed[id] && (++seen, !okv_grammar_matcher_allows(m, v, id))) wrong++;
+        CHECK(wrong == 0, "every token the stopped mask allows, the grammar takes (%d of the first %d not)", wrong, seen);
+    }
+    free(allowed);
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    okv_grammar_vocab_free(v);
+    okv_tokenizer_free(tok);
+}
+
 /* The vocabulary mask against per-token answers, at positions along a JSON
  * text, on Qwen 3's vocabulary. */
 static void test_mask_qwen(void) {
@@ -617,6 +659,7 @@ int main(void) {
     test_utf8();
     test_lazy();
     test_lazy_block();
+    test_mask_budget();
     test_mask_qwen();
     return check_done();
 }

@@ -182,7 +182,11 @@ okv_status okv_grammar_matcher_accept_token(okv_grammar_matcher *m, const okv_gr
 /* Sets allowed[i] (n_vocab bools, v's size) to whether token i may come
  * next, in one walk over v's trie.  Masks of recent positions are kept (by
  * the parse state), so a state seen again (inside a long string) costs a
- * copy.  Returns the number of tokens allowed. */
+ * copy.  A walk is bounded (8 million rule expansions, some 0.3 s: a
+ * JSON schema over a 151 k vocabulary costs about 360 000): a grammar
+ * ambiguous enough to pass it stops there, and the tokens found by then
+ * are the mask (each one the grammar takes).  Returns the number of tokens
+ * allowed. */
 int32_t okv_grammar_matcher_mask(okv_grammar_matcher *m, const okv_grammar_vocab *v, bool *allowed);
 
 #ifdef __cplusplus

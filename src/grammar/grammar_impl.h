@@ -38,4 +38,9 @@ struct okv_grammar {
 
 static inline int gelem_is_end_of_seq(const gelem *e) { return e->type == GE_END || e->type == GE_ALT; }
 
+/* For tests: the rule expansions the matcher's last mask walk cost, and
+ * the bound past which a walk stops (its tokens so far are the mask). */
+long okv_grammar_matcher_mask_work(const okv_grammar_matcher *m);
+long okv_grammar_matcher_mask_budget(void);
+
 #endif

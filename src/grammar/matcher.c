@@ -8,6 +8,7 @@
  * vocabulary walk (okv_grammar_matcher_mask) descends the token trie,
  * allocating the stacks of a prefix, and rewinds them when it climbs back,
  * so masking a vocabulary allocates nothing from the system once warm. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,13 @@
  * 100 bytes a frame, so 3 MiB of stack at most (a chain of 200 000 rules
  * a0 ::= a1 ... overflowed an 8 MiB stack before MAX_EXPANSIONS stopped it). */
 #define MAX_DEPTH 32768
+/* Rule expansions one vocabulary mask may cost, all its bytes together: the
+ * per-byte bound times the trie's nodes let an ambiguous grammar take
+ * seconds a token (on a server, every sequence waits).  A JSON schema's
+ * cold mask over Qwen 3's 151 k tokens costs about 360 000 (3.4 ms); this
+ * bound about 0.3 s.  Past it the walk stops and the tokens found so far
+ * are the mask. */
+#define MAX_MASK_WORK 8000000L
 #define N_CACHE 8
 
 typedef struct snode {
@@ -52,6 +60,8 @@ typedef struct arena {
     bool oom;
     bool limit; /* a step ran past MAX_EXPANSIONS, MAX_DEPTH or MAX_STACKS */
     long work;  /* rule expansions in the current step */
+    long total; /* ... since the count was last reset (a mask's walk) */
+    long budget; /* total's bound: MAX_MASK_WORK in a mask, else LONG_MAX */
 } arena;
 
 typedef struct amark {
@@ -78,6 +88,7 @@ struct okv_grammar_matcher {
     int32_t cache_vocab; /* n_tokens of the vocabulary the cache is for */
     const okv_grammar_vocab *cache_v;
     uint64_t clock;
+    long mask_work; /* rule expansions the last mask walk cost */
     uintptr_t *keybuf;
     size_t keybuf_cap;
     /* lazy (okv_grammar_matcher_create_lazy): the grammar waits for trig */
@@ -245,7 +256,7 @@ static bool sset_add(arena *a, sset *set, const snode *st) {
  * rule's alternatives.  Left recursion was refused at parse time, so this
  * terminates. */
 static bool advance_stack_in(const okv_grammar *g, arena *a, const snode *st, sset *out, int depth) {
-    if (++a->work > MAX_EXPANSIONS || depth > MAX_DEPTH) {
+    if (++a->work > MAX_EXPANSIONS || depth > MAX_DEPTH || ++a->total > a->budget) {
         a->limit = true;
         return false;
     }
@@ -460,6 +471,7 @@ okv_grammar_matcher *okv_grammar_matcher_create(const okv_grammar *g, okv_error 
         return NULL;
     }
     m->g = g;
+    m->cur.budget = m->next.budget = m->scratch.budget = LONG_MAX; /* a mask bounds it */
     okv_grammar_matcher_reset(m);
     if (m->cur.oom || m->scratch.oom || m->next.oom) {
         okv_grammar_matcher_free(m);
@@ -985,8 +997,12 @@ int32_t okv_grammar_matcher_mask(okv_grammar_matcher *m, const okv_grammar_vocab
     memset(slot->bits, 0, words * sizeof *slot->bits);
     arena_reset(&m->scratch);
     walk w = {m, v, slot->bits, 0, {0, 0}};
+    m->scratch.total = 0;
+    m->scratch.budget = MAX_MASK_WORK;
     loop_bytes(&w);
     dfs(&w, 0, &m->stacks, m->pval, m->prem, true);
+    m->mask_work = m->scratch.total;
+    m->scratch.budget = LONG_MAX;
     if (okv_grammar_matcher_can_end(m)) {
         for (int32_t i = 0; i < v->n_end; i++) {
             int32_t id = v->end_ids[i];
@@ -996,7 +1012,7 @@ int32_t okv_grammar_matcher_mask(okv_grammar_matcher *m, const okv_grammar_vocab
             }
         }
     }
-    const bool complete = !m->scratch.oom;
+    const bool complete = !m->scratch.oom && m->mask_work <= MAX_MASK_WORK;
     memcpy(slot->key, m->keybuf, kn * sizeof *key);
     slot->key_n = kn;
     slot->hash = hash;
@@ -1006,3 +1022,6 @@ int32_t okv_grammar_matcher_mask(okv_grammar_matcher *m, const okv_grammar_vocab
     bits_to_bools(slot->bits, n, allowed);
     return w.count;
 }
+
+long okv_grammar_matcher_mask_work(const okv_grammar_matcher *m) { return m ? m->mask_work : 0; }
+long okv_grammar_matcher_mask_budget(void) { return MAX_MASK_WORK; }
