@@ -84,6 +84,10 @@ static void test_arrays_and_values(void) {
     check_schema("{\"enum\":[\"red\",1,null,{\"k\":[true]}]}", L("\"red\"", "1", "null", "{\"k\":[true]}"),
                  L("\"blue\"", "2", "\"null\"", "{\"k\":[false]}"));
     check_schema("{\"const\":\"a\\\"b\"}", L("\"a\\\"b\""), L("\"ab\"", "\"a\"b\""));
+    /* 'type' beside enum / const keeps only its values (the null and 1 of
+     * a string enum were taken) */
+    check_schema("{\"type\":\"string\",\"enum\":[\"a\",1,null]}", L("\"a\""), L("1", "null"));
+    check_schema("{\"type\":[\"integer\",\"null\"],\"enum\":[1.5,2,null,\"x\"]}", L("2", "null"), L("1.5", "\"x\""));
     check_schema("{\"type\":[\"string\",\"null\"]}", L("\"x\"", "null"), L("1", "true"));
     check_schema("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"boolean\"}]}", L("3", "false"), L("\"3\"", "1.5"));
     check_schema("{\"oneOf\":[{\"const\":1},{\"const\":\"one\"}]}", L("1", "\"one\""), L("2"));
@@ -232,6 +236,15 @@ static void test_errors(void) {
         {"{\"type\":\"string\",\"pattern\":\"a\xf7\xbf\xbf\xbf\"}", OKV_ERR_INVALID, "invalid UTF-8"},
         {"{\"const\":\"\xc0\xaf\"}", OKV_ERR_INVALID, "invalid UTF-8"},
         {"{\"properties\":{\"x\":{\"not\":{}}}}", OKV_ERR_UNSUPPORTED, "#/properties/x: keyword 'not'"},
+        /* enum / const with no value of the type: nothing is valid */
+        {"{\"type\":\"integer\",\"const\":\"x\"}", OKV_ERR_INVALID, "'const' is not of the schema's 'type'"},
+        {"{\"type\":\"string\",\"enum\":[1,null]}", OKV_ERR_INVALID, "no value of 'enum'"},
+        /* a property name that needs a JSON escape beside additionalProperties:
+         * the exclusion of declared names read it decoded and let {"a"x": 1} through */
+        {"{\"type\":\"object\",\"properties\":{\"a\\\"b\":{\"type\":\"integer\"}},\"additionalProperties\":true}",
+         OKV_ERR_UNSUPPORTED, "a\"b' holds a '\"'"},
+        {"{\"properties\":{\"c\\nd\":{}},\"additionalProperties\":{\"type\":\"integer\"}}", OKV_ERR_UNSUPPORTED,
+         "a control character"},
     };
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         check_error(errors[i].schema, errors[i].want, errors[i].needle);

@@ -57,7 +57,11 @@ int32_t okv_grammar_n_rules(const okv_grammar *g);
  * an anchored ^...$ regular expression: literals, ., classes with \d \w \s,
  * groups, |, * + ? {m,n}), integers and numbers with minimum / maximum /
  * exclusiveMinimum / exclusiveMaximum (integer bounds), boolean, null,
- * anyOf, oneOf, $ref to #/$defs/... or #/definitions/..., and type arrays.
+ * anyOf, oneOf (read as anyOf, as llama.cpp reads it: a value that fits
+ * two branches is taken), $ref to #/$defs/... or #/definitions/..., and
+ * type arrays; 'type' beside enum or const keeps the values of that type.
+ * A property name holding '"', '\' or a control character beside
+ * additionalProperties is OKV_ERR_UNSUPPORTED.
  * Annotations (title, description, $schema, $id, $comment, default,
  * examples, deprecated, readOnly, writeOnly) are ignored; any other keyword
  * is OKV_ERR_UNSUPPORTED naming it and its place in the schema, never a

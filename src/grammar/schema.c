@@ -784,6 +784,18 @@ static char *not_strings_node(conv *c, const char *path, const char *const *name
  * additionalProperties cannot repeat or shadow one): a trie of the names,
  * each node allowing the other characters, as llama.cpp's _not_strings. */
 static char *not_strings(conv *c, const char *path, const char *const *names, size_t n) {
+    /* The trie is of the names as decoded; a key is written JSON-escaped,
+     * so a name that needs an escape would let malformed keys through
+     * ({"a"x": 1} beside a property a"b).  Refused, not silently wrong. */
+    for (size_t i = 0; i < n; i++)
+        for (const unsigned char *p = (const unsigned char *)names[i]; *p; p++)
+            if (*p == '"' || *p == '\\' || *p < 0x20) {
+                cfail(c, OKV_ERR_UNSUPPORTED, path,
+                      "the property name '%.40s' holds a '\"', a '\\' or a control character, which additionalProperties "
+                      "cannot be checked beside",
+                      names[i]);
+                return NULL;
+            }
     okv_sbuf b = {0};
     char *inner = not_strings_node(c, path, names, n, 0, "", 0);
     if (!inner) return NULL;
@@ -1249,6 +1261,35 @@ static const char *alternatives(conv *c, const okv_json *list, const char *kw, c
     return out;
 }
 
+/* Whether v is of JSON-schema type t (a name, or an array of names). */
+static bool of_type_name(const okv_json *v, const char *t) {
+    switch (v->type) {
+    case OKV_JSON_NULL: return !strcmp(t, "null");
+    case OKV_JSON_BOOL: return !strcmp(t, "boolean");
+    case OKV_JSON_STRING: return !strcmp(t, "string");
+    case OKV_JSON_ARRAY: return !strcmp(t, "array");
+    case OKV_JSON_OBJECT: return !strcmp(t, "object");
+    case OKV_JSON_NUMBER: return !strcmp(t, "number") || (!strcmp(t, "integer") && v->num == floor(v->num));
+    }
+    return false;
+}
+
+static bool of_type(const okv_json *v, const okv_json *type) {
+    if (type->type == OKV_JSON_STRING) return of_type_name(v, type->str);
+    for (size_t i = 0; i < type->n; i++)
+        if (of_type_name(v, type->items[i]->str)) return true;
+    return false;
+}
+
+/* 'type' as a name or a non-empty array of names. */
+static bool type_names_ok(const okv_json *type) {
+    if (type->type == OKV_JSON_STRING) return true;
+    if (type->type != OKV_JSON_ARRAY || type->n == 0) return false;
+    for (size_t i = 0; i < type->n; i++)
+        if (type->items[i]->type != OKV_JSON_STRING) return false;
+    return true;
+}
+
 static const char *visit(conv *c, const okv_json *s, const char *name, const char *path) {
     if (c->failed) return NULL;
     if (++c->depth > 64) {
@@ -1291,17 +1332,26 @@ static const char *visit(conv *c, const okv_json *s, const char *name, const cha
     } else if (cnst || en) {
         prim(c, "space");
         okv_sbuf b = {0};
-        if (cnst) {
-            put_json_literal(c, &b, cnst);
+        /* 'type' beside them keeps only the values of that type
+         * ({"type": "string", "enum": ["a", null]} takes "a", not null) */
+        if (type && !type_names_ok(type)) {
+            cfail(c, OKV_ERR_INVALID, path, "'%s' must be a string or a non-empty array of strings", "type");
+        } else if (cnst) {
+            if (type && !of_type(cnst, type))
+                cfail(c, OKV_ERR_INVALID, path, "%s", "'const' is not of the schema's 'type': no value is valid");
+            else put_json_literal(c, &b, cnst);
         } else if (en->type != OKV_JSON_ARRAY || en->n == 0) {
             cfail(c, OKV_ERR_INVALID, path, "'%s' must be a non-empty array", "enum");
         } else {
             okv_sbuf_puts(&b, "(");
+            size_t kept = 0;
             for (size_t i = 0; i < en->n; i++) {
-                if (i) okv_sbuf_puts(&b, " | ");
+                if (type && !of_type(en->items[i], type)) continue;
+                if (kept++) okv_sbuf_puts(&b, " | ");
                 put_json_literal(c, &b, en->items[i]);
             }
             okv_sbuf_puts(&b, ")");
+            if (!kept) cfail(c, OKV_ERR_INVALID, path, "%s", "no value of 'enum' is of the schema's 'type': no value is valid");
         }
         okv_sbuf_puts(&b, " space");
         char *body = sbuf_take(c, &b);
