@@ -121,6 +121,8 @@ static void test_strings(void) {
     /* \uHHHH and \xHH are characters (they were the letters u00e9, x41) */
     check_schema("{\"type\":\"string\",\"pattern\":\"^\\\\u00e9[\\\\x41-\\\\x43]$\"}", L("\"\xc3\xa9" "B\""),
                  L("\"u00e9B\"", "\"\xc3\xa9x41\"", "\"\xc3\xa9" "D\""));
+    /* a final $ after an escaped backslash anchors (it was read as escaped: "unexpected ')'") */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^a\\\\\\\\$\"}", L("\"a\\\\\""), L("\"a\\\\b\"", "\"a\""));
 }
 
 static void test_refs(void) {

@@ -191,5 +191,30 @@ int main(void) {
         }
         srv_request_clear(&r);
     }
+    /* A schema the converter refuses names its tool: a property called
+     * "tool-7" was taken for the converter's rule name (tool '(unknown)'). */
+    {
+        static const struct { const char *tools, *tool, *where; } cases[] = {
+            {"[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+             "\"properties\": {\"tool-7\": {\"type\": \"string\", \"format\": \"email\"}}}}}]",
+             "'get_weather'", "#/properties/tool-7"},
+            {"[{\"type\": \"function\", \"function\": {\"name\": \"a\"}}, {\"type\": \"function\", \"function\": {\"name\": "
+             "\"b\", \"parameters\": {\"type\": \"object\", \"properties\": {\"tool-0\": {\"format\": \"email\", \"type\": "
+             "\"string\"}}}}}]",
+             "'b'", "#/properties/tool-0"},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+            char body[1024];
+            snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": %s}",
+                     cases[i].tools);
+            CHECK(srv_request_parse(SRV_CHAT, body, strlen(body), &r, &f), "request: %s", f.message);
+            const okv_chat_syntax hermes = {.format = OKV_CHAT_FORMAT_HERMES};
+            char *g = srv_tool_call_grammar(&r, &hermes, false, NULL, &f);
+            CHECK(g == NULL && f.status == 400 && strstr(f.message, cases[i].tool) && strstr(f.message, cases[i].where),
+                  "refused schema %zu names %s at %s: %s", i, cases[i].tool, cases[i].where, f.message);
+            free(g);
+            srv_request_clear(&r);
+        }
+    }
     return check_done();
 }

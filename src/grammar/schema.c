@@ -704,7 +704,11 @@ static char *pattern_body(conv *c, const char *pat, size_t n, const char *path) 
     prim(c, "space");
     okv_sbuf_puts(&b, "\"\\\"\" ");
     /* JSON Schema patterns search: without ^ or $ anything may surround. */
-    bool head = n > 0 && pat[0] == '^', tail = n > 0 && pat[n - 1] == '$' && (n < 2 || pat[n - 2] != '\\');
+    /* a final '$' anchors unless escaped: an odd run of backslashes before
+     * it (^a\\$ is a, a backslash, the end) */
+    size_t bs = 0;
+    while (n >= 2 + bs && pat[n - 2 - bs] == '\\') bs++;
+    bool head = n > 0 && pat[0] == '^', tail = n > 0 && pat[n - 1] == '$' && bs % 2 == 0;
     if (head) r.i = 1;
     if (!head) okv_sbuf_puts(&b, "char* ");
     rx_alt(&r, &b, 0);

@@ -188,8 +188,10 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
         else {
             /* err names the keyword and its place, which begins with our
              * rule's name tool-K when there are several schemas (only "#"
-             * for one): the tool is named instead, the rule name dropped. */
-            char *t = strstr(err.message, "tool-");
+             * for one): the tool is named instead, the rule name dropped
+             * (there only: a property may be called "tool-7"). */
+            static const char at_[] = "JSON schema at tool-";
+            char *t = k > 1 && strncmp(err.message, at_, sizeof at_ - 1) == 0 ? err.message + sizeof at_ - 6 : NULL;
             int at = t ? atoi(t + 5) : k == 1 ? 0 : -1;
             if (t) {
                 char *e = t + 5;
