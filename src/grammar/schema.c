@@ -409,7 +409,7 @@ static void rx_char(okv_sbuf *b, uint32_t cp) {
     }
 }
 
-static void rx_alt(rx *r, okv_sbuf *b, int depth);
+static bool rx_alt(rx *r, okv_sbuf *b, int depth);
 
 /* A class escape (\d \w \s and their negations) into class text; true if
  * it was one. */
@@ -476,22 +476,24 @@ static void emit_range(okv_sbuf *cls, uint32_t lo, uint32_t hi, bool *kept) {
     *kept = true;
 }
 
-static void rx_atom(rx *r, okv_sbuf *b, int depth) {
+/* An item; true when it can match the empty string (a group of one). */
+static bool rx_atom(rx *r, okv_sbuf *b, int depth) {
     char ch = r->s[r->i];
+    bool nullable = false;
     if (ch == '(') {
         r->i++;
         if (r->i < r->n && r->s[r->i] == '?') {
             if (r->i + 1 < r->n && r->s[r->i + 1] == ':') r->i += 2;
             else {
                 rx_fail(r, "lookaround and named groups (?...) are not supported");
-                return;
+                return false;
             }
         }
         okv_sbuf_puts(b, "(");
-        rx_alt(r, b, depth + 1);
+        nullable = rx_alt(r, b, depth + 1);
         if (r->i >= r->n || r->s[r->i] != ')') {
             rx_fail(r, "missing ')'");
-            return;
+            return false;
         }
         r->i++;
         okv_sbuf_puts(b, ")");
@@ -511,14 +513,14 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
                     if (ne) {
                         free(cls.s);
                         rx_fail(r, "negated class escapes (\\D \\W \\S) inside [...] are not supported");
-                        return;
+                        return false;
                     }
                     r->i += 2;
                     continue;
                 }
                 if (!rx_escape(r, &cp)) {
                     free(cls.s);
-                    return;
+                    return false;
                 }
             } else {
                 r->i = utf8_next(r->s, r->n, r->i, &cp);
@@ -529,7 +531,7 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
                 if (r->s[r->i] == '\\' && r->i + 1 < r->n) {
                     if (!rx_escape(r, &hi)) {
                         free(cls.s);
-                        return;
+                        return false;
                     }
                 } else {
                     r->i = utf8_next(r->s, r->n, r->i, &hi);
@@ -537,7 +539,7 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
                 if (hi < cp) {
                     free(cls.s);
                     rx_fail(r, "a class range whose end is below its start");
-                    return;
+                    return false;
                 }
             }
             if (neg) {
@@ -565,16 +567,16 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
         if (r->i >= r->n) {
             free(cls.s);
             rx_fail(r, "missing ']'");
-            return;
+            return false;
         }
         r->i++;
         if (!neg && !kept) {
             free(cls.s);
             rx_fail(r, "a class of only quotes, backslashes or control characters is not supported");
-            return;
+            return false;
         }
         char *cs = sbuf_take(r->c, &cls);
-        if (!cs) return;
+        if (!cs) return false;
         if (neg) okv_sbuf_printf(b, "[^%s" JSON_UNSAFE "]", cs);
         else okv_sbuf_printf(b, "[%s]", cs);
         free(cs);
@@ -584,7 +586,7 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
     } else if (ch == '\\') {
         if (r->i + 1 >= r->n) {
             rx_fail(r, "a pattern ends in '\\'");
-            return;
+            return false;
         }
         char e = r->s[r->i + 1];
         r->i += 2;
@@ -592,7 +594,7 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
         bool ne;
         if (rx_class_escape(e, &cls, &ne)) {
             char *cs = sbuf_take(r->c, &cls);
-            if (!cs) return;
+            if (!cs) return false;
             if (ne) okv_sbuf_printf(b, "[^%s" JSON_UNSAFE "]", cs);
             else okv_sbuf_printf(b, "[%s]", cs);
             free(cs);
@@ -611,36 +613,48 @@ static void rx_atom(rx *r, okv_sbuf *b, int depth) {
         r->i = utf8_next(r->s, r->n, r->i, &cp);
         rx_char(b, cp);
     }
+    return nullable;
 }
 
-static void rx_seq(rx *r, okv_sbuf *b, int depth) {
-    bool first = true;
+/* A sequence; true when it can match the empty string. */
+static bool rx_seq(rx *r, okv_sbuf *b, int depth) {
+    bool first = true, nullable = true;
     while (r->i < r->n && !r->c->failed) {
         char ch = r->s[r->i];
         if (ch == '|' || ch == ')') break;
         if (ch == '$' && r->i + 1 == r->n) break;
         if (ch == '^' || ch == '$') {
             rx_fail(r, "anchors inside a pattern are not supported");
-            return;
+            return false;
         }
         if (ch == '*' || ch == '+' || ch == '?' || ch == '{') {
             rx_fail(r, "a quantifier without an item");
-            return;
+            return false;
         }
         if (!first) okv_sbuf_puts(b, " ");
         first = false;
         okv_sbuf item = {0};
         okv_sbuf_puts(&item, "(");
-        rx_atom(r, &item, depth);
+        const bool empty_ok = rx_atom(r, &item, depth);
         okv_sbuf_puts(&item, ")");
         char *it = sbuf_take(r->c, &item);
-        if (!it) return;
+        if (!it) return false;
         okv_sbuf_puts(b, it);
         free(it);
+        bool item_nullable = empty_ok;
         if (r->i < r->n) {
             char q = r->s[r->i];
+            /* An item that can match nothing, repeated without bound, is a
+             * rule that reaches itself before reading a character: the
+             * GBNF parser refuses it as left-recursive, naming a rule of
+             * ours, not the pattern. */
             if (q == '*' || q == '+' || q == '?') {
+                if (empty_ok && q != '?') {
+                    rx_fail(r, "a group that can match nothing, repeated without bound (as (a*)* or (a|)+), is not supported");
+                    return false;
+                }
                 okv_sbuf_printf(b, "%c", q);
+                item_nullable = item_nullable || q != '+';
                 r->i++;
             } else if (q == '{') {
                 size_t st = r->i++;
@@ -667,34 +681,44 @@ static void rx_seq(rx *r, okv_sbuf *b, int depth) {
                 if (!digits || r->i >= r->n || r->s[r->i] != '}' || m > 10000 || x > 10000 || (x >= 0 && x < m)) {
                     r->i = st;
                     rx_fail(r, "a bad {m,n} quantifier");
-                    return;
+                    return false;
                 }
                 r->i++;
+                if (empty_ok && x < 0) {
+                    r->i = st;
+                    rx_fail(r, "a group that can match nothing, repeated without bound (as (a*)* or (a|)+), is not supported");
+                    return false;
+                }
                 if (x < 0) okv_sbuf_printf(b, "{%ld,}", m);
                 else okv_sbuf_printf(b, "{%ld,%ld}", m, x);
+                item_nullable = item_nullable || m == 0;
             }
             if (r->i < r->n && (r->s[r->i] == '?' || r->s[r->i] == '+') && r->i > 0 &&
                 strchr("*+?}", r->s[r->i - 1])) {
                 rx_fail(r, "lazy and possessive quantifiers are not supported");
-                return;
+                return false;
             }
         }
+        nullable = nullable && item_nullable;
     }
+    return nullable;
 }
 
-static void rx_alt(rx *r, okv_sbuf *b, int depth) {
+/* Alternatives; true when one can match the empty string. */
+static bool rx_alt(rx *r, okv_sbuf *b, int depth) {
     if (depth > 100) {
         rx_fail(r, "groups nested too deeply");
-        return;
+        return false;
     }
     okv_sbuf_puts(b, "(");
-    rx_seq(r, b, depth);
+    bool nullable = rx_seq(r, b, depth);
     while (!r->c->failed && r->i < r->n && r->s[r->i] == '|') {
         r->i++;
         okv_sbuf_puts(b, " | ");
-        rx_seq(r, b, depth);
+        nullable = rx_seq(r, b, depth) || nullable;
     }
     okv_sbuf_puts(b, ")");
+    return nullable;
 }
 
 static char *pattern_body(conv *c, const char *pat, size_t n, const char *path) {
