@@ -292,6 +292,14 @@ static void test_utf8(void) {
     CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc2", 1), "C2 cannot begin '{'");
     okv_grammar_matcher_free(m);
     okv_grammar_free(g);
+    /* A negated class whose ranges cover a lead byte's block together (no
+     * one of them does): the lead byte was taken, then nothing could follow. */
+    g = parse("root ::= [^\\u0080-\\u009F\\u00A0-\\u00BF]+");
+    m = okv_grammar_matcher_create(g, &err);
+    CHECK(!okv_grammar_matcher_accept_bytes(m, "\xc2", 1), "C2 begins only U+0080..U+00BF, all excluded");
+    CHECK(okv_grammar_matcher_accept_bytes(m, "\xc3\xa9", 2), "C3 A9 (U+00E9) is outside the class");
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
     g = parse("root ::= \"{\" | . .");
     m = okv_grammar_matcher_create(g, &err);
     CHECK(okv_grammar_matcher_accept_bytes(m, "\xed\x9f\xbf\xf4\x8f\xbf\xbf", 7) && okv_grammar_matcher_can_end(m),

@@ -306,19 +306,43 @@ static bool match_char(const gelem *pos, uint32_t cp, const gelem **after) {
  * a begun UTF-8 sequence may still become)? */
 static bool match_range(const gelem *pos, uint32_t lo, uint32_t hi) {
     if (pos->type == GE_ANY) return true;
-    const bool positive = pos->type == GE_CHAR;
-    do {
-        uint32_t a = pos->value, b = pos->value;
-        if (pos[1].type == GE_RNG_UPPER) {
-            b = pos[1].value;
-            pos += 2;
-        } else {
-            pos += 1;
+    if (pos->type == GE_CHAR) {
+        do {
+            uint32_t a = pos->value, b = pos->value;
+            if (pos[1].type == GE_RNG_UPPER) {
+                b = pos[1].value;
+                pos += 2;
+            } else {
+                pos += 1;
+            }
+            if (a <= hi && b >= lo) return true;
+        } while (pos->type == GE_CHAR_ALT);
+        return false;
+    }
+    /* Negated: some code point of lo..hi is outside every excluded range.
+     * The ranges together may cover lo..hi without one of them doing so
+     * ([^\u0080-\u009F\u00A0-\u00BF] allowed the lead byte C2, after
+     * which nothing could follow), so walk the lowest uncovered point up. */
+    uint32_t cur = lo;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (const gelem *e = pos;;) {
+            uint32_t a = e->value, b = e->value;
+            if (e[1].type == GE_RNG_UPPER) {
+                b = e[1].value;
+                e += 2;
+            } else {
+                e += 1;
+            }
+            if (a <= cur && b >= cur) {
+                if (b >= hi) return false; /* lo..hi all excluded */
+                cur = b + 1;
+                moved = true;
+            }
+            if (e->type != GE_CHAR_ALT) break;
         }
-        if (positive && a <= hi && b >= lo) return true;
-        if (!positive && a <= lo && b >= hi) return false; /* all of them excluded */
-    } while (pos->type == GE_CHAR_ALT);
-    return !positive;
+    }
+    return true;
 }
 
 static bool accept_cp(const okv_grammar *g, arena *a, const sset *in, uint32_t cp, sset *out) {
