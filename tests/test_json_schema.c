@@ -289,6 +289,13 @@ static void test_large(void) {
     snprintf(schema + k, cap - k, "},\"required\":[\"p7\"]}");
     check_schema(schema, L("{\"p7\":1}", "{\"p7\":1,\"p0\":2,\"p4999\":3}", "{\"p7\":1,\"p4998\":2}"),
                  L("{\"p7\":1,\"p4999\":3,\"p0\":2}", "{\"p0\":2}", "{\"p7\":1,\"p5000\":1}"));
+    /* 30 fields of maxLength 10000: each within the converter's bound, the
+     * grammar past a million elements while each wrote char{0,10000} out */
+    k = (size_t)snprintf(schema, cap, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < 30; i++)
+        k += (size_t)snprintf(schema + k, cap - k, "%s\"f%d\":{\"type\":\"string\",\"maxLength\":10000}", i ? "," : "", i);
+    snprintf(schema + k, cap - k, "},\"required\":[\"f0\"]}");
+    check_schema(schema, L("{\"f0\":\"abc\"}", "{\"f0\":\"\",\"f29\":\"x\"}"), L("{\"f1\":\"a\"}", "{\"f0\":1}"));
     free(schema);
 }
 

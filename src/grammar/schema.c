@@ -1144,10 +1144,17 @@ static const char *string_rule(conv *c, const okv_json *s, const char *name, con
     }
     prim(c, "char");
     prim(c, "space");
+    /* One rule per length range, shared: the GBNF parser writes char{0,N}
+     * out N times, so 30 fields of maxLength 10000 each (each within the
+     * converter's bound) made a grammar past a million elements. */
     char *rep = repetition(c, "char", min, max, NULL);
-    okv_sbuf b = {0};
-    okv_sbuf_printf(&b, "\"\\\"\" %s \"\\\"\" space", rep ? rep : "");
+    char rn[64];
+    if (max < 0) snprintf(rn, sizeof rn, "char-%ld-up", min);
+    else snprintf(rn, sizeof rn, "char-%ld-%ld", min, max);
+    const char *chars = rep && *rep ? add_rule(c, rn, rep) : NULL;
     free(rep);
+    okv_sbuf b = {0};
+    okv_sbuf_printf(&b, "\"\\\"\" %s \"\\\"\" space", chars ? chars : "");
     char *body = sbuf_take(c, &b);
     const char *out = add_rule(c, name, body);
     free(body);
