@@ -126,6 +126,9 @@ int main(void) {
     parse_bad(SRV_COMPLETION, "{\"prompt\":\"x\",\"max_tokens\":2,\"max_tokens\":-5}", "max_tokens", "twice");
     parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"role\":\"system\"}]}", "role", "twice");
     parse_bad(SRV_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":2,\"1\":3}}", "1", "twice");
+    /* token ids are digits: strtol took " 5" and "+5" */
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\" 5\":2}}", "logit_bias", "not a token id");
+    parse_bad(SRV_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"+5\":2}}", "logit_bias", "not a token id");
     /* Bad UTF-8 anywhere, a key included (the template's reader refuses it
      * later, after the request was accepted), is refused naming the byte. */
     parse_bad(SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"cont\xffnt\":\"hi\"}]}", "", "byte 33");

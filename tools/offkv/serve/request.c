@@ -294,8 +294,9 @@ static bool parse_logit_bias(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *e;
     cJSON_ArrayForEach(e, lb) {
         char *end = NULL;
-        const long id = e->string ? strtol(e->string, &end, 10) : -1;
-        if (!e->string || !e->string[0] || *end || id < 0 || id > INT32_MAX)
+        /* digits only: strtol took " 5" and "+5" */
+        const long id = e->string && e->string[0] >= '0' && e->string[0] <= '9' ? strtol(e->string, &end, 10) : -1;
+        if (!e->string || !e->string[0] || id < 0 || *end || id > INT32_MAX)
             return bad(f, "logit_bias", "'logit_bias' key '%.40s' is not a token id", e->string ? e->string : "");
         float b;
         if (cJSON_IsFalse(e)) b = -INFINITY;

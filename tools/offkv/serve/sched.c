@@ -735,7 +735,7 @@ typedef struct outcome {
  * in, turn it into text, and decide whether the job ends. */
 static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
     const int32_t id = okv_sampler_sample(j->sampler, sl->logits);
-    bool oom = false;
+    bool oom = false, stop_string = false;
     okv_error aerr = {0};
     if (id < 0) {
         o->finish = SRV_FINISH_ERROR;
@@ -777,7 +777,7 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
                 k = strlen(text);
             }
             if (!text) oom = true;
-            else if (add_text(j, text, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
+            else if (add_text(j, text, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP, stop_string = true;
             if (text != utf) free(text);
         } else {
             oom = true;
@@ -797,7 +797,8 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
          * stop string was found nothing is held). */
         char tail[8];
         const size_t k = okv_detok_stream_finish(&j->us, tail);
-        if (k && add_text(j, tail, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
+        /* after a stop string, the bytes held are past it: dropped with it */
+        if (k && !stop_string && add_text(j, tail, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
         if (!oom && j->n_held) {
             if (grow(&o->text, &o->cap, o->n + j->n_held + 1)) {
                 memcpy(o->text + o->n, j->held, j->n_held);
