@@ -179,6 +179,9 @@ int main(void) {
         /* past the training context (stories260K: 128): runs, with a warning */
         {0, {"a context of 256 positions exceeds the model's training context of 128", NULL},
          {"run", "-m", "$M", "-c", "256", "-n", "2", "--temp", "0", NULL}},
+        /* ... and the draft's warning says it is the draft's */
+        {0, {"exceeds the draft model's training context of 128", NULL},
+         {"run", "-m", "$M", "--draft", "$M", "-c", "256", "-n", "2", "--temp", "0", NULL}},
         {2, {"-c 10", "--draft-n 64"}, {"run", "-m", "$M", "-c", "10", "--lookup", "2", "--draft-n", "64", NULL}},
         /* flags the file would carry to no effect are refused, not written */
         {2, {"--softcap", "gemma2 always caps"}, {"synth", "--arch", "gemma2", "--softcap", "0", "-o", synth_out, NULL}},

@@ -253,7 +253,7 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
     }
     opts[k] = NULL;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores > 0 && o->n_threads > cores)
+    if (cores > 0 && o->n_threads > cores && !o->draft)
         fprintf(stderr,
                 "offkv %s: warning: -t %d is more threads than this machine's %ld cores: they will wait on "
                 "each other, and decode can run many times slower than with -t %ld\n",
@@ -261,9 +261,9 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
     const int32_t trained = okv_model_n_ctx_train(m);
     if (trained > 0 && o->capacity > trained)
         fprintf(stderr,
-                "offkv %s: warning: a context of %d positions exceeds the model's training context of %d: past "
-                "it the model runs on positions it never learned, and its output may degrade\n",
-                cmd, (int)o->capacity, (int)trained);
+                "offkv %s: warning: a context of %d positions exceeds the %smodel's training context of %d: past "
+                "it the %smodel runs on positions it never learned, and its output may degrade\n",
+                cmd, (int)o->capacity, o->draft ? "draft " : "", (int)trained, o->draft ? "draft " : "");
     okv_error err = {0};
     okv_context *ctx = okv_context_create(m, opts, NULL, &err);
     if (!ctx) cli_error(cmd, "cannot create a context: %s", err.message);

@@ -93,6 +93,7 @@ bool cli_given(const cli_seen *seen, const char *flag);
 typedef struct cli_ctx_opts {
     int32_t n_threads, capacity, max_write, initial_capacity;
     const char *kv_type;
+    bool draft; /* the draft model's context: its warnings say so (the thread count's was said) */
 } cli_ctx_opts;
 
 /* Creates a context with its own cache, saying why not on failure; warns

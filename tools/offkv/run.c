@@ -288,6 +288,7 @@ int cmd_run(int argc, char **argv) {
         /* The draft's own cache (its geometry is its model's), as long as the target's. */
         cli_ctx_opts dopt = o;
         dopt.capacity = cfg.capacity;
+        dopt.draft = true;
         if (!(dctx = cli_context(cmd, dm, &dopt))) goto done;
     }
     if (spec) {
