@@ -237,6 +237,21 @@ class _Handle:
     def __reduce__(self):
         raise TypeError("offkv.%s objects cannot be pickled (each owns C memory)" % type(self).__name__)
 
+    def _release(self, attr, free, *also):
+        """Frees the C handle in attr with _lib.free, after a call in flight;
+        attr and also become None.  Nothing when __init__ failed before the
+        lock (then there is nothing to free)."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            handle = getattr(self, attr, None)
+            # _lib may already be gone when the interpreter shuts down
+            if handle and _lib is not None:
+                getattr(_lib, free)(handle)
+            for a in (attr,) + also:
+                setattr(self, a, None)
+
 
 def _top_p(top_p):
     top_p = _float("top_p", top_p, 0.0, 1.0)
@@ -301,14 +316,7 @@ class Sampler(_Handle):
     def close(self):
         """Frees the sampler (after a sample() in flight); sample() then raises
         OffkvError.  Closing twice is fine."""
-        lock = getattr(self, "_lock", None)
-        if lock is None:
-            return
-        with lock:
-            # _lib may already be gone when the interpreter shuts down
-            if getattr(self, "_s", None) and _lib is not None:
-                _lib.okv_sampler_free(self._s)
-            self._s = None
+        self._release("_s", "okv_sampler_free")
 
     __del__ = close
 
@@ -450,14 +458,9 @@ class Model(_Handle):
         if lock is None:
             return
         with lock:
-            contexts = getattr(self, "_contexts", None)
-            for c in list(contexts or ()):
+            for c in list(getattr(self, "_contexts", None) or ()):
                 c.close()
-            # _lib may already be gone when the interpreter shuts down
-            if getattr(self, "_m", None) and _lib is not None:
-                _lib.okv_model_free(self._m)
-            self._m = None
-            self._tok = None
+            self._release("_m", "okv_model_free", "_tok")
 
     def __enter__(self):
         return self
@@ -595,15 +598,7 @@ class Context(_Handle):
     def close(self):
         """Frees the context (after a call in flight); every method then raises
         OffkvError.  Closing twice is fine."""
-        lock = getattr(self, "_lock", None)
-        if lock is None:
-            return
-        with lock:
-            # _lib may already be gone when the interpreter shuts down
-            if getattr(self, "_c", None) and _lib is not None:
-                _lib.okv_context_free(self._c)
-            self._c = None
-            self._cache = None
+        self._release("_c", "okv_context_free", "_cache")
         model = getattr(self, "model", None)
         if model is not None:
             model._contexts.discard(self)

@@ -464,23 +464,31 @@ static void test_lazy_block(void) {
     okv_grammar_free(g);
 }
 
-/* A grammar ambiguous enough that a mask over a vocabulary costs seconds
- * (each byte within MAX_EXPANSIONS, times the trie's nodes): the walk stops
- * at the mask's work bound, and what it allows the grammar takes. */
-static void test_mask_budget(void) {
+/* The tokenizer of ../shared/vocab/file; NULL (having said why) when
+ * ../shared is absent or the file does not load. */
+static okv_tokenizer *shared_vocab(const char *file, const char *what) {
     const char *shared = check_shared_dir();
     if (!shared) {
-        printf("skipped the mask's work bound: ../shared not found\n");
-        return;
+        printf("skipped %s: ../shared not found\n", what);
+        return NULL;
     }
     char path[4096];
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-phi-3.gguf", shared);
+    snprintf(path, sizeof path, "%s/vocab/%s", shared, file);
     okv_error err;
     okv_gguf *gg = okv_gguf_open(path, &err);
     okv_tokenizer *tok = gg ? okv_tokenizer_from_gguf(gg, &err) : NULL;
     okv_gguf_close(gg);
     CHECK(tok != NULL, "%s: %s", path, err.message);
+    return tok;
+}
+
+/* A grammar ambiguous enough that a mask over a vocabulary costs seconds
+ * (each byte within MAX_EXPANSIONS, times the trie's nodes): the walk stops
+ * at the mask's work bound, and what it allows the grammar takes. */
+static void test_mask_budget(void) {
+    okv_tokenizer *tok = shared_vocab("ggml-vocab-phi-3.gguf", "the mask's work bound");
     if (!tok) return;
+    okv_error err;
     okv_grammar_vocab *v = okv_grammar_vocab_create(tok, NULL, 0, &err);
     okv_grammar *g = parse("root ::= ( [a-z] a6 )+\na6 ::= a5 a5\na5 ::= a4 a4\na4 ::= a3 a3\na3 ::= a2 a2\n"
                            "a2 ::= a1 a1\na1 ::= a0 a0\na0 ::= [a-z] | \"\"");
@@ -508,21 +516,9 @@ static void test_mask_budget(void) {
 /* The vocabulary mask against per-token answers, at positions along a JSON
  * text, on Qwen 3's vocabulary. */
 static void test_mask_qwen(void) {
-    const char *shared = check_shared_dir();
-    if (!shared) {
-        printf("skipped mask on a real vocabulary: ../shared not found\n");
-        return;
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-qwen3.gguf", shared);
-    okv_error err;
-    okv_gguf *gg = okv_gguf_open(path, &err);
-    CHECK(gg != NULL, "%s: %s", path, err.message);
-    if (!gg) return;
-    okv_tokenizer *tok = okv_tokenizer_from_gguf(gg, &err);
-    okv_gguf_close(gg);
-    CHECK(tok != NULL, "tokenizer: %s", err.message);
+    okv_tokenizer *tok = shared_vocab("ggml-vocab-qwen3.gguf", "mask on a real vocabulary");
     if (!tok) return;
+    okv_error err;
     okv_grammar_vocab *v = okv_grammar_vocab_create(tok, NULL, 0, &err);
     CHECK(v != NULL, "vocab: %s", err.message);
     const int32_t n = okv_tokenizer_n_vocab(tok);

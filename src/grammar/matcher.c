@@ -280,6 +280,21 @@ static bool advance_stack(const okv_grammar *g, arena *a, const snode *st, sset 
     return advance_stack_in(g, a, st, out, 0);
 }
 
+/* The range a..b of a class's element at *e (a single code point is a..a),
+ * *e moved past it; true when another of the class's ranges follows. */
+static bool class_range(const gelem **e, uint32_t *a, uint32_t *b) {
+    const gelem *p = *e;
+    *a = *b = p->value;
+    if (p[1].type == GE_RNG_UPPER) {
+        *b = p[1].value;
+        p += 2;
+    } else {
+        p += 1;
+    }
+    *e = p;
+    return p->type == GE_CHAR_ALT;
+}
+
 /* Does the character element at pos accept cp?  *after gets the element
  * following the class. */
 static bool match_char(const gelem *pos, uint32_t cp, const gelem **after) {
@@ -288,16 +303,12 @@ static bool match_char(const gelem *pos, uint32_t cp, const gelem **after) {
         return true;
     }
     const bool positive = pos->type == GE_CHAR;
-    bool found = false;
-    do {
-        if (pos[1].type == GE_RNG_UPPER) {
-            found = found || (pos->value <= cp && cp <= pos[1].value);
-            pos += 2;
-        } else {
-            found = found || pos->value == cp;
-            pos += 1;
-        }
-    } while (pos->type == GE_CHAR_ALT);
+    bool found = false, more = true;
+    while (more) {
+        uint32_t a, b;
+        more = class_range(&pos, &a, &b);
+        found = found || (a <= cp && cp <= b);
+    }
     *after = pos;
     return found == positive;
 }
@@ -306,18 +317,13 @@ static bool match_char(const gelem *pos, uint32_t cp, const gelem **after) {
  * a begun UTF-8 sequence may still become)? */
 static bool match_range(const gelem *pos, uint32_t lo, uint32_t hi) {
     if (pos->type == GE_ANY) return true;
+    uint32_t a, b;
     if (pos->type == GE_CHAR) {
-        do {
-            uint32_t a = pos->value, b = pos->value;
-            if (pos[1].type == GE_RNG_UPPER) {
-                b = pos[1].value;
-                pos += 2;
-            } else {
-                pos += 1;
-            }
+        for (const gelem *e = pos;;) {
+            const bool more = class_range(&e, &a, &b);
             if (a <= hi && b >= lo) return true;
-        } while (pos->type == GE_CHAR_ALT);
-        return false;
+            if (!more) return false;
+        }
     }
     /* Negated: some code point of lo..hi is outside every excluded range.
      * The ranges together may cover lo..hi without one of them doing so
@@ -327,19 +333,13 @@ static bool match_range(const gelem *pos, uint32_t lo, uint32_t hi) {
     for (bool moved = true; moved;) {
         moved = false;
         for (const gelem *e = pos;;) {
-            uint32_t a = e->value, b = e->value;
-            if (e[1].type == GE_RNG_UPPER) {
-                b = e[1].value;
-                e += 2;
-            } else {
-                e += 1;
-            }
+            const bool more = class_range(&e, &a, &b);
             if (a <= cur && b >= cur) {
                 if (b >= hi) return false; /* lo..hi all excluded */
                 cur = b + 1;
                 moved = true;
             }
-            if (e->type != GE_CHAR_ALT) break;
+            if (!more) break;
         }
     }
     return true;
