@@ -10,6 +10,7 @@
  *  - the yarn tiny-qwen2 evaluates, and its logits move away from the
  *    plain model's (llama.cpp's goldens), while yarn with factor 1 keeps
  *    them within the golden tests' tolerance;
+ *  - muse-glimmer reads them too (it read none: a YaRN file ran unscaled);
  *  - an unknown scaling type is refused naming it, a YaRN factor below 1
  *    naming the key. */
 #include <math.h>
@@ -154,7 +155,7 @@ int main(void) {
     const char *yq2 = "test_rope_scaling.qwen2.tmp.gguf", *yq2b = "test_rope_scaling.qwen2b.tmp.gguf",
                *ymoe = "test_rope_scaling.qwen3moe.tmp.gguf", *y1 = "test_rope_scaling.one.tmp.gguf",
                *bad = "test_rope_scaling.bad.tmp.gguf", *low = "test_rope_scaling.low.tmp.gguf",
-               *yllama = "test_rope_scaling.llama.tmp.gguf";
+               *yllama = "test_rope_scaling.llama.tmp.gguf", *ymuse = "test_rope_scaling.muse.tmp.gguf";
     /* the tiny models' base, read back from a plain load */
     char path[1024];
     snprintf(path, sizeof path, "%s/models/tiny-qwen2.gguf", shared);
@@ -212,10 +213,22 @@ int main(void) {
     free(json);
     free(ref);
 
+    /* muse-glimmer read no scaling keys at all: its sliding layers rotated
+     * unscaled under a file that asked for YaRN */
+    if (write_variant("tiny-muse-glimmer", ymuse, "yarn", 4.0f, 64, 0, 0)) {
+        okv_model *mm = okv_model_load(ymuse, NULL, &err);
+        CHECK(mm != NULL, "load %s: %s", ymuse, err.message);
+        if (mm)
+            CHECK(mm->layer[0].rope_pos_scale == 0.25f && mm->yarn.orig_ctx == 64,
+                  "muse-glimmer reads YaRN: positions scaled by %g (want 0.25), original context %d (want 64)",
+                  (double)mm->layer[0].rope_pos_scale, (int)mm->yarn.orig_ctx);
+        okv_model_free(mm);
+    }
+    if (write_variant("tiny-muse-glimmer", bad, "dynamic", 2.0f, 0, 0, 0)) refused(bad, OKV_ERR_UNSUPPORTED, "'dynamic'");
     if (write_variant("tiny-qwen2", bad, "dynamic", 2.0f, 0, 0, 0)) refused(bad, OKV_ERR_UNSUPPORTED, "'dynamic'");
     if (write_variant("tiny-qwen3moe", bad, "ntk", 0, 0, 0, 0)) refused(bad, OKV_ERR_UNSUPPORTED, "'ntk'");
     if (write_variant("tiny-qwen2", low, "yarn", 0.5f, 0, 0, 0))
         refused(low, OKV_ERR_FORMAT, "qwen2.rope.scaling.factor");
-    remove(yq2); remove(yq2b); remove(yllama); remove(ymoe); remove(y1); remove(bad); remove(low);
+    remove(yq2); remove(yq2b); remove(yllama); remove(ymoe); remove(y1); remove(bad); remove(low); remove(ymuse);
     return check_done();
 }

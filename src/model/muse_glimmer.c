@@ -27,6 +27,8 @@ static okv_status bind_either(okv_model *m, okv_weight *w, int32_t il, const cha
 okv_status okv_muse_glimmer_load(okv_model *m, okv_error *err) {
     okv_status st;
     if ((st = okv_model_read_windows(m, 0, true, err))) return st;
+    /* as llama.cpp, for every architecture: the sliding layers rotate */
+    if ((st = okv_model_read_rope_scaling(m, err))) return st;
     float base = m->layer[0].rope_base, base_swa;
     base_swa = base;
     if ((st = okv_model_positive(m, "rope.freq_base_swa", &base_swa, err))) return st;
