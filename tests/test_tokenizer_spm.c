@@ -282,10 +282,106 @@ static void test_from_gguf(void) {
     CHECK(okv_tokenizer_from_gguf(NULL, &err) == NULL && err.status == OKV_ERR_INVALID, "NULL file");
 }
 
+/* Many special tokens that share prefixes (as gemma3's 6 000 <unusedN>):
+ * the specials split out of random texts are those a plain reference
+ * finds: each in turn, longest first then by id, splitting what is still
+ * raw text (llama.cpp's partition).  (Only the specials a text holds are
+ * searched for now; a miss or a wrong prefix would show here.) */
+static void ref_partition(const char *text, char **specials, const int32_t *ids, int n_sp, int32_t *out, int *n_out) {
+    enum { MAXF = 512 };
+    struct { int32_t id; size_t off, len; } cur[MAXF], next[MAXF];
+    int nc = 1;
+    cur[0].id = -1, cur[0].off = 0, cur[0].len = strlen(text);
+    for (int k = 0; k < n_sp; k++) {
+        const size_t tn = strlen(specials[k]);
+        int nn = 0;
+        for (int f = 0; f < nc; f++) {
+            if (cur[f].id >= 0) {
+                next[nn++] = cur[f];
+                continue;
+            }
+            size_t pos = cur[f].off, end = cur[f].off + cur[f].len;
+            for (size_t i = pos; i + tn <= end;) {
+                if (memcmp(text + i, specials[k], tn) == 0) {
+                    if (i > pos) next[nn].id = -1, next[nn].off = pos, next[nn].len = i - pos, nn++;
+                    next[nn].id = ids[k], next[nn].off = i, next[nn].len = tn, nn++;
+                    pos = i = i + tn;
+                } else {
+                    i++;
+                }
+            }
+            if (pos < end) next[nn].id = -1, next[nn].off = pos, next[nn].len = end - pos, nn++;
+        }
+        memcpy(cur, next, (size_t)nn * sizeof *cur);
+        nc = nn;
+    }
+    *n_out = 0;
+    for (int f = 0; f < nc; f++)
+        if (cur[f].id >= 0) out[(*n_out)++] = cur[f].id;
+}
+
+static void test_many_specials(void) {
+    enum { N_SP = 300 };
+    static hand_vocab v;
+    static char names[N_SP][16];
+    const char *tok[11 + N_SP] = {SP, "a", "b", "<", ">", "u", "x", "y", "1", "2", "3"};
+    float sc[11 + N_SP];
+    for (int i = 0; i < 11 + N_SP; i++) sc[i] = -5;
+    for (int i = 0; i < N_SP; i++) {
+        snprintf(names[i], sizeof names[i], i < N_SP - 2 ? "<u%d>" : i == N_SP - 2 ? "<x>" : "<x><y>", i);
+        tok[11 + i] = names[i];
+    }
+    okv_error err;
+    okv_tokenizer *t = hv_make(&v, tok, sc, 11 + N_SP, 0, 0, &err);
+    CHECK(t != NULL, "create: %s", err.message);
+    okv_tokenizer_free(t);
+    for (int i = 0; i < N_SP; i++) v.types[3 + 11 + i] = OKV_TOKEN_USER_DEFINED;
+    okv_vocab_desc d = {.model = "llama", .n_tokens = v.n, .tokens = v.tokens, .scores = v.scores,
+                        .types = v.types, .bos_id = 1, .eos_id = 2, .unk_id = 0, .pad_id = -1,
+                        .add_bos = 0, .add_eos = 0, .add_space_prefix = 0};
+    t = okv_tokenizer_create(&d, &err);
+    CHECK(t != NULL, "create: %s", err.message);
+    if (!t) return;
+    /* the reference's order: longest first, then by id */
+    char *order[N_SP];
+    int32_t order_id[N_SP];
+    for (int i = 0; i < N_SP; i++) order[i] = names[i], order_id[i] = 3 + 11 + i;
+    for (int i = 1; i < N_SP; i++)
+        for (int j = i; j > 0 && strlen(order[j]) > strlen(order[j - 1]); j--) {
+            char *ts = order[j];
+            order[j] = order[j - 1], order[j - 1] = ts;
+            const int32_t ti = order_id[j];
+            order_id[j] = order_id[j - 1], order_id[j - 1] = ti;
+        }
+    static const char *const parts[] = {"<u1", "2>", "<u12>", "<u1>", "3>", "<u", ">", "ab", "<x>", "<y>", "<x><y>", "<", "<u29", "9>", "<u2", "0"};
+    uint64_t seed = 7;
+    int bad = 0;
+    for (int round = 0; round < 300; round++) {
+        char text[256] = "";
+        for (int p = 0; p < 12; p++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            strcat(text, parts[(seed >> 33) % (sizeof parts / sizeof *parts)]);
+        }
+        int32_t want[64], got[256];
+        int n_want;
+        ref_partition(text, order, order_id, N_SP, want, &n_want);
+        size_t n = 0;
+        okv_status st = okv_tokenizer_encode(t, text, strlen(text), 0, got, 256, &n, &err);
+        int n_got = 0;
+        for (size_t i = 0; st == OKV_OK && i < n; i++)
+            if (got[i] >= 3 + 11) got[n_got++] = got[i];
+        if (st != OKV_OK || n_got != n_want || memcmp(got, want, (size_t)n_want * sizeof *want) != 0)
+            if (bad++ < 3) fprintf(stderr, "  '%s': %d specials, the reference %d\n", text, n_got, n_want);
+    }
+    CHECK(bad == 0, "%d of 300 texts split their specials other than the reference", bad);
+    okv_tokenizer_free(t);
+}
+
 int main(void) {
     test_merge_order();
     test_spaces_and_bytes();
     test_special_and_pieces();
+    test_many_specials();
     test_bad_vocabs();
     test_from_gguf();
 

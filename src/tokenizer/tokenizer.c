@@ -121,6 +121,7 @@ void okv_tokenizer_free(okv_tokenizer *t) {
     free(t->types);
     free(t->by_text.slots);
     free(t->special);
+    free(t->special_lex);
     free(t->merge_text);
     free(t->merges);
     free(t->by_merge.slots);
@@ -148,6 +149,45 @@ static int special_cmp(const void *a, const void *b) {
     const special_key *x = a, *y = b;
     if (x->len != y->len) return x->len > y->len ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
+}
+
+typedef struct lex_key {
+    const unsigned char *s;
+    size_t n;
+    int32_t k; /* index into special */
+} lex_key;
+
+static int lex_cmp(const void *a, const void *b) {
+    const lex_key *x = a, *y = b;
+    const size_t n = x->n < y->n ? x->n : y->n;
+    const int c = n ? memcmp(x->s, y->s, n) : 0;
+    if (c) return c;
+    return (x->n > y->n) - (x->n < y->n); /* a prefix first */
+}
+
+/* t->special_lex: the specials in byte order of their texts. */
+static okv_status build_special_lex(okv_tokenizer *t, okv_error *err) {
+    lex_key *keys = malloc(((size_t)t->n_special + 1) * sizeof *keys);
+    t->special_lex = malloc(((size_t)t->n_special + 1) * sizeof *t->special_lex);
+    if (!keys || !t->special_lex) {
+        free(keys);
+        return okv_fail(err, OKV_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    for (int32_t k = 0; k < t->n_special; k++) {
+        size_t n;
+        const char *s = tok_text(t, t->special[k], &n);
+        keys[k] = (lex_key){(const unsigned char *)s, n, k};
+    }
+    qsort(keys, (size_t)t->n_special, sizeof *keys, lex_cmp);
+    for (int32_t k = 0; k < t->n_special; k++) t->special_lex[k] = keys[k].k;
+    /* an empty text sorts first and matches nowhere: skipped */
+    int32_t k = 0;
+    for (int c = 0; c <= 256; c++) {
+        while (k < t->n_special && (keys[k].n == 0 || keys[k].s[0] < c)) k++;
+        t->special_first[c] = k;
+    }
+    free(keys);
+    return OKV_OK;
 }
 
 static okv_status build_texts(okv_tokenizer *t, const okv_vocab_desc *d, okv_error *err) {
@@ -379,6 +419,7 @@ okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *d, okv_error *err) {
     qsort(keys, (size_t)t->n_special, sizeof *keys, special_cmp);
     for (int32_t k = 0; k < t->n_special; k++) t->special[k] = keys[k].id;
     free(keys);
+    if ((st = build_special_lex(t, err))) goto fail;
     t->bytes_per_id = bytes_per_id(t);
     return t;
 
@@ -415,11 +456,58 @@ static bool frag_push(frag_list *l, fragment f) {
 /* Splits special tokens out of the raw text, one token at a time, longest
  * first (llama.cpp's tokenizer_st_partition, without the per-model
  * lstrip/rstrip attributes that GGUF files do not carry). */
+/* The byte at depth d of special k's text (256 past its end: it sorts
+ * first, as a prefix does). */
+static int lex_byte(const okv_tokenizer *t, int32_t k, size_t d) {
+    size_t n;
+    const unsigned char *s = (const unsigned char *)tok_text(t, t->special[k], &n);
+    return d < n ? s[d] : -1;
+}
+
+/* present[k]: whether special k's text occurs in text.  At each position,
+ * the specials beginning with its byte (a table), then those matching the
+ * text so far, narrowed by binary search a byte at a time. */
+static void specials_present(const okv_tokenizer *t, const unsigned char *text, size_t len, bool *present) {
+    const int32_t *lex = t->special_lex;
+    for (size_t i = 0; i < len; i++) {
+        int32_t lo = t->special_first[text[i]], hi = t->special_first[text[i] + 1];
+        for (size_t d = 1; lo < hi; d++) {
+            /* entries that end here match whole (they sort first) */
+            while (lo < hi && lex_byte(t, lex[lo], d) < 0) present[lex[lo++]] = true;
+            if (lo >= hi || i + d >= len) break;
+            const int c = text[i + d];
+            int32_t a = lo, b = hi; /* first entry whose byte d is >= c */
+            while (a < b) {
+                const int32_t m = a + (b - a) / 2;
+                if (lex_byte(t, lex[m], d) < c) a = m + 1;
+                else b = m;
+            }
+            int32_t e = a, f = hi; /* first entry whose byte d is > c */
+            while (e < f) {
+                const int32_t m = e + (f - e) / 2;
+                if (lex_byte(t, lex[m], d) <= c) e = m + 1;
+                else f = m;
+            }
+            lo = a;
+            hi = e;
+        }
+    }
+}
+
 static bool partition(const okv_tokenizer *t, const char *text, size_t len, bool parse_special,
                       frag_list *out) {
     frag_list cur = {0}, next = {0};
     if (len && !frag_push(&cur, (fragment){-1, 0, len})) return false;
+    /* Only the specials the text holds are searched for (a piece of the
+     * text holds no other). */
+    bool *present = t->n_special && len ? calloc((size_t)t->n_special, sizeof *present) : NULL;
+    if (t->n_special && len && !present) {
+        free(cur.v);
+        return false;
+    }
+    if (present) specials_present(t, (const unsigned char *)text, len, present);
     for (int32_t k = 0; k < t->n_special && cur.n; k++) {
+        if (!present[k]) continue;
         int32_t id = t->special[k];
         uint8_t ty = t->types[id];
         if (!parse_special && (ty == OKV_TOKEN_CONTROL || ty == OKV_TOKEN_UNKNOWN)) continue;
@@ -448,11 +536,13 @@ static bool partition(const okv_tokenizer *t, const char *text, size_t len, bool
         next = tmp;
     }
     free(next.v);
+    free(present);
     *out = cur;
     return true;
 nomem:
     free(cur.v);
     free(next.v);
+    free(present);
     return false;
 }
 
