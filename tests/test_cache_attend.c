@@ -3,6 +3,7 @@
  * kinds, and on thread pools. */
 #include "check.h"
 #include "seqref.h"
+#include "cache/cache_impl.h"
 
 static const double TOL = 2e-5;
 
@@ -254,8 +255,50 @@ static void softcap_case(void) {
     okv_cache_release(c);
 }
 
+/* Values the API takes that the kernels' base-2 units would push past
+ * float's range (0 * inf: NaN outputs) are refused; positions within a
+ * block of INT32_MAX (a ring-only cache of capacity INT32_MAX, its rows as
+ * okv_cache_load puts them) attend without a signed overflow (UBSan). */
+static void extreme_case(void) {
+    okv_layer_geometry g = {1, 1, 8, 0};
+    okv_cache_config cfg = {.capacity = INT32_MAX, .initial_capacity = 0, .max_write = 8, .dtype = OKV_F32};
+    okv_error err;
+    okv_cache *c = okv_cache_create(&g, 1, &cfg, &err);
+    CHECK(c != NULL, "extreme: create: %s", err.message);
+    if (!c) return;
+    const int32_t len = INT32_MAX - 20;
+    float old[15], q[8] = {0}, k[8], v[8], out[8];
+    for (int i = 0; i < 15; i++) old[i] = 1.0f;
+    for (int i = 0; i < 8; i++) k[i] = 1.0f, v[i] = 2.0f;
+    CHECK_STATUS(okv_cache_write_rows(c, 0, len - 15, 15, old, old, &err), OKV_OK, err);
+    okv_cache_set_extent(c, len, len);
+    int32_t pos[8];
+    for (int i = 0; i < 8; i++) pos[i] = len + i;
+    static const struct { float scale, cap; const char *needle; } bad[] = {
+        {3e38f, 0.0f, "scale"}, {1.0f, 1e-45f, "softcap"}, {1.0f, -1.0f, "softcap"}};
+    for (int b = 0; b < 3; b++) {
+        okv_step *st = okv_step_begin(c, pos, 8, NULL, &err);
+        const okv_attend_opts o = {.scale = bad[b].scale, .softcap = bad[b].cap};
+        CHECK(st && okv_update_and_attend_opts(st, 0, q, 1, k, v, OKV_F32, &o, out, &err) == OKV_ERR_INVALID &&
+                  strstr(err.message, bad[b].needle),
+              "scale %g softcap %g refused: %s", (double)bad[b].scale, (double)bad[b].cap, err.message);
+        okv_step_abort(st);
+    }
+    okv_step *st = okv_step_begin(c, pos, 8, NULL, &err);
+    CHECK(st != NULL, "extreme: step: %s", err.message);
+    if (st) {
+        CHECK_STATUS(okv_update_and_attend(st, 0, q, 1, k, v, OKV_F32, 1.0f, out, &err), OKV_OK, err);
+        /* q = 0: the mean of the visible values; window 8 at len holds 7 old rows */
+        CHECK(fabsf(out[0] - 1.125f) < 1e-6f && fabsf(out[7] - 2.0f) < 1e-6f, "near INT32_MAX: %g %g (want 1.125 2)",
+              (double)out[0], (double)out[7]);
+        CHECK_STATUS(okv_step_commit(st, &err), OKV_OK, err);
+    }
+    okv_cache_release(c);
+}
+
 int main(void) {
     softcap_case();
+    extreme_case();
     const int32_t hds[] = {16, 64, 128, 256}, gqas[] = {1, 2, 4};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++)

@@ -177,10 +177,14 @@ okv_step *okv_step_begin(okv_cache *c, const int32_t *positions, int32_t n_token
  * h / (n_heads / n_kv_heads).  Each layer may be attended once per step, in
  * any order (donors before their sharers).  Errors (NULL pointers, K/V
  * given to a sharing layer, a donor not yet attended, a bad layer, n_heads not a positive
- * multiple of n_kv_heads, an unknown kv_type, a scale that is not finite, a
- * layer attended twice) are OKV_ERR_INVALID and mark the step failed: commit
- * then refuses it; so does OKV_ERR_NOMEM (no memory for the attention's
- * scratch).  Either way abort leaves the sequence as it was.  A stale handle is OKV_ERR_INVALID and changes nothing.  Outputs
+ * multiple of n_kv_heads, an unknown kv_type, a scale that is not finite
+ * (nor its product with log2 e), a softcap below 0 or whose inverse is not
+ * finite, a layer attended twice) are OKV_ERR_INVALID and mark the step
+ * failed: commit then refuses it; so does OKV_ERR_NOMEM (no memory for the
+ * attention's scratch).  Either way abort then leaves the sequence as
+ * okv_step_abort says (as it was, unless a layer was written: a step that
+ * rewrote positions before the length cannot put the old rows back).  A
+ * q.k product past float's range gives NaN outputs (f32 arithmetic).  A stale handle is OKV_ERR_INVALID and changes nothing.  Outputs
  * are bit-identical for the same inputs, cache state and thread count. */
 okv_status okv_update_and_attend(okv_step *s, int32_t layer,
                                  const float *q, int32_t n_heads,

@@ -201,7 +201,7 @@ static void run_item(const attend_ctx *c, int64_t it, float *ws) {
         int32_t nr = b - x + 1 < BR - off ? b - x + 1 : BR - off;
         if (j->ring && nr > j->rows - phys) nr = j->rows - phys;  /* stop at the wrap */
         const char *kb = kbase + (size_t)phys * row_bytes, *vb = vbase + (size_t)phys * row_bytes;
-        if (x + nr + BR - 1 <= b) {
+        if ((int64_t)x + nr + BR - 1 <= b) { /* 64 bits: b may lie within a block of INT32_MAX */
             /* Touch the next block while this one computes.  The hardware
              * streamers stall at every 4 KiB page and K and V are two streams
              * per head; measured here, a whole block ahead into L1 lifted

@@ -2,6 +2,7 @@
  * abort.  The rule that keeps the sequence honest: nothing changes before
  * every check has passed, and a step that wrote anything and does not commit
  * leaves the length at most at its start. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,14 +256,18 @@ okv_status okv_update_and_attend_opts(okv_step *step, int32_t layer, const float
     }
     if (s->attended[layer])
         return step_error(s, err, OKV_ERR_INVALID, "already attended in this step", layer);
-    if (!isfinite(scale)) {
+    /* The kernels work in base 2 (scale * log2 e) and cap through 1/cap:
+     * past float's range those made 0 * inf, NaN outputs. */
+    if (!isfinite(scale) || !isfinite(scale * 1.44269504f)) {
         s->failed = true;
-        return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: scale %g is not a finite number",
-                        (int)layer, (double)scale);
+        return okv_fail(err, OKV_ERR_INVALID,
+                        "update_and_attend: layer %d: scale %g is not a finite number (times log2 e, below %g)",
+                        (int)layer, (double)scale, (double)(FLT_MAX / 1.44269504f));
     }
-    if (!(softcap >= 0.0f) || !isfinite(softcap)) {
+    if (!(softcap >= 0.0f) || !isfinite(softcap) || (softcap > 0.0f && !isfinite(1.0f / softcap))) {
         s->failed = true;
-        return okv_fail(err, OKV_ERR_INVALID, "update_and_attend: layer %d: softcap %g is not a finite number >= 0",
+        return okv_fail(err, OKV_ERR_INVALID,
+                        "update_and_attend: layer %d: softcap %g is not 0 or a finite number whose inverse is finite",
                         (int)layer, (double)softcap);
     }
 
