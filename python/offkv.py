@@ -537,6 +537,10 @@ class Context(_Handle):
         if isinstance(tokens, (str, bytes, bytearray)):
             raise TypeError("tokens must be a sequence of token ids, not %s (tokenize it first)"
                             % type(tokens).__name__)
+        # an order: a set or a dict would be evaluated in hash order
+        if isinstance(tokens, (set, frozenset, dict)) or not hasattr(tokens, "__iter__"):
+            raise TypeError("tokens must be a sequence of token ids (a list, tuple, array or range), not %s"
+                            % type(tokens).__name__)
         tokens = [_int("tokens[%d]" % i, t, 0, nv - 1) for i, t in enumerate(tokens)]
         if not tokens:
             raise ValueError("eval of no tokens")

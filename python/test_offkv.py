@@ -378,6 +378,17 @@ class TestHostile(unittest.TestCase):
             self.assertEqual(len(calls), 3)
             self.assertEqual(ctx.length, 3)
 
+    def test_tokens_need_an_order(self):
+        # a set was evaluated in hash order; an int gave a TypeError naming nothing
+        with offkv.Model(MODEL) as m, m.context(n_threads=1, capacity=16) as ctx:
+            for bad in ({7, 3, 5}, {7: 1}, 5):
+                with self.assertRaises(TypeError, msg=repr(bad)) as e:
+                    ctx.eval(bad)
+                self.assertIn("tokens", str(e.exception))
+            self.assertEqual(ctx.length, 0)
+            ctx.eval(range(1, 4))
+            self.assertEqual(ctx.length, 3)
+
     def test_logits_past_float32(self):
         # 1e39 became inf in array('f'), tying with 2e39: a wrong argmax
         logits = [0.0] * 512
