@@ -169,18 +169,19 @@ int main(void) {
           "pythonic, forced: a 400 naming the format");
     srv_request_clear(&r);
     /* A call grammar the converter makes but the parser or the matcher
-     * refuses (here a property name nested past the parser's group bound)
-     * is a 400 naming the tools, at once: it was a 500 "out of memory"
-     * when the job was made. */
+     * refuses (here past the parser's million elements: each pattern's
+     * {0,10000} is written out) is a 400 naming the tools, at once: it was
+     * a 500 "out of memory" when the job was made. */
     {
-        char name[301], big[1024];
-        memset(name, 'p', 300);
-        name[300] = 0;
-        snprintf(big, sizeof big,
-                 "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\", "
-                 "\"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"properties\": {\"%s\": "
-                 "{\"type\": \"integer\"}}, \"additionalProperties\": true}}}]}",
-                 name);
+        char big[8192];
+        size_t k = (size_t)snprintf(big, sizeof big,
+                                    "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": "
+                                    "\"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", "
+                                    "\"properties\": {");
+        for (int p = 0; p < 30; p++)
+            k += (size_t)snprintf(big + k, sizeof big - k, "%s\"p%d\": {\"type\": \"string\", \"pattern\": "
+                                  "\"^(abcdefgh){0,10000}$\"}", p ? ", " : "", p);
+        snprintf(big + k, sizeof big - k, "}}}}]}");
         CHECK(srv_request_parse(SRV_CHAT, big, strlen(big), &r, &f), "request: %s", f.message);
         const okv_chat_syntax hermes = {.format = OKV_CHAT_FORMAT_HERMES};
         for (int lazy = 0; lazy < 2; lazy++) {
