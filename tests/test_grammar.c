@@ -395,8 +395,8 @@ static size_t block_end(const char *text, size_t n, bool inside) {
     if (!inside) {
         size_t i = 0;
         while (i < n && strchr(" \n\t\r", text[i])) i++;
-        if (n - i < 7 && !memcmp(text + i, "<think>", n - i)) return n; /* may still open one */
-        if (memcmp(text + i, "<think>", 7) != 0) return 0;           /* no block */
+        if (n - i < 7) return memcmp(text + i, "<think>", n - i) ? 0 : n; /* may still open one */
+        if (memcmp(text + i, "<think>", 7) != 0) return 0;                /* no block */
         from = i + 7;
     }
     for (size_t i = from; i + 8 <= n; i++)
