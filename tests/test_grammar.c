@@ -459,6 +459,10 @@ static void test_lazy_block(void) {
               strstr(err.message, "not lazy"),
           "skip_block on an eager matcher: %s", err.message);
     CHECK(okv_grammar_matcher_skip_block(lazy, "", "</think>", false, &err) == OKV_ERR_INVALID, "an empty tag: %s", err.message);
+    CHECK(okv_grammar_matcher_accept_bytes(lazy, "ab", 2) &&
+              okv_grammar_matcher_skip_block(lazy, "<think>", "</think>", false, &err) == OKV_ERR_INVALID &&
+              strstr(err.message, "read text"),
+          "skip_block after text: %s", err.message);
     okv_grammar_matcher_free(eager);
     okv_grammar_matcher_free(lazy);
     okv_grammar_free(g);

@@ -784,7 +784,8 @@ static void parse_qwen3_coder(pm *p, const char *s, size_t n, bool partial) {
         }
         const char *name = b + 10;
         size_t name_n = (size_t)(gt - name);
-        jv args = okv_jv_dict_new(p->a, p->f, 0), raw = okv_jv_dict_new(p->a, p->f, 0); /* raw: the value is JSON text */
+        jv args = okv_jv_dict_new(p->a, p->f, 0); /* name -> the value as JSON text */
+        json_style st = {NULL, ", ", ": ", false};
         size_t k = (size_t)(gt - b) + 1;
         for (;;) {
             skip_ws(b, bn, &k);
@@ -807,24 +808,20 @@ static void parse_qwen3_coder(pm *p, const char *s, size_t n, bool partial) {
             size_t jn = val_n;
             trim(&jt, &jn);
             jv parsed;
-            const bool is_json = jn && jt[0] != '"' && try_json(p, jt, jn, &parsed);
-            jv kj = okv_jv_str(okv_jstrdup(p->a, p->f, key, key_n), key_n);
-            okv_jv_dict_set(p->a, p->f, args, kj,
-                            is_json ? okv_jv_str(okv_jstrdup(p->a, p->f, jt, jn), jn)
-                                    : okv_jv_str(okv_jstrdup(p->a, p->f, val, val_n), val_n));
-            okv_jv_dict_set(p->a, p->f, raw, kj, okv_jv_bool(is_json));
+            jbuf text = {0};
+            if (jn && jt[0] != '"' && try_json(p, jt, jn, &parsed)) okv_jbuf_put(p->a, p->f, &text, jt, jn);
+            else okv_jinja_json_dump(p->a, p->f, &text, okv_jv_str(val, val_n), &st, 0);
+            okv_jv_dict_set(p->a, p->f, args, okv_jv_str(okv_jstrdup(p->a, p->f, key, key_n), key_n),
+                            okv_jv_str(text.p, text.n));
             k = (size_t)(pend - b) + 12;
         }
         jbuf out = {0};
-        json_style st = {NULL, ", ", ": ", false};
         okv_jbuf_putc(p->a, p->f, &out, '{');
         for (size_t e = 0; e < args.u.d->n; e++) {
             if (e) okv_jbuf_puts(p->a, p->f, &out, ", ");
             okv_jinja_json_dump(p->a, p->f, &out, args.u.d->k[e], &st, 0);
             okv_jbuf_puts(p->a, p->f, &out, ": ");
-            const jv *is_raw = okv_jv_dict_find(raw, args.u.d->k[e]);
-            if (is_raw && is_raw->u.b) okv_jbuf_put(p->a, p->f, &out, args.u.d->v[e].u.s.p, args.u.d->v[e].u.s.n);
-            else okv_jinja_json_dump(p->a, p->f, &out, args.u.d->v[e], &st, 0);
+            okv_jbuf_put(p->a, p->f, &out, args.u.d->v[e].u.s.p, args.u.d->v[e].u.s.n);
         }
         okv_jbuf_putc(p->a, p->f, &out, '}');
         add_call(p, NULL, 0, name, name_n, out.p, out.n, true);

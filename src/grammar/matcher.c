@@ -107,6 +107,7 @@ struct okv_grammar_matcher {
     char *blk_open, *blk_close;
     size_t blk_open_n, blk_close_n;
     bool blk_inside;
+    bool has_read; /* text came since the start (skip_block must come before) */
     char *bpend; /* in the block phases, the text that may still begin the open or close tag */
     size_t bpend_n, bpend_cap;
     char *bbuf; /* bpend + the next piece */
@@ -219,17 +220,23 @@ static bool sset_index(arena *a, sset *set) {
     return true;
 }
 
-static bool sset_add(arena *a, sset *set, const snode *st) {
-    if (set->n < 32) {
-        for (int32_t i = 0; i < set->n; i++)
-            if (stack_eq(set->s[i], st)) return true;
-    } else {
-        /* Past a few stacks, a hash index keeps adding O(1), not O(n). */
-        if ((!set->tab || 2 * set->n >= set->tcap) && !sset_index(a, set)) return false;
+/* Whether set holds st: through its hash index when it has one. */
+static bool sset_has(const sset *set, const snode *st) {
+    if (set->tab) {
         uint32_t h = stack_hash(st) & (uint32_t)(set->tcap - 1);
         for (; set->tab[h]; h = (h + 1) & (uint32_t)(set->tcap - 1))
             if (stack_eq(set->s[set->tab[h] - 1], st)) return true;
+        return false;
     }
+    for (int32_t i = 0; i < set->n; i++)
+        if (stack_eq(set->s[i], st)) return true;
+    return false;
+}
+
+static bool sset_add(arena *a, sset *set, const snode *st) {
+    /* Past a few stacks, a hash index keeps adding O(1), not O(n). */
+    if (set->n >= 32 && (!set->tab || 2 * set->n >= set->tcap) && !sset_index(a, set)) return false;
+    if (sset_has(set, st)) return true;
     if (set->n == set->cap) {
         if (set->n >= MAX_STACKS) {
             a->limit = true;
@@ -467,6 +474,7 @@ void okv_grammar_matcher_reset(okv_grammar_matcher *m) {
     m->lazy = lazy_start(m);
     m->pend_n = 0;
     m->bpend_n = 0;
+    m->has_read = false;
     arena_reset(&m->scratch);
     const okv_grammar *g = m->g;
     const gelem *root = g->rules[g->root];
@@ -551,9 +559,14 @@ static bool set_pend(okv_grammar_matcher *m, const char *s, size_t n) {
     return true;
 }
 
+static char *dup_bytes(const char *s, size_t n) {
+    char *d = malloc(n ? n : 1);
+    if (d && n) memcpy(d, s, n);
+    return d;
+}
+
 static bool set_trigger(okv_grammar_matcher *m, const char *trigger, size_t len, bool anchored) {
-    if (!(m->trig = malloc(len))) return false;
-    memcpy(m->trig, trigger, len);
+    if (!(m->trig = dup_bytes(trigger, len))) return false;
     m->trig_n = len;
     m->anchored = anchored;
     m->lazy = LZ_WAIT;
@@ -577,18 +590,12 @@ okv_grammar_matcher *okv_grammar_matcher_create_lazy(const okv_grammar *g, const
 
 bool okv_grammar_matcher_triggered(const okv_grammar_matcher *m) { return m && m->lazy == LZ_ON; }
 
-static char *dup_bytes(const char *s, size_t n) {
-    char *d = malloc(n ? n : 1);
-    if (d && n) memcpy(d, s, n);
-    return d;
-}
-
 okv_status okv_grammar_matcher_skip_block(okv_grammar_matcher *m, const char *open_tag, const char *close_tag,
                                           bool inside, okv_error *err) {
     if (!m || !open_tag || !close_tag || !*open_tag || !*close_tag)
         return okv_fail(err, OKV_ERR_INVALID, "skip_block: a NULL matcher or an empty tag");
     if (!m->trig) return okv_fail(err, OKV_ERR_INVALID, "skip_block: the matcher is not lazy");
-    if (m->lazy != lazy_start(m) || m->pend_n || m->bpend_n)
+    if (m->has_read)
         return okv_fail(err, OKV_ERR_INVALID, "skip_block: the matcher has read text already");
     char *o = dup_bytes(open_tag, strlen(open_tag)), *c = dup_bytes(close_tag, strlen(close_tag));
     if (!o || !c) {
@@ -608,6 +615,9 @@ okv_status okv_grammar_matcher_skip_block(okv_grammar_matcher *m, const char *op
     return OKV_OK;
 }
 
+/* ASCII whitespace, which an anchored trigger or a block's open tag may follow. */
+static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
 /* Where a waiting matcher's trigger is in pend + b (len bytes), put in
  * tbuf: LK_FOUND with *at its offset, LK_WAIT (*keep: the offset of the
  * tail to keep as pend), LK_OFF (an anchored trigger cannot come now). */
@@ -621,7 +631,7 @@ static int lazy_look(okv_grammar_matcher *m, const char *b, size_t len, size_t *
     const char *t = m->tbuf;
     if (m->anchored) {
         size_t i = 0;
-        while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t' || t[i] == '\r')) i++;
+        while (i < n && is_ws(t[i])) i++;
         const size_t r = n - i, c = r < m->trig_n ? r : m->trig_n;
         if (memcmp(t + i, m->trig, c) != 0 || n > MAX_ANCHOR_WAIT) return LK_OFF;
         *at = i;
@@ -663,6 +673,7 @@ okv_grammar_matcher *okv_grammar_matcher_clone(const okv_grammar_matcher *src, o
         m->bpend_n = src->bpend_n;
     }
     m->lazy = src->lazy;
+    m->has_read = src->has_read;
     return m;
 }
 
@@ -708,8 +719,6 @@ static bool lazy_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bo
     m->pend_n = 0;
     return true;
 }
-
-static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 /* A matcher in its block phase over len more bytes: free text until the
  * block is known absent (the text does not begin with the open tag) or has
@@ -785,8 +794,7 @@ static bool wait_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bo
     return lazy_bytes(m, bytes, len, check);
 }
 
-bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes, size_t len) {
-    if (!m || (!bytes && len)) return false;
+static bool accept_bytes(okv_grammar_matcher *m, const char *bytes, size_t len) {
     if (m->lazy != LZ_ON) return wait_bytes(m, bytes, len, false);
     arena_reset(&m->scratch);
     sset out;
@@ -794,6 +802,12 @@ bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes,
     int pr;
     if (!run_bytes(m, (const unsigned char *)bytes, len, &out, &pv, &pr)) return false;
     return commit(m, &out, pv, pr);
+}
+
+bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes, size_t len) {
+    if (!m || (!bytes && len) || !accept_bytes(m, bytes, len)) return false;
+    m->has_read = m->has_read || len > 0;
+    return true;
 }
 
 bool okv_grammar_matcher_can_end(const okv_grammar_matcher *m) {
@@ -856,23 +870,10 @@ typedef struct walk {
     uint64_t loop[2]; /* ASCII bytes that leave the walk's start state as it is */
 } walk;
 
-/* Whether s holds st: through s's hash index when it has one (a scan of
- * every stack for each of another set's made comparing two sets of 20000
- * stacks take seconds, on the thread every sequence shares). */
-static bool set_has(const sset *s, const snode *st) {
-    if (s->tab) {
-        uint32_t h = stack_hash(st) & (uint32_t)(s->tcap - 1);
-        for (; s->tab[h]; h = (h + 1) & (uint32_t)(s->tcap - 1))
-            if (stack_eq(s->s[s->tab[h] - 1], st)) return true;
-        return false;
-    }
-    for (int32_t i = 0; i < s->n; i++)
-        if (stack_eq(s->s[i], st)) return true;
-    return false;
-}
-
 /* Sets hold no stack twice, so equal sizes and one inside the other is
- * equality; the one with an index is looked up in. */
+ * equality; the one with an index is looked up in (a scan for each stack
+ * made comparing two sets of 20000 stacks take seconds, on the thread every
+ * sequence shares). */
 static bool set_equal(const sset *a, const sset *b) {
     if (a->n != b->n) return false;
     if (a->tab && !b->tab) {
@@ -881,7 +882,7 @@ static bool set_equal(const sset *a, const sset *b) {
         b = t;
     }
     for (int32_t i = 0; i < a->n; i++)
-        if (!set_has(b, a->s[i])) return false;
+        if (!sset_has(b, a->s[i])) return false;
     return true;
 }
 

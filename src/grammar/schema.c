@@ -616,6 +616,9 @@ static bool rx_atom(rx *r, okv_sbuf *b, int depth) {
     return nullable;
 }
 
+static const char NULLABLE_REPEAT[] =
+    "a group that can match nothing, repeated without bound (as (a*)* or (a|)+), is not supported";
+
 /* A sequence; true when it can match the empty string. */
 static bool rx_seq(rx *r, okv_sbuf *b, int depth) {
     bool first = true, nullable = true;
@@ -650,7 +653,7 @@ static bool rx_seq(rx *r, okv_sbuf *b, int depth) {
              * ours, not the pattern. */
             if (q == '*' || q == '+' || q == '?') {
                 if (empty_ok && q != '?') {
-                    rx_fail(r, "a group that can match nothing, repeated without bound (as (a*)* or (a|)+), is not supported");
+                    rx_fail(r, NULLABLE_REPEAT);
                     return false;
                 }
                 okv_sbuf_printf(b, "%c", q);
@@ -686,7 +689,7 @@ static bool rx_seq(rx *r, okv_sbuf *b, int depth) {
                 r->i++;
                 if (empty_ok && x < 0) {
                     r->i = st;
-                    rx_fail(r, "a group that can match nothing, repeated without bound (as (a*)* or (a|)+), is not supported");
+                    rx_fail(r, NULLABLE_REPEAT);
                     return false;
                 }
                 if (x < 0) okv_sbuf_printf(b, "{%ld,}", m);

@@ -453,15 +453,23 @@ static bool frag_push(frag_list *l, fragment f) {
     return true;
 }
 
-/* Splits special tokens out of the raw text, one token at a time, longest
- * first (llama.cpp's tokenizer_st_partition, without the per-model
- * lstrip/rstrip attributes that GGUF files do not carry). */
-/* The byte at depth d of special k's text (256 past its end: it sorts
+/* The byte at depth d of special k's text (-1 past its end: it sorts
  * first, as a prefix does). */
 static int lex_byte(const okv_tokenizer *t, int32_t k, size_t d) {
     size_t n;
     const unsigned char *s = (const unsigned char *)tok_text(t, t->special[k], &n);
     return d < n ? s[d] : -1;
+}
+
+/* The first of special_lex[lo, hi) (sorted at depth d) whose byte d is
+ * above c; hi when none is. */
+static int32_t first_above(const okv_tokenizer *t, int32_t lo, int32_t hi, size_t d, int c) {
+    while (lo < hi) {
+        const int32_t m = lo + (hi - lo) / 2;
+        if (lex_byte(t, t->special_lex[m], d) <= c) lo = m + 1;
+        else hi = m;
+    }
+    return lo;
 }
 
 /* present[k]: whether special k's text occurs in text.  At each position,
@@ -476,24 +484,16 @@ static void specials_present(const okv_tokenizer *t, const unsigned char *text, 
             while (lo < hi && lex_byte(t, lex[lo], d) < 0) present[lex[lo++]] = true;
             if (lo >= hi || i + d >= len) break;
             const int c = text[i + d];
-            int32_t a = lo, b = hi; /* first entry whose byte d is >= c */
-            while (a < b) {
-                const int32_t m = a + (b - a) / 2;
-                if (lex_byte(t, lex[m], d) < c) a = m + 1;
-                else b = m;
-            }
-            int32_t e = a, f = hi; /* first entry whose byte d is > c */
-            while (e < f) {
-                const int32_t m = e + (f - e) / 2;
-                if (lex_byte(t, lex[m], d) <= c) e = m + 1;
-                else f = m;
-            }
-            lo = a;
-            hi = e;
+            const int32_t from = first_above(t, lo, hi, d, c - 1);
+            hi = first_above(t, from, hi, d, c);
+            lo = from;
         }
     }
 }
 
+/* Splits special tokens out of the raw text, one token at a time, longest
+ * first (llama.cpp's tokenizer_st_partition, without the per-model
+ * lstrip/rstrip attributes that GGUF files do not carry). */
 static bool partition(const okv_tokenizer *t, const char *text, size_t len, bool parse_special,
                       frag_list *out) {
     frag_list cur = {0}, next = {0};

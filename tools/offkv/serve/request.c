@@ -312,7 +312,9 @@ static bool parse_logit_bias(const cJSON *root, srv_request *r, srv_fail *f) {
 /* cJSON turns an escaped \u0000 into a NUL that ends its C string, so a
  * text holding one would be cut there without a word.  This scan of the
  * (already parsed, so well-formed) body finds such an escape in any string
- * and names the top-level field it is in. */
+ * and names the top-level field it is in.  It also refuses a raw control
+ * byte in a string, which JSON forbids and cJSON takes (a raw NUL cut the
+ * text the same way). */
 static bool no_nul(const char *body, size_t len, srv_fail *f) {
     int depth = 0;
     bool in_str = false, expect_key = false, is_key = false;
@@ -331,6 +333,9 @@ static bool no_nul(const char *body, size_t len, srv_fail *f) {
                                "there", field);
                 }
                 i++; /* the escaped character (the four hex digits of a \u escape are plain) */
+            } else if ((unsigned char)c < 0x20) {
+                return bad(f, "", "the body is not valid JSON: a raw control byte 0x%02X in a string (byte %zu); write it as "
+                           "\\u%04X", (unsigned)(unsigned char)c, i, (unsigned)(unsigned char)c);
             } else if (c == '"') {
                 in_str = false;
                 if (depth == 1 && is_key) {
@@ -361,14 +366,18 @@ static bool no_nul(const char *body, size_t len, srv_fail *f) {
  * and that its matcher can start (a start past the matcher's bounds was a
  * 500 "out of memory" when the job was made); param names the field it
  * came from. */
+bool srv_grammar_usable(const char *gbnf, size_t len, okv_error *err) {
+    okv_grammar *g = okv_grammar_parse(gbnf, len, NULL, err);
+    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, err) : NULL;
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    return m != NULL;
+}
+
 static bool set_grammar(srv_request *r, char *gbnf, const char *param, srv_fail *f) {
     if (!gbnf) return bad(f, param, "out of memory");
     okv_error err;
-    okv_grammar *g = okv_grammar_parse(gbnf, strlen(gbnf), NULL, &err);
-    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
-    okv_grammar_matcher_free(m);
-    okv_grammar_free(g);
-    if (!m) {
+    if (!srv_grammar_usable(gbnf, strlen(gbnf), &err)) {
         free(gbnf);
         return bad(f, param, "'%s': %s", param, err.message);
     }
@@ -519,21 +528,6 @@ cJSON *srv_body_parse(const char *body, size_t len, srv_fail *f) {
     if (good < len) {
         bad(f, "", "the body is not valid UTF-8 (byte %zu)", good);
         return NULL;
-    }
-    /* JSON strings hold no raw control bytes; cJSON takes them, and a raw
-     * NUL would then end the C string the text becomes (the rest of a
-     * prompt silently gone). */
-    bool in_str = false;
-    for (size_t i = 0; i < len; i++) {
-        const unsigned char c = (unsigned char)body[i];
-        if (!in_str) in_str = c == '"';
-        else if (c == '\\') i++;
-        else if (c == '"') in_str = false;
-        else if (c < 0x20) {
-            bad(f, "", "the body is not valid JSON: a raw control byte 0x%02X in a string (byte %zu); write it as \\u%04X",
-                c, i, c);
-            return NULL;
-        }
     }
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!root) {

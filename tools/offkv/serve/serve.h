@@ -177,6 +177,10 @@ typedef struct srv_trigger {
     bool think_open;  /* the answer starts inside that block */
 } srv_trigger;
 
+/* Whether len bytes of GBNF parse and their matcher can start, as the
+ * scheduler will need them to; *err says why not. */
+bool srv_grammar_usable(const char *gbnf, size_t len, okv_error *err);
+
 /* The GBNF of tool calls in syn->format's markup to r's tools (the one
  * tool_choice names, else any), each call's arguments following its
  * tool's "parameters" schema.  parallel_tool_calls false: exactly one

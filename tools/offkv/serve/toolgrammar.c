@@ -190,8 +190,11 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
              * rule's name tool-K when there are several schemas (only "#"
              * for one): the tool is named instead, the rule name dropped
              * (there only: a property may be called "tool-7"). */
-            static const char at_[] = "JSON schema at tool-";
-            char *t = k > 1 && strncmp(err.message, at_, sizeof at_ - 1) == 0 ? err.message + sizeof at_ - 6 : NULL;
+            static const char at_[] = "JSON schema at ";
+            char *t = k > 1 && strncmp(err.message, at_, sizeof at_ - 1) == 0 &&
+                              strncmp(err.message + sizeof at_ - 1, "tool-", 5) == 0
+                          ? err.message + sizeof at_ - 1
+                          : NULL;
             int at = t ? atoi(t + 5) : k == 1 ? 0 : -1;
             if (t) {
                 char *e = t + 5;
@@ -251,14 +254,9 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
         out = NULL;
     } else {
         /* What the scheduler will do with it, now: a grammar the converter
-         * made but the parser or the matcher refuses (a pattern's nullable
-         * group repeated, names past the nesting bound) is the client's 400,
-         * not a failed job. */
-        okv_grammar *g = okv_grammar_parse(out, n, NULL, &err);
-        okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
-        okv_grammar_matcher_free(m);
-        okv_grammar_free(g);
-        if (!m) {
+         * made but the parser or the matcher refuses (past the parser's
+         * million elements, say) is the client's 400, not a failed job. */
+        if (!srv_grammar_usable(out, n, &err)) {
             free(out);
             out = NULL;
             if (err.status == OKV_ERR_NOMEM) oom = true;
