@@ -189,12 +189,12 @@ AVX2 __m256 scales8_avx2(const uint8_t *e) {
             UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();              \
             for (int64_t g = 0; g < nw; g++) {                                                            \
                 const block_mxfp4x16 *w = wr[r] + g;                                                      \
-                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1); \
                 group(w->qs[0], 64, NULL, w->e, xs, g, NC, acc);                                          \
             }                                                                                             \
             if (ng > nw) { /* nt blocks */                                                                \
                 const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
-                for (int l = 0; l < 17 * nt; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                for (int l = 0; l < 17 * nt; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1); \
                 uint8_t et[OKV_X16_BLOCKS];                                                               \
                 _mm_storeu_si128((__m128i *)et, _mm_and_si128(_mm_loadu_si128((const __m128i *)t), emask)); \
                 group(t + nt, 4 * nt, mask, et, xs, nw, NC, acc);                                         \

@@ -99,7 +99,7 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
         for (int64_t g = 0; g < ng; g++) {
             const block_q4_0x16 *w = wr[r] + g;
-            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
             UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
             UNROLL for (int half = 0; half < 2; half++) {
                 __m256i p[OKV_X16_MAX_COLS];
@@ -140,7 +140,7 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
                 for (int64_t g = 0; g < ng; g++) {                                                        \
                     const block_q4_0x16 *w = wr[r] + g;                                                   \
                     if (half == 0)                                                                        \
-                        for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                        for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1); \
                     __m256i s[OKV_X16_MAX_COLS], t[OKV_X16_MAX_COLS];                                     \
                     if (VNNI)                                                                             \
                         UNROLL for (int j = 0; j < NC; j++) {                                             \

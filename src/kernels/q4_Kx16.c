@@ -281,7 +281,7 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
         UNROLL for (int j = 0; j < NC; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
         for (int64_t g = 0; g < nw; g++) {
             GROUP(FIVE);
-            for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
             UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
             UNROLL for (int half = 0; half < 2; half++)
                 SUPER_BLOCK_AVX2(acc[half], w->qs, qh, w->d[half], w->dmin[half], w->sc + 8 * half, w->m + 8 * half, half, FIVE);
@@ -289,7 +289,7 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
         if (ng > nw) {
             const int64_t g = nw;
             HALF_GROUP(FIVE);
-            for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
             UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
             SUPER_BLOCK_AVX2(acc[0], h->qs, hqh, h->d, h->dmin, h->sc, h->m, 0, FIVE);
         }

@@ -159,7 +159,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile_avx2(cons
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
         for (int64_t g = 0; g < ng; g++) {
             const block_q6_Kx16 *w = wr[r] + g;
-            for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
             const float d = _cvtsh_ss(w->d); /* F16C: exact, branch-free */
             UNROLL for (int half = 0; half < 2; half++) {
                 __m256i wv[4];

@@ -134,13 +134,13 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
         for (int64_t g = 0; g < nw; g++) {
             const block_q8_0x16 *w = wr[r] + g;
-            for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);
+            for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
             group1_avx2(w->qs[0], 64, NULL, w->d, xs, g, NC, acc);
         }
         if (ng > nw) { /* nt blocks, in Q8_0's bytes */
             const uint8_t *t = (const uint8_t *)(wr[r] + nw);
             for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)
-                _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1);
+                _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
             memcpy(dt, t, (size_t)nt * sizeof(okv_f16));
             group1_avx2((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, dt, xs, nw, NC, acc);
         }
@@ -223,13 +223,13 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
                     const block_q8_0x16 *w = wr[r] + g;                                                   \
                     if (half == 0)                                                                        \
                         for (int l = 0; l < 576; l += 64)                                                 \
-                            _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);               \
+                            _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);               \
                     halfn(w->qs[0], 64, NULL, w->d, xs, g, half, NC, acc);                                \
                 }                                                                                         \
                 if (ng > nw) {                                                                            \
                     if (half == 0)                                                                        \
                         for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)                        \
-                            _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1);               \
+                            _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);               \
                     halfn((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, dt, xs, nw, half, NC, acc); \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];                              \
