@@ -5,7 +5,8 @@
 //    --timeout; binary garbage gets a 400 at once; a trickled body ends;
 //    a body that stops gets a 408 after --timeout;
 //  - a client that half-closes after its request (shutdown(SHUT_WR)) gets
-//    its whole answer, plain or streamed;
+//    its whole answer, plain or streamed; one that half-closes inside the
+//    head gets a 400 at once;
 //  - \u0000 in a prompt or message is refused naming the field, a raw NUL
 //    byte as the invalid JSON it is;
 //  - a 4 MB prompt for a 128-position context is refused in well under a
@@ -122,6 +123,14 @@ try {
   eq(streamed.status, 200, 'half-closed after a stream request: 200');
   const sse = /transfer-encoding: chunked/i.test(streamed.head) ? dechunk(streamed.body) : streamed.body;
   check(sse.endsWith('data: [DONE]\n\n'), `half-closed: the stream ends with [DONE] (${JSON.stringify(sse.slice(-60))})`);
+  // Half a head, then the client's end: a head that cannot come now is a
+  // 400 at once, not a 408 after --timeout (the gate peeks, so it saw the
+  // end only through the poll's hang-up flag).
+  const cut = await raw(port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le', { halfClose: true, timeoutMs: 5000 });
+  eq(cut.status, 400, `half a head, then the client's end: a 400 (${JSON.stringify(cut.text.slice(0, 60))})`);
+  check(cut.ms < 1000, `half a head, then the client's end: answered at once (${cut.ms} ms; --timeout is 2 s)`);
+  if (cut.status === 400) check(/closed its side/.test(isError(cut.body, 'a cut head').message || ''),
+    'the 400 says the client closed before the head was whole');
 
   // ---- item 5: NUL ----
   STEP('NUL');

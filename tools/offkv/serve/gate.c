@@ -6,7 +6,8 @@
  *   - a client that sends half a head, or trickles it, costs a slot in a
  *     list, not a thread, and is dropped with a 408 once --timeout passes;
  *     one address holds at most max_per_client such slots (a new one
- *     drops its oldest), so /health and other clients stay answered;
+ *     drops its oldest), so /health and other clients stay answered; one
+ *     that shuts down its side before the head is whole gets a 400 then;
  *   - a head that cannot be HTTP (binary garbage, a bad Content-Length,
  *     an unknown Transfer-Encoding) gets its OpenAI-shaped JSON error at
  *     once, here: libmicrohttpd's own answers to those are HTML, and for a
@@ -302,8 +303,9 @@ static void admit_new(srv_gate *g) {
     }
 }
 
-/* New bytes on a waiting connection: look at its head so far. */
-static void look(srv_gate *g, int k) {
+/* New bytes on a waiting connection, or its end (hup: the client shut
+ * down its side): look at its head so far. */
+static void look(srv_gate *g, int k, bool hup) {
     waiting *w = &g->w[k];
     if (w->closing) {
         char sink[4096];
@@ -321,7 +323,14 @@ static void look(srv_gate *g, int k) {
     if (r < 0) return;
     srv_fail f;
     const int verdict = srv_head_check(g->peek, (size_t)r, g->cfg.max_head, g->cfg.max_body, &f);
-    if (verdict < 0) {
+    if (verdict == 0 && hup) {
+        /* MSG_PEEK never reads the end after the bytes, so without this a
+         * client that sent part of a head and shut down its side waited
+         * out --timeout for the 408 of a head that could never come */
+        srv_fail_set(&f, 400, "invalid_request_error", NULL,
+                     "the client closed its side of the connection before the request's head was whole");
+        answer(g, k, &f);
+    } else if (verdict < 0) {
         answer(g, k, &f);
     } else if (verdict > 0) {
         /* Handed on: the socket is libmicrohttpd's now. */
@@ -367,7 +376,7 @@ static void *gate_main(void *arg) {
             }
             for (int k = 0; k < g->n_w; k++)
                 if (g->w[k].fd == fd) {
-                    look(g, k);
+                    look(g, k, (evs[e].events & (EPOLLRDHUP | EPOLLHUP)) != 0);
                     break;
                 }
         }
