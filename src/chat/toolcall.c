@@ -1134,18 +1134,36 @@ static void parse_command_r(pm *p, const char *s, size_t n, bool partial) {
     parse_marked_array(p, s + i, n - i, partial, "<|START_ACTION|>", "<|END_ACTION|>", 1);
 }
 
+/* Where harmony's first header begins in s[0..n) (n: nowhere yet): at a
+ * recipient that opens the answer, or at the first <|start|>, <|channel|>
+ * or <|message|>. */
+static size_t gpt_oss_first_header(const char *s, size_t n) {
+    static const char *const heads[] = {"<|start|>", "<|channel|>", "<|message|>"};
+    if (starts(s, n, " to=")) return 0;
+    size_t at = n;
+    for (int k = 0; k < 3; k++) {
+        const char *h = find(s, n, heads[k]);
+        if (h && (size_t)(h - s) < at) at = (size_t)(h - s);
+    }
+    return at;
+}
+
 /* gpt-oss's harmony messages: [<|start|>assistant][ to=R]<|channel|>C[ to=R][ <|constrain|>json]<|message|>BODY
- * ending <|end|>, <|call|> or <|return|>. */
+ * ending <|end|>, <|call|> or <|return|>.  Text before the first header is
+ * content, in the partial parses as in the final one: a stream had shown
+ * it (held back, it made later content arrive cut, since a stream sends
+ * only what grew). */
 static void parse_gpt_oss(pm *p, const char *s, size_t n, bool partial) {
     static const char *const markers[] = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>",
                                           "<|constrain|>", NULL};
-    size_t i = 0;
-    if (!find(s, n, "<|channel|>") && !find(s, n, "<|message|>")) {
-        /* no harmony yet: plain text, or the start of a header */
-        if (partial && (starts(s, n, " to=") || (n < 4 && memcmp(s, " to=", n) == 0) || find(s, n, "<|"))) return;
+    size_t i = gpt_oss_first_header(s, n);
+    if (i == n) {
+        /* no header yet: plain text, or the start of a recipient or marker */
+        if (partial && n < 4 && memcmp(s, " to=", n) == 0) return;
         content_until(p, s, n, partial, markers);
         return;
     }
+    add_content(p, s, i);
     while (i < n) {
         const char *msg = find(s + i, n - i, "<|message|>");
         if (!msg) {
