@@ -230,9 +230,90 @@ static void check_syntax(void) {
     }
 }
 
+/* Random texts of each format's markup, text and JSON pieces (a fixed
+ * seed): every prefix's partial parse keeps the content and reasoning of
+ * the one before and stays a prefix of the final parse's, which is what a
+ * stream's deltas need (calls may still vanish: a call that turns out
+ * broken, as above).  Found before: gpt-oss text before its first header,
+ * a Functionary call next to <|python_tag|>, text before DeepSeek's
+ * opener, each shown and then cut. */
+static void check_random_texts(void) {
+    static const char *const common[] = {"Hi", " there", "\n", " ", "{", "}", "[", "]", "\"name\"", ": ", "\"f\"", ", ",
+                                         "\"arguments\"", "{\"a\": 1}", "<", ">", "|", "<think>", "</think>", "\"x\"", "=", "(", ")"};
+    static const struct {
+        okv_chat_format format;
+        const char *pieces[10];
+    } sets[] = {
+        {OKV_CHAT_FORMAT_CONTENT, {NULL}},
+        {OKV_CHAT_FORMAT_GENERIC, {"{\"tool_calls\": [", "{\"response\": ", "\"tool_calls\"", NULL}},
+        {OKV_CHAT_FORMAT_HERMES, {"<tool_call>", "</tool_call>", "{\"name\": \"f\", \"arguments\": {}}", NULL}},
+        {OKV_CHAT_FORMAT_QWEN3_CODER, {"<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=a>", "</parameter>", NULL}},
+        {OKV_CHAT_FORMAT_LLAMA3, {"<|python_tag|>", "<function=f>", "</function>", "{\"name\": \"f\", \"parameters\": {}}", NULL}},
+        {OKV_CHAT_FORMAT_MISTRAL, {"[TOOL_CALLS]", "[ARGS]", "f", "[{\"name\": \"f\", \"arguments\": {}}]", NULL}},
+        {OKV_CHAT_FORMAT_GPT_OSS, {"<|channel|>", "analysis", "final", "<|message|>", "<|end|>", "<|start|>assistant", "<|return|>",
+                                   "<|call|>", " to=functions.f", "<|constrain|>json"}},
+        {OKV_CHAT_FORMAT_DEEPSEEK, {"<\uff5ctool\u2581calls\u2581begin\uff5c>", "<\uff5ctool\u2581call\u2581begin\uff5c>",
+                                    "<\uff5ctool\u2581sep\uff5c>", "<\uff5ctool\u2581call\u2581end\uff5c>", "function", "```json\n", "```", NULL}},
+        {OKV_CHAT_FORMAT_GRANITE, {"<|tool_call|>", "[{\"name\": \"f\", \"arguments\": {}}]", NULL}},
+        {OKV_CHAT_FORMAT_COMMAND_R, {"<|START_THINKING|>", "<|END_THINKING|>", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>",
+                                     "<|END_RESPONSE|>", "[{\"tool_name\": \"f\", \"parameters\": {}}]", NULL}},
+        {OKV_CHAT_FORMAT_APERTUS, {"<|tools_prefix|>", "<|tools_suffix|>", "[{\"f\": {\"a\": 1}}]", NULL}},
+        {OKV_CHAT_FORMAT_PYTHONIC, {"<|tool_call_start|>", "<|tool_call_end|>", "[f(a=\"x\", b=1)]", "f(", NULL}},
+    };
+    const size_t n_common = sizeof common / sizeof common[0];
+    srand(1);
+    for (size_t f = 0; f < sizeof sets / sizeof sets[0]; f++)
+        for (int think = 0; think < 3; think++) { /* none, <think> tags, the think block already open */
+            const okv_chat_syntax syn = {sets[f].format, think > 0, think == 2};
+            size_t n_own = 0;
+            while (n_own < 10 && sets[f].pieces[n_own]) n_own++;
+            int bad = 0;
+            for (int t = 0; t < 2000 && bad < 2; t++) {
+                char text[1024] = "";
+                for (int k = 1 + rand() % 10; k > 0; k--) {
+                    /* the format's own pieces twice as likely as each common one */
+                    const size_t r = (size_t)rand() % (n_common + 2 * n_own);
+                    strcat(text, r < n_common ? common[r] : sets[f].pieces[(r - n_common) / 2]);
+                }
+                const size_t len = strlen(text);
+                okv_chat_msg fin, cur;
+                okv_error err;
+                if (okv_chat_parse(&syn, text, len, false, &fin, &err) != OKV_OK) {
+                    CHECK(false, "%s: '%s': %s", okv_chat_format_name(syn.format), text, err.message);
+                    bad++;
+                    continue;
+                }
+                const char *fin_r = fin.reasoning_content ? fin.reasoning_content : "";
+                char prev_c[1024] = "", prev_r[1024] = "";
+                for (size_t k = 1; k <= len; k++) {
+                    if (okv_chat_parse(&syn, text, k, true, &cur, &err) != OKV_OK) {
+                        CHECK(false, "%s: '%s' partial %zu: %s", okv_chat_format_name(syn.format), text, k, err.message);
+                        bad++;
+                        break;
+                    }
+                    const char *cur_r = cur.reasoning_content ? cur.reasoning_content : "";
+                    const bool ok = prefix_of(prev_c, cur.content) && prefix_of(cur.content, fin.content) &&
+                                    prefix_of(prev_r, cur_r) && prefix_of(cur_r, fin_r);
+                    CHECK(ok, "%s (think %d): '%s': the partial parse of %zu bytes has content '%s' reasoning '%s' (before: '%s', '%s'; "
+                              "final: '%s', '%s')", okv_chat_format_name(syn.format), think, text, k, cur.content, cur_r, prev_c, prev_r,
+                          fin.content, fin_r);
+                    snprintf(prev_c, sizeof prev_c, "%s", cur.content);
+                    snprintf(prev_r, sizeof prev_r, "%s", cur_r);
+                    okv_chat_msg_free(&cur);
+                    if (!ok) {
+                        bad++;
+                        break;
+                    }
+                }
+                okv_chat_msg_free(&fin);
+            }
+        }
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
     check_syntax();
+    check_random_texts();
     okv_chat_msg m;
     okv_error err;
     CHECK(okv_chat_parse(NULL, "x", 1, false, &m, &err) == OKV_ERR_INVALID, "NULL syntax");

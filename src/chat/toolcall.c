@@ -618,9 +618,16 @@ static bool builtin_call(pm *p, const char *s, size_t n) {
     return true;
 }
 
+/* Llama 3.x: call objects at the start, or <|python_tag|> then a built-in
+ * call, call objects or python code, or Functionary's <function=N>{...}.
+ * The objects at the start are looked for first, then whichever tag comes
+ * first, as while they were being written: a tag in the text after them
+ * is content, so a stream's partial parses and the final one agree. */
 static void parse_llama3(pm *p, const char *s, size_t n, bool partial) {
     static const char *const markers[] = {"<|python_tag|>", "<function=", NULL};
-    const char *tag = find(s, n, "<|python_tag|>");
+    if (parse_leading_objects(p, s, n, partial, false)) return;
+    const char *tag = find(s, n, "<|python_tag|>"), *fn = find(s, n, "<function=");
+    if (tag && fn && fn < tag) tag = NULL; /* the first one read decides, as it did while partial */
     if (tag) {
         size_t pre = (size_t)(tag - s);
         add_content(p, s, pre);
@@ -639,7 +646,6 @@ static void parse_llama3(pm *p, const char *s, size_t n, bool partial) {
         add_call(p, NULL, 0, "python", 6, b.p, b.n, true);
         return;
     }
-    const char *fn = find(s, n, "<function=");
     if (fn) { /* Functionary v3.1: <function=NAME>{...}</function> */
         size_t pre = (size_t)(fn - s);
         add_content(p, s, pre);
@@ -664,7 +670,8 @@ static void parse_llama3(pm *p, const char *s, size_t n, bool partial) {
                 return;
             }
             if (r != JS_DONE || s[start] != '{') {
-                add_content(p, s + call_start, n - call_start);
+                /* content; while partial, not a <|python_tag|> being written */
+                content_until(p, s + call_start, n - call_start, partial, markers);
                 return;
             }
             add_call(p, NULL, 0, name, name_n, s + start, i - start, true);
@@ -677,7 +684,6 @@ static void parse_llama3(pm *p, const char *s, size_t n, bool partial) {
         if (i < n && !(partial && held_suffix(s + i, n - i, markers) == n - i)) add_content(p, s + i, n - i);
         return;
     }
-    if (parse_leading_objects(p, s, n, partial, false)) return;
     content_until(p, s, n, partial, markers);
 }
 
@@ -834,25 +840,31 @@ static void parse_deepseek(pm *p, const char *s, size_t n, bool partial) {
     const char *at = find(s, n, "<｜tool▁call▁begin｜>");
     const char *calls_at = find(s, n, "<｜tool▁calls▁begin｜>");
     if (!at) {
-        if (calls_at) n = (size_t)(calls_at - s) + (partial ? 0 : n - (size_t)(calls_at - s));
-        content_until(p, s, n, partial, markers);
+        /* the calls' opener alone: while partial, the text before it is
+         * shown whole (no marker is being written there) and what follows
+         * waits for a call */
+        if (calls_at && partial) add_content(p, s, (size_t)(calls_at - s));
+        else content_until(p, s, n, partial, markers);
         return;
     }
     const char *pre_end = calls_at && calls_at < at ? calls_at : at;
     size_t cn = (size_t)(pre_end - s);
     while (cn && ws(s[cn - 1])) cn--;
     add_content(p, s, cn);
+    /* a call that does not parse is content from here on: the text after
+     * the last good call, or after the content (the openers included) */
+    const char *from = s + cn;
     const char *cur = at;
     while (cur) {
         const char *b = cur + strlen("<｜tool▁call▁begin｜>");
         const char *end = find(b, n - (size_t)(b - s), "<｜tool▁call▁end｜>");
         if (!end) {
-            if (!partial) add_content(p, cur, n - (size_t)(cur - s));
+            if (!partial) add_content(p, from, n - (size_t)(from - s));
             return;
         }
         const char *sep = find(b, (size_t)(end - b), "<｜tool▁sep｜>");
         if (!sep) {
-            add_content(p, cur, n - (size_t)(cur - s));
+            add_content(p, from, n - (size_t)(from - s));
             return;
         }
         const char *name = b, *json = sep + strlen("<｜tool▁sep｜>");
@@ -860,7 +872,7 @@ static void parse_deepseek(pm *p, const char *s, size_t n, bool partial) {
         if (name_n == 8 && !memcmp(name, "function", 8)) { /* R1: function<sep>NAME\n```json\n{...}\n``` */
             const char *nl = memchr(json, '\n', json_n);
             if (!nl) {
-                add_content(p, cur, n - (size_t)(cur - s));
+                add_content(p, from, n - (size_t)(from - s));
                 return;
             }
             name = json;
@@ -875,10 +887,11 @@ static void parse_deepseek(pm *p, const char *s, size_t n, bool partial) {
         trim(&name, &name_n);
         size_t j = 0, st;
         if (!json_n || json[0] != '{' || json_at(json, json_n, &j, &st) != JS_DONE || j != json_n) {
-            add_content(p, cur, n - (size_t)(cur - s));
+            add_content(p, from, n - (size_t)(from - s));
             return;
         }
         add_call(p, NULL, 0, name, name_n, json, json_n, true);
+        from = end + strlen("<｜tool▁call▁end｜>");
         cur = find(end, n - (size_t)(end - s), "<｜tool▁call▁begin｜>");
     }
 }
