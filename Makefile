@@ -97,7 +97,7 @@ test-arm: build-arm
 # shared tiny models seed the model and GGUF targets when ../shared exists.
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 12
-FUZZ_TARGETS := gguf model tokenizer cache jinja grammar
+FUZZ_TARGETS := gguf model tokenizer cache jinja grammar chat
 FUZZ_CC ?= clang
 SHARED ?= ../shared
 fuzz_seeds_gguf := fuzz/corpus/model
@@ -110,6 +110,7 @@ fuzz_max_len_tokenizer := 4096
 fuzz_max_len_cache := 1024
 fuzz_max_len_grammar := 8192
 fuzz_max_len_jinja := 16384
+fuzz_max_len_chat := 2049
 have_libfuzzer = printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
   $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1
 
