@@ -25,7 +25,8 @@ typedef struct tcase {
 } tcase;
 
 /* A case named "... broken ..." has a call that turns out not to parse:
- * streaming had shown it, so its partial parses are not prefix-checked. */
+ * streaming had shown it, so only its content and reasoning are
+ * prefix-checked, not its calls. */
 
 #define S(fmt, think, open) {OKV_CHAT_FORMAT_##fmt, think, open}
 
@@ -71,6 +72,8 @@ static const tcase cases[] = {
     {"llama 3 python code", S(LLAMA3, false, false), "<|python_tag|>print(6 * 7)", "", NULL, {{"python", "{\"code\": \"print(6 * 7)\"}"}}},
     {"functionary v3.1", S(LLAMA3, false, false), "<function=get_weather>{\"city\": \"Paris\"}</function>", "", NULL,
      {{"get_weather", "{\"city\": \"Paris\"}"}}},
+    {"llama 3 python_tag after a call object is content", S(LLAMA3, false, false),
+     "{\"name\": \"a\", \"parameters\": {}} <|python_tag|>print(1)", "<|python_tag|>print(1)", NULL, {{"a", "{}"}}},
     {"mistral nemo", S(MISTRAL, false, false),
      "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]", "", NULL,
      {{"get_weather", "{\"city\": \"Paris\"}"}}},
@@ -113,6 +116,12 @@ static const tcase cases[] = {
      "<\357\275\234tool\342\226\201sep\357\275\234>get_weather\n```json\n{\"city\": \"Paris\"}\n```<\357\275\234tool\342\226\201call\342\226\201end\357\275\234>"
      "<\357\275\234tool\342\226\201calls\342\226\201end\357\275\234>",
      "", NULL, {{"get_weather", "{\"city\": \"Paris\"}"}}},
+    {"deepseek broken call keeps its openers", S(DEEPSEEK, false, false),
+     "Checking. <\357\275\234tool\342\226\201calls\342\226\201begin\357\275\234><\357\275\234tool\342\226\201call\342\226\201begin\357\275\234>f"
+     "<\357\275\234tool\342\226\201sep\357\275\234>{\"city\": }<\357\275\234tool\342\226\201call\342\226\201end\357\275\234>",
+     "Checking. <\357\275\234tool\342\226\201calls\342\226\201begin\357\275\234><\357\275\234tool\342\226\201call\342\226\201begin\357\275\234>f"
+     "<\357\275\234tool\342\226\201sep\357\275\234>{\"city\": }<\357\275\234tool\342\226\201call\342\226\201end\357\275\234>",
+     NULL, {{0}}},
     {"granite 3.3", S(GRANITE, false, false), "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "",
      NULL, {{"get_weather", "{\"city\": \"Paris\"}"}}},
     {"command r7b", S(COMMAND_R, false, false),
@@ -148,6 +157,50 @@ static const tcase cases[] = {
 
 static bool prefix_of(const char *a, const char *b) { return strncmp(a, b, strlen(a)) == 0; }
 
+/* Streaming: parses every prefix of text, partial, and checks that each
+ * keeps the content and reasoning of the one before and stays a prefix of
+ * the final parse fin's; with calls, also that calls only grow (names
+ * fixed, arguments extended) toward fin's.  This is what a stream's deltas
+ * rely on.  Reports at most `limit` failures and returns how many. */
+static int check_prefixes(const char *what, const okv_chat_syntax *syn, const char *text, const okv_chat_msg *fin, bool calls, int limit) {
+    const size_t len = strlen(text);
+    const char *fin_r = fin->reasoning_content ? fin->reasoning_content : "";
+    okv_chat_msg prev = {0};
+    int bad = 0;
+    for (size_t k = 0; k <= len && bad < limit; k++) {
+        okv_chat_msg cur;
+        okv_error err;
+        if (okv_chat_parse(syn, text, k, true, &cur, &err) != OKV_OK) {
+            CHECK(false, "%s: '%s' partial %zu: %s", what, text, k, err.message);
+            bad++;
+            break;
+        }
+        const char *prev_c = prev.content ? prev.content : "", *prev_r = prev.reasoning_content ? prev.reasoning_content : "";
+        const char *cur_r = cur.reasoning_content ? cur.reasoning_content : "";
+        bool ok = prefix_of(prev_c, cur.content) && prefix_of(cur.content, fin->content) && prefix_of(prev_r, cur_r) &&
+                  prefix_of(cur_r, fin_r);
+        if (calls) {
+            ok &= cur.n_tool_calls >= prev.n_tool_calls && cur.n_tool_calls <= fin->n_tool_calls;
+            for (int i = 0; ok && i < cur.n_tool_calls; i++) {
+                const okv_chat_tool_call *t = &cur.tool_calls[i];
+                ok &= t->name != NULL && strcmp(t->name, fin->tool_calls[i].name) == 0;
+                ok &= prefix_of(t->arguments, fin->tool_calls[i].arguments);
+                if (i < prev.n_tool_calls) ok &= prefix_of(prev.tool_calls[i].arguments, t->arguments);
+            }
+        }
+        if (!ok) {
+            bad++;
+            CHECK(false, "%s: '%s': the partial parse of %zu bytes has content '%s' reasoning '%s', %d calls (before: '%s', '%s', %d calls; "
+                         "final: '%s', '%s', %d calls)", what, text, k, cur.content, cur_r, cur.n_tool_calls, prev_c, prev_r,
+                  prev.n_tool_calls, fin->content, fin_r, fin->n_tool_calls);
+        }
+        okv_chat_msg_free(&prev);
+        prev = cur;
+    }
+    okv_chat_msg_free(&prev);
+    return bad;
+}
+
 static void check_case(const tcase *c) {
     okv_chat_msg m;
     okv_error err;
@@ -173,37 +226,7 @@ static void check_case(const tcase *c) {
         CHECK(strcmp(m.tool_calls[i].arguments, c->calls[i].arguments) == 0, "%s: call %d arguments '%s', want '%s'", c->what, i,
               m.tool_calls[i].arguments, c->calls[i].arguments);
     }
-    /* streaming: every prefix, parsed partial, extends the previous one */
-    okv_chat_msg prev = {0};
-    prev.content = calloc(1, 1);
-    int bad = 0;
-    for (size_t k = 0; k <= len && bad < 3 && !strstr(c->what, "broken"); k++) {
-        okv_chat_msg cur;
-        if (okv_chat_parse(&c->syn, c->text, k, true, &cur, &err) != OKV_OK) {
-            CHECK(false, "%s: partial %zu: %s", c->what, k, err.message);
-            break;
-        }
-        bool ok = prefix_of(prev.content, cur.content) && prefix_of(cur.content, m.content);
-        if (prev.reasoning_content) ok &= cur.reasoning_content && prefix_of(prev.reasoning_content, cur.reasoning_content);
-        if (cur.reasoning_content) ok &= m.reasoning_content && prefix_of(cur.reasoning_content, m.reasoning_content);
-        ok &= cur.n_tool_calls >= prev.n_tool_calls && cur.n_tool_calls <= m.n_tool_calls;
-        for (int i = 0; ok && i < cur.n_tool_calls; i++) {
-            const okv_chat_tool_call *t = &cur.tool_calls[i];
-            ok &= t->name != NULL && strcmp(t->name, m.tool_calls[i].name) == 0;
-            ok &= prefix_of(t->arguments, m.tool_calls[i].arguments);
-            if (i < prev.n_tool_calls) ok &= prefix_of(prev.tool_calls[i].arguments, t->arguments);
-        }
-        if (!ok) {
-            bad++;
-            CHECK(false, "%s: the partial parse of %zu bytes does not extend the one before: content '%s' (was '%s'), %d calls", c->what,
-                  k, cur.content, prev.content, cur.n_tool_calls);
-        }
-        okv_chat_msg_free(&prev);
-        prev = cur;
-    }
-    /* a whole answer parsed partial differs from the final only in what
-     * the final knows to be complete */
-    okv_chat_msg_free(&prev);
+    check_prefixes(c->what, &c->syn, c->text, &m, !strstr(c->what, "broken"), 3);
     okv_chat_msg_free(&m);
 }
 
@@ -276,35 +299,16 @@ static void check_random_texts(void) {
                     strcat(text, r < n_common ? common[r] : sets[f].pieces[(r - n_common) / 2]);
                 }
                 const size_t len = strlen(text);
-                okv_chat_msg fin, cur;
+                okv_chat_msg fin;
                 okv_error err;
                 if (okv_chat_parse(&syn, text, len, false, &fin, &err) != OKV_OK) {
                     CHECK(false, "%s: '%s': %s", okv_chat_format_name(syn.format), text, err.message);
                     bad++;
                     continue;
                 }
-                const char *fin_r = fin.reasoning_content ? fin.reasoning_content : "";
-                char prev_c[1024] = "", prev_r[1024] = "";
-                for (size_t k = 1; k <= len; k++) {
-                    if (okv_chat_parse(&syn, text, k, true, &cur, &err) != OKV_OK) {
-                        CHECK(false, "%s: '%s' partial %zu: %s", okv_chat_format_name(syn.format), text, k, err.message);
-                        bad++;
-                        break;
-                    }
-                    const char *cur_r = cur.reasoning_content ? cur.reasoning_content : "";
-                    const bool ok = prefix_of(prev_c, cur.content) && prefix_of(cur.content, fin.content) &&
-                                    prefix_of(prev_r, cur_r) && prefix_of(cur_r, fin_r);
-                    CHECK(ok, "%s (think %d): '%s': the partial parse of %zu bytes has content '%s' reasoning '%s' (before: '%s', '%s'; "
-                              "final: '%s', '%s')", okv_chat_format_name(syn.format), think, text, k, cur.content, cur_r, prev_c, prev_r,
-                          fin.content, fin_r);
-                    snprintf(prev_c, sizeof prev_c, "%s", cur.content);
-                    snprintf(prev_r, sizeof prev_r, "%s", cur_r);
-                    okv_chat_msg_free(&cur);
-                    if (!ok) {
-                        bad++;
-                        break;
-                    }
-                }
+                char what[64];
+                snprintf(what, sizeof what, "%s (think %d)", okv_chat_format_name(syn.format), think);
+                bad += check_prefixes(what, &syn, text, &fin, false, 1);
                 okv_chat_msg_free(&fin);
             }
         }
