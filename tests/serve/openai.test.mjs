@@ -41,6 +41,15 @@ try {
   STEP(`a prompt array: one choice per prompt, each its own greedy text`);
   const arr = await client.completions.create({ model: 'x', prompt: [prompt, 'Tom had a dog'], max_tokens: 12, temperature: 0 });
   eq(arr.choices.map(ch => ch.text), [runGreedy(prompt, 12), runGreedy('Tom had a dog', 12)], 'prompt array');
+  // usage: each prompt once however many choices it has (n), as OpenAI
+  // counts it; every choice's completion tokens
+  STEP(`usage counts each prompt once, whatever n`);
+  const tom = await client.completions.create({ model: 'x', prompt: 'Tom had a dog', max_tokens: 1, temperature: 0 });
+  const arr2 = await client.completions.create({ model: 'x', prompt: [prompt, 'Tom had a dog'], max_tokens: 12, temperature: 0, n: 2 });
+  eq(arr2.choices.map(ch => ch.finish_reason), ['length', 'length', 'length', 'length'], 'four choices, each cut at max_tokens');
+  eq([arr2.usage.prompt_tokens, arr2.usage.completion_tokens, arr2.usage.total_tokens],
+    [c.usage.prompt_tokens + tom.usage.prompt_tokens, 48, c.usage.prompt_tokens + tom.usage.prompt_tokens + 48],
+    'usage of two prompts with n 2: each prompt once, 4 x 12 completion tokens');
 
   // stop strings: the text up to the stop, the stop text not returned
   STEP(`stop strings: the text up to the stop, the stop text not returned`);

@@ -41,6 +41,7 @@ typedef struct call {
     char id[48];
     long long created;
     int n;
+    int per_prompt;                 /* n: the choices of each prompt, jobs[i * per_prompt ..] */
     srv_job *jobs[SRV_MAX_PROMPTS];
     size_t consumed[SRV_MAX_PROMPTS];
     srv_finish fin[SRV_MAX_PROMPTS];
@@ -73,14 +74,18 @@ static const char *finish_name(srv_finish f, bool called) {
     return f == SRV_FINISH_LENGTH ? "length" : called ? "tool_calls" : "stop";
 }
 
+/* OpenAI's usage: each prompt counted once however many choices (n) it
+ * has, as OpenAI bills it; the completions of every choice. */
 static cJSON *usage_json(call *k) {
     int64_t p = 0, g = 0, cached = 0;
     for (int i = 0; i < k->n; i++) {
         srv_job_usage u;
         srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
-        p += u.prompt_tokens;
+        if (i % k->per_prompt == 0) {
+            p += u.prompt_tokens;
+            cached += u.cached_tokens;
+        }
         g += u.completion_tokens;
-        cached += u.cached_tokens;
     }
     cJSON *u = cJSON_CreateObject();
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)p);
@@ -434,6 +439,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     k->conn = c;
     k->kind = kind;
     k->include_usage = req.stream && req.include_usage;
+    k->per_prompt = req.n;
     k->created = (long long)time(NULL);
     const uint64_t id = atomic_fetch_add(&srv->next_id, 1);
     snprintf(k->id, sizeof k->id, "%s-%" PRIx64 "%06" PRIx64, kind == SRV_CHAT ? "chatcmpl" : "cmpl",
