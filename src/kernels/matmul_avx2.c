@@ -449,14 +449,11 @@ KERNEL void fpanel_pass(const fpanel *p, int nr, int nc) {
      * column tile of 3: all at once (128 lines), the prefetches filled the
      * line-fill buffers and stalled the tiles (5632x2048 at 85 GFLOP per
      * CPU second against 99 for 512 rows that stay in L2). */
-    const int64_t lines_per_row = (p->pf_bytes + 63) / 64, lines = p->next ? p->pf_rows * lines_per_row : 0;
+    okv_mm_prefetch pf = okv_mm_prefetch_start(p->next, p->wrow, p->pf_rows, p->pf_bytes);
     const int nc3 = nc - (nc % FP_TC == 1 ? 4 : nc % FP_TC), tiles = nc3 / FP_TC;
-    int64_t line = 0;
     int j = 0;
     for (int t = 0; j < nc3; j += FP_TC, t++) {
-        for (const int64_t end = lines * (t + 1) / tiles; line < end; line++)
-            _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
-                         _MM_HINT_T1);
+        okv_mm_prefetch_until(&pf, pf.lines * (t + 1) / tiles);
         int r = 0;
         for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC);
         for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC);

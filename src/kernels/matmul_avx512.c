@@ -160,20 +160,15 @@ KERNEL void panel_tile(const panel_ctx *p, int pr0, const int NR, int jb, const 
  * conversion of the next panel still waited on them (14% of an F16
  * prefill's samples on a Zen 5). */
 KERNEL void panel_pass(const panel_ctx *p, int nr, int nc) {
-    const int64_t lines_per_row = (p->pf_bytes + 63) / 64, lines = p->next ? p->pf_rows * lines_per_row : 0;
+    okv_mm_prefetch pf = okv_mm_prefetch_start(p->next, p->wrow, p->pf_rows, p->pf_bytes);
     const int tiles = nc / PANEL_TC;
-    int64_t line = 0;
     if (tiles == 0) /* a last block of 1 or 2 columns: no tiles of 3 to spread them over */
-        for (; line < lines; line++)
-            _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
-                         _MM_HINT_T1);
+        okv_mm_prefetch_until(&pf, pf.lines);
     for (int pr = 0; pr < nr;) {
         const int strip = nr - pr >= 8 ? 8 : nr - pr >= 4 ? 4 : 1;
         int j = 0;
         for (; j + PANEL_TC <= nc; j += PANEL_TC) {
-            for (const int64_t end = lines * (j / PANEL_TC + 1) / tiles; line < end; line++)
-                _mm_prefetch((const char *)p->next + (line / lines_per_row) * p->wrow + (line % lines_per_row) * 64,
-                             _MM_HINT_T1);
+            okv_mm_prefetch_until(&pf, pf.lines * (j / PANEL_TC + 1) / tiles);
             if (strip == 8) panel_tile(p, pr, 8, j, PANEL_TC);
             else if (strip == 4) panel_tile(p, pr, 4, j, PANEL_TC);
             else panel_tile(p, pr, 1, j, PANEL_TC);
