@@ -189,6 +189,52 @@ static void check_vocabularies(void) {
     }
 }
 
+/* DeepSeek R1's and V3.1's templates write DeepSeek's calls in the
+ * history but list no tools: the model is told them in the layout of
+ * V3.1's model card (Ollama's template of it has the same), and its calls
+ * are read and constrained in DeepSeek's format, not the generic JSON. */
+static void check_deepseek_tools(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("skipped (DeepSeek's templates): ../shared not found\n");
+        return;
+    }
+    static const char *const names[] = {"deepseek-ai-DeepSeek-V3.1", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"};
+    const char *body = "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"w?\"}], "
+                       "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The weather now.\", "
+                       "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}]}";
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[4096], err[256];
+        snprintf(path, sizeof path, "%s/templates/src/%s.jinja", shared, names[i]);
+        srv_chat *c = srv_chat_load(NULL, NULL, NULL, path, err, sizeof err);
+        CHECK(c, "%s: %s", names[i], err);
+        if (!c) continue;
+        srv_request q;
+        srv_fail f;
+        CHECK(srv_request_parse(SRV_CHAT, body, strlen(body), &q, &f), "request: %s", f.message);
+        char *out = srv_chat_render(c, &q, true, &f);
+        const char *want = "Be brief.\n\n## Tools\nYou have access to the following tools:\n\n### get_weather\n"
+                           "Description: The weather now.\n\nParameters: {\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}\n\n"
+                           "IMPORTANT: ALWAYS adhere to this exact format for tool use:\n"
+                           "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>tool_call_name<\uff5ctool\u2581sep\uff5c>"
+                           "tool_call_arguments<\uff5ctool\u2581call\u2581end\uff5c>{{additional_tool_calls}}<\uff5ctool\u2581calls\u2581end\uff5c>";
+        CHECK(out && strstr(out, want) && strstr(out, "<\uff5cUser\uff5c>w?") && strstr(out, want) < strstr(out, "<\uff5cUser\uff5c>w?") &&
+                  !strstr(out, "{\"response\""),
+              "%s: DeepSeek's tool section in the system turn: '%s'", names[i], out ? out : f.message);
+        okv_chat_syntax syn = srv_chat_syntax(c, out ? out : "");
+        CHECK(syn.format == OKV_CHAT_FORMAT_DEEPSEEK, "%s: read as %s, want deepseek", names[i], okv_chat_format_name(syn.format));
+        /* auto: the lazy grammar waits for DeepSeek's opener */
+        srv_trigger trig = {0};
+        char *g = srv_tool_call_grammar(&q, &syn, true, &trig, &f);
+        CHECK(g && trig.text && strstr(trig.text, "tool\u2581calls\u2581begin"), "%s: a lazy grammar from the calls' opener: %s", names[i],
+              g ? (trig.text ? trig.text : "(no trigger)") : f.message);
+        free(g);
+        free(out);
+        srv_request_clear(&q);
+        srv_chat_free(c);
+    }
+}
+
 int main(void) {
     check_vocabularies();
     check_answer("hermes", OKV_CHAT_FORMAT_HERMES, true, TOOLS,
@@ -305,5 +351,6 @@ int main(void) {
     free(out);
     srv_chat_free(c);
     srv_request_clear(&q);
+    check_deepseek_tools();
     return check_done();
 }

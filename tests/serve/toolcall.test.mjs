@@ -1,8 +1,10 @@
 // Forced tool calls (issue 17): with tool_choice "required" or a named
 // function, decoding follows a grammar of the template's call format with
 // the tool's parameters schema as the arguments: Qwen 2.5's Hermes
-// <tool_call> markup, Llama 3.2's {"name", "parameters"} and, for Phi 3.5
-// (no tool section), the generic {"tool_call": ...} form (each template via
+// <tool_call> markup, Llama 3.2's {"name", "parameters"}, for Phi 3.5
+// (no tool section) the generic {"tool_call": ...} form, and for DeepSeek
+// V3.1 (no tool section either, but DeepSeek's calls in its history)
+// DeepSeek's <｜tool▁calls▁begin｜> markup (each template via
 // --chat-template-file).  tiny-qwen2 has random weights,
 // so only the grammar can make its calls valid: every call's arguments must
 // parse and pass ajv against the tool's own schema, plain and streamed, with
@@ -81,7 +83,8 @@ async function streamed(client, body) {
   return out;
 }
 
-for (const family of ['Qwen-Qwen2.5-7B-Instruct', 'meta-llama-Llama-3.2-3B-Instruct', 'microsoft-Phi-3.5-mini-instruct']) {
+for (const family of ['Qwen-Qwen2.5-7B-Instruct', 'meta-llama-Llama-3.2-3B-Instruct', 'microsoft-Phi-3.5-mini-instruct',
+  'deepseek-ai-DeepSeek-V3.1']) {
 const template = path.join(SHARED, 'templates', 'src', `${family}.jinja`);
 const srv = await startServer(['--chat-template-file', template, '-c', '2048'],
   { model: path.join(SHARED, 'models', 'tiny-qwen2.gguf') });

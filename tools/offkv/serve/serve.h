@@ -149,11 +149,12 @@ void srv_chat_request_clear(srv_request *r);
 
 /* The conversation of a parsed chat request rendered by the template
  * (malloc'd), or NULL with *fail set: a template that raises is a 400
- * carrying its message.  generic_tools: a template with no tool section
- * gets the request's tools as a system turn in llama.cpp's generic form (a
- * completion does; /apply-template shows the template's own rendering, as
- * transformers renders it). */
-char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tools, srv_fail *fail);
+ * carrying its message.  tools_turn: a template with no tool section gets
+ * the request's tools as a system turn, in DeepSeek V3.1's layout where the
+ * template writes DeepSeek's calls (R1, V3.1), else in llama.cpp's generic
+ * form (a completion does; /apply-template shows the template's own
+ * rendering, as transformers renders it). */
+char *srv_chat_render(const srv_chat *c, const srv_request *r, bool tools_turn, srv_fail *fail);
 
 /* The part of a rendered prompt to tokenize: without a leading bos_token
  * when the tokenizer adds BOS itself. */

@@ -196,31 +196,87 @@ const char *srv_chat_source(const srv_chat *c) {
 const char *srv_chat_describe(const srv_chat *c) { return c->what; }
 
 /* Whether the template shows the model the tools (else the server tells
- * the model about them itself, in llama.cpp's generic JSON form). */
+ * the model about them itself, below). */
 static bool renders_tools(const srv_chat *c) { return strstr(okv_chat_template_source(c->tmpl), "tools") != NULL; }
+
+/* Whether the template writes DeepSeek's calls in its history: DeepSeek R1's
+ * and V3.1's list no tools, but their models call in that format, so they
+ * are told the tools in DeepSeek's words, not llama.cpp's generic JSON. */
+static bool deepseek_calls(const srv_chat *c) {
+    return okv_chat_template_syntax(c->tmpl, "").format == OKV_CHAT_FORMAT_DEEPSEEK;
+}
 
 okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt) {
     okv_chat_syntax syn = okv_chat_template_syntax(c->tmpl, prompt);
-    if (!renders_tools(c)) syn.format = OKV_CHAT_FORMAT_GENERIC;
+    if (!renders_tools(c) && syn.format != OKV_CHAT_FORMAT_DEEPSEEK) syn.format = OKV_CHAT_FORMAT_GENERIC;
     return syn;
 }
 
-/* For a template without a tool section: the tools and the JSON answer
- * expected, as a system message (added to the first one, or put first). */
-static char *with_generic_tools(const char *messages_json, const char *tools_json) {
+/* The tools in llama.cpp's generic form: their JSON, and the JSON answer
+ * expected. */
+static char *generic_tools_text(const cJSON *tools) {
+    char *json = cJSON_PrintUnformatted(tools), *text = NULL;
+    size_t n = 0;
+    FILE *f = json ? open_memstream(&text, &n) : NULL;
+    if (f) {
+        fprintf(f, "You can call any of the following tools to satisfy the user's requests: %s\n\n"
+                   "Respond in JSON format, either with {\"tool_call\": {\"name\": ..., \"arguments\": {...}}} to call a tool, "
+                   "or with {\"response\": \"...\"} to reply to the user's request.", json);
+        if (fclose(f)) free(text), text = NULL;
+    }
+    free(json);
+    return text;
+}
+
+/* The tools as DeepSeek V3.1's model card lays out its system prompt: a
+ * section per tool, then the call format.  The format is V3.1's
+ * NAME<sep>ARGUMENTS, the one the tool grammar forces (the parser also
+ * reads R1's function<sep>NAME and fenced JSON). */
+#define DS(x) "<\xef\xbd\x9ctool\xe2\x96\x81" x "\xef\xbd\x9c>"
+static char *deepseek_tools_text(const cJSON *tools) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) return NULL;
+    fputs("## Tools\nYou have access to the following tools:\n", f);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (!cJSON_IsString(name)) continue; /* the request's check let none through */
+        char *ps = cJSON_IsObject(params) ? cJSON_PrintUnformatted(params) : NULL;
+        fprintf(f, "\n### %s\nDescription: %s\n\nParameters: %s\n", name->valuestring, cJSON_IsString(desc) ? desc->valuestring : "",
+                ps ? ps : "{}");
+        free(ps);
+    }
+    fputs("\nIMPORTANT: ALWAYS adhere to this exact format for tool use:\n"
+          DS("calls\xe2\x96\x81" "begin") DS("call\xe2\x96\x81" "begin") "tool_call_name" DS("sep") "tool_call_arguments"
+          DS("call\xe2\x96\x81" "end") "{{additional_tool_calls}}" DS("calls\xe2\x96\x81" "end") "\n\n"
+          "Where:\n"
+          "- `tool_call_name` must be an exact match to one of the available tools\n"
+          "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n"
+          "- For multiple tool calls, chain them directly without separators or spaces",
+          f);
+    if (fclose(f)) free(text), text = NULL;
+    return text;
+}
+#undef DS
+
+/* For a template without a tool section: the tools (and, generic, the
+ * answer expected) as a system message, added to the first one or put
+ * first. */
+static char *with_tools_turn(const char *messages_json, const char *tools_json, bool deepseek) {
     cJSON *ms = cJSON_Parse(messages_json), *tools = cJSON_Parse(tools_json);
-    char *out = NULL, *tools_text = tools ? cJSON_PrintUnformatted(tools) : NULL;
+    char *out = NULL, *tools_text = !cJSON_IsArray(tools) ? NULL : deepseek ? deepseek_tools_text(tools) : generic_tools_text(tools);
     if (!cJSON_IsArray(ms) || !tools_text) goto done;
-    const char *intro = "You can call any of the following tools to satisfy the user's requests: ";
-    const char *how = "\n\nRespond in JSON format, either with {\"tool_call\": {\"name\": ..., \"arguments\": {...}}} to call a tool, "
-                      "or with {\"response\": \"...\"} to reply to the user's request.";
     cJSON *first = cJSON_GetArrayItem(ms, 0), *role = first ? cJSON_GetObjectItemCaseSensitive(first, "role") : NULL;
     cJSON *content = first ? cJSON_GetObjectItemCaseSensitive(first, "content") : NULL;
     bool has_system = cJSON_IsString(role) && !strcmp(role->valuestring, "system") && cJSON_IsString(content);
-    size_t n = strlen(intro) + strlen(tools_text) + strlen(how) + (has_system ? strlen(content->valuestring) + 2 : 0) + 1;
+    size_t n = strlen(tools_text) + (has_system ? strlen(content->valuestring) + 2 : 0) + 1;
     char *text = malloc(n);
     if (!text) goto done;
-    snprintf(text, n, "%s%s%s%s%s", has_system ? content->valuestring : "", has_system ? "\n\n" : "", intro, tools_text, how);
+    snprintf(text, n, "%s%s%s", has_system ? content->valuestring : "", has_system ? "\n\n" : "", tools_text);
     if (has_system) cJSON_ReplaceItemInObjectCaseSensitive(first, "content", cJSON_CreateString(text));
     else {
         cJSON *sys = cJSON_CreateObject();
@@ -399,15 +455,15 @@ void srv_chat_request_clear(srv_request *r) {
     r->messages_json = r->tools_json = r->template_kwargs_json = r->tool_choice_name = NULL;
 }
 
-char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tools, srv_fail *f) {
-    char *generic = NULL;
-    if (generic_tools && r->tools_json && r->tool_choice != SRV_TOOLS_NONE && !renders_tools(c) && r->messages_json &&
-        !(generic = with_generic_tools(r->messages_json, r->tools_json))) {
+char *srv_chat_render(const srv_chat *c, const srv_request *r, bool tools_turn, srv_fail *f) {
+    char *with_tools = NULL;
+    if (tools_turn && r->tools_json && r->tool_choice != SRV_TOOLS_NONE && !renders_tools(c) && r->messages_json &&
+        !(with_tools = with_tools_turn(r->messages_json, r->tools_json, deepseek_calls(c)))) {
         srv_fail_set(f, 500, "server_error", NULL, "out of memory for the prompt");
         return NULL;
     }
     okv_chat_input in = {
-        .messages_json = generic ? generic : r->messages_json ? r->messages_json : "[]",
+        .messages_json = with_tools ? with_tools : r->messages_json ? r->messages_json : "[]",
         /* tool_choice none: the model is not offered the tools */
         .tools_json = r->tool_choice == SRV_TOOLS_NONE ? NULL : r->tools_json,
         .extra_json = r->template_kwargs_json,
@@ -417,8 +473,8 @@ char *srv_chat_render(const srv_chat *c, const srv_request *r, bool generic_tool
     size_t n = 0;
     okv_error e;
     okv_status st = okv_chat_template_render(c->tmpl, &in, &out, &n, &e);
-    bool injected = generic != NULL;
-    free(generic);
+    bool injected = with_tools != NULL;
+    free(with_tools);
     if (st != OKV_OK) {
         srv_fail_set(f, st == OKV_ERR_NOMEM ? 500 : 400, st == OKV_ERR_NOMEM ? "server_error" : "invalid_request_error",
                      "messages", "the chat template failed on this conversation%s: %s",
