@@ -234,7 +234,17 @@ static void test_errors(void) {
         {"{\"type\":\"string\",\"pattern\":\"^[\\\"]$\"}", OKV_ERR_UNSUPPORTED, "only quotes"},
         {"{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}", OKV_ERR_UNSUPPORTED, "backreferences"},
         {"{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", OKV_ERR_INVALID, "'b'"},
-        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":3,\"maxItems\":2}", OKV_ERR_INVALID, "maxItems"},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":3,\"maxItems\":2}", OKV_ERR_INVALID, "maxItems 2 is below minItems 3"},
+        /* the values that clash, named */
+        {"{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}", OKV_ERR_INVALID, "maxLength 2 is below minLength 5"},
+        {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":2}", OKV_ERR_INVALID, "no integer is at least 5 and at most 2"},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":4,\"exclusiveMaximum\":5}", OKV_ERR_INVALID, "no integer is at least 5 and at most 4"},
+        {"{\"type\":\"number\",\"minimum\":1,\"maximum\":-1}", OKV_ERR_INVALID, "no number is at least 1 and at most -1"},
+        {"{\"type\":\"array\",\"minItems\":1e8}", OKV_ERR_INVALID, "'minItems' is 100000000: it must be"},
+        {"{\"type\":\"string\",\"maxLength\":\"3\"}", OKV_ERR_INVALID, "'maxLength' is not a number"},
+        {"{\"type\":\"integer\",\"minimum\":1e400}", OKV_ERR_UNSUPPORTED, "'minimum' (past the largest double)"},
+        /* a JSON pointer escapes '~' and '/' in a name (RFC 6901) */
+        {"{\"properties\":{\"a/b~c\":{\"type\":\"frob\"}}}", OKV_ERR_UNSUPPORTED, "#/properties/a~1b~0c: "},
         {"{\"type\":", OKV_ERR_INVALID, "at byte 8"},
         /* JSON is UTF-8: F7 BF BF BF (past U+10FFFF, found by fuzz_grammar) and an overlong '/' are refused. */
         {"{\"type\":\"string\",\"pattern\":\"a\xf7\xbf\xbf\xbf\"}", OKV_ERR_INVALID, "invalid UTF-8"},

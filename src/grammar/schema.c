@@ -366,7 +366,8 @@ static bool int_bound(conv *c, const okv_json *s, const char *kw, bool lower, co
     }
     if (lower ? x > (double)INT_CAP : x < -(double)INT_CAP) {
         char what[96];
-        snprintf(what, sizeof what, "'%s' %.17g", kw, x);
+        if (isinf(x)) snprintf(what, sizeof what, "'%s' (past the largest double)", kw);
+        else snprintf(what, sizeof what, "'%s' %.17g", kw, x);
         cfail(c, OKV_ERR_UNSUPPORTED, path, "%s leaves no number of at most 16 integer digits (the most a number may have here)",
               what);
         return false;
@@ -794,16 +795,33 @@ static bool get_count(conv *c, const okv_json *s, const char *kw, const char *pa
     /* 10000: the GBNF parser's repetition bound (above it the converter
      * wrote a grammar the parser refused) */
     if (v->type != OKV_JSON_NUMBER || v->num < 0 || v->num != floor(v->num) || v->num > 10000) {
-        cfail(c, OKV_ERR_INVALID, path, "'%s' must be a non-negative integer (at most 10000)", kw);
+        char what[96];
+        if (v->type == OKV_JSON_NUMBER) snprintf(what, sizeof what, "'%s' is %.17g", kw, v->num);
+        else snprintf(what, sizeof what, "'%s' is not a number", kw);
+        cfail(c, OKV_ERR_INVALID, path, "%s: it must be a non-negative integer (at most 10000)", what);
         return false;
     }
     *out = (long)v->num;
     return true;
 }
 
+/* path/a, or path/a/b for a property name or index b, as a JSON pointer
+ * (RFC 6901: '~' in a name is written ~0 and '/' ~1, so "a/b" names one
+ * property, not two levels). */
 static void subpath(char *out, size_t cap, const char *path, const char *a, const char *b) {
-    if (b) snprintf(out, cap, "%s/%s/%s", path, a, b);
-    else snprintf(out, cap, "%s/%s", path, a);
+    int n = snprintf(out, cap, "%s/%s", path, a);
+    if (!b || n < 0 || (size_t)n >= cap) return;
+    size_t o = (size_t)n;
+    if (o + 1 < cap) out[o++] = '/';
+    for (; *b && o + 2 < cap; b++) {
+        if (*b == '~' || *b == '/') {
+            out[o++] = '~';
+            out[o++] = *b == '~' ? '0' : '1';
+        } else {
+            out[o++] = *b;
+        }
+    }
+    out[o] = '\0';
 }
 
 /* One group a character: the GBNF parser takes groups 256 deep, a few of
@@ -1057,7 +1075,9 @@ static const char *array_rule(conv *c, const okv_json *s, const char *name, cons
     long min = 0, max = -1;
     if (!get_count(c, s, "minItems", path, &min) || !get_count(c, s, "maxItems", path, &max)) return NULL;
     if (s && okv_json_get(s, "maxItems") && max < min) {
-        cfail(c, OKV_ERR_INVALID, path, "maxItems is below minItems%s", "");
+        char what[96];
+        snprintf(what, sizeof what, "maxItems %ld is below minItems %ld", max, min);
+        cfail(c, OKV_ERR_INVALID, path, "%s", what);
         return NULL;
     }
     prim(c, "space");
@@ -1149,7 +1169,9 @@ static const char *string_rule(conv *c, const okv_json *s, const char *name, con
     long min = 0, max = -1;
     if (!get_count(c, s, "minLength", path, &min) || !get_count(c, s, "maxLength", path, &max)) return NULL;
     if (okv_json_get(s, "maxLength") && max < min) {
-        cfail(c, OKV_ERR_INVALID, path, "maxLength is below minLength%s", "");
+        char what[96];
+        snprintf(what, sizeof what, "maxLength %ld is below minLength %ld", max, min);
+        cfail(c, OKV_ERR_INVALID, path, "%s", what);
         return NULL;
     }
     prim(c, "char");
@@ -1188,7 +1210,10 @@ static const char *numeric_rule(conv *c, const okv_json *s, const char *name, co
     if (hemin && elo + 1 > lo) lo = elo + 1;
     if (hemax && ehi - 1 < hi) hi = ehi - 1;
     if (lo > hi) {
-        cfail(c, OKV_ERR_INVALID, path, "%s", "the bounds leave no value");
+        char what[128];
+        snprintf(what, sizeof what, "the bounds leave no value: no %s is at least %lld and at most %lld", integer ? "integer" : "number",
+                 (long long)lo, (long long)hi);
+        cfail(c, OKV_ERR_INVALID, path, "%s", what);
         return NULL;
     }
     prim(c, "space");
