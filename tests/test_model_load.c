@@ -34,6 +34,67 @@ static void expect_error(const char *path, okv_status want, const char *needle, 
     okv_model_free(m);
 }
 
+/* What a load reported to its progress function. */
+typedef struct seen_progress {
+    char stages[4][16];
+    int n_stages, calls, bad;
+    uint64_t last_done[4], total[4];
+} seen_progress;
+
+static void on_progress(void *user, const char *stage, uint64_t done, uint64_t total) {
+    seen_progress *s = user;
+    s->calls++;
+    if (s->n_stages == 0 || strcmp(s->stages[s->n_stages - 1], stage) != 0) {
+        if (s->n_stages == 4) { s->bad++; return; }
+        snprintf(s->stages[s->n_stages], sizeof s->stages[0], "%s", stage);
+        s->last_done[s->n_stages] = 0;
+        s->total[s->n_stages++] = total;
+    }
+    const int k = s->n_stages - 1;
+    if (done < s->last_done[k] || done > total || total != s->total[k]) s->bad++;
+    s->last_done[k] = done;
+}
+
+/* okv_model_load_progress: a "reading" stage over every tensor of the file
+ * (all of them are the model's: a loader refuses unused ones), counted
+ * here from the file itself, then "repacking" when the layout changes;
+ * each stage only grows and ends at its total. */
+static void check_progress(void) {
+    char path[1024];
+    struct { const char *model; const char *repack; bool repacks; } cases[] = {
+        {"tiny-llama256-q6_k", "on", true}, {"tiny-llama256-q6_k", "off", false}, {"tiny-gpt-oss-mx", "on", true},
+        {"tiny-llama256-f32", "on", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/models/%s.gguf", shared, cases[i].model);
+        okv_error err = {0};
+        okv_gguf *g = okv_gguf_open(path, &err);
+        CHECK(g != NULL, "%s: %s", cases[i].model, err.message);
+        if (!g) continue;
+        uint64_t file_bytes = 0;
+        for (int64_t t = 0; t < okv_gguf_n_tensors(g); t++) file_bytes += okv_gguf_tensor_at(g, t)->n_bytes;
+        okv_gguf_close(g);
+        const char *opts[] = {"repack", cases[i].repack, NULL};
+        seen_progress s = {0};
+        okv_model *m = okv_model_load_progress(path, opts, on_progress, &s, &err);
+        CHECK(m != NULL, "%s: %s", cases[i].model, err.message);
+        const int want_stages = cases[i].repacks ? 2 : 1;
+        CHECK(s.n_stages == want_stages && !s.bad && !strcmp(s.stages[0], "reading") &&
+                  (want_stages == 1 || !strcmp(s.stages[1], "repacking")),
+              "%s repack %s: %d stages (%s, %s), %d calls, %d out of order", cases[i].model, cases[i].repack, s.n_stages,
+              s.stages[0], s.n_stages > 1 ? s.stages[1] : "-", s.calls, s.bad);
+        CHECK(s.total[0] == file_bytes && s.last_done[0] == file_bytes, "%s: read %llu of %llu bytes, the file's tensors %llu",
+              cases[i].model, (unsigned long long)s.last_done[0], (unsigned long long)s.total[0], (unsigned long long)file_bytes);
+        if (want_stages == 2)
+            CHECK(s.total[1] > 0 && s.total[1] <= file_bytes && s.last_done[1] == s.total[1], "%s: repacked %llu of %llu bytes",
+                  cases[i].model, (unsigned long long)s.last_done[1], (unsigned long long)s.total[1]);
+        okv_model_free(m);
+    }
+    okv_error err = {0};
+    CHECK(!okv_model_load_progress(NULL, NULL, on_progress, NULL, &err) && err.status == OKV_ERR_INVALID, "NULL path: %s",
+          okv_status_name(err.status));
+}
+
 /* Tensor info after the name: n_dims u32, ne[n_dims] u64, type u32. */
 static size_t type_offset(const char *name, int n_dims) { return strlen(name) + 4 + 8 * (size_t)n_dims; }
 
@@ -42,6 +103,8 @@ int main(void) {
     if (!shared) { printf("skipped: ../shared not found\n"); return CHECK_SKIP; }
     char path[1024];
     okv_error err;
+
+    check_progress();
 
     /* Geometry from metadata. */
     struct { const char *model; int layers, kv, hd; int windows[8]; } geo[] = {

@@ -46,6 +46,21 @@ typedef struct okv_model okv_model;
  * error; free with okv_model_free. */
 okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err);
 
+/* How far a load has got: stage is "reading" (every weight the model uses
+ * read from the file, in file order) or "repacking" (the "repack" copies);
+ * done and total count bytes of the file's weights in that stage.  Called
+ * on the loading thread, about every 1% of a stage and at its end
+ * (done == total), never with done going back within a stage. */
+typedef void (*okv_model_progress)(void *user, const char *stage, uint64_t done, uint64_t total);
+
+/* okv_model_load with progress reported to fn (NULL: as okv_model_load).
+ * With fn, the load also reads every weight from the file (a "reading"
+ * stage; okv_model_load leaves pages to be read when first used), so a
+ * cold load from a slow disk shows its progress and the first evaluation
+ * does not wait on the disk.  Errors as okv_model_load's. */
+okv_model *okv_model_load_progress(const char *path, const char *const *options, okv_model_progress fn, void *user,
+                                   okv_error *err);
+
 /* Frees the model and unmaps its file.  No context may still use it.  NULL is a no-op. */
 void okv_model_free(okv_model *m);
 

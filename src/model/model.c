@@ -570,19 +570,69 @@ static okv_experts *expert_tensor(okv_model *m, size_t i) {
 
 enum { HUGE_PAGE = 2 << 20 };
 
-static void repack_weights(okv_model *m) {
+/* A stage of a load as the caller's progress function sees it. */
+typedef struct load_progress {
+    okv_model_progress fn;
+    void *user;
+    const char *stage;
+    uint64_t done, total, next;
+} load_progress;
+
+static void progress_start(load_progress *p, const char *stage, uint64_t total) {
+    p->stage = stage;
+    p->done = p->next = 0;
+    p->total = total;
+}
+
+/* bytes more of the stage done: reported about every 1 % and at its end. */
+static void progress_add(load_progress *p, uint64_t bytes) {
+    if (!p->fn) return;
+    p->done += bytes;
+    if (p->done >= p->next || p->done == p->total) {
+        p->fn(p->user, p->stage, p->done, p->total);
+        p->next = p->done + p->total / 100 + 1;
+    }
+}
+
+/* Reads every tensor of the file (a loaded model uses them all:
+ * check_all_used), in file order, a byte a page (the kernel reads ahead:
+ * madvise), reporting progress every 16 MiB. */
+static void read_weights(okv_model *m, load_progress *p) {
+    const int64_t n = okv_gguf_n_tensors(m->file);
+    uint64_t total = 0;
+    for (int64_t i = 0; i < n; i++) total += okv_gguf_tensor_at(m->file, i)->n_bytes;
+    progress_start(p, "reading", total);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), chunk = (size_t)16 << 20;
+    unsigned sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(m->file, i);
+        const unsigned char *b = t->data;
+        const uintptr_t lo = (uintptr_t)b / page * page;
+        if (t->n_bytes) madvise((void *)lo, (uintptr_t)b + t->n_bytes - lo, MADV_WILLNEED);
+        for (size_t o = 0; o < t->n_bytes; o += chunk) {
+            const size_t end = t->n_bytes - o < chunk ? t->n_bytes : o + chunk;
+            for (size_t q = o; q < end; q += page) sum += b[q];
+            progress_add(p, end - o);
+        }
+    }
+    /* the reads are the point: keep them */
+    __asm__ volatile("" : : "r"(sum));
+}
+
+static void repack_weights(okv_model *m, load_progress *p) {
     const size_t n = (size_t)m->n_layer * (sizeof(okv_layer_weights) / sizeof(okv_weight));
     const size_t n_exps = m->moe ? (size_t)m->n_layer * 3 : 0;
     size_t total = 0;
+    uint64_t file_bytes = 0;
     for (size_t i = 0; i <= n; i++) {
         const okv_weight *w = i < n ? (const okv_weight *)m->w + i : &m->output;
         const int32_t t = repacked_type(w);
-        if (t >= 0) total += packed_bytes(t, w);
+        if (t >= 0) total += packed_bytes(t, w), file_bytes += okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
     }
     for (size_t i = 0; i < n_exps; i++) {
         const okv_experts *x = expert_tensor(m, i);
         const int32_t t = repacked_type(&x->w);
-        if (t >= 0) total += packed_bytes(t, &x->w) * (size_t)x->n;
+        if (t >= 0) total += packed_bytes(t, &x->w) * (size_t)x->n, file_bytes += x->stride * (size_t)x->n;
     }
     if (total == 0) return;
     /* Huge pages where the system gives them on request (transparent huge
@@ -594,6 +644,7 @@ static void repack_weights(okv_model *m) {
 #ifdef MADV_HUGEPAGE
     madvise(m->packed, total, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
 #endif
+    progress_start(p, "repacking", file_bytes);
     uint8_t *dst = m->packed;
     for (size_t i = 0; i <= n; i++) {
         okv_weight *w = i < n ? (okv_weight *)m->w + i : &m->output;
@@ -602,6 +653,7 @@ static void repack_weights(okv_model *m) {
         repack_into(dst, t, w);
         /* also a tied table's: the embedding reads back one row a token */
         release_pages(w->data, okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1);
+        progress_add(p, okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1);
         w->data = dst;
         w->type = t;
         dst += packed_bytes(t, w);
@@ -617,6 +669,7 @@ static void repack_weights(okv_model *m) {
             repack_into(dst + (size_t)e * stride, t, &one);
         }
         release_pages(x->w.data, x->stride * (size_t)x->n);
+        progress_add(p, x->stride * (size_t)x->n);
         x->w.data = dst;
         x->w.type = t;
         x->stride = stride;
@@ -625,6 +678,11 @@ static void repack_weights(okv_model *m) {
 }
 
 okv_model *okv_model_load(const char *path, const char *const *options, okv_error *err) {
+    return okv_model_load_progress(path, options, NULL, NULL, err);
+}
+
+okv_model *okv_model_load_progress(const char *path, const char *const *options, okv_model_progress fn, void *user,
+                                   okv_error *err) {
     if (!path) { okv_fail(err, OKV_ERR_INVALID, "model: path is NULL"); return NULL; }
     static const char *const known[] = {"sliding_window", "repack", NULL};
     if (okv_options_check(options, known, "model", err) != OKV_OK) return NULL;
@@ -709,7 +767,9 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
                  "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights", m->arch_name,
                  (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
                  (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
-    if (!repack || strcmp(repack, "on") == 0) repack_weights(m);
+    load_progress progress = {.fn = fn, .user = user};
+    if (fn) read_weights(m, &progress);
+    if (!repack || strcmp(repack, "on") == 0) repack_weights(m, &progress);
     okv_error_clear(err);
     return m;
 fail:

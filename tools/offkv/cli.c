@@ -179,6 +179,16 @@ const char *cli_bytes(size_t n, char *buf, size_t cap) {
     return buf;
 }
 
+static void print_progress(void *user, const char *stage, uint64_t done, uint64_t total) {
+    char a[32], b[32];
+    fprintf(stderr, "\roffkv %s: %s the weights: %3d %% (%s of %s)\033[K", (const char *)user, stage,
+            total ? (int)(100 * done / total) : 100, cli_bytes(done, a, sizeof a), cli_bytes(total, b, sizeof b));
+    if (done == total) fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+okv_model_progress cli_load_progress(void) { return isatty(STDERR_FILENO) ? print_progress : NULL; }
+
 okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc) {
     *rc = CLI_FAIL;
     if (!cli_model_file_ok(cmd, path)) return NULL;
@@ -186,7 +196,7 @@ okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_win
     snprintf(sw, sizeof sw, "%d", (int)sliding_window);
     const char *opts[] = {"sliding_window", sw, NULL};
     okv_error err = {0};
-    okv_model *m = okv_model_load(path, sliding_window > 0 ? opts : NULL, &err);
+    okv_model *m = okv_model_load_progress(path, sliding_window > 0 ? opts : NULL, cli_load_progress(), (void *)cmd, &err);
     if (!m && sliding_window > 0 && err.status == OKV_ERR_INVALID) {
         /* The file is fine; the flag does not apply to it: a usage error. */
         cli_error(cmd, "bad value '%d' for --sliding-window: %s", (int)sliding_window, err.message);

@@ -76,6 +76,12 @@ const char *cli_bytes(size_t n, char *buf, size_t cap);
  * when --sliding-window does not apply to the model, else CLI_FAIL). */
 okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc);
 
+/* A load's progress for okv_model_load_progress (user: the command's name):
+ * on a terminal, one line on stderr rewritten as the load goes and cleared
+ * at the end of each stage; NULL when stderr is no terminal (a log gets no
+ * progress lines, and the load then leaves pages to be read when used). */
+okv_model_progress cli_load_progress(void);
+
 /* The flags a command has seen. */
 typedef struct cli_seen {
     const char *names[64];

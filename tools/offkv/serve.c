@@ -120,6 +120,8 @@ int cmd_serve(int argc, char **argv) {
         snprintf(wbuf, sizeof wbuf, "%d", (int)window);
         cfg.model_options = options;
     }
+    cfg.load_progress = cli_load_progress();
+    cfg.load_progress_user = (void *)"serve";
     /* Every connection the server holds is a file descriptor (up to 1024
      * waiting for their heads, as many answered): the soft limit (often
      * 1024) goes up to the hard one. */

@@ -140,7 +140,8 @@ bool srv_load(srv_server *srv) {
     const srv_config *cfg = srv->cfg;
     okv_error err = {0};
     if (!choose_template(srv)) return false;
-    if (!(srv->model = okv_model_load(cfg->model_path, cfg->model_options, &err))) {
+    if (!(srv->model = okv_model_load_progress(cfg->model_path, cfg->model_options, cfg->load_progress, cfg->load_progress_user,
+                                               &err))) {
         fprintf(stderr, "offkv serve: error: cannot load %s: %s\n", cfg->model_path, err.message);
         return false;
     }

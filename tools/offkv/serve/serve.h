@@ -458,6 +458,8 @@ typedef struct srv_config {
     const char *chat_template_file; /* NULL: none */
     srv_sched_config sched;
     const char *const *model_options; /* okv_model_load options: NULL-terminated key, value pairs; NULL: none */
+    okv_model_progress load_progress; /* the load's progress, given load_progress_user; NULL: none */
+    void *load_progress_user;
 } srv_config;
 
 /* Runs the server until SIGINT or SIGTERM; the process's exit code.  It
