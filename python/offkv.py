@@ -76,9 +76,12 @@ _FP = ctypes.POINTER(ctypes.c_float)
 _SZ = ctypes.c_size_t
 _ERR = ctypes.POINTER(_Error)
 _STRS = ctypes.POINTER(ctypes.c_char_p)
+# okv_model_progress: (user, stage, done, total)
+_PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64)
 _SIGNATURES = {
     "okv_version": (ctypes.c_char_p, []),
     "okv_model_load": (_P, [ctypes.c_char_p, _STRS, _ERR]),
+    "okv_model_load_progress": (_P, [ctypes.c_char_p, _STRS, _PROGRESS, ctypes.c_void_p, _ERR]),
     "okv_model_free": (None, [_P]),
     "okv_model_arch": (ctypes.c_char_p, [_P]),
     "okv_model_describe": (ctypes.c_char_p, [_P]),
@@ -324,9 +327,13 @@ class Sampler(_Handle):
 class Model(_Handle):
     """A GGUF model (general.architecture llama, gemma3, muse-glimmer, qwen2,
     qwen3, qwen3moe, smollm3, gemma2, phi3 or gpt-oss), memory-mapped.
-    options: the okv_model_load options, e.g. {"sliding_window": 4096}."""
+    options: the okv_model_load options, e.g. {"sliding_window": 4096}.
+    progress: None, or a function called as progress(stage, done, total)
+    while the model loads (okv_model_load_progress: stage "reading" then
+    "repacking", done and total in bytes); an exception it raises stops
+    nothing in the load, which ends, frees the model and raises it."""
 
-    def __init__(self, path, options=None):
+    def __init__(self, path, options=None, progress=None):
         # Set first: close() (and __del__ after a failed load) reads them.
         self._m = None
         self._tok = None
@@ -339,8 +346,31 @@ class Model(_Handle):
         lib = load_library()
         err = _Error()
         self._opts = _options(options)
-        self._m = lib.okv_model_load(_no_nul("path", os.fsencode(path)), self._opts if options else None,
-                                     ctypes.byref(err))
+        if progress is None:
+            self._m = lib.okv_model_load(_no_nul("path", os.fsencode(path)), self._opts if options else None,
+                                         ctypes.byref(err))
+        else:
+            if not callable(progress):
+                raise TypeError("progress must be a function of (stage, done, total) or None, not %s"
+                                % type(progress).__name__)
+            raised = []
+
+            def call(_user, stage, done, total):
+                # ctypes would print an exception and drop it: keep the first
+                if not raised:
+                    try:
+                        progress(stage.decode(), int(done), int(total))
+                    except BaseException as e:  # noqa: B902 (KeyboardInterrupt too)
+                        raised.append(e)
+
+            cb = _PROGRESS(call)
+            self._m = lib.okv_model_load_progress(_no_nul("path", os.fsencode(path)), self._opts if options else None,
+                                                  cb, None, ctypes.byref(err))
+            if raised:
+                if self._m:
+                    lib.okv_model_free(self._m)
+                    self._m = None
+                raise raised[0]
         if not self._m:
             _raise(err)
         self._tok = lib.okv_model_tokenizer(self._m)

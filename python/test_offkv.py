@@ -51,6 +51,30 @@ class TestOffkv(unittest.TestCase):
         self.assertEqual(self.model.n_vocab, 512)
         self.assertIn("5 layers", self.model.describe())
 
+    def test_load_progress(self):
+        # stages in order, done only growing, reading ending at the file's
+        # tensor bytes (a GGUF's data section holds just them, padded)
+        seen = []
+        m = offkv.Model(MODEL, progress=lambda stage, done, total: seen.append((stage, done, total)))
+        try:
+            self.assertEqual(m.generate(PROMPT, n=8, temperature=0, n_threads=1),
+                             self.model.generate(PROMPT, n=8, temperature=0, n_threads=1))
+        finally:
+            m.close()
+        self.assertEqual(seen[0][0], "reading")
+        reading = [s for s in seen if s[0] == "reading"]
+        self.assertEqual(reading[-1][1], reading[-1][2])
+        self.assertEqual([d for _, d, _ in reading], sorted(d for _, d, _ in reading))
+        self.assertGreater(reading[-1][2], 0)
+        self.assertLessEqual(reading[-1][2], os.path.getsize(MODEL))
+        with self.assertRaisesRegex(TypeError, "progress must be a function"):
+            offkv.Model(MODEL, progress=3)
+
+        def boom(stage, done, total):
+            raise ValueError("stop at %s" % stage)
+        with self.assertRaisesRegex(ValueError, "stop at reading"):
+            offkv.Model(MODEL, progress=boom)
+
     def test_greedy_matches_cli(self):
         text = self.model.generate(PROMPT, n=64, temperature=0, n_threads=1)
         self.assertEqual(text + "\n", offkv_run("-n", "64", "--temp", "0", "-t", "1"))
