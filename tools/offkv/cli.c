@@ -179,15 +179,33 @@ const char *cli_bytes(size_t n, char *buf, size_t cap) {
     return buf;
 }
 
-static void print_progress(void *user, const char *stage, uint64_t done, uint64_t total) {
-    char a[32], b[32];
-    fprintf(stderr, "\roffkv %s: %s the weights: %3d %% (%s of %s)\033[K", (const char *)user, stage,
-            total ? (int)(100 * done / total) : 100, cli_bytes(done, a, sizeof a), cli_bytes(total, b, sizeof b));
-    if (done == total) fputs("\r\033[K", stderr);
+bool cli_status_on(void) { return isatty(STDERR_FILENO); }
+
+void cli_status(const char *fmt, ...) {
+    if (!cli_status_on()) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputc('\r', stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\033[K", stderr);
     fflush(stderr);
 }
 
-okv_model_progress cli_load_progress(void) { return isatty(STDERR_FILENO) ? print_progress : NULL; }
+void cli_status_clear(void) {
+    if (!cli_status_on()) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+static void print_progress(void *user, const char *stage, uint64_t done, uint64_t total) {
+    char a[32], b[32];
+    cli_status("offkv %s: %s the weights: %3d %% (%s of %s)", (const char *)user, stage, total ? (int)(100 * done / total) : 100,
+               cli_bytes(done, a, sizeof a), cli_bytes(total, b, sizeof b));
+    if (done == total) cli_status_clear();
+}
+
+okv_model_progress cli_load_progress(void) { return cli_status_on() ? print_progress : NULL; }
 
 okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc) {
     *rc = CLI_FAIL;

@@ -76,6 +76,13 @@ const char *cli_bytes(size_t n, char *buf, size_t cap);
  * when --sliding-window does not apply to the model, else CLI_FAIL). */
 okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc);
 
+/* On a terminal, a status line on stderr that the next one (or
+ * cli_status_clear) rewrites: progress of long work that a log file should
+ * not collect.  No-ops when stderr is no terminal. */
+bool cli_status_on(void);
+void cli_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_status_clear(void);
+
 /* A load's progress for okv_model_load_progress (user: the command's name):
  * on a terminal, one line on stderr rewritten as the load goes and cleared
  * at the end of each stage; NULL when stderr is no terminal (a log gets no

@@ -57,19 +57,24 @@ static void usage(FILE *f) {
 }
 
 /* Evaluates ids[from..n) at positions from..n-1 in chunks; the last
- * token's logits land in logits. */
+ * token's logits land in logits.  A prompt of several chunks shows how far
+ * it has got on a terminal (a long one takes minutes). */
 static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
                     int32_t *pos, float *logits) {
+    const bool show = n - from > chunk;
     for (int32_t start = from; start < n; start += chunk) {
         int32_t len = n - start < chunk ? n - start : chunk;
         for (int32_t i = 0; i < len; i++) pos[i] = start + i;
+        if (show) cli_status("offkv %s: prompt: %d of %d tokens evaluated", cmd, (int)(start - from), (int)(n - from));
         okv_error err = {0};
         /* Only the last chunk's last row is needed: skip the output layer before it. */
         if (okv_context_eval_last(ctx, ids + start, pos, len, start + len == n ? logits : NULL, &err) != OKV_OK) {
+            if (show) cli_status_clear();
             cli_error(cmd, "prompt eval of positions %d..%d: %s", (int)start, (int)(start + len - 1), err.message);
             return false;
         }
     }
+    if (show) cli_status_clear();
     return true;
 }
 
@@ -384,10 +389,12 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "offkv run: prompt cache '%s' does not exist yet: evaluating the whole prompt\n", cache_path);
     }
 
-    if (display_prompt && !put_text(cmd, prompt, strlen(prompt))) goto done;
     double t0 = cli_now();
     if (!prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits)) goto done;
     double t_prompt = cli_now() - t0;
+    /* after the prompt's status line (on a terminal that shares stdout, the
+     * line would overwrite the prompt's last line) */
+    if (display_prompt && !put_text(cmd, prompt, strlen(prompt))) goto done;
 
     const int32_t eos = okv_tokenizer_eos(tok);
     int32_t n_gen = 0, p = n_prompt;
