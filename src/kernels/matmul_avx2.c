@@ -392,8 +392,9 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
 
 /* The block pass for float weights (prefill), as AVX-512's (matmul_avx512.c):
  * each weight row is converted to f32 once per column block into a panel
- * (FP_ROWS rows of FP_K elements, 16 KiB, in L1), instead of once per
- * 4-column tile, and tiles of 4 rows by 3 columns (12 accumulators, 3
+ * (FP_ROWS rows of FP_K elements, 16 KiB, in L1; by the first column tile,
+ * which writes it as it multiplies), instead of once per 4-column tile, and
+ * tiles of 4 rows by 3 columns (12 accumulators, 3
  * activation registers and 1 weight register: all 16 that AVX2 has) run on
  * it with two loads per three FMAs, near the FMA rate.  The accumulators
  * are carried between panels in acc_buf.  Every output sees the same FMAs on
@@ -403,7 +404,9 @@ KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0,
 enum { FP_ROWS = 8, FP_K = 512, FP_TR = 4, FP_TC = 3 };
 
 typedef struct fpanel {
-    const float *panel;   /* FP_ROWS rows of FP_K floats */
+    float *panel;         /* FP_ROWS rows of FP_K floats */
+    const uint8_t *src;   /* the panel's weights as stored (row r at src + r * wrow) */
+    int wtype;
     const float *x;       /* activations of column c0 at element kc */
     int64_t k;            /* column stride of x */
     int64_t len;          /* elements in this panel, a multiple of 8 */
@@ -416,12 +419,18 @@ typedef struct fpanel {
 
 /* Rows pr0 .. pr0+NR-1 of the panel by columns jb .. jb+NC-1 of the block.
  * The accumulators always come from and go back to acc_buf (a conditional
- * start or end keeps them in memory in the loop). */
-KERNEL void fpanel_tile(const fpanel *p, int pr0, const int NR, int jb, const int NC) {
+ * start or end keeps them in memory in the loop).  CONVERT (the block's
+ * first column tile): the weights come from src and are written to the
+ * panel on the way, for the tiles after it; a separate conversion pass
+ * before the tiles was 6 % of an F16 prefill's samples (perf, Zen 3). */
+KERNEL void fpanel_tile(const fpanel *p, int pr0, const int NR, int jb, const int NC, const bool CONVERT) {
     __m256 acc[FP_TR][FP_TC];
-    const float *xs[FP_TC], *ws[FP_TR];
+    const float *xs[FP_TC];
+    float *ws[FP_TR];
+    const uint8_t *src[FP_TR];
     UNROLL for (int r = 0; r < NR; r++) {
         ws[r] = p->panel + (pr0 + r) * FP_K;
+        src[r] = p->src + (pr0 + r) * p->wrow;
         UNROLL for (int j = 0; j < NC; j++) acc[r][j] = p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j];
     }
     UNROLL for (int j = 0; j < NC; j++) xs[j] = p->x + (jb + j) * p->k;
@@ -429,7 +438,13 @@ KERNEL void fpanel_tile(const fpanel *p, int pr0, const int NR, int jb, const in
         __m256 xv[FP_TC];
         UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm256_loadu_ps(xs[j] + i);
         UNROLL for (int r = 0; r < NR; r++) {
-            __m256 wv = _mm256_load_ps(ws[r] + i);
+            __m256 wv;
+            if (CONVERT) {
+                wv = load8(p->wtype, src[r], i);
+                _mm256_store_ps(ws[r] + i, wv);
+            } else {
+                wv = _mm256_load_ps(ws[r] + i);
+            }
             /* one load per row, not one folded into each FMA */
             __asm__("" : "+x"(wv));
             UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm256_fmadd_ps(wv, xv[j], acc[r][j]);
@@ -455,13 +470,18 @@ KERNEL void fpanel_pass(const fpanel *p, int nr, int nc) {
     for (int t = 0; j < nc3; j += FP_TC, t++) {
         okv_mm_prefetch_until(&pf, pf.lines * (t + 1) / tiles);
         int r = 0;
-        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC);
-        for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC);
+        if (t == 0) {
+            for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC, true);
+            for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC, true);
+            continue;
+        }
+        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC, false);
+        for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC, false);
     }
     for (; j < nc; j += 2) {
         int r = 0;
-        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, 2);
-        for (; r < nr; r++) fpanel_tile(p, r, 1, j, 2);
+        for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, 2, false);
+        for (; r < nr; r++) fpanel_tile(p, r, 1, j, 2, false);
     }
 }
 
@@ -477,10 +497,6 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
             for (int j = 0; j < nc; j++) acc_buf[r * MM_COL_BLOCK + j] = _mm256_setzero_ps();
         for (int64_t kc = 0; kc < k8; kc += FP_K) {
             const int64_t len = k8 - kc < FP_K ? k8 - kc : FP_K;
-            for (int r = 0; r < nr; r++) {
-                const uint8_t *row = c->w + (r0 + r) * c->wrow;
-                for (int64_t i = 0; i < len; i += 8) _mm256_store_ps(panel + r * FP_K + i, load8(wtype, row, kc + i));
-            }
             /* the next panel: this strip's next one or the next strip's first */
             const int64_t nk = kc + FP_K < k8 ? kc + FP_K : 0, nr0 = nk ? r0 : r0 + FP_ROWS;
             const int64_t nrows = r_end - nr0 < FP_ROWS ? r_end - nr0 : FP_ROWS;
@@ -492,7 +508,8 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
                     _mm_prefetch((const char *)y, _MM_HINT_T0);
                     _mm_prefetch((const char *)(y + nr - 1), _MM_HINT_T0);
                 }
-            const fpanel p = {.panel = panel, .x = c->x + c0 * c->k + kc, .k = c->k, .len = len, .acc_buf = acc_buf,
+            const fpanel p = {.panel = panel, .src = c->w + r0 * c->wrow + kc * wbytes, .wtype = wtype,
+                              .x = c->x + c0 * c->k + kc, .k = c->k, .len = len, .acc_buf = acc_buf,
                               .next = nrows > 0 ? c->w + nr0 * c->wrow + nk * wbytes : NULL, .wrow = c->wrow,
                               .pf_rows = (int)nrows, .pf_bytes = (k8 - nk < FP_K ? k8 - nk : FP_K) * wbytes};
             fpanel_pass(&p, nr, nc);
