@@ -596,7 +596,8 @@ static void progress_add(load_progress *p, uint64_t bytes) {
 
 /* Reads every tensor of the file (a loaded model uses them all:
  * check_all_used), in file order, a byte a page (the kernel reads ahead:
- * madvise), reporting progress every 16 MiB. */
+ * madvise), in pieces of at most 16 MiB, each added to the progress (which
+ * reports about every 1 %). */
 static void read_weights(okv_model *m, load_progress *p) {
     const int64_t n = okv_gguf_n_tensors(m->file);
     uint64_t total = 0;

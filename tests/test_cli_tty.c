@@ -1,0 +1,175 @@
+/* The offkv program's status lines on a terminal: the load's progress
+ * ("reading" and "repacking" the weights) and run's progress through a
+ * prompt of several chunks, each rewritten in place ("\r...\033[K") and
+ * cleared when done, and none of it when stderr is a file (a log).  stderr
+ * is a pseudo-terminal here; stdout stays a file, so the generated text is
+ * checked to hold no status bytes either. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_run.h"
+
+static char tty_err[1 << 17];
+static size_t tty_err_len;
+
+/* Runs offkv with args, stderr on a new pseudo-terminal (read into tty_err
+ * as it comes, so the child never blocks on a full terminal), stdout to
+ * out.txt (cli_out): the exit code, CLI_SIGNAL, CLI_TIMEOUT or
+ * CLI_NOSPAWN. */
+static int run_tty(double limit_s, const char *const *args) {
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = cli_bin;
+    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    tty_err_len = 0;
+    tty_err[0] = '\0';
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        if (master >= 0) close(master);
+        return CLI_NOSPAWN;
+    }
+    const char *slave = ptsname(master);
+    char o[4200];
+    cli_path(o, sizeof o, "out.txt");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, slave ? slave : "/nonexistent", O_RDWR | O_NOCTTY, 0);
+    posix_spawn_file_actions_addclose(&fa, master);
+    pid_t pid;
+    int rc = posix_spawn(&pid, cli_bin, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        close(master);
+        return CLI_NOSPAWN;
+    }
+    int status = 0;
+    bool exited = false, timed_out = false;
+    for (double waited = 0; !exited;) {
+        struct pollfd p = {master, POLLIN, 0};
+        if (poll(&p, 1, 10) > 0) {
+            /* EIO: the terminal's last user (the child) closed it. */
+            ssize_t got = read(master, tty_err + tty_err_len, sizeof tty_err - 1 - tty_err_len);
+            if (got > 0) tty_err_len += (size_t)got;
+            if (got <= 0 || tty_err_len == sizeof tty_err - 1) {
+                struct timespec nap = {0, 5 * 1000 * 1000};
+                nanosleep(&nap, NULL);
+                waited += 0.005;
+            }
+        } else {
+            waited += 0.01;
+        }
+        exited = waitpid(pid, &status, WNOHANG) == pid;
+        if (!exited && waited > limit_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = exited = true;
+        }
+    }
+    /* What the child wrote just before it exited. */
+    for (ssize_t got; tty_err_len < sizeof tty_err - 1 &&
+                      (got = read(master, tty_err + tty_err_len, sizeof tty_err - 1 - tty_err_len)) > 0;)
+        tty_err_len += (size_t)got;
+    tty_err[tty_err_len] = '\0';
+    close(master);
+    cli_out_len = cli_slurp(o, cli_out, sizeof cli_out);
+    if (timed_out) return CLI_TIMEOUT;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : CLI_SIGNAL;
+}
+
+/* Whether s holds a status line: "\r" + text starting with `what` + "\033[K". */
+static bool has_status(const char *s, const char *what) {
+    for (const char *p = s; (p = strstr(p, "\r")) != NULL; p++) {
+        if (strncmp(p + 1, what, strlen(what)) != 0) continue;
+        const char *end = strstr(p + 1, "\033[K");
+        const char *nl = strchr(p + 1, '\n');
+        if (end && (!nl || end < nl)) return true;
+    }
+    return false;
+}
+
+/* Whether the last status line in s is cleared ("\r\033[K") after it. */
+static bool last_status_cleared(const char *s) {
+    const char *last = NULL;
+    for (const char *p = s; (p = strstr(p, "\033[K")) != NULL; p += 3) last = p;
+    return last && last >= s + 1 && last[-1] == '\r';
+}
+
+static void test_load_progress(const char *model) {
+    const char *args[] = {"tokenize", "-m", model, "-p", "hello", NULL};
+    int rc = run_tty(60, args);
+    CHECK(rc == 0, "tokenize on a terminal: rc %d, stderr %s", rc, tty_err);
+    CHECK(has_status(tty_err, "offkv tokenize: reading the weights:"), "no reading status line: %s", tty_err);
+    CHECK(has_status(tty_err, "offkv tokenize: repacking the weights:"), "no repacking status line: %s", tty_err);
+    CHECK(strstr(tty_err, "reading the weights: 100 %") != NULL, "reading never reached 100 %%: %s", tty_err);
+    CHECK(strstr(tty_err, "repacking the weights: 100 %") != NULL, "repacking never reached 100 %%: %s", tty_err);
+    /* reading comes before repacking */
+    const char *rd = strstr(tty_err, "reading the weights"), *rp = strstr(tty_err, "repacking the weights");
+    CHECK(rd && rp && rd < rp, "stages out of order: %s", tty_err);
+    CHECK(last_status_cleared(tty_err), "the last status line is left on the terminal: %s", tty_err);
+    CHECK(memchr(cli_out, '\r', cli_out_len) == NULL && memchr(cli_out, '\033', cli_out_len) == NULL,
+          "status bytes on stdout: %s", cli_out);
+
+    /* stderr a file: no status line at all */
+    rc = cli_run(60, "tokenize", "-m", model, "-p", "hello", NULL);
+    CHECK(rc == 0, "tokenize to a file: rc %d, %s", rc, cli_err);
+    CHECK(strchr(cli_err, '\r') == NULL && strchr(cli_err, '\033') == NULL, "status bytes in a log: %s", cli_err);
+}
+
+static void test_prompt_progress(const char *model) {
+    const char *prompt = "Once upon a time there was a little girl who lived in a village near the forest.";
+    const char *args[] = {"run", "-m", model, "-p", prompt, "-n", "2", "--temp", "0", "--chunk", "8", NULL};
+    int rc = run_tty(60, args);
+    CHECK(rc == 0, "run on a terminal: rc %d, stderr %s", rc, tty_err);
+    /* the run's own summary line tells how many prompt tokens there were */
+    const char *sum = strstr(tty_err, "offkv run: ");
+    int n_prompt = 0;
+    for (const char *p = tty_err; (p = strstr(p, "offkv run: ")) != NULL; p++)
+        if (sscanf(p, "offkv run: %d prompt tokens", &n_prompt) == 1) break;
+    CHECK(sum && n_prompt > 16, "no prompt token count, or too few for three chunks of 8 (%d): %s", n_prompt, tty_err);
+    for (int done = 0; n_prompt > 16 && done < n_prompt; done += 8) {
+        char want[96];
+        snprintf(want, sizeof want, "offkv run: prompt: %d of %d tokens evaluated", done, n_prompt);
+        CHECK(has_status(tty_err, want), "no status line \"%s\": %s", want, tty_err);
+    }
+    CHECK(last_status_cleared(tty_err), "the last status line is left on the terminal: %s", tty_err);
+    CHECK(cli_out_len > strlen(prompt) && strncmp(cli_out, prompt, strlen(prompt)) == 0,
+          "stdout does not start with the prompt: %s", cli_out);
+    CHECK(memchr(cli_out, '\r', cli_out_len) == NULL && memchr(cli_out, '\033', cli_out_len) == NULL,
+          "status bytes on stdout: %s", cli_out);
+
+    /* one chunk: nothing to show */
+    const char *one[] = {"run", "-m", model, "-p", prompt, "-n", "2", "--temp", "0", NULL};
+    rc = run_tty(60, one);
+    CHECK(rc == 0, "run on a terminal, one chunk: rc %d, stderr %s", rc, tty_err);
+    CHECK(strstr(tty_err, "prompt: 0 of") == NULL, "a one-chunk prompt shows progress: %s", tty_err);
+
+    rc = cli_run(60, "run", "-m", model, "-p", prompt, "-n", "2", "--temp", "0", "--chunk", "8", NULL);
+    CHECK(rc == 0, "run to a file: rc %d, %s", rc, cli_err);
+    CHECK(strchr(cli_err, '\r') == NULL && strchr(cli_err, '\033') == NULL, "status bytes in a log: %s", cli_err);
+}
+
+int main(void) {
+    if (!cli_init("test-cli-tty")) return CHECK_SKIP;
+    int probe = posix_openpt(O_RDWR | O_NOCTTY);
+    if (probe < 0) {
+        printf("skipped: no pseudo-terminal (posix_openpt: %s)\n", strerror(errno));
+        return CHECK_SKIP;
+    }
+    close(probe);
+    char model[4200];
+    cli_path(model, sizeof model, "model.gguf");
+    /* q4_0 matrices of 256-wide rows: repacked sixteen rows at a time on
+     * every ISA (64-wide ones would grow by their padding and stay as
+     * they are), so the load has both stages */
+    int rc = cli_run(60, "synth", "--type", "q4_0", "--n-embd", "256", "--n-ff", "512", "--seed", "3", "-o", model, NULL);
+    CHECK(rc == 0, "synth: %s", cli_err);
+    if (rc == 0) {
+        test_load_progress(model);
+        test_prompt_progress(model);
+    }
+    return cli_done();
+}
