@@ -470,6 +470,8 @@ KERNEL void fpanel_pass(const fpanel *p, int nr, int nc) {
     for (int t = 0; j < nc3; j += FP_TC, t++) {
         okv_mm_prefetch_until(&pf, pf.lines * (t + 1) / tiles);
         int r = 0;
+        /* Two branches, so that CONVERT is a constant in each inlined
+         * copy of fpanel_tile and the later tiles' loop has no test. */
         if (t == 0) {
             for (; r + FP_TR <= nr; r += FP_TR) fpanel_tile(p, r, FP_TR, j, FP_TC, true);
             for (; r < nr; r++) fpanel_tile(p, r, 1, j, FP_TC, true);
