@@ -98,6 +98,65 @@ try {
   const rawText = await raw.text();
   check(/^(data: \{.*\}\n\n)+data: \[DONE\]\n\n$/s.test(rawText), 'SSE framing: data: {chunk}\\n\\n ... data: [DONE]\\n\\n');
 
+  // return_progress (llama.cpp's extension): chunks without choices that say
+  // how far the prompt's reading has got, read in steps of --chunk (128)
+  // prompt tokens: the latest report when the stream looks (a slow reader
+  // skips some), the last with processed = total, all before the first
+  // token; the text as without them
+  STEP(`return_progress: prompt_progress chunks while a long prompt is read`);
+  const progressOf = async (body) => {
+    const st = await client.completions.create({ model: 'x', max_tokens: 4, temperature: 0, stream: true,
+      stream_options: { include_usage: true }, return_progress: true, ...body });
+    const ev = [], text = {};
+    let usage = null, textBeforeProgress = false;
+    for await (const ch of st) {
+      if (ch.usage) usage = ch.usage;
+      if (ch.prompt_progress) {
+        eq(ch.choices, [], 'a progress chunk has no choice');
+        if (String(ch.prompt_progress.index) in text) textBeforeProgress = true;
+        ev.push(ch.prompt_progress);
+      }
+      for (const c of ch.choices) text[c.index] = (text[c.index] ?? '') + c.text;
+    }
+    check(!textBeforeProgress, 'no progress after the prompt\'s first text');
+    return { ev, text, usage };
+  };
+  const checkSteps = (ev, total, cache, what) => {
+    check(ev.length >= 1, `${what}: reports`);
+    eq(ev.at(-1).processed, total, `${what}: the last report has read the whole prompt`);
+    for (let i = 0; i < ev.length; i++) {
+      const e = ev[i];
+      check(e.total === total && e.cache === cache && e.processed >= cache && typeof e.time_ms === 'number' && e.time_ms >= 0,
+        `${what}: report ${i} ${JSON.stringify(e)} (total ${total}, cache ${cache})`);
+      check(e.processed === total || (e.processed - cache) % 128 === 0, `${what}: report ${i} ends a step of 128 (${e.processed})`);
+      if (i) check(e.processed > ev[i - 1].processed && e.time_ms >= ev[i - 1].time_ms, `${what}: report ${i} moves on`);
+    }
+  };
+  const longPrompt = Array(12).fill('The little bird sang a song in the tall green tree.').join(' ');
+  const p1 = await progressOf({ prompt: longPrompt });
+  check(p1.usage.prompt_tokens > 256, `a prompt of three steps or more (${p1.usage.prompt_tokens} tokens)`);
+  checkSteps(p1.ev, p1.usage.prompt_tokens, p1.usage.prompt_tokens_details.cached_tokens, 'a new prompt');
+  // the same prompt again: all but its last token come from the cache
+  const p2 = await progressOf({ prompt: longPrompt });
+  eq(p2.usage.prompt_tokens_details.cached_tokens, p2.usage.prompt_tokens - 1, 'the prompt again: reused');
+  checkSteps(p2.ev, p2.usage.prompt_tokens, p2.usage.prompt_tokens - 1, 'a reused prompt');
+  const noProgress = await client.completions.create({ model: 'x', prompt: longPrompt, max_tokens: 4, temperature: 0 });
+  eq([p1.text[0], p2.text[0]], [noProgress.choices[0].text, noProgress.choices[0].text], 'the text with progress = without');
+  // two prompts: each its own reports, by the index of its choice
+  const p3 = await progressOf({ prompt: ['Tom had a dog. ' + longPrompt, 'The sun was up. ' + longPrompt] });
+  for (const i of [0, 1]) {
+    const ev = p3.ev.filter(e => e.index === i);
+    check(ev.length >= 1 && ev.at(-1).processed === ev[0].total && ev[0].total > 256, `prompt ${i}: its own reports`);
+  }
+  // not asked, or not a stream: no report
+  const quiet = await (await fetch(srv.url + '/v1/completions', { method: 'POST',
+    body: JSON.stringify({ prompt: longPrompt + ' Again.', max_tokens: 2, stream: true }) })).text();
+  check(quiet.includes('"text"') && !quiet.includes('prompt_progress'), 'a stream that did not ask has no progress');
+  const plainProgress = await post(srv, '/v1/completions', { prompt: longPrompt, max_tokens: 2, return_progress: true });
+  check(plainProgress.status === 200 && !('prompt_progress' in plainProgress.json), 'an answer not streamed has no progress');
+  const badProgress = await post(srv, '/v1/completions', { prompt: 'x', return_progress: 'yes' });
+  eq([badProgress.status, badProgress.json.error.param], [400, 'return_progress'], 'return_progress must be a boolean');
+
   // 8 concurrent: each text as when alone, whatever runs beside it or in which slot
   STEP(`8 concurrent: each text as when alone, whatever runs beside it or in which slot`);
   const prompts = ['Once upon a time', 'The little bird', 'Tom and Sue went', 'One day, a big',

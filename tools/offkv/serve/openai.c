@@ -38,6 +38,7 @@ typedef struct call {
     struct MHD_Connection *conn;
     srv_kind kind;
     bool include_usage;
+    bool return_progress;           /* streams: prompt_progress chunks (llama.cpp's extension) */
     char id[48];
     long long created;
     int n;
@@ -55,6 +56,7 @@ typedef struct call {
     int32_t top_logprobs;           /* -1: no logprobs */
     size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
     srv_chat_stream cs[SRV_MAX_PROMPTS]; /* chat: each choice's answer's parse (tool calls, reasoning) */
+    uint32_t progress_seen[SRV_MAX_PROMPTS];
 } call;
 
 static void call_free(call *k) {
@@ -258,6 +260,32 @@ static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fi
     return sse(k, r);
 }
 
+/* A chunk of no choice that says how far prompt i's reading has got, as
+ * llama.cpp's server sends it when a stream asks (return_progress):
+ * {"prompt_progress": {total, cache, processed, time_ms}}, with the index
+ * of the prompt's first choice.  Sent for the prompt's first job only: its
+ * other choices (n) fork from its cache. */
+static bool progress_chunk(call *k, int i) {
+    srv_job_progress p;
+    if (!k->return_progress || i % k->per_prompt != 0 ||
+        !srv_job_progress_get(k->srv->sched, k->jobs[i], &k->progress_seen[i], &p))
+        return true;
+    cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON_AddArrayToObject(r, "choices");
+    cJSON *o = cJSON_AddObjectToObject(r, "prompt_progress");
+    if (!o) {
+        cJSON_Delete(r);
+        return false;
+    }
+    cJSON_AddNumberToObject(o, "index", i);
+    cJSON_AddNumberToObject(o, "total", p.total);
+    cJSON_AddNumberToObject(o, "cache", p.cache);
+    cJSON_AddNumberToObject(o, "processed", p.processed);
+    cJSON_AddNumberToObject(o, "time_ms", (double)(int64_t)(p.time_ms + 0.5));
+    if (k->include_usage) cJSON_AddNullToObject(r, "usage");
+    return sse(k, r);
+}
+
 /* Fills the stream's output with what the jobs have made; waits up to
  * 50 ms when they have made nothing.  False when the stream must stop
  * (out of memory). */
@@ -265,6 +293,9 @@ static bool produce(call *k) {
     bool any = false, all = true;
     for (int i = 0; i < k->n; i++) {
         if (k->fin[i] != SRV_RUNNING) continue;
+        const size_t out_before = k->n_out;
+        if (!progress_chunk(k, i)) return false;
+        any |= k->n_out != out_before;
         char *t;
         size_t nt;
         k->fin[i] = srv_job_poll(k->srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, 0);
@@ -439,6 +470,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     k->conn = c;
     k->kind = kind;
     k->include_usage = req.stream && req.include_usage;
+    k->return_progress = req.stream && req.return_progress;
     k->per_prompt = req.n;
     k->created = (long long)time(NULL);
     const uint64_t id = atomic_fetch_add(&srv->next_id, 1);

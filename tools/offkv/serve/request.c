@@ -599,6 +599,7 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     if (!parse_stop(root, r, f)) goto out;
     if (!get_bool(root, "stream", &r->stream, f)) goto out;
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, f)) goto out;
+    if (!get_bool(root, "return_progress", &r->return_progress, f)) goto out;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) {

@@ -57,6 +57,9 @@ struct srv_job {
     piece_end *ends;                /* where each step's piece of text ends: one event each */
     size_t n_ends, cap_ends;
     int32_t n_gen, cached;
+    int32_t n_read;                 /* prompt tokens in the cache (cached ones included) */
+    uint32_t progress;              /* moves when n_read does, and at admission */
+    double t_read;                  /* when n_read last moved, seconds since submission */
     bool admitted;                  /* has had a sequence (a shutdown then cuts it, not refuses it) */
     double t_submit, t_admit, t_first, t_done;
     char error[256];
@@ -517,6 +520,18 @@ bool srv_job_wait_admitted(srv_sched *s, srv_job *j, int timeout_ms) {
     return left;
 }
 
+bool srv_job_progress_get(srv_sched *s, srv_job *j, uint32_t *seen, srv_job_progress *p) {
+    pthread_mutex_lock(&s->mu);
+    const bool moved = j->progress != *seen;
+    if (moved) {
+        *seen = j->progress;
+        *p = (srv_job_progress){.total = j->n_prompt, .cache = j->cached, .processed = j->n_read,
+                                .time_ms = (j->t_read - j->t_admit) * 1000.0};
+    }
+    pthread_mutex_unlock(&s->mu);
+    return moved;
+}
+
 void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u) {
     pthread_mutex_lock(&s->mu);
     u->prompt_tokens = j->n_prompt;
@@ -605,9 +620,10 @@ static void admit(srv_sched *s) {
         sl->n_prefilled = keep;
         sl->decoding = false;
         sl->last_used = ++s->use_counter;
-        j->cached = keep;
+        j->cached = j->n_read = keep;
         j->admitted = true;
-        j->t_admit = srv_now() - j->t_submit;
+        j->t_admit = j->t_read = srv_now() - j->t_submit;
+        j->progress++;
         pthread_cond_broadcast(&j->cv);
         s->stats.cached_tokens += (uint64_t)keep;
     }
@@ -670,6 +686,7 @@ typedef struct item {
     int32_t *positions;
     int32_t n;
     bool want_logits;
+    bool prefill;                   /* reads part of the prompt */
     bool prefill_done;              /* this step finished the prompt */
     okv_status st;
     char error[256];
@@ -897,10 +914,11 @@ static void fork_followers(srv_sched *s, slot *src, const srv_job *lead) {
         dst->n_prefilled = q->n_prompt;
         dst->decoding = true;
         dst->last_used = ++s->use_counter;
-        q->cached = q->n_prompt;
+        q->cached = q->n_read = q->n_prompt;
         q->prefilled = true;
         q->admitted = true;
-        q->t_admit = srv_now() - q->t_submit;
+        q->t_admit = q->t_read = srv_now() - q->t_submit;
+        q->progress++;
         pthread_cond_broadcast(&q->cv);
         s->stats.cached_tokens += (uint64_t)q->n_prompt;
         outcome o = {.finish = SRV_RUNNING};
@@ -979,6 +997,7 @@ static void *worker_main(void *arg) {
                 budget -= take;
                 it->tokens = j->prompt + sl->n_prefilled;
                 it->n = take;
+                it->prefill = true;
                 it->want_logits = take == left;
             }
             for (int32_t k = 0; k < it->n; k++) it->positions[k] = sl->n_hist + k;
@@ -1029,6 +1048,12 @@ static void *worker_main(void *arg) {
             srv_job *j = sl->job;
             if (j->finish != SRV_RUNNING) continue; /* ended meanwhile (shutdown): freed at the loop's top */
             if (items[i].prefill_done) j->prefilled = true;
+            if (items[i].prefill && items[i].st == OKV_OK) {
+                j->n_read = sl->n_prefilled;
+                j->t_read = srv_now() - j->t_submit;
+                j->progress++;
+                pthread_cond_broadcast(&j->cv);
+            }
             apply_outcome(s, sl, &outs[i]);
             /* (The slot keeps its cache even when j ended at once.) */
             if (items[i].prefill_done) fork_followers(s, sl, j);

@@ -87,6 +87,7 @@ typedef struct srv_request {
     char *stops[SRV_MAX_STOPS];
     int n_stops;
     bool stream, include_usage;
+    bool return_progress;   /* llama.cpp's extension: a stream sends prompt_progress chunks while the prompt is read */
     bool ignore_eos;        /* llama.cpp's extension: generate through end-of-sequence tokens (benchmarks) */
     int32_t n;              /* choices per prompt (forks of one prompt) */
     okv_sampler_controls controls; /* min_p and the penalties */
@@ -357,6 +358,24 @@ typedef struct srv_job_usage {
 } srv_job_usage;
 
 void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u);
+
+/* How far a job's prompt is read (llama.cpp's prompt_progress): of total
+ * prompt tokens, cache came from a cache already (prompt reuse, or the
+ * leader's prompt for a fork), processed are in the sequence's cache now
+ * (cache included), time_ms since the job got its sequence. */
+typedef struct srv_job_progress {
+    int32_t total, cache, processed;
+    double time_ms;
+} srv_job_progress;
+
+/* Fills *p and returns true when the job's prompt has moved on since the
+ * caller's *seen (0 at first: none seen), which it advances.  It moves
+ * when the job gets its sequence and after every step that reads part of
+ * its prompt, the last time to processed == total; a caller that looks
+ * less often than that gets the latest (reports are not queued, so a slow
+ * reader never falls behind).  False while queued and when nothing
+ * changed. */
+bool srv_job_progress_get(srv_sched *s, srv_job *j, uint32_t *seen, srv_job_progress *p);
 
 typedef struct srv_sched_stats {
     int32_t active, queued, n_parallel;
