@@ -434,13 +434,17 @@ class Model(_Handle):
         return Context(self, **options)
 
     def generate(self, prompt, n=64, temperature=0.8, seed=None, top_k=40, top_p=0.95, n_threads=None,
-                 context_size=None):
+                 context_size=None, progress=None):
         """Generates up to n tokens after prompt (BOS added as the vocabulary asks)
         and returns the text after the prompt: what `offkv run --no-display-prompt`
         prints with the same flags, without its final newline.  Stops early at
         the end-of-sequence token or when the context is full.  seed None is a
-        random seed; temperature 0 is greedy."""
+        random seed; temperature 0 is greedy.  progress: as Context.eval's, for
+        the prompt."""
         self._live()
+        if progress is not None and not callable(progress):
+            raise TypeError("progress must be a function of (done, total) or None, not %s"
+                            % type(progress).__name__)
         prompt = _text("prompt", prompt)
         n = _int("n", n, 0)
         temperature = _float("temperature", temperature, 0.0, 1e30)
@@ -464,7 +468,7 @@ class Model(_Handle):
                                  % (len(ids), ctx.capacity))
             sampler = Sampler(self.n_vocab, temperature, top_k, top_p, seed)
             try:
-                logits = ctx.eval(ids)
+                logits = ctx.eval(ids, progress=progress)
                 out = []
                 p = len(ids)
                 while len(out) < n:
@@ -547,7 +551,7 @@ class Context(_Handle):
         with self._lock:
             return int(load_library().okv_cache_length(self._live()))
 
-    def eval(self, tokens, start=None, all_logits=False):
+    def eval(self, tokens, start=None, all_logits=False, progress=None):
         """Evaluates tokens at positions start, start+1, ... (start: the current
         length), in calls of at most max_write tokens.  Returns the logits after
         the last token as array('f') of n_vocab, or with all_logits a list of
@@ -556,11 +560,18 @@ class Context(_Handle):
         capacity) leaves the context as it was; should a later call fail (out
         of memory), the sequence is rewound to start where the cache can
         rewind there, so no part of the tokens stays (the same when an
-        exception, KeyboardInterrupt say, comes between two calls)."""
+        exception, KeyboardInterrupt say, comes between two calls).
+        progress: None, or a function called as progress(done, total) after
+        each call (tokens evaluated so far of this eval's total): a long
+        prompt takes minutes on a CPU.  An exception it raises stops the eval
+        there, rewound as above, and propagates: a way to cancel."""
+        if progress is not None and not callable(progress):
+            raise TypeError("progress must be a function of (done, total) or None, not %s"
+                            % type(progress).__name__)
         with self._lock:
-            return self._eval(tokens, start, all_logits)
+            return self._eval(tokens, start, all_logits, progress)
 
-    def _eval(self, tokens, start, all_logits):
+    def _eval(self, tokens, start, all_logits, progress=None):
         lib = load_library()
         self._live()
         nv = self.model.n_vocab
@@ -602,6 +613,8 @@ class Context(_Handle):
                     rows += [out[i * nv:(i + 1) * nv] for i in range(n)]
                 else:
                     last = out
+                if progress is not None:
+                    progress(at + n, len(tokens))
             done = True
         finally:
             # a failed call (or an exception between calls) after the first

@@ -378,6 +378,36 @@ class TestHostile(unittest.TestCase):
         self.assertEqual((e.status, e.message, str(e)), ("OKV_ERR_IO", "cannot open x", "OKV_ERR_IO: cannot open x"))
         self.assertEqual(str(copy.copy(e)), "OKV_ERR_IO: cannot open x")
 
+    def test_eval_progress(self):
+        # 10 tokens in calls of at most 4: reports after 4, 8 and 10
+        seen = []
+        with offkv.Model(MODEL) as m:
+            with m.context(n_threads=1, capacity=64, max_write=4) as ctx:
+                plain = list(ctx.eval(list(range(1, 11)), start=0))
+                got = ctx.eval(list(range(1, 11)), start=0, progress=lambda done, total: seen.append((done, total)))
+                self.assertEqual(seen, [(4, 10), (8, 10), (10, 10)])
+                self.assertEqual(list(got), plain)
+                with self.assertRaisesRegex(TypeError, "progress must be a function"):
+                    ctx.eval([1], progress="yes")
+                self.assertEqual(ctx.length, 10)
+
+                # an exception from progress cancels: the eval is undone
+                def stop(done, total):
+                    if done == 8:
+                        raise KeyboardInterrupt
+
+                with self.assertRaises(KeyboardInterrupt):
+                    ctx.eval(list(range(20, 30)), progress=stop)
+                self.assertEqual(ctx.length, 10)
+            seen.clear()
+            text = m.generate(PROMPT, n=8, temperature=0, n_threads=1,
+                              progress=lambda done, total: seen.append((done, total)))
+            self.assertEqual(text, offkv_run("-n", "8", "--temp", "0", "-t", "1").rstrip("\n"))
+            n = len(m.tokenize(PROMPT))
+            self.assertEqual(seen, [(n, n)])
+            with self.assertRaisesRegex(TypeError, "progress must be a function"):
+                m.generate(PROMPT, n=1, progress=1)
+
     def test_exception_between_calls_rewinds(self):
         # an exception (KeyboardInterrupt, say) between two of eval's calls
         # left the first calls' tokens in the cache
