@@ -615,6 +615,7 @@ class Context(_Handle):
                     last = out
                 if progress is not None:
                     progress(at + n, len(tokens))
+                    self._live()  # progress may have closed the context (or its model)
             done = True
         finally:
             # a failed call (or an exception between calls) after the first

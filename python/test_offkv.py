@@ -407,6 +407,14 @@ class TestHostile(unittest.TestCase):
             self.assertEqual(seen, [(n, n)])
             with self.assertRaisesRegex(TypeError, "progress must be a function"):
                 m.generate(PROMPT, n=1, progress=1)
+            # a progress function that closes the context, or the model: the
+            # eval stops with the closed object's error, nothing freed twice
+            ctx = m.context(n_threads=1, capacity=64, max_write=4)
+            with self.assertRaisesRegex(offkv.OffkvError, "the context is closed"):
+                ctx.eval(list(range(1, 11)), progress=lambda done, total: ctx.close())
+            ctx = m.context(n_threads=1, capacity=64, max_write=4)
+            with self.assertRaisesRegex(offkv.OffkvError, "closed"):
+                ctx.eval(list(range(1, 11)), progress=lambda done, total: m.close())
 
     def test_exception_between_calls_rewinds(self):
         # an exception (KeyboardInterrupt, say) between two of eval's calls
