@@ -148,6 +148,18 @@ try {
     const ev = p3.ev.filter(e => e.index === i);
     check(ev.length >= 1 && ev.at(-1).processed === ev[0].total && ev[0].total > 256, `prompt ${i}: its own reports`);
   }
+  // a chat with two choices: the second forks from the first's cache, and
+  // the prompt's reports all come before either choice's first text
+  const forked = await client.chat.completions.create({ model: 'x', max_tokens: 3, temperature: 0, n: 2, stream: true,
+    return_progress: true, messages: [{ role: 'user', content: 'Again: ' + longPrompt }] });
+  const order = [];
+  for await (const ch of forked) {
+    if (ch.prompt_progress) order.push(['p', ch.prompt_progress.processed === ch.prompt_progress.total]);
+    for (const c of ch.choices) if (c.delta?.content) order.push(['t', c.index]);
+  }
+  const lastP = order.map(o => o[0]).lastIndexOf('p'), firstT = order.map(o => o[0]).indexOf('t');
+  check(lastP >= 0 && order[lastP][1] && firstT > lastP && order.some(o => o[0] === 't' && o[1] === 1),
+    `n 2: the whole prompt reported before any choice's text (${JSON.stringify(order)})`);
   // not asked, or not a stream: no report
   const quiet = await (await fetch(srv.url + '/v1/completions', { method: 'POST',
     body: JSON.stringify({ prompt: longPrompt + ' Again.', max_tokens: 2, stream: true }) })).text();

@@ -291,20 +291,32 @@ static bool progress_chunk(call *k, int i) {
  * (out of memory). */
 static bool produce(call *k) {
     bool any = false, all = true;
-    for (int i = 0; i < k->n; i++) {
-        if (k->fin[i] != SRV_RUNNING) continue;
+    /* The text first, then the progress: the worker moves a prompt's
+     * progress before it adds the text that step made, so progress looked
+     * at after the text is at least that new, and its last report goes out
+     * before the prompt's first token (its forks' too). */
+    char *t[SRV_MAX_PROMPTS] = {0};
+    size_t nt[SRV_MAX_PROMPTS] = {0};
+    bool was_running[SRV_MAX_PROMPTS];
+    for (int i = 0; i < k->n; i++)
+        if ((was_running[i] = k->fin[i] == SRV_RUNNING))
+            k->fin[i] = srv_job_poll(k->srv->sched, k->jobs[i], &k->consumed[i], &t[i], &nt[i], 0);
+    bool good = true;
+    for (int i = 0; i < k->n && good; i++) {
         const size_t out_before = k->n_out;
-        if (!progress_chunk(k, i)) return false;
+        good = !was_running[i] || progress_chunk(k, i);
         any |= k->n_out != out_before;
-        char *t;
-        size_t nt;
-        k->fin[i] = srv_job_poll(k->srv->sched, k->jobs[i], &k->consumed[i], &t, &nt, 0);
-        if (t) {
+    }
+    for (int i = 0; i < k->n; i++) {
+        if (t[i] && good) {
             any = true;
-            bool ok = chunk(k, i, t, nt, SRV_RUNNING);
-            free(t);
-            if (!ok) return false;
+            good = chunk(k, i, t[i], nt[i], SRV_RUNNING);
         }
+        free(t[i]);
+    }
+    if (!good) return false;
+    for (int i = 0; i < k->n; i++) {
+        if (!was_running[i]) continue;
         if (k->fin[i] != SRV_RUNNING) {
             any = true;
             if (k->fin[i] != SRV_FINISH_ERROR && k->fin[i] != SRV_FINISH_SHUTDOWN && !chunk(k, i, NULL, 0, k->fin[i]))
