@@ -48,7 +48,9 @@ static int run_tty(double limit_s, const char *const *args) {
     }
     int status = 0;
     bool exited = false, timed_out = false;
-    for (double waited = 0; !exited;) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!exited) {
         struct pollfd p = {master, POLLIN, 0};
         if (poll(&p, 1, 10) > 0) {
             /* EIO: the terminal's last user (the child) closed it. */
@@ -57,13 +59,11 @@ static int run_tty(double limit_s, const char *const *args) {
             if (got <= 0 || tty_err_len == sizeof tty_err - 1) {
                 struct timespec nap = {0, 5 * 1000 * 1000};
                 nanosleep(&nap, NULL);
-                waited += 0.005;
             }
-        } else {
-            waited += 0.01;
         }
         exited = waitpid(pid, &status, WNOHANG) == pid;
-        if (!exited && waited > limit_s) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (!exited && (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > limit_s) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             timed_out = exited = true;
