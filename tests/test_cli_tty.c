@@ -1,9 +1,10 @@
 /* The offkv program's status lines on a terminal: the load's progress
- * ("reading" and "repacking" the weights) and run's progress through a
- * prompt of several chunks, each rewritten in place ("\r...\033[K") and
- * cleared when done, and none of it when stderr is a file (a log).  stderr
- * is a pseudo-terminal here; stdout stays a file, so the generated text is
- * checked to hold no status bytes either. */
+ * ("reading" and "repacking" the weights), run's progress through a
+ * prompt of several chunks and bench's through its depth fill, each
+ * rewritten in place ("\r...\033[K") and cleared when done, and none of it
+ * when stderr is a file (a log).  stderr is a pseudo-terminal here; stdout
+ * stays a file, so the generated text is checked to hold no status bytes
+ * either. */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -152,6 +153,23 @@ static void test_prompt_progress(const char *model) {
     CHECK(strchr(cli_err, '\r') == NULL && strchr(cli_err, '\033') == NULL, "status bytes in a log: %s", cli_err);
 }
 
+/* bench's depth fill, 512 tokens a call: a line per call on a terminal */
+static void test_bench_fill(const char *model) {
+    const char *args[] = {"bench", "-m", model, "-d", "1100", "-p", "8", "-n", "0", "-r", "1", NULL};
+    int rc = run_tty(120, args);
+    CHECK(rc == 0, "bench on a terminal: rc %d, stderr %s", rc, tty_err);
+    for (int done = 0; done < 1100; done += 512) {
+        char want[96];
+        snprintf(want, sizeof want, "offkv bench: filling the cache: %d of 1100 tokens", done);
+        CHECK(has_status(tty_err, want), "no status line \"%s\": %s", want, tty_err);
+    }
+    CHECK(last_status_cleared(tty_err), "the last status line is left on the terminal: %s", tty_err);
+    CHECK(strstr(tty_err, "depth 1100 filled") != NULL, "no fill summary: %s", tty_err);
+    rc = cli_run(120, "bench", "-m", model, "-d", "1100", "-p", "8", "-n", "0", "-r", "1", NULL);
+    CHECK(rc == 0, "bench to a file: rc %d, %s", rc, cli_err);
+    CHECK(strchr(cli_err, '\r') == NULL && strchr(cli_err, '\033') == NULL, "status bytes in a log: %s", cli_err);
+}
+
 int main(void) {
     if (!cli_init("test-cli-tty")) return CHECK_SKIP;
     int probe = posix_openpt(O_RDWR | O_NOCTTY);
@@ -170,6 +188,7 @@ int main(void) {
     if (rc == 0) {
         test_load_progress(model);
         test_prompt_progress(model);
+        test_bench_fill(model);
     }
     return cli_done();
 }
