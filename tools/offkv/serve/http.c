@@ -409,6 +409,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     cc->answered = true;
+    cc->routed = true;
+    atomic_fetch_add(&srv->n_answering, 1);
     return route(srv, c, url, method, cc);
 }
 
@@ -427,6 +429,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         wire_count_status(srv, 408);
     }
     if (cc) {
+        if (cc->routed) atomic_fetch_sub(&srv->n_answering, 1);
         client_out(cls, cc);
         free(cc->body);
         free(cc);

@@ -66,7 +66,6 @@ static void call_free(call *k) {
     }
     free(k->out);
     for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
-    atomic_fetch_sub(&k->srv->n_calls, 1);
     free(k);
 }
 
@@ -477,7 +476,6 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         srv_request_clear(&req);
         return wire_fail(srv, c, 500, "server_error", NULL, "out of memory");
     }
-    atomic_fetch_add(&srv->n_calls, 1);
     k->srv = srv;
     k->conn = c;
     k->kind = kind;

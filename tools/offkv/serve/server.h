@@ -36,7 +36,7 @@ typedef struct srv_server {
     char model_label[520];          /* model_name escaped as a Prometheus label value */
     atomic_bool ready;
     atomic_uint_fast64_t next_id;
-    atomic_int n_calls;             /* completions being answered */
+    atomic_int n_answering;         /* requests routed whose answer has not gone out (on_completed) */
     pthread_mutex_t mu;             /* the counters below */
     uint64_t by_status[N_STATUS];   /* the last: any other status */
     double t_start;
@@ -58,6 +58,7 @@ typedef struct conn_ctx {
     double t0;                      /* when its head was read: the body has cfg->timeout from then */
     bool counted;                   /* in srv->clients under addr */
     bool answered;                  /* a response was queued (or refused): the wire is no longer idle */
+    bool routed;                    /* counted in srv->n_answering until on_completed */
     struct sockaddr_storage addr;
 } conn_ctx;
 
