@@ -55,9 +55,10 @@ typedef void (*okv_model_progress)(void *user, const char *stage, uint64_t done,
 
 /* okv_model_load with progress reported to fn (NULL: as okv_model_load).
  * With fn, the load also reads every weight from the file (a "reading"
- * stage; okv_model_load leaves pages to be read when first used), so a
- * cold load from a slow disk shows its progress and the first evaluation
- * does not wait on the disk.  Errors as okv_model_load's. */
+ * stage; okv_model_load reads only the matrices it repacks and leaves the
+ * other pages to be read when first used), so a cold load from a slow disk
+ * shows its progress and the first evaluation does not wait on the disk.
+ * Errors as okv_model_load's. */
 okv_model *okv_model_load_progress(const char *path, const char *const *options, okv_model_progress fn, void *user,
                                    okv_error *err);
 

@@ -86,7 +86,8 @@ void cli_status_clear(void);
 /* A load's progress for okv_model_load_progress (user: the command's name):
  * on a terminal, one line on stderr rewritten as the load goes and cleared
  * at the end of each stage; NULL when stderr is no terminal (a log gets no
- * progress lines, and the load then leaves pages to be read when used). */
+ * progress lines, and the load then leaves the pages of what it does not
+ * repack to be read when used). */
 okv_model_progress cli_load_progress(void);
 
 /* The flags a command has seen. */
