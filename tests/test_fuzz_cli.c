@@ -234,5 +234,5 @@ int main(void) {
     remove(bad);
     remove(out);
     remove(synth_out);
-    return check_done();
+    return cli_done();
 }

@@ -45,5 +45,5 @@ int main(void) {
     free(orig);
     remove(link_path);
     remove(model);
-    return check_done();
+    return cli_done();
 }

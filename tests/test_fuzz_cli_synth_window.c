@@ -28,5 +28,5 @@ int main(void) {
         okv_model_free(m);
     }
     remove(out);
-    return check_done();
+    return cli_done();
 }

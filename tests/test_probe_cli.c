@@ -294,5 +294,5 @@ int main(void) {
     synth_refuses_what_cannot_fit();
     streamed_text_is_utf8();
     usage_codes_and_warnings(shared, model);
-    return check_done();
+    return cli_done();
 }

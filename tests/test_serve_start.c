@@ -92,5 +92,5 @@ int main(void) {
     CHECK(rc == 0 && strstr(cli_out, "--parallel") && strstr(cli_out, "--chat-template"), "--help: %d", rc);
     rc = cli_run(30, "--help", NULL);
     CHECK(rc == 0 && strstr(cli_out, "serve"), "offkv --help lists serve");
-    return check_done();
+    return cli_done();
 }

@@ -13,7 +13,7 @@
 // with that time against jinja2 (the test passed only on 2026-12-01 before).
 // Where jinja2 raised, the answer is a 400 carrying the template's message.
 import { spawnSync } from 'node:child_process';
-import { readFileSync, existsSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, existsSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { need, startServer, stopServer, post, check, eq, done, BIN, SHARED } from './lib.mjs';
@@ -83,4 +83,5 @@ for (const name of names) {
   }
 }
 console.log(`${same} renders equal to jinja2's, ${viaCli} equal to offkv template's, ${raised} raised`);
+rmSync(tmp, { recursive: true, force: true });
 done();
