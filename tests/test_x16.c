@@ -485,7 +485,9 @@ int main(void) {
      * blocks; 96, 32 and 480 have no whole group; 2880 is gpt-oss's); n from
      * 5 on takes the block passes, which sweep 8, 5, 4, 2 or 1 columns at a
      * time (x16.h): 9 = 8 + 1, 7 = 5 + 2, 22 = 8 + 8 + 5 + 1; at 5632 (11
-     * groups) 4 columns' activations fill a sweep: 11 = 4 + 4 + 2 + 1 */
+     * groups) 4 columns' activations fill a sweep: 11 = 4 + 4 + 2 + 1
+     * (AVX-512); AVX2's Q4_0, Q8_0, Q4_K and Q5_K sweep up to k = 3072
+     * (2880: 5 at a time, 17 = 5 + 5 + 5 + 2) and run 5632 in strips */
     static const int64_t shapes[][3] = {{1, 512, 1},  {5, 512, 3},   {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17},
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
                                         {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6},

@@ -116,17 +116,18 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
     }
 }
 
-/* 2 to 4 columns (batched decode): a row's lanes 0-7 (blocks 0-7 of each
- * group) over all its groups, then lanes 8-15 (the row's lines again, from
- * L1).  Each lane's FMAs keep their order over the groups, so the bits are
- * tile1_avx2's, and only NC float accumulators live across the groups:
- * tile1_avx2's 2 NC beside the int16 sums spilled 25 ymm moves per half
- * group at NC = 4 (callgrind).  The int16 sums take OKV_X16_DOTS_256's 16
- * products per lane (exact); the c8 term joins after the widening.  With
- * AVX-VNNI, vpdpbusd adds the products to c8 in 32 bits: the same sums, two
- * instructions per 64 products where the int16 way takes five; the low and
- * the high nibbles' products go to two chains, added at the end (one chain
- * of 8 waited on vpdpbusd's latency: 2-4 columns ~11 % faster hot). */
+/* 2 to 8 columns (batched decode; 5 and 8 in x16.h's sweeps): a row's
+ * lanes 0-7 (blocks 0-7 of each group) over all its groups, then lanes
+ * 8-15 (the row's lines again, from L1).  Each lane's FMAs keep their
+ * order over the groups, so the bits are tile1_avx2's, and only NC float
+ * accumulators live across the groups: tile1_avx2's 2 NC beside the int16
+ * sums spilled 25 ymm moves per half group at NC = 4 (callgrind).  The
+ * int16 sums take OKV_X16_DOTS_256's 16 products per lane (exact); the c8
+ * term joins after the widening.  With AVX-VNNI, vpdpbusd adds the
+ * products to c8 in 32 bits: the same sums, two instructions per 64
+ * products where the int16 way takes five; the low and the high nibbles'
+ * products go to two chains, added at the end (one chain of 8 waited on
+ * vpdpbusd's latency: 2-4 columns ~11 % faster hot). */
 #define TILEN_AVX2(name, TARGET, VNNI)                                                                     \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
@@ -199,7 +200,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVXVNNI void tile_avxvnn
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q4_0x16_avxvnni)
 
-/* The AVX2 block pass (x16.h says why weight-stationary): each lane sees
+/* The AVX2 strips, for rows too long for x16.h's sweeps (and every row
+ * with AVX-VNNI; x16.h says why weight-stationary): each lane sees
  * tile_avx2's operations in its order (the same exact integer dot, then
  * one FMA per group), so the bits are the same. */
 #define BLOCK_AVX2(name, TARGET, VNNI)                                                                     \
@@ -245,7 +247,8 @@ BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)
 BLOCK_AVX2(block_avxvnni, OKV_TARGET_AVXVNNI, 1)
 
 OKV_TARGET_AVX2 void okv_mm_block_q4_0x16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    block_avx2(c, r0, r1, c0, c1);
+    if (okv_x16_sweeps_avx2(c->xa_col)) OKV_X16_SWEEPS(tile_avx2, OKV_X16_SWEEP_BYTES_AVX2);
+    else block_avx2(c, r0, r1, c0, c1);
 }
 
 OKV_TARGET_AVXVNNI void okv_mm_block_q4_0x16_avxvnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {

@@ -306,10 +306,11 @@ AVX2 void tile5_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile4_avx2, okv_mm_tile_q4_Kx16_avx2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile5_avx2, okv_mm_tile_q5_Kx16_avx2)
 
-/* Q4_Kx16's and Q5_Kx16's AVX2 block pass (from 5 columns on),
- * weight-stationary (x16.h says why): a half-group's 4- or 5-bit values
- * stay unpacked in 8 registers for OKV_X16_CB columns; tile_avx2's
- * integers and float operations in its order, so its bits. */
+/* Q4_Kx16's and Q5_Kx16's AVX2 strips (from 5 columns on, for rows too
+ * long for x16.h's sweeps), weight-stationary (x16.h says why): a
+ * half-group's 4- or 5-bit values stay unpacked in 8 registers for
+ * OKV_X16_CB columns; tile_avx2's integers and float operations in its
+ * order, so its bits. */
 AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c_begin, int64_t c_end,
                      const int FIVE) {
     const int64_t ng = okv_x16_groups(c->k), nw = okv_kx16_whole(c->k);
@@ -368,10 +369,12 @@ AVX2 void block_avx2(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_
 }
 
 OKV_TARGET_AVX2 void okv_mm_block_q4_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    block_avx2(c, r0, r1, c0, c1, 0);
+    if (okv_x16_sweeps_avx2(c->xa_col)) OKV_X16_SWEEPS(tile4_avx2, OKV_X16_SWEEP_BYTES_AVX2);
+    else block_avx2(c, r0, r1, c0, c1, 0);
 }
 OKV_TARGET_AVX2 void okv_mm_block_q5_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    block_avx2(c, r0, r1, c0, c1, 1);
+    if (okv_x16_sweeps_avx2(c->xa_col)) OKV_X16_SWEEPS(tile5_avx2, OKV_X16_SWEEP_BYTES_AVX2);
+    else block_avx2(c, r0, r1, c0, c1, 1);
 }
 
 /* d (lanes 0-7 from super-block 0, 8-15 from 1) times 16 unsigned bytes. */

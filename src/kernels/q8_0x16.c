@@ -262,7 +262,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVXVNNI void tile_avxvnn
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q8_0x16_avx2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q8_0x16_avxvnni)
 
-/* The AVX2 block pass (x16.h says why weight-stationary): a strip of
+/* The AVX2 strips, for rows too long for x16.h's sweeps (and every row
+ * with AVX-VNNI; x16.h says why weight-stationary): a strip of
  * OKV_X16_STRIP rows against OKV_X16_CB columns, one group at a time.
  *
  * Without VNNI, w * x the way tile_avx2 does it (vpsignb, vpmaddubsw,
@@ -380,7 +381,8 @@ BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)
 BLOCK_AVX2(block_avxvnni, OKV_TARGET_AVXVNNI, 1)
 
 OKV_TARGET_AVX2 void okv_mm_block_q8_0x16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    block_avx2(c, r0, r1, c0, c1);
+    if (okv_x16_sweeps_avx2(c->xa_col)) OKV_X16_SWEEPS(tile_avx2, OKV_X16_SWEEP_BYTES_AVX2);
+    else block_avx2(c, r0, r1, c0, c1);
 }
 
 OKV_TARGET_AVXVNNI void okv_mm_block_q8_0x16_avxvnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {

@@ -201,10 +201,13 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
         }                                                                                    \
     } while (0)
 
-/* The AVX2 block passes (from 5 columns on: wtype.c) are weight-stationary:
- * AVX2's 16 registers hold one half-group's unpacked weights and no more
- * than a few columns' accumulators besides, which left the 4-column tiles
- * spilling and unpacking every row once per 4 columns.  So each
+/* The AVX2 strips (the block passes, from 5 columns on: wtype.c; without
+ * AVX-VNNI, Q4_0's, Q8_0's, Q4_K's and Q5_K's only for rows too long for
+ * okv_x16_sweeps_avx2, below) are weight-stationary: AVX2's 16 registers
+ * hold one half-group's unpacked weights and no more than a few columns'
+ * accumulators besides, which left the 4-column tiles spilling and
+ * unpacking every row once per 4 columns (sweeps of 8, measured later, beat
+ * the strips where the activations stay in L1).  So each
  * half-group of a row is unpacked once per OKV_X16_CB columns, and a plain
  * loop over the columns takes the activations from memory (L1: a group's
  * activations for 16 columns are 6-10 KiB, used by every row of a strip)
@@ -331,28 +334,52 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
  * each row's nibbles are unpacked once per sweep.  5 columns (verifying 4
  * drafted tokens) swept as 4 and then 1 unpacked every row twice (Q4_0 one
  * core, in cache, on a Zen 5: 354-362 GFLOP/s that way, 458-471 in one
- * sweep).  A sweep takes no more columns than OKV_X16_SWEEP_BYTES of
- * activations: 8 columns of k = 5632 (55 KiB) came from L2 on every row,
- * and Q4_0 2048x5632 by 64 columns ran at 152-164 GFLOP/s against 388-404
- * for k = 2048 (Zen 5, one core); 4 a sweep there: 329-365.  Columns never
- * mix, so a column's result is the same in any pass. */
-#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn)                                           \
-    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
-        const int64_t fit = OKV_X16_SWEEP_BYTES / (int64_t)c->xa_col;                         \
-        const int64_t most = okv_x16_sweep_cols(fit);                                         \
-        for (int64_t j = c0; j < c1;) {                                                       \
-            const int nc = okv_x16_sweep_cols(c1 - j < most ? c1 - j : most);                 \
-            for (int64_t r = r0; r < r1; r++) {                                               \
-                switch (nc) {                                                                 \
-                case 8: NAME(c, r, 1, j, 8); break;                                           \
-                case 5: NAME(c, r, 1, j, 5); break;                                           \
-                case 4: NAME(c, r, 1, j, 4); break;                                           \
-                case 2: NAME(c, r, 1, j, 2); break;                                           \
-                default: NAME(c, r, 1, j, 1); break;                                          \
+ * sweep).  A sweep takes no more columns than budget bytes of activations:
+ * 8 columns of k = 5632 (55 KiB) came from L2 on every row, and Q4_0
+ * 2048x5632 by 64 columns ran at 152-164 GFLOP/s against 388-404 for
+ * k = 2048 (Zen 5, one core, OKV_X16_SWEEP_BYTES); 4 a sweep there:
+ * 329-365.  Columns never mix, so a column's result is the same in any
+ * pass.  Expects c, r0, r1, c0 and c1 in scope. */
+#define OKV_X16_SWEEPS(NAME, budget)                                                          \
+    do {                                                                                      \
+        const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
+        const int64_t most_ = okv_x16_sweep_cols(fit_ > 1 ? fit_ : 1);                        \
+        for (int64_t j_ = c0; j_ < c1;) {                                                     \
+            const int nc_ = okv_x16_sweep_cols(c1 - j_ < most_ ? c1 - j_ : most_);            \
+            for (int64_t r_ = r0; r_ < r1; r_++) {                                            \
+                switch (nc_) {                                                                \
+                case 8: NAME(c, r_, 1, j_, 8); break;                                         \
+                case 5: NAME(c, r_, 1, j_, 5); break;                                         \
+                case 4: NAME(c, r_, 1, j_, 4); break;                                         \
+                case 2: NAME(c, r_, 1, j_, 2); break;                                         \
+                default: NAME(c, r_, 1, j_, 1); break;                                        \
                 }                                                                             \
             }                                                                                 \
-            j += nc;                                                                          \
+            j_ += nc_;                                                                        \
         }                                                                                     \
+    } while (0)
+
+#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn)                                           \
+    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
+        OKV_X16_SWEEPS(NAME, OKV_X16_SWEEP_BYTES);                                            \
     }
+
+/* The same sweeps through the AVX2 tiles of Q4_0, Q8_0, Q4_K and Q5_K
+ * (up to 8 columns: their bodies keep the columns' float sums in registers
+ * and meet each unpacked weight vector with every column's activations in
+ * turn, where the strips below keep the sums in acc_buf and run each
+ * column's products in one chain).  bench/matmul, one thread, Zen 3,
+ * 5632x2048 by 64 columns: Q4_0 173 -> 198-205 GFLOP/s, Q8_0 104 -> 111-116,
+ * Q4_K 159-161 -> 179-189, Q5_K 154 -> 165; by 5 (verifying 4 drafted
+ * tokens): Q4_0 158 -> 190, Q8_0 79 -> 102, Q4_K 131 -> 170, Q5_K 115 ->
+ * 145; k = 2880 by 64: Q4_0 +12 %, Q8_0 +3 %.  Only where 5 or more
+ * columns' activations fit OKV_X16_SWEEP_BYTES_AVX2 (k up to 3072): at
+ * k = 5632 (7 KiB a column) every row and half read them from L2, and the
+ * strips ran ahead (Q4_0 2048x5632 by 64: 177 against 160 in sweeps of 4;
+ * by 5: 159 against 76 in one sweep).  Q6_K's and MXFP4's tiles keep both
+ * halves' sums (16 registers at 8 columns): by 64 Q6_K ran 8 % slower
+ * swept, MXFP4 level, so they keep the strips. */
+enum { OKV_X16_SWEEP_BYTES_AVX2 = 20480 };
+static inline int okv_x16_sweeps_avx2(size_t xa_col) { return OKV_X16_SWEEP_BYTES_AVX2 / (int64_t)xa_col >= 5; }
 
 #endif
