@@ -343,7 +343,7 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
 #define OKV_X16_SWEEPS(NAME, budget)                                                          \
     do {                                                                                      \
         const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
-        const int64_t most_ = okv_x16_sweep_cols(fit_ > 1 ? fit_ : 1);                        \
+        const int64_t most_ = okv_x16_sweep_cols(fit_);                                       \
         for (int64_t j_ = c0; j_ < c1;) {                                                     \
             const int nc_ = okv_x16_sweep_cols(c1 - j_ < most_ ? c1 - j_ : most_);            \
             for (int64_t r_ = r0; r_ < r1; r_++) {                                            \
