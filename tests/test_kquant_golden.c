@@ -15,14 +15,14 @@
  * more than the tolerance apart are decisive: there our argmax must agree.
  *
  * Every model runs on the scalar kernels and on each SIMD ISA this
- * processor has (okv_matmul_pin_isa); in the sanitizer build (unoptimized,
+ * processor has (the model option "isa"); in the sanitizer build (unoptimized,
  * where the four ISAs took over three minutes) on the scalar and the best
  * one only, the two whose code differs most. */
 #include "check.h"
 #include "gguf_copy.h"
 #include "golden.h"
 #include "golden_run.h"
-#include "kernels/matmul.h"
+#include "kernels/cpu.h"
 
 static const double TOL = 0.05;
 
@@ -37,7 +37,8 @@ static void kq_case(const char *model, okv_isa isa) {
     int tokens[200];
     const int n = json ? golden_ints(json, "tokens", tokens, 200) : -1;
     okv_error err;
-    okv_model *m = okv_model_load(path, NULL, &err);
+    const char *opts[] = {"isa", okv_isa_name(isa), NULL};
+    okv_model *m = okv_model_load(path, opts, &err);
     CHECK(json && ref && n == 121, "golden %s: n = %d", json_path, n);
     CHECK(m != NULL, "load %s: %s", path, m ? "" : err.message);
     if (m && json && ref && n == 121) {
@@ -129,7 +130,6 @@ int main(void) {
      * check every level against the scalar bits. */
     const int emulated = getenv("OKV_TEST_EMULATED") != NULL;
     for (int isa = 0; isa < OKV_ISA_COUNT; isa++) {
-        okv_error err;
         if (emulated && isa != (int)okv_cpu_best_isa()) {
             printf("%s: skipped under emulation (the best ISA runs: OKV_ISA)\n", okv_isa_name((okv_isa)isa));
             continue;
@@ -138,13 +138,12 @@ int main(void) {
             printf("%s: skipped in the sanitizer build (scalar and the best ISA run)\n", okv_isa_name((okv_isa)isa));
             continue;
         }
-        if (okv_matmul_pin_isa((okv_isa)isa, &err) != OKV_OK) {
+        if (!okv_cpu_has_isa((okv_isa)isa)) {
             printf("%s: not on this processor, skipped\n", okv_isa_name((okv_isa)isa));
             continue;
         }
         for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) kq_case(models[i], (okv_isa)isa);
     }
-    okv_matmul_pin_isa(OKV_ISA_COUNT, NULL);
     unsupported_case();
     return check_done();
 }

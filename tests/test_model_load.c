@@ -141,6 +141,30 @@ int main(void) {
     const char *bad_val[] = {"sliding_window", "-3", NULL};
     CHECK(!okv_model_load(path, bad_val, &err) && err.status == OKV_ERR_INVALID && strstr(err.message, "-3"),
           "bad window value: %s", err.message);
+    /* The matrix products' level: a name that is none is refused as a bad
+     * value, the other family's as one this processor cannot run; scalar
+     * runs everywhere. */
+    const char *isa_scalar[] = {"isa", "scalar", NULL}, *isa_auto[] = {"isa", "auto", NULL};
+    const char *isa_typo[] = {"isa", "avx3", NULL};
+#if defined(__x86_64__) || defined(__i386__)
+    const char *isa_other[] = {"isa", "neon", NULL};
+#else
+    const char *isa_other[] = {"isa", "avx2", NULL};
+#endif
+    for (int i = 0; i < 2; i++) {
+        m = okv_model_load(path, i ? isa_auto : isa_scalar, &err);
+        CHECK(m != NULL, "isa %s: %s", i ? "auto" : "scalar", m ? "" : err.message);
+        /* the level the products run at, as the model says */
+        const char *want = i ? "products at " : "products at scalar";
+        CHECK(m && strstr(okv_model_describe(m), want), "isa %s: '%s' lacks '%s'", i ? "auto" : "scalar",
+              m ? okv_model_describe(m) : "", want);
+        okv_model_free(m);
+    }
+    CHECK(!okv_model_load(path, isa_typo, &err) && err.status == OKV_ERR_INVALID && strstr(err.message, "avx3"),
+          "unknown isa: %s", err.message);
+    CHECK(!okv_model_load(path, isa_other, &err) && err.status == OKV_ERR_UNSUPPORTED &&
+              strstr(err.message, isa_other[1]),
+          "isa of the other family: %s", err.message);
     expect_error("/nonexistent/model.gguf", OKV_ERR_IO, "/nonexistent/model.gguf", "missing file");
 
     /* Damaged copies of stories260K. */

@@ -18,7 +18,6 @@
 #include "golden_run.h"
 #include "gguf_copy.h"
 #include "kernels/cpu.h"
-#include "kernels/matmul.h"
 #include "model/model_impl.h"
 
 /* A router gap below this is a near-tie that rounding can flip: with f32 K/V
@@ -37,7 +36,7 @@ static void on_route(void *ctx, int32_t layer, int32_t pos, float margin) {
     if (pos >= 0 && pos < 128 && margin < p->margin[pos]) p->margin[pos] = margin;
 }
 
-static void moe_case(const char *model, const char *golden_kv, int chunk, const char *kv, double tol_f32) {
+static void moe_case(const char *model, okv_isa isa, const char *golden_kv, int chunk, const char *kv, double tol_f32) {
     char path[1024], json_path[1024], f32_path[1024];
     snprintf(path, sizeof path, "%s/models/%s.gguf", shared, model);
     snprintf(json_path, sizeof json_path, "%s/golden/%s.seq121.seed42.chunk16.%s.json", shared, model, golden_kv);
@@ -49,7 +48,8 @@ static void moe_case(const char *model, const char *golden_kv, int chunk, const 
     int n = json ? golden_ints(json, "tokens", tokens, 200) : -1;
     CHECK(json && ref && n == 121, "golden %s: n=%d", json_path, n);
     okv_error err;
-    okv_model *m = okv_model_load(path, NULL, &err);
+    const char *opts[] = {"isa", okv_isa_name(isa), NULL};
+    okv_model *m = okv_model_load(path, opts, &err);
     CHECK(m != NULL, "load %s: %s", path, err.message);
     if (!m || !json || !ref || n != 121) goto out;
     const int V = okv_model_n_vocab(m);
@@ -91,7 +91,7 @@ static void moe_case(const char *model, const char *golden_kv, int chunk, const 
     }
     printf("%-16s %-6s chunk %3d kv %s: max |diff| %.3g (rows within tolerance: %.3g; max |logit| %.3g, tolerance %.3g), "
            "%d rows beyond explained by near-ties\n",
-           model, okv_isa_name(okv_matmul_isa()), chunk, kv, c.max_diff, worst_ok, c.max_abs, tol, explained);
+           model, okv_isa_name(isa), chunk, kv, c.max_diff, worst_ok, c.max_abs, tol, explained);
     CHECK(unexplained == 0, "%s chunk %d kv %s: %d rows beyond %g without a router near-tie", model, chunk, kv,
           unexplained, tol);
     CHECK(explained <= 20, "%s: %d rows explained by near-ties: too many to be ties", model, explained);
@@ -166,18 +166,17 @@ int main(void) {
 #endif
     static const char *const models[] = {"tiny-qwen3moe", "tiny-gpt-oss"};
     for (int isa = 0; isa < OKV_ISA_COUNT; isa++) {
-        okv_error err;
         if (!all_isas && isa != OKV_ISA_SCALAR && isa != (int)okv_cpu_best_isa()) continue;
-        if (okv_matmul_pin_isa((okv_isa)isa, &err) != OKV_OK) {
+        if (!okv_cpu_has_isa((okv_isa)isa)) {
             printf("%s: not on this processor, skipped\n", okv_isa_name((okv_isa)isa));
             continue;
         }
         for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
-            moe_case(models[i], "kvf32_faoff", 16, "f32", 1e-3);
-            moe_case(models[i], "kvf32_faoff", 121, "f32", 1e-3);
-            moe_case(models[i], "kvf32_faoff", 1, "f32", 1e-3); /* token by token: the decode path */
-            moe_case(models[i], "kvf16_faauto", 16, "f16", 1e-3);
-            moe_case(models[i], "kvf16_faauto", 121, "f16", 1e-3);
+            moe_case(models[i], (okv_isa)isa, "kvf32_faoff", 16, "f32", 1e-3);
+            moe_case(models[i], (okv_isa)isa, "kvf32_faoff", 121, "f32", 1e-3);
+            moe_case(models[i], (okv_isa)isa, "kvf32_faoff", 1, "f32", 1e-3); /* token by token: the decode path */
+            moe_case(models[i], (okv_isa)isa, "kvf16_faauto", 16, "f16", 1e-3);
+            moe_case(models[i], (okv_isa)isa, "kvf16_faauto", 121, "f16", 1e-3);
         }
         /* MXFP4 experts and Q8_0 attention, multiplied with Q8_0
          * activations as llama.cpp does (only its f32 K/V run exists).  The
@@ -189,10 +188,9 @@ int main(void) {
          * (row 118: 0.045), AVX-512 (another float order) to 0.031.
          * MXFP4 decoded wrongly moves them by far more: the file is 2.9
          * away from its F32 source. */
-        moe_case("tiny-gpt-oss-mx", "kvf32_faoff", 16, "f32", -0.05);
-        moe_case("tiny-gpt-oss-mx", "kvf32_faoff", 121, "f32", -0.05);
+        moe_case("tiny-gpt-oss-mx", (okv_isa)isa, "kvf32_faoff", 16, "f32", -0.05);
+        moe_case("tiny-gpt-oss-mx", (okv_isa)isa, "kvf32_faoff", 121, "f32", -0.05);
     }
-    okv_matmul_pin_isa(OKV_ISA_COUNT, NULL);
     refusal_cases();
     return check_done();
 }

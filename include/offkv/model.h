@@ -33,12 +33,21 @@ typedef struct okv_model okv_model;
  *                     matrices are then released, so they take anonymous
  *                     memory (Q4_K, Q5_K 2-3% more) instead of page cache.  The
  *                     logits move only by float summation order.
+ *   "isa"             the instruction-set level the matrix products run at:
+ *                     "auto" (default: the best this processor runs, capped
+ *                     by the environment variable OKV_ISA) or one of scalar,
+ *                     avx2, avxvnni, avx512, avx512vnni (x86), neon, dotprod,
+ *                     i8mm (aarch64) that this processor runs.  For
+ *                     comparing levels in one process (tests, benchmarks);
+ *                     it also picks the repacked layouts.  Attention and the
+ *                     element-wise steps keep the processor's best.
  * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing,
  * mis-shaped or misaligned tensor, a missing required key),
  * OKV_ERR_UNSUPPORTED (well-formed but beyond offkv: an unknown architecture,
  * tensor type or rope scaling type, a head dim over 512, key and value
  * lengths that differ, a tensor the architecture does not use, which
- * running without would compute something else), OKV_ERR_INVALID (an
+ * running without would compute something else, an "isa" this processor
+ * cannot run), OKV_ERR_INVALID (an
  * unknown option or bad value), OKV_ERR_NOMEM, or the tokenizer's own
  * (okv_tokenizer_from_gguf's: OKV_ERR_NOT_FOUND
  * for a file without tokenizer.ggml.model or its tokens, OKV_ERR_INVALID for
@@ -86,7 +95,8 @@ const okv_tokenizer *okv_model_tokenizer(const okv_model *m);
  * it bound; repacked copies of them take about as much, see "repack"). */
 size_t okv_model_weight_bytes(const okv_model *m);
 
-/* A one-line description: arch, layers, widths, weight types. */
+/* A one-line description: arch, layers, widths, weight types, and the
+ * instruction-set level the products run at ("isa"). */
 const char *okv_model_describe(const okv_model *m);
 
 #ifdef __cplusplus

@@ -90,12 +90,8 @@ static okv_isa probe_best_isa(void) {
      * above what the processor runs, never names the other family's ISA,
      * and other values are ignored. */
     const char *cap = getenv("OKV_ISA");
-    if (cap) {
-        for (int i = OKV_ISA_SCALAR; i < OKV_ISA_COUNT; i++)
-            if (!strcmp(cap, okv_isa_name((okv_isa)i)) && okv_isa_rank((okv_isa)i) < okv_isa_rank(best) &&
-                okv_cpu_has_isa((okv_isa)i))
-                best = (okv_isa)i;
-    }
+    const okv_isa want = cap ? okv_isa_from_name(cap) : OKV_ISA_COUNT;
+    if (want != OKV_ISA_COUNT && okv_isa_rank(want) < okv_isa_rank(best) && okv_cpu_has_isa(want)) best = want;
     return best;
 }
 
@@ -124,4 +120,10 @@ const char *okv_isa_name(okv_isa isa) {
     case OKV_ISA_COUNT: break;
     }
     return "unknown";
+}
+
+okv_isa okv_isa_from_name(const char *name) {
+    for (int i = OKV_ISA_SCALAR; name && i < OKV_ISA_COUNT; i++)
+        if (!strcmp(name, okv_isa_name((okv_isa)i))) return (okv_isa)i;
+    return OKV_ISA_COUNT;
 }

@@ -73,6 +73,9 @@ int okv_cpu_has_isa(okv_isa isa);
 
 const char *okv_isa_name(okv_isa isa);
 
+/* The ISA okv_isa_name calls name; OKV_ISA_COUNT for any other string. */
+okv_isa okv_isa_from_name(const char *name);
+
 #if defined(__x86_64__) || defined(__i386__)
 #define OKV_X86 1
 #define OKV_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))

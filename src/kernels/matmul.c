@@ -341,23 +341,12 @@ okv_status okv_matmul_each_with(okv_isa kern, okv_threadpool *pool, const okv_mm
 
 okv_status okv_matmul_each(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
                            void *scratch, okv_error *err) {
-    return okv_matmul_each_with(okv_matmul_isa(), pool, ops, n_ops, k, x, scratch, err);
-}
-
-static okv_isa pinned = OKV_ISA_COUNT;
-
-okv_isa okv_matmul_isa(void) { return pinned != OKV_ISA_COUNT ? pinned : okv_cpu_best_isa(); }
-
-okv_status okv_matmul_pin_isa(okv_isa isa, okv_error *err) {
-    if ((int)isa < 0 || isa > OKV_ISA_COUNT || (isa != OKV_ISA_COUNT && !okv_cpu_has_isa(isa)))
-        return okv_fail(err, OKV_ERR_UNSUPPORTED, "matmul: kernel %s cannot run on this processor", okv_isa_name(isa));
-    pinned = isa;
-    return OKV_OK;
+    return okv_matmul_each_with(okv_cpu_best_isa(), pool, ops, n_ops, k, x, scratch, err);
 }
 
 okv_status okv_matmul_multi(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
                             int64_t n, void *scratch, okv_error *err) {
-    return okv_matmul_multi_with(okv_matmul_isa(), pool, ops, n_ops, k, x, n, scratch, err);
+    return okv_matmul_multi_with(okv_cpu_best_isa(), pool, ops, n_ops, k, x, n, scratch, err);
 }
 
 okv_status okv_matmul_with(okv_isa kern, okv_threadpool *pool, int wtype, const void *w,
@@ -369,5 +358,5 @@ okv_status okv_matmul_with(okv_isa kern, okv_threadpool *pool, int wtype, const 
 
 okv_status okv_matmul(okv_threadpool *pool, int wtype, const void *w, int64_t rows, int64_t k,
                       const float *x, int64_t n, float *y, void *scratch, okv_error *err) {
-    return okv_matmul_with(okv_matmul_isa(), pool, wtype, w, rows, k, x, n, y, scratch, err);
+    return okv_matmul_with(okv_cpu_best_isa(), pool, wtype, w, rows, k, x, n, y, scratch, err);
 }

@@ -89,15 +89,8 @@ okv_status okv_matmul_multi(okv_threadpool *pool, const okv_mm_op *ops, int n_op
 okv_status okv_matmul_each(okv_threadpool *pool, const okv_mm_op *ops, int n_ops, int64_t k, const float *x,
                            void *scratch, okv_error *err);
 
-/* The ISA okv_matmul and okv_matmul_multi use: the best this processor runs
- * unless pinned.  okv_matmul_pin_isa(isa) pins one (a test runs a whole
- * model on each in turn); OKV_ISA_COUNT unpins.  OKV_ERR_UNSUPPORTED, and
- * nothing changes, when isa cannot run here.  Process-wide: set it while no
- * product runs. */
-okv_isa okv_matmul_isa(void);
-okv_status okv_matmul_pin_isa(okv_isa isa, okv_error *err);
-
-/* The same with a chosen kernel (tests and benchmarks try each);
+/* The same with a chosen kernel (a model runs its products at the level it
+ * was loaded for, its "isa" option; tests and benchmarks try each);
  * OKV_ERR_UNSUPPORTED when kern cannot run here. */
 okv_status okv_matmul_with(okv_isa kern, okv_threadpool *pool, int wtype, const void *w,
                            int64_t rows, int64_t k, const float *x, int64_t n, float *y,

@@ -1,6 +1,6 @@
 /* Internal: Q4_0, Q8_0 and Q4_K for ARMv8.6's SMMLA ("q4_0x16mm",
  * "q8_0x16mm", "q4_Kx16mm": below), the layouts the model keeps those
- * matrices in where the products run at I8MM (okv_matmul_isa at load).
+ * matrices in where the products run at I8MM (the model's "isa" at load).
  *
  * Why a layout of its own: SMMLA multiplies a 2x8 by an 8x2 block of bytes
  * (int32 result [r0.c0, r0.c1, r1.c0, r1.c1]), so each half of an operand

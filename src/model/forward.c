@@ -8,7 +8,7 @@
 #include "model/model_impl.h"
 
 okv_status okv_fwd_matmul(okv_fwd *f, const okv_weight *w, const float *x, int32_t n, float *y) {
-    return okv_matmul(f->pool, w->type, w->data, w->ne1, w->ne0, x, n, y, f->mm_scratch, f->err);
+    return okv_matmul_with(f->m->isa, f->pool, w->type, w->data, w->ne1, w->ne0, x, n, y, f->mm_scratch, f->err);
 }
 
 okv_status okv_fwd_matmuls(okv_fwd *f, const float *x, int32_t n, int count, const okv_weight *const *ws,
@@ -21,7 +21,7 @@ okv_status okv_fwd_matmuls(okv_fwd *f, const float *x, int32_t n, int count, con
             return okv_fail(f->err, OKV_ERR_INVALID, "forward: grouped products differ in width");
         ops[i] = (okv_mm_op){.wtype = ws[i]->type, .w = ws[i]->data, .rows = ws[i]->ne1, .y = ys[i]};
     }
-    return okv_matmul_multi(f->pool, ops, count, ws[0]->ne0, x, n, f->mm_scratch, f->err);
+    return okv_matmul_multi_with(f->m->isa, f->pool, ops, count, ws[0]->ne0, x, n, f->mm_scratch, f->err);
 }
 
 okv_status okv_fwd_matmul_each(okv_fwd *f, const float *x, int count, const okv_weight *const *ws,
@@ -34,7 +34,7 @@ okv_status okv_fwd_matmul_each(okv_fwd *f, const float *x, int count, const okv_
             return okv_fail(f->err, OKV_ERR_INVALID, "forward: grouped products differ in width");
         ops[i] = (okv_mm_op){.wtype = ws[i]->type, .w = ws[i]->data, .rows = ws[i]->ne1, .y = ys[i]};
     }
-    return okv_matmul_each(f->pool, ops, count, ws[0]->ne0, x, f->mm_scratch, f->err);
+    return okv_matmul_each_with(f->m->isa, f->pool, ops, count, ws[0]->ne0, x, f->mm_scratch, f->err);
 }
 
 okv_status okv_fwd_qkv(okv_fwd *f, int32_t il, const okv_weight *extra, float *extra_y) {

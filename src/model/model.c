@@ -503,14 +503,14 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
  * in a compact group instead (ggml's bytes exactly), and Q4_K and Q5_K
  * rows in a half group where they need one (768 values: Qwen3-MoE's
  * experts; 3 % more than ggml's bytes): they always pass. */
-static int32_t repacked_type(const okv_weight *w) {
+static int32_t repacked_type(const okv_model *m, const okv_weight *w) {
     if (!w->data) return -1;
-    /* Where the products run at I8MM (the best level, or the one a test
-     * pinned), Q4_0, Q8_0 and Q4_K take SMMLA's layouts (kernels/x16mm.h: the
-     * same bits as the sixteen-wide ones, half the multiply instructions
-     * from two columns on) when rows are whole quartets of blocks; the
-     * other levels have only their scalar kernel */
-    const int mm = okv_matmul_isa() == OKV_ISA_I8MM;
+    /* Where the products run at I8MM (the model's isa), Q4_0, Q8_0 and Q4_K
+     * take SMMLA's layouts (kernels/x16mm.h: the same bits as the
+     * sixteen-wide ones, half the multiply instructions from two columns
+     * on) when rows are whole quartets of blocks; the other levels have
+     * only their scalar kernel */
+    const int mm = m->isa == OKV_ISA_I8MM;
     if (mm && w->type == OKV_GGML_Q4_0 && okv_wtype_row_size(OKV_WT_Q4_0X16MM, w->ne0)) return OKV_WT_Q4_0X16MM;
     if (mm && w->type == OKV_GGML_Q8_0 && okv_wtype_row_size(OKV_WT_Q8_0X16MM, w->ne0)) return OKV_WT_Q8_0X16MM;
     if (mm && w->type == OKV_GGML_Q4_K) return OKV_WT_Q4_KX16MM; /* any whole super-blocks, 768 too */
@@ -627,12 +627,12 @@ static void repack_weights(okv_model *m, load_progress *p) {
     uint64_t file_bytes = 0;
     for (size_t i = 0; i <= n; i++) {
         const okv_weight *w = i < n ? (const okv_weight *)m->w + i : &m->output;
-        const int32_t t = repacked_type(w);
+        const int32_t t = repacked_type(m, w);
         if (t >= 0) total += packed_bytes(t, w), file_bytes += okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
     }
     for (size_t i = 0; i < n_exps; i++) {
         const okv_experts *x = expert_tensor(m, i);
-        const int32_t t = repacked_type(&x->w);
+        const int32_t t = repacked_type(m, &x->w);
         if (t >= 0) total += packed_bytes(t, &x->w) * (size_t)x->n, file_bytes += x->stride * (size_t)x->n;
     }
     if (total == 0) return;
@@ -649,7 +649,7 @@ static void repack_weights(okv_model *m, load_progress *p) {
     uint8_t *dst = m->packed;
     for (size_t i = 0; i <= n; i++) {
         okv_weight *w = i < n ? (okv_weight *)m->w + i : &m->output;
-        const int32_t t = repacked_type(w);
+        const int32_t t = repacked_type(m, w);
         if (t < 0) continue;
         repack_into(dst, t, w);
         /* also a tied table's: the embedding reads back one row a token */
@@ -661,7 +661,7 @@ static void repack_weights(okv_model *m, load_progress *p) {
     }
     for (size_t i = 0; i < n_exps; i++) {
         okv_experts *x = expert_tensor(m, i);
-        const int32_t t = repacked_type(&x->w);
+        const int32_t t = repacked_type(m, &x->w);
         if (t < 0) continue;
         const size_t stride = packed_bytes(t, &x->w);
         for (int32_t e = 0; e < x->n; e++) {
@@ -685,15 +685,32 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
 okv_model *okv_model_load_progress(const char *path, const char *const *options, okv_model_progress fn, void *user,
                                    okv_error *err) {
     if (!path) { okv_fail(err, OKV_ERR_INVALID, "model: path is NULL"); return NULL; }
-    static const char *const known[] = {"sliding_window", "repack", NULL};
+    static const char *const known[] = {"sliding_window", "repack", "isa", NULL};
     if (okv_options_check(options, known, "model", err) != OKV_OK) return NULL;
     const char *repack = okv_option_get(options, "repack");
     if (repack && strcmp(repack, "on") != 0 && strcmp(repack, "off") != 0) {
         okv_fail(err, OKV_ERR_INVALID, "model option repack = '%s': expected on or off", repack);
         return NULL;
     }
+    const char *isa_name = okv_option_get(options, "isa");
+    okv_isa isa = okv_cpu_best_isa();
+    if (isa_name && strcmp(isa_name, "auto") != 0) {
+        isa = okv_isa_from_name(isa_name);
+        if (isa == OKV_ISA_COUNT) {
+            okv_fail(err, OKV_ERR_INVALID,
+                     "model option isa = '%s': expected auto, scalar, avx2, avxvnni, avx512, avx512vnni, neon, "
+                     "dotprod or i8mm", isa_name);
+            return NULL;
+        }
+        if (!okv_cpu_has_isa(isa)) {
+            okv_fail(err, OKV_ERR_UNSUPPORTED, "model option isa = '%s': this processor cannot run it (best: %s)",
+                     isa_name, okv_isa_name(okv_cpu_best_isa()));
+            return NULL;
+        }
+    }
     okv_model *m = calloc(1, sizeof *m);
     if (!m) { okv_fail(err, OKV_ERR_NOMEM, "model: out of memory"); return NULL; }
+    m->isa = isa;
     m->embd_scale = 1.0f;
     m->logit_scale = 1.0f;
     m->rope_attn_factor = 1.0f;
@@ -759,15 +776,17 @@ okv_model *okv_model_load_progress(const char *path, const char *const *options,
     if (m->moe)
         snprintf(m->desc, sizeof m->desc,
                  "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, %d experts (%d used) of ffn %d, vocab %d, "
-                 "%s experts",
+                 "%s experts, products at %s",
                  m->arch_name, (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
                  (int)m->layer[0].head_dim, (int)m->n_expert, (int)m->n_expert_used, (int)m->n_ff_exp,
-                 (int)m->n_vocab, okv_ggml_type_name(m->moe[0].down.w.type));
+                 (int)m->n_vocab, okv_ggml_type_name(m->moe[0].down.w.type), okv_isa_name(m->isa));
     else
         snprintf(m->desc, sizeof m->desc,
-                 "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights", m->arch_name,
+                 "%s: %d layers, n_embd %d, %d heads / %d kv, head_dim %d, ffn %d, vocab %d, %s weights, products at %s",
+                 m->arch_name,
                  (int)m->n_layer, (int)m->n_embd, (int)m->layer[0].n_head, (int)m->layer[0].n_head_kv,
-                 (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type));
+                 (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type),
+                 okv_isa_name(m->isa));
     load_progress progress = {.fn = fn, .user = user};
     if (fn) read_weights(m, &progress);
     if (!repack || strcmp(repack, "on") == 0) repack_weights(m, &progress);

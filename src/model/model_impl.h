@@ -12,6 +12,7 @@
 #include "offkv/gguf.h"
 #include "offkv/model.h"
 #include "offkv/tokenizer.h"
+#include "kernels/cpu.h"
 #include "kernels/f16.h"
 
 /* Provided by src/tokenizer (reads tokenizer.ggml.* keys). */
@@ -101,6 +102,10 @@ struct okv_model {
     uint8_t *used;
     okv_arch arch;
     char arch_name[32];
+    /* The instruction-set level its matrix products run at (the "isa"
+     * option; the processor's best by default).  Fixed at load: which
+     * layouts the weights are repacked into depends on it. */
+    okv_isa isa;
     int32_t n_vocab, n_embd, n_layer, n_ff, n_ctx_train;
     float norm_eps;
     okv_layer_params *layer;     /* n_layer */
