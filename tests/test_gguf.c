@@ -345,6 +345,12 @@ static void check_round_trip(okv_gguf *g, const tensor_data *td, uint32_t alignm
     CHECK_STATUS(okv_gguf_get_f32(g, "t.f64", &f, &err), OKV_OK, err);
     CHECK(f == 0.25f, "f64 %g", f);
     CHECK_STATUS(okv_gguf_get_f32(g, "t.f64big", &f, &err), OKV_ERR_FORMAT, err);
+    double d = 0;
+    CHECK_STATUS(okv_gguf_get_f64(g, "t.f64big", &d, &err), OKV_OK, err); /* exact: no f32 range */
+    CHECK(d == 1e300, "f64 as double %g", d);
+    CHECK_STATUS(okv_gguf_get_f64(g, "t.f32", &d, &err), OKV_OK, err);
+    CHECK(d == -1.5, "f32 as double %g", d);
+    CHECK_STATUS(okv_gguf_get_f64(g, "t.u8", &d, &err), OKV_ERR_FORMAT, err);
     CHECK_STATUS(okv_gguf_get_bool(g, "t.bool", &b, &err), OKV_OK, err);
     CHECK(b == true, "bool");
     CHECK_STATUS(okv_gguf_get_bool(g, "t.u8", &b, &err), OKV_ERR_FORMAT, err);
@@ -378,6 +384,13 @@ static void check_round_trip(okv_gguf *g, const tensor_data *td, uint32_t alignm
     CHECK_STATUS(okv_gguf_array_f32(g, "a.f64", 0, &f, &err), OKV_OK, err);
     CHECK(f == 3.0f, "a.f64[0] %g", f);
     CHECK_STATUS(okv_gguf_array_f32(g, "a.i32", 0, &f, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_array_f64(g, "a.f64", 0, &d, &err), OKV_OK, err);
+    CHECK(d == 3.0, "a.f64[0] as double %g", d);
+    CHECK_STATUS(okv_gguf_array_f64(g, "a.i32", 0, &d, &err), OKV_ERR_FORMAT, err);
+    CHECK_STATUS(okv_gguf_array_u64(g, "a.i32", 2, &u64, &err), OKV_OK, err);
+    CHECK(u64 == INT32_MAX, "a.i32[2] as u64 %" PRIu64, u64);
+    CHECK_STATUS(okv_gguf_array_u64(g, "a.i32", 0, &u64, &err), OKV_ERR_FORMAT, err); /* -1 */
+    CHECK_STATUS(okv_gguf_array_u64(g, "a.f32", 0, &u64, &err), OKV_ERR_FORMAT, err);
     int bits = 0;
     for (uint64_t i = 0; i < 4; i++) {
         CHECK_STATUS(okv_gguf_array_bool(g, "a.bool", i, &b, &err), OKV_OK, err);

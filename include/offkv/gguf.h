@@ -176,6 +176,10 @@ okv_status okv_gguf_get_i64(const okv_gguf *g, const char *key, int64_t *out, ok
  * OKV_ERR_FORMAT).  Integers are not converted: the format types floats. */
 okv_status okv_gguf_get_f32(const okv_gguf *g, const char *key, float *out, okv_error *err);
 
+/* Reads an f32 or f64 value as a double, exactly (what a tool that shows
+ * the file as it is wants).  Errors as okv_gguf_get_f32, less the range. */
+okv_status okv_gguf_get_f64(const okv_gguf *g, const char *key, double *out, okv_error *err);
+
 /* Reads a bool value. */
 okv_status okv_gguf_get_bool(const okv_gguf *g, const char *key, bool *out, okv_error *err);
 
@@ -204,11 +208,16 @@ okv_status okv_gguf_array_str(const okv_gguf *g, const char *key, uint64_t i, co
                               size_t *len, okv_error *err);
 
 /* Element i of an array of integers (any integer element type; a u64 beyond
- * INT64_MAX is OKV_ERR_FORMAT), of floats (f32 or f64), or of bools.  Errors
- * as okv_gguf_array_str. */
+ * INT64_MAX is OKV_ERR_FORMAT, as is a negative one for array_u64), of
+ * floats (f32 or f64; as a float, or exactly as a double), or of bools.
+ * Errors as okv_gguf_array_str. */
 okv_status okv_gguf_array_i64(const okv_gguf *g, const char *key, uint64_t i, int64_t *out,
                               okv_error *err);
+okv_status okv_gguf_array_u64(const okv_gguf *g, const char *key, uint64_t i, uint64_t *out,
+                              okv_error *err);
 okv_status okv_gguf_array_f32(const okv_gguf *g, const char *key, uint64_t i, float *out,
+                              okv_error *err);
+okv_status okv_gguf_array_f64(const okv_gguf *g, const char *key, uint64_t i, double *out,
                               okv_error *err);
 okv_status okv_gguf_array_bool(const okv_gguf *g, const char *key, uint64_t i, bool *out,
                                okv_error *err);

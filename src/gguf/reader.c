@@ -622,10 +622,29 @@ static okv_status load_f32(const uint8_t *p, uint32_t type, float *out, const ch
 okv_status okv_gguf_get_f32(const okv_gguf *g, const char *key, float *out, okv_error *err) {
     const kv_entry *e;
     char what[224];
-    float f;
+    float f = 0;
     okv_status st = lookup(g, key, &e, err);
     if (!st) st = load_f32(g->base + e->pos, e->type, &f, WHAT_KEY(what, key), err);
     if (!st && out) *out = f;
+    return st;
+}
+
+/* An f32 or f64 value as a double: exact for both. */
+static okv_status load_f64(const uint8_t *p, uint32_t type, double *out, const char *what, okv_error *err) {
+    if (type == OKV_GGUF_F32 || type == OKV_GGUF_F64) {
+        *out = type == OKV_GGUF_F32 ? (double)okv_ldf32(p) : okv_ldf64(p);
+        return OKV_OK;
+    }
+    return okv_fail(err, OKV_ERR_FORMAT, "%s is %s, want a float", what, okv_gguf_type_name((okv_gguf_type)type));
+}
+
+okv_status okv_gguf_get_f64(const okv_gguf *g, const char *key, double *out, okv_error *err) {
+    const kv_entry *e;
+    char what[224];
+    double d = 0;
+    okv_status st = lookup(g, key, &e, err);
+    if (!st) st = load_f64(g->base + e->pos, e->type, &d, WHAT_KEY(what, key), err);
+    if (!st && out) *out = d;
     return st;
 }
 
@@ -741,17 +760,46 @@ okv_status okv_gguf_array_i64(const okv_gguf *g, const char *key, uint64_t i, in
     return st;
 }
 
+okv_status okv_gguf_array_u64(const okv_gguf *g, const char *key, uint64_t i, uint64_t *out,
+                              okv_error *err) {
+    const kv_entry *e = NULL;
+    const uint8_t *p = NULL;
+    wide_int v;
+    char what[256];
+    okv_status st = array_elem(g, key, i, is_int, "integers", &e, &p, err);
+    if (st) return st;
+    load_int(p, e->elem, &v);
+    snprintf(what, sizeof what, "metadata '%.200s'[%" PRIu64 "]", key, i);
+    st = fit_int(v, 0, UINT64_MAX, what, "u64", err);
+    if (!st && out) *out = v.mag;
+    return st;
+}
+
 okv_status okv_gguf_array_f32(const okv_gguf *g, const char *key, uint64_t i, float *out,
                               okv_error *err) {
     const kv_entry *e = NULL;
     const uint8_t *p = NULL;
-    float f;
+    float f = 0;
     char what[256];
     okv_status st = array_elem(g, key, i, is_float, "floats", &e, &p, err);
     if (st) return st;
     snprintf(what, sizeof what, "metadata '%.200s'[%" PRIu64 "]", key, i);
     st = load_f32(p, e->elem, &f, what, err);
     if (!st && out) *out = f;
+    return st;
+}
+
+okv_status okv_gguf_array_f64(const okv_gguf *g, const char *key, uint64_t i, double *out,
+                              okv_error *err) {
+    const kv_entry *e = NULL;
+    const uint8_t *p = NULL;
+    double d = 0;
+    char what[256];
+    okv_status st = array_elem(g, key, i, is_float, "floats", &e, &p, err);
+    if (st) return st;
+    snprintf(what, sizeof what, "metadata '%.200s'[%" PRIu64 "]", key, i);
+    st = load_f64(p, e->elem, &d, what, err);
+    if (!st && out) *out = d;
     return st;
 }
 

@@ -23,6 +23,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 /* True when a is one of the two spellings (b2 may be NULL). */
 bool cli_is(const char *a, const char *b1, const char *b2);

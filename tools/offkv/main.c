@@ -34,6 +34,7 @@ static const struct {
     {"bench", cmd_bench, "measure prompt (pp) and generation (tg) speed"},
     {"serve", cmd_serve, "serve the model over HTTP with OpenAI's API"},
     {"template", cmd_template, "print the prompt a chat template makes of a conversation"},
+    {"info", cmd_info, "print a GGUF file's metadata and tensors"},
 };
 
 static void usage(FILE *f) {
