@@ -40,7 +40,7 @@ bench: build
 	./build/bench/attend
 
 # offkv beside llama.cpp (node-llama-cpp from npm, installed on first use
-# into ~/.cache/offkv/bench-peer) on synthetic 1.1B models; knobs BENCH_TYPES,
+# into ~/.cache/offkv/bench-peer, unless BENCH_NLC=0) on synthetic 1.1B models; knobs BENCH_TYPES,
 # BENCH_REPS, BENCH_QUICK=1, BENCH_THREADS: see bench/peer/run.sh.
 bench-peer: build
 	sh bench/peer/run.sh

@@ -40,7 +40,6 @@ const need = (k) => {
     return env[k];
 };
 const OFFKV = need("OFFKV");
-const NLC_DIR = need("NLC_DIR");
 const OUT = need("BENCH_OUT");
 const BW = Number(need("BENCH_BW_GBS")) * 1e9; // bytes per second, at the start
 // the host's read bandwidth moved by a fifth within minutes on a cloud VM, so
@@ -72,8 +71,10 @@ const models = need("BENCH_MODELS").trim().split(/\s+/).map((s) => {
     return { type: s.slice(0, i), path: s.slice(i + 1) };
 });
 
-const { getLlama, LlamaLogLevel } = await import(pathToFileURL(`${NLC_DIR}/dist/index.js`).href);
-const nlcVersion = JSON.parse(fs.readFileSync(`${NLC_DIR}/package.json`, "utf8")).version;
+// node-llama-cpp (NLC_DIR: run.sh installs it) only where it takes turns
+const NLC_DIR = NLC ? need("NLC_DIR") : null;
+const { getLlama, LlamaLogLevel } = NLC ? await import(pathToFileURL(`${NLC_DIR}/dist/index.js`).href) : {};
+const nlcVersion = NLC ? JSON.parse(fs.readFileSync(`${NLC_DIR}/package.json`, "utf8")).version : null;
 
 const say = (s) => process.stderr.write(`bench-peer: ${s}\n`);
 const now = () => performance.now() / 1000;
@@ -91,10 +92,11 @@ const logger = (level, message) => {
 };
 // debug while loading the backend: its line "load_backend: loaded CPU backend
 // from .../libggml-cpu-VARIANT.so" is a debug-level message
-const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.debug, logger, maxThreads: THREADS });
+const llama = NLC ? await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.debug, logger, maxThreads: THREADS })
+    : null;
 // info from here on: llama.cpp says at that level, when it creates a
 // context, what flash attention "auto" became (and nothing while decoding)
-llama.logLevel = LlamaLogLevel[env.BENCH_LOGLEVEL ?? "info"];
+if (llama) llama.logLevel = LlamaLogLevel[env.BENCH_LOGLEVEL ?? "info"];
 const loaded = [...new Set(fs.readFileSync("/proc/self/maps", "utf8").split("\n")
     .map((l) => l.split(/\s+/).pop()).filter((f) => /libggml-cpu[^/]*\.so/.test(f ?? "")))];
 const variant = loaded.map((f) => f.split("/").pop()).join(", ") || "unknown (no libggml-cpu*.so mapped)";
@@ -305,40 +307,36 @@ const ppShare = (type, f, tps, start) =>
     peak ? tps * ppFlops(f, start + (P + 1) / 2) / (isFloat(type) ? peak.fma : peak.i8) : NaN;
 
 // --- what a token costs in bytes ------------------------------------------
-function modelFacts(model, path) {
-    const info = model.fileInfo;
-    // tensor sizes from the gaps between their offsets (any type, K-quants
-    // included; alignment padding is at most 31 bytes a tensor)
-    const ts = info.tensorInfo.map((t) => ({ name: t.name, off: Number(t.fileOffset), dims: t.dimensions.map(Number) }))
-        .sort((a, b) => a.off - b.off);
-    const fileSize = fs.statSync(path).size;
-    let weights = 0, all = 0;
+function modelFacts(path) {
+    // the file's metadata and tensors as `offkv info --json` reads them
+    // (arrays left out: only scalars are needed here)
+    const info = JSON.parse(execFileSync(OFFKV, ["info", "--json", "--items", "0", path], { maxBuffer: 1 << 26 }));
+    const ts = info.tensors.map((t) => ({ name: t.name, bytes: t.bytes, dims: t.shape }));
+    const md = (k) => info.metadata[k]?.value;
+    const arch = md("general.architecture"), a = (k) => md(`${arch}.${k}`);
+    let weights = 0;
     const tied = !ts.some((t) => t.name === "output.weight");
-    const md = info.metadata, arch = md.general.architecture, a = md[arch];
     // a mixture of experts reads expert_used_count of expert_count experts a token
-    const active = a.expert_count ? a.expert_used_count / a.expert_count : 1;
-    ts.forEach((t, i) => {
-        const bytes = (i + 1 < ts.length ? ts[i + 1].off : fileSize) - t.off;
-        all += bytes;
+    const active = a("expert_count") ? a("expert_used_count") / a("expert_count") : 1;
+    for (const t of ts)
         // token_embd: one row per token, unless it is also the output matrix
-        weights += t.name === "token_embd.weight" && !tied ? bytes / t.dims[1] : /_exps\./.test(t.name) ? bytes * active : bytes;
-    });
-    const nLayer = a.block_count, nHead = a.attention.head_count, nKv = a.attention.head_count_kv ?? nHead;
-    const kDim = a.attention.key_length ?? a.embedding_length / nHead, vDim = a.attention.value_length ?? kDim;
+        weights += t.name === "token_embd.weight" && !tied ? t.bytes / t.dims[1] : /_exps\./.test(t.name) ? t.bytes * active : t.bytes;
+    const nLayer = a("block_count"), nHead = a("attention.head_count"), nKv = a("attention.head_count_kv") ?? nHead;
+    const kDim = a("attention.key_length") ?? a("embedding_length") / nHead, vDim = a("attention.value_length") ?? kDim;
     const nVocab = ts.find((t) => t.name === "token_embd.weight").dims[1];
     // the layers' matrices (norms are vectors; token_embd and output are
     // looked up or, in prefill, multiplied for the last token only); a 3-D
     // expert tensor [ne0, ne1, n_expert] counts the expert_used_count
     // experts a token goes through, not one expert nor all of them
-    const used = a.expert_count ? a.expert_used_count : 1;
+    const used = a("expert_count") ? a("expert_used_count") : 1;
     const matElems = ts.filter((t) => t.name.startsWith("blk.") && t.dims.length >= 2 && t.dims[1] > 1)
         .reduce((s, t) => s + t.dims[0] * t.dims[1] * (/_exps\./.test(t.name) && t.dims.length >= 3 ? used : 1), 0);
     // f16 K and V rows per cached position: every layer, or (gpt-oss) the
     // full layers, and the sliding ones (even layers, period 2) up to the window
-    const window = arch === "gpt-oss" ? a.attention.sliding_window ?? 0 : 0;
+    const window = arch === "gpt-oss" ? a("attention.sliding_window") ?? 0 : 0;
     const nSwa = window ? Math.ceil(nLayer / 2) : 0;
     const row = nKv * (kDim + vDim) * 2;
-    return { weights, all, nVocab, kvPerPos: (nLayer - nSwa) * row, kvSwaPerPos: nSwa * row, window, matElems, nLayer,
+    return { weights, nVocab, kvPerPos: (nLayer - nSwa) * row, kvSwaPerPos: nSwa * row, window, matElems, nLayer,
              nHead, kDim };
 }
 
@@ -443,8 +441,8 @@ const t00 = now();
 const results = [];
 for (const { type, path } of models) {
     say(`${type}: ${path}`);
-    const model = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
-    const f = modelFacts(model, path);
+    const model = NLC ? await llama.loadModel({ modelPath: path, gpuLayers: 0 }) : null;
+    const f = modelFacts(path);
     // random ids, as llama-bench's (speed does not depend on them)
     let x = 42n;
     const toks = Array.from({ length: D + Math.max(P, N) }, () => {
@@ -453,7 +451,7 @@ for (const { type, path } of models) {
     });
     const bw0 = readBandwidth();
     const runs = { ...(await phase(model, path, toks, 0)), ...(await phase(model, path, toks, D)) };
-    await model.dispose();
+    await model?.dispose();
     const turned = Object.fromEntries(Object.entries(runs).filter(([, v]) => v.lb).map(([k, v]) => [k, v.lb]));
     const lb = Object.keys(turned).length
         ? { ...turned, ...(await llamaBench(path, { p: P, n: N, d: D, r: REPS })) }

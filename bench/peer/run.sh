@@ -31,8 +31,8 @@
 #                 with a 32000-token vocabulary; 0 leaves them out.  Their
 #                 roofline counts the active experts' bytes only
 #   BENCH_NLC     1 (default): node-llama-cpp takes turns with offkv; 0 leaves
-#                 it out (its prefill at depth 4096 takes most of the time) and
-#                 gives llama-bench the turns at depth 0 instead
+#                 it out (its prefill at depth 4096 takes most of the time),
+#                 uninstalled, and gives llama-bench the turns at depth 0 instead
 #   LLAMA_BENCH   llama.cpp's llama-bench (default ../shared/llama.cpp/bin/llama-bench
 #                 beside this checkout; when missing, its columns say –)
 #   LLAMA_VARIANT the CPU variant llama.cpp may load (x64, haswell, icelake,
@@ -78,12 +78,12 @@ if [ -n "$variant" ] && [ -x "$LLAMA_BENCH" ]; then
     LLAMA_BENCH=$dst/$(basename "$LLAMA_BENCH")
     say "llama.cpp limited to its $variant variant ($dst)"
 fi
-command -v node >/dev/null || die "node (Node.js >= 20) not found: node-llama-cpp runs llama.cpp"
-command -v npm >/dev/null || die "npm not found: it installs node-llama-cpp"
+command -v node >/dev/null || die "node (Node.js >= 20) not found: it runs bench/peer/llama.mjs"
 
-# --- llama.cpp: node-llama-cpp from npm, once ---------------------------
+# --- llama.cpp: node-llama-cpp from npm, once (not for BENCH_NLC=0) -------
 installed=$(cd "$CACHE" 2>/dev/null && node -p 'require("./node_modules/node-llama-cpp/package.json").version' 2>/dev/null || true)
-if [ "$installed" != "$NLC_VERSION" ]; then
+if [ "${BENCH_NLC:-1}" != 0 ] && [ "$installed" != "$NLC_VERSION" ]; then
+    command -v npm >/dev/null || die "npm not found: it installs node-llama-cpp (BENCH_NLC=0 runs without it)"
     # Only the prebuilt binaries for this machine: node-llama-cpp lists every
     # platform's (CUDA and Vulkan builds too, ~700 MB) as optional
     # dependencies, so those are omitted and this one is named.
