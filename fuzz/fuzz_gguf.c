@@ -15,7 +15,7 @@ static volatile uint8_t sink;
 
 static void read_value(const okv_gguf *g, const char *key) {
     okv_error err;
-    uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f; bool b;
+    uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f; double d; bool b;
     const char *s; size_t len;
     char buf[16];
     okv_gguf_get_u32(g, key, &u32, &err);
@@ -23,6 +23,7 @@ static void read_value(const okv_gguf *g, const char *key) {
     okv_gguf_get_u64(g, key, &u64, &err);
     okv_gguf_get_i64(g, key, &i64, &err);
     okv_gguf_get_f32(g, key, &f, &err);
+    okv_gguf_get_f64(g, key, &d, &err);
     okv_gguf_get_bool(g, key, &b, &err);
     if (okv_gguf_get_str(g, key, &s, &len, &err) == OKV_OK && len) sink ^= (uint8_t)(s[0] ^ s[len - 1]);
     okv_gguf_get_str_buf(g, key, buf, sizeof buf, &err);
@@ -34,7 +35,9 @@ static void read_value(const okv_gguf *g, const char *key) {
         if (okv_gguf_array_str(g, key, at[j], &s, &len, &err) == OKV_OK && len)
             sink ^= (uint8_t)(s[0] ^ s[len - 1]);
         okv_gguf_array_i64(g, key, at[j], &i64, &err);
+        okv_gguf_array_u64(g, key, at[j], &u64, &err);
         okv_gguf_array_f32(g, key, at[j], &f, &err);
+        okv_gguf_array_f64(g, key, at[j], &d, &err);
         okv_gguf_array_bool(g, key, at[j], &b, &err);
     }
     /* one past the end must be refused, not read */
