@@ -277,6 +277,18 @@ try {
   check(mm['offkv_requests_total{status="400"}'] >= 18, 'the 400s are counted');
   check(mm['offkv_cache_bytes{kind="flat"}'] > 0, 'cache bytes reported');
 
+  // The log: a line per generation (its tokens and times) and per error
+  // answer, with the client's address; every 400 counted once.
+  STEP(`the log: a line per generation and per error answer`);
+  const logged = srv.stderr.split('\n');
+  const n400 = (await metrics(srv))['offkv_requests_total{status="400"}'];
+  check(logged.some(l => /^offkv serve: 127\.0\.0\.1 200 chat: 1 choice, prompt [1-9]\d* tokens \(\d+ cached\), \d+ generated, (stop|length); first token [\d.]+ s, done [\d.]+ s \([\d.]+ t\/s\)$/.test(l)),
+    'a chat answer\'s line');
+  check(logged.some(l => /^offkv serve: 127\.0\.0\.1 200 stream completion: \d+ choices?, prompt \d+ tokens/.test(l)),
+    'a streamed completion\'s line');
+  check(logged.some(l => /^offkv serve: 127\.0\.0\.1 400 invalid_request_error( \(\w+\))?: \S/.test(l)), 'a 400\'s line, naming why');
+  eq(logged.filter(l => /^offkv serve: \S+ 400 /.test(l)).length, n400, 'every 400 answer logged once');
+
   // SIGTERM while a stream runs: the stream ends with [DONE], exit 0
   STEP(`SIGTERM while a stream runs: the stream ends with [DONE], exit 0`);
   const live = await fetch(srv.url + '/v1/completions', { method: 'POST',
@@ -321,6 +333,18 @@ try {
   } finally {
     eq(await stopServer(s), { code: 0, signal: null }, 'gemma3 server exits 0');
   }
+}
+
+// --quiet: no line per answer.
+{
+  const s = await startServer(['--quiet', '--parallel', '1']);
+  try {
+    eq((await post(s, '/v1/completions', { prompt: 'Once', max_tokens: 2 })).status, 200, '--quiet: answers');
+    eq((await post(s, '/v1/completions', { prompt: 5 })).status, 400, '--quiet: refuses');
+  } finally {
+    eq(await stopServer(s), { code: 0, signal: null }, '--quiet server exits 0');
+  }
+  check(!/^offkv serve: 127\.0\.0\.1 /m.test(s.stderr), `--quiet: no answer's line in\n${s.stderr}`);
 }
 
 // UTF-8 in streams: tiny-llama's random weights pick stories260K's byte

@@ -38,6 +38,9 @@ static void usage(FILE *f) {
             "                          503), and connections it may hold half-sent (a new one drops the\n"
             "                          oldest) (default 64)\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
+            "  --quiet                 no line on stderr per answer (by default: every generation's tokens\n"
+            "                          and times, and every error answer, with the client's address;\n"
+            "                          not /health and /metrics)\n"
             "  -h, --help              this help\n",
             srv_template_names());
 }
@@ -64,6 +67,10 @@ int cmd_serve(int argc, char **argv) {
             return CLI_OK;
         }
         if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
+        if (cli_is(a, "--quiet", NULL)) {
+            cfg.quiet = true;
+            continue;
+        }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "--host", "--port") || cli_is(a, "--parallel", "--queue") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window") ||

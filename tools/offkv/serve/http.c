@@ -79,6 +79,23 @@ static void client_out(server *srv, conn_ctx *cc) {
     cc->counted = false;
 }
 
+void wire_client_name(struct MHD_Connection *c, char *buf, size_t cap) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    const socklen_t len = sa && sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (!sa || getnameinfo(sa, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0) snprintf(buf, cap, "?");
+}
+
+void wire_log(server *srv, const char *client, const char *fmt, ...) {
+    if (srv->cfg->quiet) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "offkv serve: %s %s\n", client, line);
+}
+
 void wire_count_status(server *srv, int status) {
     int i = 0;
     while (counted_status[i] && counted_status[i] != status) i++;
@@ -129,7 +146,16 @@ enum MHD_Result wire_send_json(server *srv, struct MHD_Connection *c, int status
     return wire_send_owned(srv, c, status, "application/json", s, strlen(s));
 }
 
+/* An error answer's line in the log: status, type (param), message. */
+static void log_fail(server *srv, struct MHD_Connection *c, const srv_fail *f) {
+    char client[64];
+    wire_client_name(c, client, sizeof client);
+    wire_log(srv, client, "%d %s%s%s%s: %s", f->status, f->type, f->param[0] ? " (" : "", f->param,
+             f->param[0] ? ")" : "", f->message);
+}
+
 enum MHD_Result wire_send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
+    log_fail(srv, c, f);
     char *s = srv_error_json(f);
     if (!s) return MHD_NO;
     return send_owned(srv, c, f->status, "application/json", s, strlen(s), f->allow);
@@ -391,6 +417,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             srv_fail_set(&f, 408, "timeout_error", NULL, "the request's body did not arrive within the server's %.0f s (--timeout)",
                          srv->cfg->timeout);
             if (ci) srv_send_error_raw(ci->connect_fd, &f);
+            log_fail(srv, c, &f);
             wire_count_status(srv, 408);
             cc->answered = true;
             return MHD_NO;
@@ -426,6 +453,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         srv_fail_set(&f, 408, "timeout_error", NULL,
                      "the request's body stopped arriving for the server's %.0f s (--timeout)", srv->cfg->timeout);
         if (ci) srv_send_error_raw(ci->connect_fd, &f);
+        log_fail(srv, c, &f);
         wire_count_status(srv, 408);
     }
     if (cc) {

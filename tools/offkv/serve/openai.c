@@ -57,6 +57,7 @@ typedef struct call {
     size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
     srv_chat_stream cs[SRV_MAX_PROMPTS]; /* chat: each choice's answer's parse (tool calls, reasoning) */
     uint32_t progress_seen[SRV_MAX_PROMPTS];
+    char client[64];                /* the peer's address, for the log */
 } call;
 
 static void call_free(call *k) {
@@ -67,6 +68,44 @@ static void call_free(call *k) {
     free(k->out);
     for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
     free(k);
+}
+
+/* The call's line in the server's log once its answer went out (or the
+ * client left): how, then what was read and made for all its choices
+ * (each prompt counted once, as in usage), how the choices ended, and the
+ * times since it was submitted: its first token and its end, with the
+ * generation's rate between them. */
+static void log_call(call *k, const char *how) {
+    int64_t p = 0, cached = 0, g = 0;
+    double first = -1, done = 0;
+    int ends[5] = {0}; /* running (left), stop, length, error, shutdown: srv_finish's order */
+    for (int i = 0; i < k->n; i++) {
+        srv_job_usage u;
+        srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
+        if (i % k->per_prompt == 0) {
+            p += u.prompt_tokens;
+            cached += u.cached_tokens;
+        }
+        g += u.completion_tokens;
+        if (u.completion_tokens > 0 && (first < 0 || u.t_first < first)) first = u.t_first;
+        if (u.t_done > done) done = u.t_done;
+        ends[k->fin[i] >= SRV_RUNNING && k->fin[i] <= SRV_FINISH_SHUTDOWN ? k->fin[i] : 0]++;
+    }
+    static const char *const end_names[5] = {"cancelled", "stop", "length", "error", "shutdown"};
+    char how_ended[96] = "";
+    for (int e = 0, at = 0; e < 5; e++)
+        if (ends[e] && at < (int)sizeof how_ended)
+            at += k->n > 1 ? snprintf(how_ended + at, sizeof how_ended - (size_t)at, "%s%s x%d", at ? ", " : "",
+                                      end_names[e], ends[e])
+                           : snprintf(how_ended + at, sizeof how_ended - (size_t)at, "%s", end_names[e]);
+    char times[96] = "";
+    if (first >= 0 && done > first)
+        snprintf(times, sizeof times, "; first token %.3f s, done %.3f s (%.1f t/s)", first, done,
+                 (double)(g - (k->n < g ? k->n : g)) / (done - first));
+    else if (done > 0) snprintf(times, sizeof times, "; done %.3f s", done);
+    wire_log(k->srv, k->client, "%s %s: %d choice%s, prompt %lld tokens (%lld cached), %lld generated, %s%s", how,
+             k->kind == SRV_CHAT ? "chat" : "completion", k->n, k->n == 1 ? "" : "s", (long long)p,
+             (long long)cached, (long long)g, how_ended, times);
 }
 
 /* OpenAI's finish_reason: a cut answer is "length" even inside a call
@@ -169,6 +208,7 @@ static enum MHD_Result answer_plain(call *k) {
         }
         if (all) break;
         if (wire_client_gone(k->conn, &k->probed)) {
+            log_call(k, "-");
             call_free(k); /* cancels the jobs */
             return MHD_NO;
         }
@@ -206,6 +246,7 @@ static enum MHD_Result answer_plain(call *k) {
         cJSON_AddItemToArray(choices, ch);
     }
     cJSON_AddItemToObject(r, "usage", usage_json(k));
+    log_call(k, "200");
     call_free(k);
     return wire_send_json(srv, conn, 200, r);
 }
@@ -387,7 +428,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     return (ssize_t)n;
 }
 
-static void stream_free(void *cls) { call_free(cls); }
+/* The stream's end: all of it sent, or the client gone (cancelling what runs). */
+static void stream_free(void *cls) {
+    call *k = cls;
+    log_call(k, k->done ? "200 stream" : "200 stream (cut: the client went away)");
+    call_free(k);
+}
 
 static enum MHD_Result answer_stream(call *k) {
     /* The status line waits until the first job has a sequence: a request
@@ -478,6 +524,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     }
     k->srv = srv;
     k->conn = c;
+    wire_client_name(c, k->client, sizeof k->client);
     k->kind = kind;
     k->include_usage = req.stream && req.include_usage;
     k->return_progress = req.stream && req.return_progress;

@@ -473,6 +473,7 @@ typedef struct srv_config {
     size_t max_body;
     double timeout;         /* seconds a client has to send a request's head, and again its body */
     int max_per_client;     /* connections one client address may hold (waiting for a head or answered) */
+    bool quiet;             /* no line on stderr per answer (wire_log) */
     const char *chat_template;  /* NULL: the model's */
     const char *chat_template_file; /* NULL: none */
     srv_sched_config sched;

@@ -68,6 +68,14 @@ typedef struct conn_ctx {
  * srv->listen_fd; false when either cannot start (errno says why). */
 bool wire_start(server *srv);
 
+/* The connection's peer as a numeric address ("?" when unknown), into buf. */
+void wire_client_name(struct MHD_Connection *c, char *buf, size_t cap);
+
+/* One line on stderr, "offkv serve: CLIENT " and the formatted rest, unless
+ * --quiet: the server's record of what it answered (one fprintf a line, so
+ * lines from connections' threads never mix). */
+void wire_log(server *srv, const char *client, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Counts an answer's status for /metrics. */
 void wire_count_status(server *srv, int status);
 
