@@ -280,7 +280,13 @@ try {
   // The log: a line per generation (its tokens and times) and per error
   // answer, with the client's address; every 400 counted once.
   STEP(`the log: a line per generation and per error answer`);
+  // a client's words in an error (a logit_bias key) cannot forge a line
+  eq((await post(srv, '/v1/completions', { prompt: 'a', logit_bias: { 'x\nFORGED line': 1 } })).status, 400,
+    'a logit_bias key with a newline: 400');
+  await sleep(50);
   const logged = srv.stderr.split('\n');
+  check(!logged.some(l => l.startsWith('FORGED')) && logged.some(l => l.includes("'x.FORGED line'")),
+    'the newline is a dot in the log');
   const n400 = (await metrics(srv))['offkv_requests_total{status="400"}'];
   check(logged.some(l => /^offkv serve: 127\.0\.0\.1 200 chat: 1 choice, prompt [1-9]\d* tokens \(\d+ cached\), \d+ generated, (stop|length); first token [\d.]+ s, done [\d.]+ s \([\d.]+ t\/s\)$/.test(l)),
     'a chat answer\'s line');

@@ -224,7 +224,7 @@ static void drop(srv_gate *g, int k) {
  * client still sends for a moment before closing (closing with unread
  * bytes would send a reset that can destroy the answer in flight). */
 static void answer(srv_gate *g, int k, const srv_fail *f) {
-    if (g->count) g->count(g->cls, f->status);
+    if (g->count) g->count(g->cls, f, (const struct sockaddr *)&g->w[k].addr, (unsigned)g->w[k].addr_len);
     if (!srv_send_error_raw(g->w[k].fd, f)) {
         drop(g, k);
         return;

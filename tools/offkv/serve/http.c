@@ -93,6 +93,9 @@ void wire_log(server *srv, const char *client, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    /* a client's words (a parameter's name) must not make lines of their own */
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '.';
     fprintf(stderr, "offkv serve: %s %s\n", client, line);
 }
 
@@ -147,11 +150,15 @@ enum MHD_Result wire_send_json(server *srv, struct MHD_Connection *c, int status
 }
 
 /* An error answer's line in the log: status, type (param), message. */
+static void log_fail_at(server *srv, const char *client, const srv_fail *f) {
+    wire_log(srv, client, "%d %s%s%s%s: %s", f->status, f->type, f->param[0] ? " (" : "", f->param,
+             f->param[0] ? ")" : "", f->message);
+}
+
 static void log_fail(server *srv, struct MHD_Connection *c, const srv_fail *f) {
     char client[64];
     wire_client_name(c, client, sizeof client);
-    wire_log(srv, client, "%d %s%s%s%s: %s", f->status, f->type, f->param[0] ? " (" : "", f->param,
-             f->param[0] ? ")" : "", f->message);
+    log_fail_at(srv, client, f);
 }
 
 enum MHD_Result wire_send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
@@ -483,7 +490,13 @@ static void gate_pass(void *cls, int fd, const struct sockaddr *addr, unsigned l
         fprintf(stderr, "offkv serve: a connection refused: %s\n", strerror(errno));
 }
 
-static void gate_count(void *cls, int status) { wire_count_status(cls, status); }
+static void gate_count(void *cls, const srv_fail *f, const struct sockaddr *addr, unsigned addr_len) {
+    char client[64];
+    if (getnameinfo(addr, (socklen_t)addr_len, client, sizeof client, NULL, 0, NI_NUMERICHOST) != 0)
+        snprintf(client, sizeof client, "?");
+    log_fail_at(cls, client, f);
+    wire_count_status(cls, f->status);
+}
 
 bool wire_start(server *srv) {
     const srv_config *cfg = srv->cfg;

@@ -454,8 +454,9 @@ typedef struct srv_gate_config {
 
 /* Takes a connection whose head is whole (its bytes still unread). */
 typedef void (*srv_gate_pass_fn)(void *cls, int fd, const struct sockaddr *addr, unsigned addr_len);
-/* Counts an answer the gate gave itself (its HTTP status). */
-typedef void (*srv_gate_count_fn)(void *cls, int status);
+/* An answer the gate gave itself (f: its status and words) to the client
+ * at addr: counted and logged by the caller. */
+typedef void (*srv_gate_count_fn)(void *cls, const srv_fail *f, const struct sockaddr *addr, unsigned addr_len);
 
 /* Starts the thread that accepts on cfg->listen_fd.  NULL when it cannot. */
 srv_gate *srv_gate_start(const srv_gate_config *cfg, srv_gate_pass_fn pass, srv_gate_count_fn count, void *cls);

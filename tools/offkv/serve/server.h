@@ -71,9 +71,9 @@ bool wire_start(server *srv);
 /* The connection's peer as a numeric address ("?" when unknown), into buf. */
 void wire_client_name(struct MHD_Connection *c, char *buf, size_t cap);
 
-/* One line on stderr, "offkv serve: CLIENT " and the formatted rest, unless
- * --quiet: the server's record of what it answered (one fprintf a line, so
- * lines from connections' threads never mix). */
+/* One line on stderr, "offkv serve: CLIENT " and the formatted rest (its
+ * control bytes as '.'), unless --quiet: the server's record of what it
+ * answered (one fprintf a line, so lines from connections' threads never mix). */
 void wire_log(server *srv, const char *client, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Counts an answer's status for /metrics. */
