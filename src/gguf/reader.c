@@ -745,60 +745,72 @@ okv_status okv_gguf_array_str(const okv_gguf *g, const char *key, uint64_t i, co
     return st;
 }
 
+/* Element i of an array of numbers (accept: its element types): where it
+ * is, its type, and its name for errors (what, 256 bytes). */
+static okv_status array_num(const okv_gguf *g, const char *key, uint64_t i, bool (*accept)(uint32_t),
+                            const char *want, const uint8_t **p, uint32_t *type, char *what, okv_error *err) {
+    const kv_entry *e = NULL;
+    okv_status st = array_elem(g, key, i, accept, want, &e, p, err);
+    if (st) return st;
+    *type = e->elem;
+    snprintf(what, 256, "metadata '%.200s'[%" PRIu64 "]", key, i);
+    return OKV_OK;
+}
+
+/* Element i of an array of integers, whatever their width. */
+static okv_status array_wide(const okv_gguf *g, const char *key, uint64_t i, wide_int *v, char *what,
+                             okv_error *err) {
+    const uint8_t *p = NULL;
+    uint32_t t = 0;
+    okv_status st = array_num(g, key, i, is_int, "integers", &p, &t, what, err);
+    if (!st) load_int(p, t, v);
+    return st;
+}
+
 okv_status okv_gguf_array_i64(const okv_gguf *g, const char *key, uint64_t i, int64_t *out,
                               okv_error *err) {
-    const kv_entry *e = NULL;
-    const uint8_t *p = NULL;
-    wide_int v;
     char what[256];
-    okv_status st = array_elem(g, key, i, is_int, "integers", &e, &p, err);
-    if (st) return st;
-    load_int(p, e->elem, &v);
-    snprintf(what, sizeof what, "metadata '%.200s'[%" PRIu64 "]", key, i);
-    st = fit_int(v, (uint64_t)INT64_MAX + 1, INT64_MAX, what, "i64", err);
-    if (!st && out) *out = to_i64(v);
+    wide_int v;
+    okv_status st = array_wide(g, key, i, &v, what, err);
+    if (!st && !(st = fit_int(v, (uint64_t)INT64_MAX + 1, INT64_MAX, what, "i64", err)) && out) *out = to_i64(v);
     return st;
 }
 
 okv_status okv_gguf_array_u64(const okv_gguf *g, const char *key, uint64_t i, uint64_t *out,
                               okv_error *err) {
-    const kv_entry *e = NULL;
-    const uint8_t *p = NULL;
-    wide_int v;
     char what[256];
-    okv_status st = array_elem(g, key, i, is_int, "integers", &e, &p, err);
-    if (st) return st;
-    load_int(p, e->elem, &v);
-    snprintf(what, sizeof what, "metadata '%.200s'[%" PRIu64 "]", key, i);
-    st = fit_int(v, 0, UINT64_MAX, what, "u64", err);
-    if (!st && out) *out = v.mag;
+    wide_int v;
+    okv_status st = array_wide(g, key, i, &v, what, err);
+    if (!st && !(st = fit_int(v, 0, UINT64_MAX, what, "u64", err)) && out) *out = v.mag;
+    return st;
+}
+
+/* Element i of an array of floats (f32 or f64) as a double; narrow: it must
+ * fit a float, as okv_gguf_array_f32 returns it. */
+static okv_status array_float(const okv_gguf *g, const char *key, uint64_t i, bool narrow, double *d,
+                              okv_error *err) {
+    const uint8_t *p = NULL;
+    uint32_t t = 0;
+    char what[256];
+    float f = 0;
+    okv_status st = array_num(g, key, i, is_float, "floats", &p, &t, what, err);
+    if (!st) st = narrow ? load_f32(p, t, &f, what, err) : load_f64(p, t, d, what, err);
+    if (!st && narrow) *d = f;
     return st;
 }
 
 okv_status okv_gguf_array_f32(const okv_gguf *g, const char *key, uint64_t i, float *out,
                               okv_error *err) {
-    const kv_entry *e = NULL;
-    const uint8_t *p = NULL;
-    float f = 0;
-    char what[256];
-    okv_status st = array_elem(g, key, i, is_float, "floats", &e, &p, err);
-    if (st) return st;
-    snprintf(what, sizeof what, "metadata '%.200s'[%" PRIu64 "]", key, i);
-    st = load_f32(p, e->elem, &f, what, err);
-    if (!st && out) *out = f;
+    double d = 0;
+    okv_status st = array_float(g, key, i, true, &d, err);
+    if (!st && out) *out = (float)d;
     return st;
 }
 
 okv_status okv_gguf_array_f64(const okv_gguf *g, const char *key, uint64_t i, double *out,
                               okv_error *err) {
-    const kv_entry *e = NULL;
-    const uint8_t *p = NULL;
     double d = 0;
-    char what[256];
-    okv_status st = array_elem(g, key, i, is_float, "floats", &e, &p, err);
-    if (st) return st;
-    snprintf(what, sizeof what, "metadata '%.200s'[%" PRIu64 "]", key, i);
-    st = load_f64(p, e->elem, &d, what, err);
+    okv_status st = array_float(g, key, i, false, &d, err);
     if (!st && out) *out = d;
     return st;
 }

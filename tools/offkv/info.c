@@ -146,6 +146,42 @@ static void print_value(const okv_gguf *g, const char *key, okv_gguf_type t, int
 
 /* ---- the two forms ---- */
 
+/* Key i, its type and value: a text line "  KEY TYPE VALUE", or JSON's
+ * "KEY": {"type", "value"} (an array's with "elem" and "length"). */
+static void print_kv(const okv_gguf *g, int64_t i, uint64_t items, int json) {
+    const char *key = okv_gguf_key(g, i);
+    const okv_gguf_type t = okv_gguf_kv_type(g, i);
+    if (json) {
+        fputs(i ? ",\n  " : "\n  ", stdout);
+        json_str(key, strlen(key));
+        printf(": {\"type\": \"%s\", ", okv_gguf_type_name(t));
+    } else {
+        printf("  %-40s %-7s ", key, okv_gguf_type_name(t));
+    }
+    if (t != OKV_GGUF_ARRAY) {
+        if (json) fputs("\"value\": ", stdout);
+        print_value(g, key, t, 0, 0, json);
+        fputs(json ? "}" : "\n", stdout);
+        return;
+    }
+    okv_gguf_type elem = OKV_GGUF_NONE;
+    uint64_t len = 0;
+    okv_gguf_get_array(g, key, &elem, &len, NULL);
+    const uint64_t shown = elem == OKV_GGUF_ARRAY ? 0 : len < items ? len : items;
+    if (json) printf("\"elem\": \"%s\", \"length\": %llu, \"value\": [", okv_gguf_type_name(elem), (unsigned long long)len);
+    else printf("%s x %llu", okv_gguf_type_name(elem), (unsigned long long)len);
+    for (uint64_t j = 0; j < shown; j++) {
+        fputs(j ? ", " : json ? "" : ": ", stdout);
+        print_value(g, key, elem, 1, j, json);
+    }
+    if (json) fputs("]}", stdout);
+    else if (elem == OKV_GGUF_ARRAY) fputs(" (nested arrays: items not shown)\n", stdout);
+    else {
+        if (shown < len) printf("%s... (%llu more)", shown ? ", " : ": ", (unsigned long long)(len - shown));
+        putchar('\n');
+    }
+}
+
 static void print_text(const char *path, const okv_gguf *g, uint64_t items) {
     const int64_t n_kv = okv_gguf_n_kv(g), n_t = okv_gguf_n_tensors(g);
     size_t data = 0;
@@ -155,31 +191,7 @@ static void print_text(const char *path, const okv_gguf *g, uint64_t items) {
            (unsigned)okv_gguf_version(g), (unsigned)okv_gguf_alignment(g), (long long)n_kv, (long long)n_t,
            cli_bytes(data, buf, sizeof buf));
     printf("metadata:\n");
-    for (int64_t i = 0; i < n_kv; i++) {
-        const char *key = okv_gguf_key(g, i);
-        const okv_gguf_type t = okv_gguf_kv_type(g, i);
-        printf("  %-40s %-7s ", key, okv_gguf_type_name(t));
-        if (t != OKV_GGUF_ARRAY) {
-            print_value(g, key, t, 0, 0, 0);
-            putchar('\n');
-            continue;
-        }
-        okv_gguf_type elem = OKV_GGUF_NONE;
-        uint64_t len = 0;
-        okv_gguf_get_array(g, key, &elem, &len, NULL);
-        printf("%s x %llu", okv_gguf_type_name(elem), (unsigned long long)len);
-        if (elem == OKV_GGUF_ARRAY) {
-            printf(" (nested arrays: items not shown)\n");
-            continue;
-        }
-        const uint64_t shown = len < items ? len : items;
-        for (uint64_t j = 0; j < shown; j++) {
-            fputs(j ? ", " : ": ", stdout);
-            print_value(g, key, elem, 1, j, 0);
-        }
-        if (shown < len) printf("%s... (%llu more)", shown ? ", " : ": ", (unsigned long long)(len - shown));
-        putchar('\n');
-    }
+    for (int64_t i = 0; i < n_kv; i++) print_kv(g, i, items, 0);
     printf("tensors:\n");
     for (int64_t i = 0; i < n_t; i++) {
         const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
@@ -197,29 +209,7 @@ static void print_json(const char *path, const okv_gguf *g, uint64_t items) {
     printf(", \"version\": %u, \"alignment\": %u,\n \"metadata\": {", (unsigned)okv_gguf_version(g),
            (unsigned)okv_gguf_alignment(g));
     const int64_t n_kv = okv_gguf_n_kv(g), n_t = okv_gguf_n_tensors(g);
-    for (int64_t i = 0; i < n_kv; i++) {
-        const char *key = okv_gguf_key(g, i);
-        const okv_gguf_type t = okv_gguf_kv_type(g, i);
-        fputs(i ? ",\n  " : "\n  ", stdout);
-        json_str(key, strlen(key));
-        printf(": {\"type\": \"%s\", ", okv_gguf_type_name(t));
-        if (t != OKV_GGUF_ARRAY) {
-            fputs("\"value\": ", stdout);
-            print_value(g, key, t, 0, 0, 1);
-            putchar('}');
-            continue;
-        }
-        okv_gguf_type elem = OKV_GGUF_NONE;
-        uint64_t len = 0;
-        okv_gguf_get_array(g, key, &elem, &len, NULL);
-        printf("\"elem\": \"%s\", \"length\": %llu, \"value\": [", okv_gguf_type_name(elem), (unsigned long long)len);
-        const uint64_t shown = elem == OKV_GGUF_ARRAY ? 0 : len < items ? len : items;
-        for (uint64_t j = 0; j < shown; j++) {
-            if (j) fputs(", ", stdout);
-            print_value(g, key, elem, 1, j, 1);
-        }
-        fputs("]}", stdout);
-    }
+    for (int64_t i = 0; i < n_kv; i++) print_kv(g, i, items, 1);
     fputs("},\n \"tensors\": [", stdout);
     for (int64_t i = 0; i < n_t; i++) {
         const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
