@@ -240,6 +240,22 @@ def main():
           f"text control bytes: {lines.get('t.str.ctl')}")
     check(lines.get("c", "").split()[1:4] == ["q8_0", "64", "x"], f"text tensor: {lines.get('c')}")
 
+    # --key: one value alone; a string's bytes exactly as stored
+    def key(path, k, *extra):
+        return subprocess.run([OFFKV, "info", path, "--key", k, *extra], capture_output=True)
+    kv = {k: (t, v) for k, t, v in ODD_KV}
+    for k in ["t.str.bad", "t.str.ctl", "t.str.long", "t.str.utf8"]:
+        r = key(odd, k)
+        check(r.returncode == 0 and r.stdout == kv[k][1], f"--key {k}: {r.stdout[:80]!r}")
+    r = key(odd, "t.u64")
+    check(r.stdout == b"18446744073709551615\n", f"--key t.u64: {r.stdout!r}")
+    r = key(odd, "t.arr.many", "--items", "2")
+    check(r.stdout == b"-20\n-19\n... (38 more)\n", f"--key t.arr.many --items 2: {r.stdout!r}")
+    r = key(odd, "t.arr.f64", "--json")
+    check(r.returncode == 0 and json.loads(r.stdout) == ["NaN", -0.0, 5e-324], f"--key t.arr.f64 --json: {r.stdout!r}")
+    r = key(odd, "t.nope")
+    check(r.returncode == 1 and b"t.nope" in r.stderr and r.stdout == b"", f"--key t.nope: {r.returncode} {r.stderr!r}")
+
     # errors: named, nothing on stdout
     trunc = os.path.join(tmp, "trunc.gguf")
     with open(odd, "rb") as f, open(trunc, "wb") as g:
@@ -257,6 +273,11 @@ def main():
             compare(os.path.join(SHARED, "models", m + ".gguf"))
         for v in ["ggml-vocab-llama-spm", "ggml-vocab-gemma3", "ggml-vocab-gpt-2"]:
             compare(os.path.join(SHARED, "vocab", v + ".gguf"))
+        # a real chat template, written out whole
+        qwen = os.path.join(SHARED, "vocab", "ggml-vocab-qwen3.gguf")
+        want = dict((k, v) for k, _, v in read_gguf(qwen)["kv"])["tokenizer.chat_template"]
+        r = subprocess.run([OFFKV, "info", qwen, "--key", "tokenizer.chat_template"], capture_output=True)
+        check(r.returncode == 0 and r.stdout == want, f"--key tokenizer.chat_template: {len(r.stdout)} bytes, want {len(want)}")
     else:
         print("info_check: ../shared not found: the real files were skipped (the written one ran)")
     for f in os.listdir(tmp):

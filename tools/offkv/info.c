@@ -10,7 +10,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: offkv info [-m] MODEL [--json] [--items N]\n"
+            "usage: offkv info [-m] MODEL [--json] [--items N] [--key KEY]\n"
             "Prints a GGUF file's format version, metadata (every key, its type and value) and\n"
             "tensors (name, type, shape, bytes, offset in the data section).  The file is checked\n"
             "whole as a model load checks it, but no model is built: files of an architecture or\n"
@@ -22,8 +22,11 @@ static void usage(FILE *f) {
             "                    beside \"elem\" and \"length\"; a string that is not valid UTF-8 has\n"
             "                    each bad byte as U+FFFD; NaN and infinities are the strings \"NaN\",\n"
             "                    \"Infinity\", \"-Infinity\"\n"
-            "  --items N         array items shown, 0 or more, or `all` (default 8); text also cuts\n"
-            "                    strings after 200 bytes (saying how many more there are)\n"
+            "  --items N         array items shown, 0 or more, or `all` (default 8; with --key, all);\n"
+            "                    text also cuts strings after 200 bytes (saying how many more there are)\n"
+            "  --key KEY         only that key's value: a string exactly as stored (no newline added:\n"
+            "                    `--key tokenizer.chat_template > t.jinja` writes the template), a number\n"
+            "                    or bool on a line, an array one item a line; with --json, the value as JSON\n"
             "  -h, --help        this help\n");
 }
 
@@ -222,9 +225,42 @@ static void print_json(const char *path, const okv_gguf *g, uint64_t items) {
     fputs("]}\n", stdout);
 }
 
+/* --key: the value of key alone (false when the file has no such key). */
+static bool print_key(const okv_gguf *g, const char *key, uint64_t items, int json) {
+    const int64_t i = okv_gguf_find_key(g, key);
+    if (i < 0) return false;
+    const okv_gguf_type t = okv_gguf_kv_type(g, i);
+    if (t == OKV_GGUF_STRING && !json) { /* the bytes as stored */
+        const char *s = NULL;
+        size_t n = 0;
+        okv_gguf_get_str(g, key, &s, &n, NULL);
+        fwrite(s, 1, n, stdout);
+        return true;
+    }
+    if (t != OKV_GGUF_ARRAY) {
+        print_value(g, key, t, 0, 0, json);
+        putchar('\n');
+        return true;
+    }
+    okv_gguf_type elem = OKV_GGUF_NONE;
+    uint64_t len = 0;
+    okv_gguf_get_array(g, key, &elem, &len, NULL);
+    const uint64_t shown = elem == OKV_GGUF_ARRAY ? 0 : len < items ? len : items;
+    if (json) putchar('[');
+    for (uint64_t j = 0; j < shown; j++) {
+        if (json && j) fputs(", ", stdout);
+        print_value(g, key, elem, 1, j, json);
+        if (!json) putchar('\n');
+    }
+    if (json) puts("]");
+    else if (shown < len) printf("... (%llu more%s)\n", (unsigned long long)(len - shown),
+                                 elem == OKV_GGUF_ARRAY ? ": nested arrays are not shown" : "");
+    return true;
+}
+
 int cmd_info(int argc, char **argv) {
-    const char *cmd = "info", *path = NULL;
-    bool json = false;
+    const char *cmd = "info", *path = NULL, *key = NULL;
+    bool json = false, items_given = false;
     uint64_t items = 8;
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
@@ -235,7 +271,9 @@ int cmd_info(int argc, char **argv) {
         else if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         else if (cli_is(a, "--json", NULL)) json = true;
         else if (cli_is(a, "-m", "--model")) { if (!(file = cli_value(cmd, argc, argv, &i))) return CLI_USAGE; }
+        else if (cli_is(a, "--key", NULL)) { if (!(key = cli_value(cmd, argc, argv, &i))) return CLI_USAGE; }
         else if (cli_is(a, "--items", NULL)) {
+            items_given = true;
             const char *v = cli_value(cmd, argc, argv, &i);
             if (!v) return CLI_USAGE;
             char *end;
@@ -262,8 +300,14 @@ int cmd_info(int argc, char **argv) {
         cli_error(cmd, "%s: %s", path, err.message);
         return CLI_FAIL;
     }
-    if (json) print_json(path, g, items);
+    bool found = true;
+    if (key) found = print_key(g, key, items_given ? items : UINT64_MAX, json);
+    else if (json) print_json(path, g, items);
     else print_text(path, g, items);
     okv_gguf_close(g);
+    if (!found) {
+        cli_error(cmd, "%s has no key '%s' (offkv info %s lists them)", path, key, path);
+        return CLI_FAIL;
+    }
     return cli_flush_stdout(cmd) ? CLI_OK : CLI_FAIL;
 }
