@@ -3,7 +3,8 @@
  *    positions the running requests hold, checked against what a job has
  *    made (a 4-token prompt and g tokens generated hold 3 + g positions:
  *    the last token is not evaluated yet), the queued job counted as
- *    waiting, everything 0 once the jobs end;
+ *    waiting, its 4-token prompt pending (the running one's is read),
+ *    everything 0 once the jobs end;
  *  - the server listens before it loads: /health answers 503
  *    {"status":"loading"} and the other endpoints 503 until srv_load, then
  *    /health 200 {"status":"ok"};
@@ -45,9 +46,9 @@ static void gauges(okv_model *m) {
     if (!s) return;
     srv_sched_stats st;
     srv_sched_stats_get(s, &st);
-    CHECK(st.active == 0 && st.queued == 0 && st.kv_used == 0 && st.kv_total == 256,
-          "idle: running %d, waiting %d, K/V %lld of %lld (want 0, 0, 0 of 256)", (int)st.active, (int)st.queued,
-          (long long)st.kv_used, (long long)st.kv_total);
+    CHECK(st.active == 0 && st.queued == 0 && st.kv_used == 0 && st.kv_total == 256 && st.prompt_pending == 0,
+          "idle: running %d, waiting %d, K/V %lld of %lld, prompt pending %lld (want 0, 0, 0 of 256, 0)",
+          (int)st.active, (int)st.queued, (long long)st.kv_used, (long long)st.kv_total, (long long)st.prompt_pending);
     srv_job *run = submit(s, 200), *wait = submit(s, 4);
     int consistent = 0, max_g = 0;
     size_t at = 0;
@@ -71,6 +72,8 @@ static void gauges(okv_model *m) {
               (int)a.queued);
         CHECK(a.kv_used == 3 + u.completion_tokens, "%d tokens made from a 4-token prompt: K/V %lld (want %d)",
               (int)u.completion_tokens, (long long)a.kv_used, 3 + (int)u.completion_tokens);
+        CHECK(a.prompt_pending == 4, "while the first runs: %lld prompt tokens pending (want the waiting job's 4)",
+              (long long)a.prompt_pending);
         if (check_failed_) break;
     }
     CHECK(consistent > 0, "no consistent reading while the first job ran");
@@ -86,9 +89,9 @@ static void gauges(okv_model *m) {
         free(t);
     }
     srv_sched_stats_get(s, &st);
-    CHECK(st.active == 0 && st.queued == 0 && st.kv_used == 0,
-          "both ended: running %d, waiting %d, K/V %lld (want 0: a finished request's history is free)",
-          (int)st.active, (int)st.queued, (long long)st.kv_used);
+    CHECK(st.active == 0 && st.queued == 0 && st.kv_used == 0 && st.prompt_pending == 0,
+          "both ended: running %d, waiting %d, K/V %lld, prompt pending %lld (want 0: a finished request's history "
+          "is free)", (int)st.active, (int)st.queued, (long long)st.kv_used, (long long)st.prompt_pending);
     srv_job_release(s, run);
     srv_job_release(s, wait);
     srv_sched_free(s);
@@ -193,7 +196,7 @@ static void lifecycle(const char *model) {
     static const char *const names[] = {"vllm:num_requests_waiting",  "vllm:num_requests_running",
                                         "vllm:kv_cache_usage_perc",   "llamacpp:requests_deferred",
                                         "llamacpp:requests_processing", "llamacpp:kv_cache_usage_ratio",
-                                        "offkv_kv_cache_usage_ratio"};
+                                        "offkv_kv_cache_usage_ratio", "offkv_prompt_tokens_pending"};
     for (size_t i = 0; body && i < sizeof names / sizeof names[0]; i++) {
         char help[256];
         snprintf(help, sizeof help, "# HELP %s ", names[i]);

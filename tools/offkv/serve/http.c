@@ -259,6 +259,9 @@ static enum MHD_Result metrics(server *srv, struct MHD_Connection *c, const conn
     OUT("offkv_sequences_active %d\n", (int)st.active);
     OUT("# HELP offkv_sequences_queued Requests waiting for a sequence.\n# TYPE offkv_sequences_queued gauge\n");
     OUT("offkv_sequences_queued %d\n", (int)st.queued);
+    OUT("# HELP offkv_prompt_tokens_pending Prompt tokens submitted and not yet read into a cache (a queued "
+        "request counts its whole prompt).\n# TYPE offkv_prompt_tokens_pending gauge\n");
+    OUT("offkv_prompt_tokens_pending %lld\n", (long long)st.prompt_pending);
     OUT("# HELP offkv_sequences_max Sequences (--parallel).\n# TYPE offkv_sequences_max gauge\n");
     OUT("offkv_sequences_max %d\n", (int)st.n_parallel);
     OUT("# HELP offkv_cache_bytes K/V cache storage held, by layer kind.\n# TYPE offkv_cache_bytes gauge\n");

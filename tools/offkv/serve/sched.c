@@ -559,6 +559,16 @@ void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st) {
     for (int32_t i = 0; i < s->cfg.n_parallel; i++)
         if (s->slots[i].job) st->kv_used += s->slots[i].n_hist_seen;
     st->kv_total = (int64_t)s->cfg.n_parallel * s->capacity;
+    /* The prompt work ahead: what a router weighs a server's queue by
+     * (requests alone say nothing of a 30000-token prompt among them).  A
+     * queued prompt's part a cache already holds is known at admission only. */
+    st->prompt_pending = 0;
+    for (const srv_job *j = s->q_head; j; j = j->next)
+        if (!j->leader) st->prompt_pending += j->n_prompt;
+    for (int32_t i = 0; i < s->cfg.n_parallel; i++) {
+        const srv_job *j = s->slots[i].job;
+        if (j && j->n_read < j->n_prompt) st->prompt_pending += j->n_prompt - j->n_read;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -384,6 +384,8 @@ typedef struct srv_sched_stats {
     double last_tokens_per_second;   /* over the last finished request */
     size_t cache_flat_bytes, cache_ring_bytes;
     int64_t kv_used, kv_total;       /* K/V positions held by running requests, of all sequences' */
+    int64_t prompt_pending;          /* prompt tokens submitted and not yet in a cache (queued requests
+                                        count their whole prompt, forks none: they copy their leader's) */
 } srv_sched_stats;
 
 void srv_sched_stats_get(srv_sched *s, srv_sched_stats *st);
