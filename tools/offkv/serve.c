@@ -38,9 +38,9 @@ static void usage(FILE *f) {
             "                          503), and connections it may hold half-sent (a new one drops the\n"
             "                          oldest) (default 64)\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
-            "  --quiet                 no line on stderr per answer (by default: every generation's tokens\n"
-            "                          and times, and every error answer, with the client's address;\n"
-            "                          not /health and /metrics)\n"
+            "  --quiet                 no line on stderr per answer (by default one for every generation,\n"
+            "                          its tokens and times, and one for every error answer, each with\n"
+            "                          the client's address; other answers, /health's too, are not logged)\n"
             "  -h, --help              this help\n",
             srv_template_names());
 }
