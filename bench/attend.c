@@ -57,10 +57,9 @@ int main(int argc, char **argv) {
     if (runs > 64) runs = 64;
     okv_isa isa = okv_cpu_best_isa();
     if (argc > 3) {
-        int found = 0;
-        for (int i = OKV_ISA_SCALAR; i <= OKV_ISA_AVX512; i++)
-            if (!strcmp(argv[3], okv_isa_name((okv_isa)i))) { isa = (okv_isa)i; found = 1; }
-        if (!found || !okv_cpu_has_isa(isa)) { fprintf(stderr, "isa %s not available\n", argv[3]); return 1; }
+        isa = okv_isa_from_name(argv[3]);
+        /* attention has scalar, AVX2 and AVX-512 kernels */
+        if (isa > OKV_ISA_AVX512 || !okv_cpu_has_isa(isa)) { fprintf(stderr, "isa %s not available\n", argv[3]); return 1; }
     }
     okv_error err;
     okv_threadpool *pools[2] = {okv_threadpool_create(1, &err), okv_threadpool_create(2, &err)};

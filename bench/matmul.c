@@ -247,10 +247,8 @@ int main(int argc, char **argv) {
     if (reps > 64) reps = 64;
     okv_isa kern = okv_cpu_best_isa();
     if (argc > 2) {
-        int found = 0;
-        for (int i = 0; i < OKV_ISA_COUNT; i++)
-            if (!strcmp(argv[2], okv_isa_name((okv_isa)i))) kern = (okv_isa)i, found = 1;
-        if (!found) { printf("kernel '%s': not a kernel name (scalar, avx2, avxvnni, avx512, ...)\n", argv[2]); return 1; }
+        kern = okv_isa_from_name(argv[2]);
+        if (kern == OKV_ISA_COUNT) { printf("kernel '%s': not a kernel name (scalar, avx2, avxvnni, avx512, ...)\n", argv[2]); return 1; }
     }
     if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
     const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_WT_MXFP4X16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,

@@ -79,11 +79,15 @@ static void client_out(server *srv, conn_ctx *cc) {
     cc->counted = false;
 }
 
+/* The numeric address at sa into buf, or "?". */
+static void addr_name(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap) {
+    if (!sa || getnameinfo(sa, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0) snprintf(buf, cap, "?");
+}
+
 void wire_client_name(struct MHD_Connection *c, char *buf, size_t cap) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    const socklen_t len = sa && sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-    if (!sa || getnameinfo(sa, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0) snprintf(buf, cap, "?");
+    addr_name(sa, sa && sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in), buf, cap);
 }
 
 void wire_log(server *srv, const char *client, const char *fmt, ...) {
@@ -495,8 +499,7 @@ static void gate_pass(void *cls, int fd, const struct sockaddr *addr, unsigned l
 
 static void gate_count(void *cls, const srv_fail *f, const struct sockaddr *addr, unsigned addr_len) {
     char client[64];
-    if (getnameinfo(addr, (socklen_t)addr_len, client, sizeof client, NULL, 0, NI_NUMERICHOST) != 0)
-        snprintf(client, sizeof client, "?");
+    addr_name(addr, (socklen_t)addr_len, client, sizeof client);
     log_fail_at(cls, client, f);
     wire_count_status(cls, f->status);
 }
