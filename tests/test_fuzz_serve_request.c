@@ -7,8 +7,10 @@
  * the named templates.  The gate's head check (gate.c) gets the same
  * treatment: mutated request heads (bad Content-Lengths, binary garbage,
  * cut lines) get a verdict, and every refusal is a 4xx/5xx of OpenAI's
- * shape.  OKV_FUZZ_SECONDS=N runs rounds for N seconds instead of the
- * fixed count (make check-deep: 600). */
+ * shape.  Anthropic's Messages bodies (anthropic.c) likewise: mutated,
+ * each is translated into an OpenAI chat body that the parser takes, or
+ * refused with a 400 in Anthropic's error shape.  OKV_FUZZ_SECONDS=N runs
+ * rounds for N seconds instead of the fixed count (make check-deep: 600). */
 #include <time.h>
 #include <math.h>
 #include <stdint.h>
@@ -53,6 +55,25 @@ static const char *const seeds[] = {
 /* How many of the seeds above parse (the rest are refused on purpose). */
 static const bool seed_parses[] = {true, true, true, true, true, true, false, false, true};
 
+/* Anthropic Messages bodies: blocks of every kind offkv takes, and two it
+ * refuses (an image, a server tool). */
+static const char *const anthropic_seeds[] = {
+    "{\"model\":\"m\",\"max_tokens\":8,\"system\":\"be brief\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+    "\"stop_sequences\":[\"x\"],\"temperature\":0.5,\"top_k\":4,\"stream\":true,\"metadata\":{\"user_id\":\"u\"}}",
+    "{\"max_tokens\":8,\"system\":[{\"type\":\"text\",\"text\":\"s\"}],\"messages\":[{\"role\":\"user\",\"content\":"
+    "[{\"type\":\"text\",\"text\":\"w?\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":"
+    "\"t\",\"signature\":\"s\"},{\"type\":\"redacted_thinking\",\"data\":\"x\"},{\"type\":\"tool_use\",\"id\":\"a\","
+    "\"name\":\"f\",\"input\":{\"q\":1}}]},{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":"
+    "\"a\",\"content\":[{\"type\":\"text\",\"text\":\"2\"}],\"is_error\":false},{\"type\":\"text\",\"text\":\"ok\"}]}],"
+    "\"tools\":[{\"name\":\"f\",\"description\":\"d\",\"input_schema\":{\"type\":\"object\"}}],"
+    "\"tool_choice\":{\"type\":\"tool\",\"name\":\"f\",\"disable_parallel_tool_use\":true},\"thinking\":{\"type\":"
+    "\"enabled\",\"budget_tokens\":1024}}",
+    "{\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{}}]}]}",
+    "{\"max_tokens\":8,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"s\"}],\"messages\":[{\"role\":\"user\","
+    "\"content\":\"x\"}],\"tool_choice\":{\"type\":\"any\"}}",
+};
+static const bool anthropic_seed_parses[] = {true, true, false, false};
+
 /* Request heads for the gate: valid ones and the hostile ones of issue 15. */
 static const char *const heads[] = {
     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 42\r\n\r\n",
@@ -71,6 +92,8 @@ static const char *const fragments[] = {
     "\"\xff\xfe\"", "\"\xc3\"", "[]", "{}", "[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]", "\"prompt\"", "\"messages\"",
     "\"role\"", "\"content\"", "\"stop\"", "\"stream\"", ",", ":", "{", "}", "[", "]", "\"", "\\", "9007199254740993",
     "[\"a\",\"b\",\"c\",\"d\",\"e\"]", "{\"role\":\"user\"}", "{\"type\":\"image\"}",
+    "{\"type\":\"tool_use\",\"id\":\"i\",\"name\":\"f\",\"input\":{}}", "{\"type\":\"tool_result\",\"tool_use_id\":\"i\"}",
+    "{\"type\":\"thinking\",\"thinking\":\"t\"}", "\"assistant\"", "{\"type\":\"none\"}",
 };
 
 /* Checks one body; returns false when the outcome breaks the contract. */
@@ -116,6 +139,33 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
     return ok;
 }
 
+/* An Anthropic body: an OpenAI chat body the parser takes (a request in
+ * range, as probe checks), or a 400 / 500 in Anthropic's error shape. */
+static bool probe_anthropic(const char *body, size_t len, bool *accepted) {
+    srv_fail f;
+    memset(&f, 0, sizeof f);
+    char *o = srv_anthropic_request(body, len, (len & 1) != 0, &f);
+    *accepted = false;
+    if (o) {
+        const bool ok = probe(SRV_CHAT, o, strlen(o));
+        srv_request r;
+        if ((*accepted = srv_request_parse(SRV_CHAT, o, strlen(o), &r, &f))) srv_request_clear(&r);
+        else if (f.status != 400) return false;
+        free(o);
+        return ok;
+    }
+    if (f.status != 400 && f.status != 500) return false;
+    char *e = srv_anthropic_error_json(&f);
+    cJSON *j = e ? cJSON_Parse(e) : NULL;
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error"), *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+    const bool ok = cJSON_IsString(type) && !strcmp(type->valuestring, "error") &&
+                    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "message")) &&
+                    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "type"));
+    cJSON_Delete(j);
+    free(e);
+    return ok;
+}
+
 /* One head through the gate's check: a verdict, and a refusal that says why. */
 static bool probe_head(const char *h, size_t n) {
     srv_fail f;
@@ -131,6 +181,46 @@ static bool probe_head(const char *h, size_t n) {
     return ok;
 }
 
+/* A copy of seed in buf (cap bytes), bent: bytes flipped, fragments
+ * spliced in, runs cut out, truncated, or pure noise; its length. */
+static size_t mutate(char *buf, const char *seed, size_t cap) {
+    size_t n = strlen(seed);
+    memcpy(buf, seed, n);
+    const int mode = (int)below(5);
+    const int edits = 1 + (int)below(6);
+    for (int e = 0; e < edits; e++) {
+        switch (mode == 4 ? 4 : (int)below(4)) {
+        case 0: /* flip a byte */
+            if (n) buf[below(n)] = (char)next();
+            break;
+        case 1: { /* splice a fragment in */
+            const char *fr = fragments[below(sizeof fragments / sizeof fragments[0])];
+            const size_t k = strlen(fr), at = below(n + 1);
+            if (n + k < cap) {
+                memmove(buf + at + k, buf + at, n - at);
+                memcpy(buf + at, fr, k);
+                n += k;
+            }
+            break;
+        }
+        case 2: /* cut a run out */
+            if (n) {
+                const size_t at = below(n), k = 1 + below(n - at);
+                memmove(buf + at, buf + at + k, n - at - k);
+                n -= k;
+            }
+            break;
+        case 3: /* truncate */
+            n = below(n + 1);
+            break;
+        default: /* noise */
+            n = below(256);
+            for (size_t i = 0; i < n; i++) buf[i] = (char)next();
+        }
+    }
+    return n;
+}
+
 static double seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -142,44 +232,11 @@ int main(void) {
     const char *dur = getenv("OKV_FUZZ_SECONDS");
     const double limit = dur ? atof(dur) : 0, t_start = seconds();
     static char buf[CAP];
-    int accepted = 0, refused = 0, bad = 0;
+    int accepted = 0, refused = 0, bad = 0, anthropic_accepted = 0;
     int round = 0;
     for (; limit > 0 ? seconds() - t_start < limit : round < ROUNDS; round++) {
         const char *seed = seeds[below(sizeof seeds / sizeof seeds[0])];
-        size_t n = strlen(seed);
-        memcpy(buf, seed, n);
-        const int mode = (int)below(5);
-        const int edits = 1 + (int)below(6);
-        for (int e = 0; e < edits; e++) {
-            switch (mode == 4 ? 4 : (int)below(4)) {
-            case 0: /* flip a byte */
-                if (n) buf[below(n)] = (char)next();
-                break;
-            case 1: { /* splice a fragment in */
-                const char *fr = fragments[below(sizeof fragments / sizeof fragments[0])];
-                const size_t k = strlen(fr), at = below(n + 1);
-                if (n + k < CAP) {
-                    memmove(buf + at + k, buf + at, n - at);
-                    memcpy(buf + at, fr, k);
-                    n += k;
-                }
-                break;
-            }
-            case 2: /* cut a run out */
-                if (n) {
-                    const size_t at = below(n), k = 1 + below(n - at);
-                    memmove(buf + at, buf + at + k, n - at - k);
-                    n -= k;
-                }
-                break;
-            case 3: /* truncate */
-                n = below(n + 1);
-                break;
-            default: /* noise */
-                n = below(256);
-                for (size_t i = 0; i < n; i++) buf[i] = (char)next();
-            }
-        }
+        size_t n = mutate(buf, seed, CAP);
         for (int k = SRV_CHAT; k <= SRV_COMPLETION; k++) {
             /* The body is not NUL-terminated for the parser: copy it exactly
              * so that ASan sees any read past its end. */
@@ -199,6 +256,18 @@ int main(void) {
                 fprintf(stderr, "contract broken for body (%zu bytes): %.*s\n", n, (int)n, buf);
             }
             CHECK(ok, "round %d", round);
+        }
+        /* An Anthropic body, bent the same ways. */
+        {
+            const size_t an = mutate(buf, anthropic_seeds[below(sizeof anthropic_seeds / sizeof anthropic_seeds[0])], CAP);
+            char *exact = malloc(an ? an : 1);
+            memcpy(exact, buf, an);
+            bool taken;
+            const bool aok = probe_anthropic(exact, an, &taken);
+            free(exact);
+            if (taken) anthropic_accepted++;
+            if (!aok && bad++ < 5) fprintf(stderr, "anthropic contract broken (%zu bytes): %.*s\n", an, (int)an, buf);
+            CHECK(aok, "anthropic round %d", round);
         }
         /* A head, bent the same ways (bytes flipped, runs cut, truncated). */
         const char *hs = heads[below(sizeof heads / sizeof heads[0])];
@@ -233,7 +302,14 @@ int main(void) {
         CHECK(parsed == seed_parses[i], "seed %zu: parsed %d: %s", i, parsed, parsed ? "" : f.message);
         if (parsed) srv_request_clear(&r);
     }
-    printf("%d rounds in %.1f s: %d bodies accepted, %d refused\n", round, seconds() - t_start, accepted, refused);
+    for (size_t i = 0; i < sizeof anthropic_seeds / sizeof anthropic_seeds[0]; i++) {
+        bool taken;
+        CHECK(probe_anthropic(anthropic_seeds[i], strlen(anthropic_seeds[i]), &taken), "anthropic seed %zu", i);
+        CHECK(taken == anthropic_seed_parses[i], "anthropic seed %zu: taken %d", i, taken);
+    }
+    printf("%d rounds in %.1f s: %d bodies accepted, %d refused; %d Anthropic bodies accepted\n", round,
+           seconds() - t_start, accepted, refused, anthropic_accepted);
+    CHECK(anthropic_accepted > 20, "the Anthropic mutations reach acceptance (%d)", anthropic_accepted);
     CHECK(accepted > 100 && refused > 1000, "the mutations reach both outcomes (%d, %d)", accepted, refused);
     return check_done();
 }

@@ -165,23 +165,42 @@ static void log_fail(server *srv, struct MHD_Connection *c, const srv_fail *f) {
     log_fail_at(srv, client, f);
 }
 
-enum MHD_Result wire_send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
+enum MHD_Result wire_send_error_as(server *srv, struct MHD_Connection *c, srv_api api, const srv_fail *f) {
     log_fail(srv, c, f);
-    char *s = srv_error_json(f);
+    char *s = api == SRV_API_ANTHROPIC ? srv_anthropic_error_json(f) : srv_error_json(f);
     if (!s) return MHD_NO;
     return send_owned(srv, c, f->status, "application/json", s, strlen(s), f->allow);
 }
 
-enum MHD_Result wire_fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
-                          const char *fmt, ...) {
+enum MHD_Result wire_send_error(server *srv, struct MHD_Connection *c, const srv_fail *f) {
+    return wire_send_error_as(srv, c, SRV_API_OPENAI, f);
+}
+
+static enum MHD_Result vfail(server *srv, struct MHD_Connection *c, srv_api api, int status, const char *type,
+                             const char *param, const char *fmt, va_list ap) {
     srv_fail f = {.status = status};
     snprintf(f.type, sizeof f.type, "%s", type);
     snprintf(f.param, sizeof f.param, "%s", param ? param : "");
+    vsnprintf(f.message, sizeof f.message, fmt, ap);
+    return wire_send_error_as(srv, c, api, &f);
+}
+
+enum MHD_Result wire_fail_as(server *srv, struct MHD_Connection *c, srv_api api, int status, const char *type,
+                             const char *param, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(f.message, sizeof f.message, fmt, ap);
+    const enum MHD_Result r = vfail(srv, c, api, status, type, param, fmt, ap);
     va_end(ap);
-    return wire_send_error(srv, c, &f);
+    return r;
+}
+
+enum MHD_Result wire_fail(server *srv, struct MHD_Connection *c, int status, const char *type, const char *param,
+                          const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const enum MHD_Result r = vfail(srv, c, SRV_API_OPENAI, status, type, param, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* True when the connection broke or is closed both ways.  A client that
@@ -331,8 +350,8 @@ typedef enum MHD_Result (*handler)(server *srv, struct MHD_Connection *c, const 
 /* What the wire checks before a handler runs, in this order: the method;
  * unless LOADING, that the model is loaded (else 503); unless NO_KEY, the
  * API key (else 401); with BODY, that the body was not over --max-body
- * (else 413). */
-enum { LOADING = 1, NO_KEY = 2, BODY = 4 };
+ * (else 413).  ANTHROPIC: those refusals in Anthropic's error shape. */
+enum { LOADING = 1, NO_KEY = 2, BODY = 4, ANTHROPIC = 8 };
 
 static const struct route {
     const char *path;
@@ -346,6 +365,8 @@ static const struct route {
     {"/v1/models", false, 0, openai_models},
     {"/v1/chat/completions", true, BODY, openai_chat_completions},
     {"/v1/completions", true, BODY, openai_completions},
+    {"/v1/messages", true, BODY | ANTHROPIC, anthropic_messages},
+    {"/v1/messages/count_tokens", true, BODY | ANTHROPIC, anthropic_count_tokens},
     {"/apply-template", true, BODY, openai_apply_template},
     {"/tokenize", true, BODY, openai_tokenize},
     {"/detokenize", true, BODY, openai_detokenize},
@@ -367,26 +388,30 @@ static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].path) == 0) r = &routes[i];
     if (!r) return wire_fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
+    const srv_api api = r->checks & ANTHROPIC ? SRV_API_ANTHROPIC : SRV_API_OPENAI;
     if (r->post ? !post : !get) {
         srv_fail f = {.status = 405, .type = "invalid_request_error", .allow = r->post ? "POST" : "GET, HEAD"};
         snprintf(f.message, sizeof f.message, "%s takes %s", r->path, r->post ? "POST" : "GET");
-        return wire_send_error(srv, c, &f);
+        return wire_send_error_as(srv, c, api, &f);
     }
     if (!(r->checks & LOADING) && !atomic_load(&srv->ready))
-        return wire_fail(srv, c, 503, "server_busy", NULL, "the model is still loading: try again shortly");
+        return wire_fail_as(srv, c, api, 503, "server_busy", NULL, "the model is still loading: try again shortly");
     if (!(r->checks & NO_KEY) && srv->cfg->api_key) {
-        /* The scheme's name is case-insensitive (RFC 7235): "bearer KEY" too. */
+        /* The scheme's name is case-insensitive (RFC 7235): "bearer KEY" too.
+         * Anthropic's clients send the key as x-api-key instead. */
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
         if (auth && strncasecmp(auth, "Bearer ", 7) == 0)
             for (auth += 7; *auth == ' ';) auth++;
         else auth = NULL;
-        if (!auth || !key_ok(auth, srv->cfg->api_key))
-            return wire_fail(srv, c, 401, "authentication_error", NULL,
-                             "a missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key");
+        if (!(auth && key_ok(auth, srv->cfg->api_key)) && !(xkey && key_ok(xkey, srv->cfg->api_key)))
+            return wire_fail_as(srv, c, api, 401, "authentication_error", NULL,
+                                "a missing or wrong API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY') "
+                                "with the server's --api-key");
     }
     if ((r->checks & BODY) && cc->too_big)
-        return wire_fail(srv, c, 413, "invalid_request_error", NULL,
-                         "the body is larger than the server's %zu bytes (--max-body)", srv->cfg->max_body);
+        return wire_fail_as(srv, c, api, 413, "invalid_request_error", NULL,
+                            "the body is larger than the server's %zu bytes (--max-body)", srv->cfg->max_body);
     return r->fn(srv, c, cc);
 }
 

@@ -37,6 +37,7 @@ typedef struct call {
     server *srv;
     struct MHD_Connection *conn;
     srv_kind kind;
+    srv_api api;                    /* Anthropic's: one chat answer, shaped by anthropic.c */
     bool include_usage;
     bool return_progress;           /* streams: prompt_progress chunks (llama.cpp's extension) */
     char id[48];
@@ -58,6 +59,9 @@ typedef struct call {
     srv_chat_stream cs[SRV_MAX_PROMPTS]; /* chat: each choice's answer's parse (tool calls, reasoning) */
     uint32_t progress_seen[SRV_MAX_PROMPTS];
     char client[64];                /* the peer's address, for the log */
+    srv_anthropic_stream as;        /* Anthropic's stream: its blocks */
+    char *stops[SRV_MAX_STOPS];     /* Anthropic's answers name the stop sequence that ended them */
+    int n_stops;
 } call;
 
 static void call_free(call *k) {
@@ -67,6 +71,7 @@ static void call_free(call *k) {
     }
     free(k->out);
     for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
+    for (int i = 0; i < k->n_stops; i++) free(k->stops[i]);
     free(k);
 }
 
@@ -114,7 +119,7 @@ static void log_call(call *k, const char *how) {
                  (double)(g - (k->n < g ? k->n : g)) / (done - first));
     else if (done > 0) snprintf(times, sizeof times, "; done %.3f s", done);
     wire_log(k->srv, k->client, "%s %s: %d choice%s, prompt %lld tokens (%lld cached), %lld generated, %s%s", how,
-             k->kind == SRV_CHAT ? "chat" : "completion", k->n, k->n == 1 ? "" : "s", (long long)p,
+             k->api == SRV_API_ANTHROPIC ? "messages" : k->kind == SRV_CHAT ? "chat" : "completion", k->n, k->n == 1 ? "" : "s", (long long)p,
              (long long)cached, (long long)g, how_ended, times);
 }
 
@@ -122,6 +127,27 @@ static void log_call(call *k, const char *how) {
  * (whose arguments are then incomplete), else "tool_calls" when it called. */
 static const char *finish_name(srv_finish f, bool called) {
     return f == SRV_FINISH_LENGTH ? "length" : called ? "tool_calls" : "stop";
+}
+
+/* Anthropic's stop_reason of the (one) answer, and the stop sequence. */
+static const char *anthropic_stop(call *k, bool called, const char **seq) {
+    *seq = NULL;
+    if (k->fin[0] == SRV_FINISH_LENGTH) return "max_tokens";
+    if (called) return "tool_use";
+    srv_job_usage u;
+    srv_job_usage_get(k->srv->sched, k->jobs[0], &u);
+    if (u.stop_index >= 0 && u.stop_index < k->n_stops) {
+        *seq = k->stops[u.stop_index];
+        return "stop_sequence";
+    }
+    return "end_turn";
+}
+
+static srv_anthropic_usage anthropic_usage(call *k) {
+    int64_t p, cached, g;
+    double first, done;
+    call_usage(k, &p, &cached, &g, &first, &done);
+    return (srv_anthropic_usage){.input = p, .cached = cached, .output = g};
 }
 
 /* OpenAI's usage: each prompt counted once however many choices (n) it
@@ -193,6 +219,7 @@ static cJSON *choice_logprobs(call *k, int i) {
 static enum MHD_Result answer_plain(call *k) {
     server *srv = k->srv;
     struct MHD_Connection *conn = k->conn;
+    const srv_api k_api = k->api;
     size_t cap[SRV_MAX_PROMPTS] = {0};
     for (;;) {
         bool all = true;
@@ -204,7 +231,7 @@ static enum MHD_Result answer_plain(call *k) {
             if (t && !wire_append_text(&k->text[i], &k->n_text[i], &cap[i], t, nt)) {
                 free(t);
                 call_free(k);
-                return wire_fail(srv, conn, 500, "server_error", NULL, "out of memory for the answer");
+                return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
             }
             free(t);
             if (k->fin[i] == SRV_RUNNING) all = false;
@@ -219,7 +246,7 @@ static enum MHD_Result answer_plain(call *k) {
     char msg[320];
     if (failed_job(k, msg, sizeof msg) >= 0) {
         call_free(k);
-        return wire_fail(srv, conn, 500, "server_error", NULL, "%s", msg);
+        return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "%s", msg);
     }
     /* A shutdown: the answer is cut off (or never began), so no 200 that
      * would read as a natural end; the client may retry elsewhere. */
@@ -227,10 +254,23 @@ static enum MHD_Result answer_plain(call *k) {
     bool admitted;
     if (shutdown_job(k, &made, &admitted) >= 0) {
         call_free(k);
-        return wire_fail(srv, conn, 503, "server_shutting_down", NULL,
+        return wire_fail_as(srv, conn, k_api, 503, "server_shutting_down", NULL,
                     admitted ? "the server is shutting down: the answer was cut off after %d tokens; try again"
                              : "the server is shutting down: the request was not started; try again",
                     (int)made);
+    }
+    if (k->api == SRV_API_ANTHROPIC) {
+        bool called = false;
+        cJSON *m = srv_chat_message(&k->cs[0], k->text[0] ? k->text[0] : "", &called);
+        const char *seq;
+        const char *why = anthropic_stop(k, called, &seq);
+        const srv_anthropic_usage u = anthropic_usage(k);
+        cJSON *r = m ? srv_anthropic_message(m, k->id, srv->model_name, why, seq, &u) : NULL;
+        cJSON_Delete(m);
+        log_call(k, "200");
+        call_free(k);
+        if (!r) return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
+        return wire_send_json(srv, conn, 200, r);
     }
     cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
@@ -269,6 +309,22 @@ static bool sse(call *k, cJSON *j) {
  * answer's text goes through its parse (srv_chat_stream_feed): a piece
  * that adds nothing yet (the start of a tool call's markup) sends no chunk. */
 static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fin) {
+    if (k->api == SRV_API_ANTHROPIC) {
+        /* the OpenAI delta, then its Anthropic events (and at the end the
+         * message's: Anthropic's stream has no [DONE]) */
+        cJSON *d = cJSON_CreateObject();
+        bool any = false;
+        bool ok = d && srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any) &&
+                  srv_anthropic_delta(&k->as, d);
+        cJSON_Delete(d);
+        if (ok && fin != SRV_RUNNING) {
+            const char *seq;
+            const char *why = anthropic_stop(k, srv_chat_stream_called(&k->cs[i]), &seq);
+            const srv_anthropic_usage u = anthropic_usage(k);
+            ok = srv_anthropic_end(&k->as, why, seq, &u);
+        }
+        return ok;
+    }
     cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     cJSON *ch = cJSON_CreateObject();
@@ -382,12 +438,19 @@ static bool produce(call *k) {
             else
                 srv_fail_set(&f, 503, "server_shutting_down", NULL,
                              "the server is shutting down: the answer was cut off after %d tokens", (int)made);
+            if (k->api == SRV_API_ANTHROPIC) {
+                k->done = true;
+                return srv_anthropic_error_event(&k->as, &f);
+            }
             char *e = srv_error_json(&f);
             bool ok = e && wire_append_text(&k->out, &k->n_out, &k->cap, "data: ", 6) &&
                       wire_append_text(&k->out, &k->n_out, &k->cap, e, strlen(e)) &&
                       wire_append_text(&k->out, &k->n_out, &k->cap, "\n\n", 2);
             free(e);
             if (!ok) return false;
+        } else if (k->api == SRV_API_ANTHROPIC) {
+            k->done = true; /* message_stop went with the finish */
+            return true;
         } else if (k->include_usage) {
             cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
             cJSON_AddArrayToObject(r, "choices");
@@ -452,6 +515,7 @@ static enum MHD_Result answer_stream(call *k) {
         }
     int32_t made;
     bool admitted;
+    const srv_api k_api = k->api;
     for (int i = 0; i < k->n; i++) {
         char *t;
         size_t nt;
@@ -464,17 +528,28 @@ static enum MHD_Result answer_stream(call *k) {
         server *srv = k->srv;
         struct MHD_Connection *c = k->conn;
         call_free(k);
-        return wire_fail(srv, c, 503, "server_shutting_down", NULL,
+        return wire_fail_as(srv, c, k_api, 503, "server_shutting_down", NULL,
                     "the server is shutting down: the request was not started; try again");
     }
     for (int i = 0; i < k->n; i++) k->fin[i] = SRV_RUNNING;
+    if (k->api == SRV_API_ANTHROPIC) {
+        /* message_start first: the prompt is counted and its cached part known */
+        k->as = (srv_anthropic_stream){.out = &k->out, .n = &k->n_out, .cap = &k->cap};
+        const srv_anthropic_usage u = anthropic_usage(k);
+        if (!srv_anthropic_start(&k->as, k->id, k->srv->model_name, &u)) {
+            server *srv = k->srv;
+            struct MHD_Connection *c = k->conn;
+            call_free(k);
+            return wire_fail_as(srv, c, k_api, 500, "server_error", NULL, "out of memory for the stream");
+        }
+    }
     wire_touch(k->srv, k->conn);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, k, stream_free);
     if (!r) {
         server *srv = k->srv;
         struct MHD_Connection *c = k->conn;
         call_free(k);
-        return wire_fail(srv, c, 500, "server_error", NULL, "cannot create the stream");
+        return wire_fail_as(srv, c, k_api, 500, "server_error", NULL, "cannot create the stream");
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
@@ -504,10 +579,23 @@ static int32_t *tokenize(server *srv, const char *text, bool special, size_t cap
     return ids;
 }
 
-static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_kind kind, const conn_ctx *cc) {
+/* Parses a request body for kind: Anthropic's through its OpenAI chat
+ * form (srv_anthropic_request; count: count_tokens'). */
+static bool parse_request(srv_kind kind, srv_api api, bool count, const conn_ctx *cc, srv_request *req, srv_fail *f) {
+    if (api != SRV_API_ANTHROPIC) return srv_request_parse(kind, cc->body ? cc->body : "", cc->n, req, f);
+    memset(req, 0, sizeof *req);
+    char *body = srv_anthropic_request(cc->body ? cc->body : "", cc->n, count, f);
+    if (!body) return false;
+    const bool ok = srv_request_parse(SRV_CHAT, body, strlen(body), req, f);
+    free(body);
+    return ok;
+}
+
+static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_kind kind, srv_api api,
+                                   const conn_ctx *cc) {
     srv_request req;
     srv_fail f;
-    if (!srv_request_parse(kind, cc->body ? cc->body : "", cc->n, &req, &f)) return wire_send_error(srv, c, &f);
+    if (!parse_request(kind, api, false, cc, &req, &f)) return wire_send_error_as(srv, c, api, &f);
     /* Answers that could never all have a sequence or a place in the queue
      * at once: a 503 would say "try again", which never helps. */
     const int64_t n_answers = (int64_t)req.n * (kind == SRV_CHAT ? 1 : req.n_prompts);
@@ -515,7 +603,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     if (n_answers > room) {
         const char *param = req.n > 1 ? "n" : "prompt";
         srv_request_clear(&req);
-        return wire_fail(srv, c, 400, "invalid_request_error", param,
+        return wire_fail_as(srv, c, api, 400, "invalid_request_error", param,
                          "the request asks for %lld answers; this server holds at most %lld at once (--parallel %d, "
                          "--queue %d)",
                          (long long)n_answers, (long long)room, (int)srv->cfg->sched.n_parallel, (int)srv->cfg->sched.n_queue);
@@ -523,19 +611,28 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     call *k = calloc(1, sizeof *k);
     if (!k) {
         srv_request_clear(&req);
-        return wire_fail(srv, c, 500, "server_error", NULL, "out of memory");
+        return wire_fail_as(srv, c, api, 500, "server_error", NULL, "out of memory");
     }
     k->srv = srv;
     k->conn = c;
     wire_client_name(c, k->client, sizeof k->client);
     k->kind = kind;
+    k->api = api;
+    for (int i = 0; api == SRV_API_ANTHROPIC && i < req.n_stops; i++) {
+        if (!(k->stops[k->n_stops] = strdup(req.stops[i]))) {
+            call_free(k);
+            srv_request_clear(&req);
+            return wire_fail_as(srv, c, api, 500, "server_error", NULL, "out of memory");
+        }
+        k->n_stops++;
+    }
     k->include_usage = req.stream && req.include_usage;
     k->return_progress = req.stream && req.return_progress;
     k->per_prompt = req.n;
     k->created = (long long)time(NULL);
     const uint64_t id = atomic_fetch_add(&srv->next_id, 1);
-    snprintf(k->id, sizeof k->id, "%s-%" PRIx64 "%06" PRIx64, kind == SRV_CHAT ? "chatcmpl" : "cmpl",
-             (uint64_t)k->created, id);
+    snprintf(k->id, sizeof k->id, "%s%" PRIx64 "%06" PRIx64,
+             api == SRV_API_ANTHROPIC ? "msg_" : kind == SRV_CHAT ? "chatcmpl-" : "cmpl-", (uint64_t)k->created, id);
     const int n_texts = kind == SRV_CHAT ? 1 : req.n_prompts;
     const char *param = kind == SRV_CHAT ? "messages" : "prompt";
     int status = 0;
@@ -543,7 +640,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     const int32_t n_vocab = okv_model_n_vocab(srv->model);
     for (int32_t b = 0; b < req.n_bias && !status; b++)
         if (req.bias_ids[b] >= n_vocab)
-            status = wire_fail(srv, c, 400, "invalid_request_error", "logit_bias",
+            status = wire_fail_as(srv, c, api, 400, "invalid_request_error", "logit_bias",
                           "'logit_bias' names token %d; the vocabulary has %d tokens", (int)req.bias_ids[b],
                           (int)n_vocab) == MHD_YES ? 1 : -1;
     srv_trigger trigger = {0};
@@ -553,7 +650,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         if (kind == SRV_CHAT) {
             srv_fail rf = {0};
             if (!(rendered = srv_chat_render(srv->chat, &req, true, &rf))) {
-                status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
+                status = wire_send_error_as(srv, c, api, &rf) == MHD_YES ? 1 : -1;
                 break;
             }
             okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
@@ -567,14 +664,14 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                 srv_fail_set(&rf, 400, "invalid_request_error", "tool_choice",
                              "'tool_choice' forces a tool call; it cannot come with 'response_format', 'grammar' or 'json_schema'");
                 free(rendered);
-                status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
+                status = wire_send_error_as(srv, c, api, &rf) == MHD_YES ? 1 : -1;
                 break;
             }
             if (forced || (req.tool_choice == SRV_TOOLS_AUTO && req.tools_json && !req.grammar)) {
                 req.grammar = srv_tool_call_grammar(&req, &syn, !forced, forced ? NULL : &trigger, &rf);
                 if (!req.grammar && rf.status) {
                     free(rendered);
-                    status = wire_send_error(srv, c, &rf) == MHD_YES ? 1 : -1;
+                    status = wire_send_error_as(srv, c, api, &rf) == MHD_YES ? 1 : -1;
                     break;
                 }
                 if (!req.grammar) trigger.text = NULL; /* a format offkv cannot constrain: free */
@@ -592,12 +689,12 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         int32_t *ids = tokenize(srv, text, kind == SRV_CHAT, (size_t)cap, &n);
         free(rendered);
         if (!ids && n > (size_t)cap)
-            status = wire_fail(srv, c, 400, "invalid_request_error", param,
+            status = wire_fail_as(srv, c, api, 400, "invalid_request_error", param,
                           "the prompt has more than %d tokens (at least %zu), more than the context's %d positions (-c)",
                           (int)cap, n, (int)cap) == MHD_YES ? 1 : -1;
-        else if (!ids) status = wire_fail(srv, c, 500, "server_error", NULL, "cannot tokenize the prompt") == MHD_YES ? 1 : -1;
+        else if (!ids) status = wire_fail_as(srv, c, api, 500, "server_error", NULL, "cannot tokenize the prompt") == MHD_YES ? 1 : -1;
         else if (n == 0)
-            status = wire_fail(srv, c, 400, "invalid_request_error", param,
+            status = wire_fail_as(srv, c, api, 400, "invalid_request_error", param,
                           "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate") == MHD_YES ? 1 : -1;
         if (status) {
             free(ids);
@@ -633,11 +730,11 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
         const bool ok = srv_submit_forks(srv->sched, &p, nf, &k->jobs[i * nf], &busy, &serr);
         free(ids);
         if (!ok) {
-            status = (busy ? wire_fail(srv, c, 503, "server_busy", NULL,
+            status = (busy ? wire_fail_as(srv, c, api, 503, "server_busy", NULL,
                                   "every sequence is busy and the queue is full: try again later")
                      : serr.status == OKV_ERR_NOMEM
-                         ? wire_fail(srv, c, 500, "server_error", NULL, "%s", serr.message)
-                         : wire_fail(srv, c, 400, "invalid_request_error", NULL, "the request cannot start: %s", serr.message)) ==
+                         ? wire_fail_as(srv, c, api, 500, "server_error", NULL, "%s", serr.message)
+                         : wire_fail_as(srv, c, api, 400, "invalid_request_error", NULL, "the request cannot start: %s", serr.message)) ==
                              MHD_YES
                          ? 1
                          : -1;
@@ -712,9 +809,35 @@ enum MHD_Result openai_props(server *srv, struct MHD_Connection *c, const conn_c
 }
 
 enum MHD_Result openai_chat_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
-    return completions(srv, c, SRV_CHAT, cc);
+    return completions(srv, c, SRV_CHAT, SRV_API_OPENAI, cc);
 }
 
 enum MHD_Result openai_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
-    return completions(srv, c, SRV_COMPLETION, cc);
+    return completions(srv, c, SRV_COMPLETION, SRV_API_OPENAI, cc);
+}
+
+enum MHD_Result anthropic_messages(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    return completions(srv, c, SRV_CHAT, SRV_API_ANTHROPIC, cc);
+}
+
+/* {"input_tokens": N}: the prompt a /v1/messages request with this body
+ * would evaluate, rendered and tokenized as completions() does it. */
+enum MHD_Result anthropic_count_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    srv_request req;
+    srv_fail f = {0};
+    if (!parse_request(SRV_CHAT, SRV_API_ANTHROPIC, true, cc, &req, &f)) return wire_send_error_as(srv, c, SRV_API_ANTHROPIC, &f);
+    char *rendered = srv_chat_render(srv->chat, &req, true, &f);
+    srv_request_clear(&req);
+    if (!rendered) return wire_send_error_as(srv, c, SRV_API_ANTHROPIC, &f);
+    const char *text = srv_chat_model_text(srv->chat, rendered);
+    /* no context cap here: a count may exceed it (a client checks before sending) */
+    size_t n = 0;
+    int32_t *ids = tokenize(srv, text, true, strlen(text) + 8, &n);
+    free(rendered);
+    const bool counted = ids != NULL;
+    free(ids);
+    if (!counted) return wire_fail_as(srv, c, SRV_API_ANTHROPIC, 500, "server_error", NULL, "cannot tokenize the prompt");
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "input_tokens", (double)n);
+    return wire_send_json(srv, c, 200, r);
 }

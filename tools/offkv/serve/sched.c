@@ -64,6 +64,7 @@ struct srv_job {
     double t_submit, t_admit, t_first, t_done;
     char error[256];
     bool prefilled;                 /* the prompt is in a cache (forks may copy it now) */
+    int stop_hit;                   /* the stop string that ended it, 1-based (0: none) */
     srv_logprob *lps;               /* one per generated token, when asked */
     size_t n_lps, cap_lps;
 
@@ -542,6 +543,7 @@ void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u) {
     /* Time in the queue: until admitted, or until now (or the end) for a job still (or last) queued. */
     u->t_queued = j->admitted ? j->t_admit : j->finish != SRV_RUNNING ? j->t_done : srv_now() - j->t_submit;
     u->admitted = j->admitted;
+    u->stop_index = j->stop_hit - 1;
     snprintf(u->error, sizeof u->error, "%s", j->error);
     pthread_mutex_unlock(&s->mu);
 }
@@ -647,23 +649,26 @@ static void detach(srv_sched *s, slot *sl) {
 }
 
 /* Adds len bytes of text to the job's held text, then moves to out what can
- * no longer become part of a stop string; true when a stop string was
- * found (the text from it on is dropped). */
-static bool add_text(srv_job *j, const char *t, size_t len, char **out, size_t *n_out, size_t *cap_out, bool *oom) {
+ * no longer become part of a stop string; when a stop string was found
+ * (the text from it on is dropped), which: the first to begin, 1-based
+ * (0: none). */
+static int add_text(srv_job *j, const char *t, size_t len, char **out, size_t *n_out, size_t *cap_out, bool *oom) {
     if (!grow(&j->held, &j->cap_held, j->n_held + len + 1)) {
         *oom = true;
-        return false;
+        return 0;
     }
     memcpy(j->held + j->n_held, t, len);
     j->n_held += len;
     size_t cut = j->n_held, keep_from = j->n_held;
-    bool stopped = false;
+    int stopped = 0;
     for (int k = 0; k < j->n_stops; k++) {
         const size_t sl = strlen(j->stops[k]);
         for (size_t i = 0; i + sl <= j->n_held; i++)
             if (memcmp(j->held + i, j->stops[k], sl) == 0) {
-                if (i < cut) cut = i;
-                stopped = true;
+                if (i < cut) {
+                    cut = i;
+                    stopped = k + 1;
+                }
                 break;
             }
         if (stopped) continue;
@@ -677,7 +682,7 @@ static bool add_text(srv_job *j, const char *t, size_t len, char **out, size_t *
     const size_t release = stopped ? cut : keep_from;
     if (!grow(out, cap_out, *n_out + release + 1)) {
         *oom = true;
-        return false;
+        return 0;
     }
     memcpy(*out + *n_out, j->held, release);
     *n_out += release;
@@ -752,6 +757,7 @@ typedef struct outcome {
     char *text;
     size_t n, cap;
     srv_finish finish;
+    int stop_hit;                   /* add_text's stop string (0: none) */
     bool made_token;                /* sampled a token that is not end-of-generation */
     bool has_lp;
     srv_logprob lp;
@@ -804,7 +810,8 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
                 k = strlen(text);
             }
             if (!text) oom = true;
-            else if (add_text(j, text, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP, stop_string = true;
+            else if ((o->stop_hit = add_text(j, text, k, &o->text, &o->n, &o->cap, &oom)))
+                o->finish = SRV_FINISH_STOP, stop_string = true;
             if (text != utf) free(text);
         } else {
             oom = true;
@@ -825,7 +832,8 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
         char tail[8];
         const size_t k = okv_detok_stream_finish(&j->us, tail);
         /* after a stop string, the bytes held are past it: dropped with it */
-        if (k && !stop_string && add_text(j, tail, k, &o->text, &o->n, &o->cap, &oom)) o->finish = SRV_FINISH_STOP;
+        if (k && !stop_string && (o->stop_hit = add_text(j, tail, k, &o->text, &o->n, &o->cap, &oom)))
+            o->finish = SRV_FINISH_STOP;
         if (!oom && j->n_held) {
             if (grow(&o->text, &o->cap, o->n + j->n_held + 1)) {
                 memcpy(o->text + o->n, j->held, j->n_held);
@@ -880,6 +888,7 @@ static void apply_outcome(srv_sched *s, slot *sl, outcome *o) {
         s->stats.generated_tokens++;
     }
     if (o->finish == SRV_FINISH_ERROR) snprintf(j->error, sizeof j->error, "%s", o->error);
+    if (o->stop_hit) j->stop_hit = o->stop_hit;
     if (o->finish != SRV_RUNNING) {
         job_end(s, j, o->finish);
         detach(s, sl);

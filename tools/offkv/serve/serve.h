@@ -1,12 +1,16 @@
-/* offkv serve: an OpenAI-compatible HTTP server over offkv.
+/* offkv serve: an OpenAI-compatible HTTP server over offkv (and
+ * Anthropic's Messages API).
  *
- * Four parts, each in its own file, so each can be tested alone:
+ * Its parts, each in its own file, so each can be tested alone:
  *   request.c   the request bodies (JSON, through cJSON) into srv_request,
  *               and the OpenAI-shaped error bodies;
  *   template.c  chat templates: recognised by their markers as llama.cpp's
  *               llm_chat_detect_template does, rendered to prompt text;
  *   sched.c     the sequences (one cache each, one model) and the worker
  *               thread that decodes all active ones together;
+ *   anthropic.c Anthropic's Messages API: its requests into OpenAI chat
+ *               requests, the answers' OpenAI pieces into its blocks and
+ *               events;
  *   http.c, openai.c, lifecycle.c  the HTTP server (libmicrohttpd): the
  *               wire, the OpenAI shaping of answers and SSE, the process's
  *               life (server.h, internal to them, says what each offers).
@@ -242,6 +246,63 @@ struct cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *call
 /* Whether answers in st's syntax need control tokens as text. */
 bool srv_chat_needs_special(const srv_chat_stream *st);
 
+/* Which API's shapes an answer takes: its errors' bodies (OpenAI's
+ * {"error": {...}} or Anthropic's {"type": "error", ...}) and events. */
+typedef enum srv_api { SRV_API_OPENAI, SRV_API_ANTHROPIC } srv_api;
+
+/* ---- Anthropic's Messages API (anthropic.c) ---- */
+
+/* The body of the OpenAI chat request that an Anthropic Messages request
+ * body (len bytes, any bytes) asks for, as malloc'd JSON text; NULL with *f
+ * set (400 naming the field, 500 out of memory).  count: for
+ * /v1/messages/count_tokens, which has no max_tokens and generates nothing
+ * (only the prompt's parts are kept). */
+char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *f);
+
+/* Anthropic's error body {"type": "error", "error": {"type", "message"}},
+ * its type from f->status (400 invalid_request_error, 503
+ * overloaded_error, ...); malloc'd, NULL when out of memory. */
+char *srv_anthropic_error_json(const srv_fail *f);
+
+/* An answer's tokens: of the prompt (cached among them), generated. */
+typedef struct srv_anthropic_usage {
+    int64_t input, cached, output;
+} srv_anthropic_usage;
+
+/* The message of a whole answer from its OpenAI message (srv_chat_message;
+ * NULL: no content): thinking, text and tool_use blocks in that order, a
+ * call whose arguments are not a JSON object kept as a text block.
+ * stop_reason "end_turn", "max_tokens", "stop_sequence" (stop_sequence
+ * the string) or "tool_use". */
+struct cJSON *srv_anthropic_message(const struct cJSON *msg, const char *id, const char *model, const char *stop_reason,
+                             const char *stop_sequence, const srv_anthropic_usage *u);
+
+enum { SRV_BLOCK_NONE, SRV_BLOCK_TEXT, SRV_BLOCK_THINKING, SRV_BLOCK_TOOL_USE };
+
+/* A streamed answer's events ("event: NAME\ndata: JSON\n\n") appended to
+ * *out (*n bytes of *cap: a growing buffer, kept NUL-terminated). */
+typedef struct srv_anthropic_stream {
+    char **out;
+    size_t *n, *cap;
+    int open;   /* SRV_BLOCK_*: the kind of block index, open */
+    int index;  /* the last block started (-1: none) */
+} srv_anthropic_stream;
+
+/* message_start (stop_reason null, the usage so far).  Each function
+ * below is false when out of memory. */
+bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_anthropic_usage *u);
+/* The events of one OpenAI chat delta (srv_chat_stream_feed's):
+ * reasoning_content as thinking_delta, content as text_delta, a tool call's
+ * first piece as a tool_use block's start and its arguments as
+ * input_json_delta; a block of another kind closes the open one. */
+bool srv_anthropic_delta(srv_anthropic_stream *st, const struct cJSON *delta);
+/* The open block's end, message_delta (stop_reason as
+ * srv_anthropic_message's, the usage) and message_stop. */
+bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
+                       const srv_anthropic_usage *u);
+/* An error event (a failed or cut-off generation), in place of the end. */
+bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f);
+
 /* ---- sequences and the decode loop (sched.c) ---- */
 
 typedef struct srv_sched srv_sched;
@@ -354,6 +415,7 @@ typedef struct srv_job_usage {
     bool admitted;                     /* had a sequence */
     double t_queued;                   /* seconds in the queue (so far, while queued) */
     double t_first, t_done;            /* seconds since submission */
+    int stop_index;                    /* the stop string that ended it (srv_job_params.stops), or -1 */
     char error[256];
 } srv_job_usage;
 

@@ -7,6 +7,8 @@
  *   openai.c     OpenAI's API: requests into jobs, answers and their
  *                Server-Sent Events, /v1/models; llama.cpp's
  *                /apply-template, /tokenize, /detokenize and /props;
+ *                Anthropic's /v1/messages through the same jobs, its
+ *                requests and answers shaped in anthropic.c;
  *   lifecycle.c  the process: listening, loading, SIGINT/SIGTERM, draining.
  */
 #ifndef OFFKV_SERVE_SERVER_H
@@ -105,6 +107,11 @@ bool wire_client_gone(struct MHD_Connection *c, bool *probed);
  * out of memory. */
 bool wire_append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t len);
 
+/* wire_send_error and wire_fail in api's error shape. */
+enum MHD_Result wire_send_error_as(server *srv, struct MHD_Connection *c, srv_api api, const srv_fail *f);
+enum MHD_Result wire_fail_as(server *srv, struct MHD_Connection *c, srv_api api, int status, const char *type,
+                             const char *param, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
 /* ---- OpenAI's endpoints (openai.c): the route table's handlers ---- */
 
 enum MHD_Result openai_chat_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
@@ -115,5 +122,8 @@ enum MHD_Result openai_apply_template(server *srv, struct MHD_Connection *c, con
 enum MHD_Result openai_tokenize(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result openai_detokenize(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result openai_props(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
+/* Anthropic's POST /v1/messages and /v1/messages/count_tokens. */
+enum MHD_Result anthropic_messages(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
+enum MHD_Result anthropic_count_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 
 #endif

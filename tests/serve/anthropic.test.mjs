@@ -1,0 +1,223 @@
+// Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens),
+// driven by Anthropic's own client (@anthropic-ai/sdk from npm).  The
+// reference for the request's translation is a plain one written here: each
+// Anthropic conversation beside the OpenAI chat messages it means (system
+// turn, text blocks, an assistant's thinking / text / tool_use, a user's
+// tool_result and text), sent to /v1/chat/completions, whose rendering the
+// template tests check against Python's jinja2.  Both must evaluate the same
+// prompt (count_tokens equals the chat answer's prompt_tokens) and, greedy,
+// answer the same text.  Qwen3's real template (it renders reasoning_content
+// and tool calls) on tiny-qwen2, random weights.
+//
+// Answers: a plain message's and a stream's blocks (the client accumulates
+// the events into the same message), the events' order and indices, a
+// forced tool call (input passing the tool's schema in ajv, stop_reason
+// tool_use, one block with disable_parallel_tool_use), stop_sequences
+// (stop_reason "stop_sequence" naming the one that matched, the text cut
+// before it, as the greedy answer without it shows), max_tokens, usage
+// (input_tokens + cache_read_input_tokens is the prompt, a repeat reads
+// from the cache), errors in Anthropic's shape, and x-api-key.
+import path from 'node:path';
+import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
+
+need('shared');
+const { default: Anthropic } = requireNpm('@anthropic-ai/sdk');
+const { default: OpenAI } = requireNpm('openai');
+const Ajv2020 = requireNpm('ajv/dist/2020').default;
+
+const weather = {
+  type: 'object',
+  properties: { city: { enum: ['Paris', 'Tokyo', 'Lima'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+const validWeather = new Ajv2020({ strict: true }).compile(weather);
+const tools = [{ name: 'get_weather', description: 'Weather forecast', input_schema: weather }];
+const openaiTools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather forecast', parameters: weather } }];
+
+// One conversation in both APIs' words.
+const anthropicTurns = {
+  system: [{ type: 'text', text: 'You are terse.' }, { type: 'text', text: ' Answer in English.' }],
+  messages: [
+    { role: 'user', content: [{ type: 'text', text: 'Weather in Paris' }, { type: 'text', text: ' for 3 days?' }] },
+    { role: 'assistant', content: [
+      { type: 'thinking', thinking: 'The user wants a forecast.', signature: 'sig' },
+      { type: 'text', text: 'Let me look.' },
+      { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris', days: 3 } },
+    ] },
+    { role: 'user', content: [
+      { type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'Sunny, 21 C' }] },
+      { type: 'text', text: 'And tomorrow?' },
+    ] },
+  ],
+};
+const openaiTurns = [
+  { role: 'system', content: 'You are terse. Answer in English.' },
+  { role: 'user', content: 'Weather in Paris for 3 days?' },
+  { role: 'assistant', content: 'Let me look.', reasoning_content: 'The user wants a forecast.',
+    tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","days":3}' } }] },
+  { role: 'tool', tool_call_id: 'toolu_1', name: 'get_weather', content: 'Sunny, 21 C' },
+  { role: 'user', content: 'And tomorrow?' },
+];
+// An agent's loop: the last turn only the tool's result, so the template
+// (Qwen3 shows reasoning after the last user query) renders the thinking.
+const anthropicLoop = { system: 'Use tools.', messages: [
+  { role: 'user', content: 'Weather in Lima?' },
+  { role: 'assistant', content: [
+    { type: 'thinking', thinking: 'I should call the tool.', signature: '' },
+    { type: 'tool_use', id: 'toolu_2', name: 'get_weather', input: { city: 'Lima', days: 1 } },
+  ] },
+  { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_2', content: 'Fog' }] },
+] };
+const openaiLoop = [
+  { role: 'system', content: 'Use tools.' },
+  { role: 'user', content: 'Weather in Lima?' },
+  { role: 'assistant', content: '', reasoning_content: 'I should call the tool.',
+    tool_calls: [{ id: 'toolu_2', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Lima","days":1}' } }] },
+  { role: 'tool', tool_call_id: 'toolu_2', name: 'get_weather', content: 'Fog' },
+];
+
+const template = path.join(SHARED, 'templates', 'src', 'Qwen-Qwen3-0.6B.jinja');
+const srv = await startServer(['--chat-template-file', template, '-c', '2048', '--api-key', 'sekrit'],
+  { model: path.join(SHARED, 'models', 'tiny-qwen2.gguf') });
+const client = new Anthropic({ baseURL: srv.url, apiKey: 'sekrit', maxRetries: 0, timeout: 120000 });
+const openai = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'sekrit', maxRetries: 0, timeout: 120000 });
+const textOf = m => m.content.filter(b => b.type === 'text').map(b => b.text).join('');
+
+try {
+  // The translation against the hand-written OpenAI form: one prompt, one greedy answer.
+  for (const [what, a, o] of [
+    ['a string turn', { messages: [{ role: 'user', content: 'Hello there' }] }, [{ role: 'user', content: 'Hello there' }]],
+    ['the tool conversation', anthropicTurns, openaiTurns],
+    ["an agent's loop", anthropicLoop, openaiLoop],
+  ]) {
+    const withTools = what !== 'a string turn';
+    const count = await client.messages.countTokens({ model: 'x', ...a, ...(withTools ? { tools, tool_choice: { type: 'none' } } : {}) });
+    const ref = await openai.chat.completions.create({ model: 'x', messages: o, ...(withTools ? { tools: openaiTools } : {}),
+      max_tokens: 24, temperature: 0, tool_choice: 'none' });
+    eq(count.input_tokens, ref.usage.prompt_tokens, `${what}: count_tokens against the OpenAI form's prompt_tokens`);
+    const m = await client.messages.create({ model: 'x', ...a, ...(withTools ? { tools, tool_choice: { type: 'none' } } : {}),
+      max_tokens: 24, temperature: 0 });
+    eq(m.usage.input_tokens + m.usage.cache_read_input_tokens, ref.usage.prompt_tokens, `${what}: usage's prompt`);
+    eq(textOf(m), ref.choices[0].message.content ?? '', `${what}: the greedy answer against the OpenAI form's`);
+    eq([m.type, m.role, m.id.startsWith('msg_')], ['message', 'assistant', true], `${what}: the message's head`);
+    eq(m.usage.output_tokens, ref.usage.completion_tokens, `${what}: output_tokens`);
+  }
+
+  // A repeat reads its prompt from the cache.
+  const again = await client.messages.create({ model: 'x', ...anthropicTurns, tools, tool_choice: { type: 'none' },
+    max_tokens: 4, temperature: 0 });
+  check(again.usage.cache_read_input_tokens > 0, `a repeated prompt: cache_read_input_tokens ${again.usage.cache_read_input_tokens}`);
+
+  // Forced tool calls, plain and streamed: valid input, stop_reason tool_use.
+  // (Anthropic's API has no seed: each try samples anew; one call each, so
+  // that several cannot outgrow max_tokens.)
+  for (const [seed, temperature] of [[1, 1], [2, 1.5], [3, 0.7]]) {
+    const tool_choice = seed === 2 ? { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true }
+      : { type: 'any', disable_parallel_tool_use: true };
+    const req = { model: 'x', messages: [{ role: 'user', content: 'Weather in Lima?' }], tools, tool_choice, max_tokens: 400,
+      temperature, metadata: { user_id: 'u1' } };
+    for (const [how, m] of [['plain', await client.messages.create(req)], ['stream', await client.messages.stream(req).finalMessage()]]) {
+      const uses = m.content.filter(b => b.type === 'tool_use');
+      eq(m.stop_reason, 'tool_use', `try ${seed} ${how}: stop_reason`);
+      check(uses.length === 1, `try ${seed} ${how}: one tool_use block: ${JSON.stringify(m.content)}`);
+      for (const u of uses) {
+        eq(u.name, 'get_weather', `try ${seed} ${how}: the tool`);
+        check(validWeather(u.input), `try ${seed} ${how}: input ${JSON.stringify(u.input)} passes the schema`);
+        check(typeof u.id === 'string' && u.id.length > 0, `try ${seed} ${how}: an id`);
+      }
+    }
+  }
+
+  // Errors, in Anthropic's shape, through the client and raw.
+  const refused = async (req, status, type, words, what) => {
+    try {
+      await client.messages.create(req);
+      check(false, `${what}: accepted`);
+    } catch (e) {
+      eq([e.status, e.error?.type, e.error?.error?.type], [status, 'error', type], `${what}: status and shape`);
+      check(String(e.error?.error?.message).includes(words), `${what}: the message names ${words}: ${e.error?.error?.message}`);
+    }
+  };
+  await refused({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, 400, 'invalid_request_error', 'max_tokens',
+    'no max_tokens');
+  await refused({ model: 'x', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64',
+    media_type: 'image/png', data: 'AA==' } }] }] }, 400, 'invalid_request_error', "'image'", 'an image block');
+  await refused({ model: 'x', max_tokens: 5, tools: [{ type: 'web_search_20250305', name: 'web_search' }],
+    messages: [{ role: 'user', content: 'hi' }] }, 400, 'invalid_request_error', 'web_search_20250305', 'a server tool');
+  await refused({ model: 'x', max_tokens: 5, messages: [{ role: 'system', content: 'hi' }] }, 400, 'invalid_request_error',
+    "top-level 'system'", 'a system role in messages');
+  await refused({ model: 'x', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'b',
+    input: {} }] }] }, 400, 'invalid_request_error', "'tool_use' block cannot be in a user turn", 'tool_use from the user');
+  await refused({ model: 'x', max_tokens: 5, stop_sequences: ['a', 'b', 'c', 'd', 'e'], messages: [{ role: 'user',
+    content: 'hi' }] }, 400, 'invalid_request_error', 'stop_sequences', 'five stop sequences');
+  await refused({ model: 'x', max_tokens: 5, tools, tool_choice: { type: 'tool', name: 'nope' },
+    messages: [{ role: 'user', content: 'hi' }] }, 400, 'invalid_request_error', "'nope'", 'a tool_choice naming no tool');
+
+  const noKey = await post(srv, '/v1/messages', { model: 'x', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] });
+  eq([noKey.status, noKey.json?.type, noKey.json?.error?.type], [401, 'error', 'authentication_error'], 'no key: 401, Anthropic-shaped');
+  // (Claude Code asks /v1/messages?beta=true: the query names the same endpoint)
+  const xKey = await post(srv, '/v1/messages?beta=true', { model: 'x', max_tokens: 5, messages: [{ role: 'user',
+    content: 'hi' }] }, { 'x-api-key': 'sekrit', 'anthropic-version': '2023-06-01' });
+  eq([xKey.status, xKey.json?.type, xKey.json?.content?.[0]?.type], [200, 'message', 'text'], 'x-api-key: 200');
+  const badJson = await post(srv, '/v1/messages', '{"max_tokens": 5,', { 'x-api-key': 'sekrit' });
+  eq([badJson.status, badJson.json?.type, badJson.json?.error?.type], [400, 'error', 'invalid_request_error'], 'malformed JSON');
+  const get = await fetch(srv.url + '/v1/messages', { headers: { 'x-api-key': 'sekrit' } });
+  const getJson = await get.json();
+  eq([get.status, getJson.type, getJson.error?.type], [405, 'error', 'invalid_request_error'], 'GET /v1/messages: 405');
+  const oaiErr = await post(srv, '/v1/chat/completions', { messages: 'x' }, { Authorization: 'Bearer sekrit' });
+  check(oaiErr.status === 400 && oaiErr.json?.error?.message && oaiErr.json?.type === undefined,
+    `the OpenAI endpoints keep OpenAI's error shape: ${oaiErr.text}`);
+} finally {
+  await stopServer(srv);
+}
+check(/ 200 messages: 1 choice, prompt \d+ tokens/.test(srv.stderr), 'the log has a messages line');
+check(/ 200 stream messages: /.test(srv.stderr), 'the log has a streamed messages line');
+
+// Streams and stop sequences on a model whose greedy answer is varied text
+// (tiny-qwen2's is newlines): stories260K, the built-in template.
+const srv2 = await startServer(['-c', '512']);
+const client2 = new Anthropic({ baseURL: srv2.url, apiKey: 'none', maxRetries: 0, timeout: 120000 });
+try {
+  // Streams: the events in order, and the client's accumulated message equals the plain answer.
+  const plain = await client2.messages.create({ model: 'x', messages: [{ role: 'user', content: 'Tell me a story' }],
+    max_tokens: 30, temperature: 0 });
+  const stream = client2.messages.stream({ model: 'x', messages: [{ role: 'user', content: 'Tell me a story' }],
+    max_tokens: 30, temperature: 0 });
+  const events = [];
+  stream.on('streamEvent', e => events.push(e));
+  const streamed = await stream.finalMessage();
+  eq(streamed.content, plain.content, 'a stream accumulates to the plain answer');
+  eq([streamed.stop_reason, plain.stop_reason], ['max_tokens', 'max_tokens'], 'stop_reason at max_tokens');
+  eq(streamed.usage.output_tokens, 30, 'a stream: output_tokens');
+  eq(events[0]?.type, 'message_start', 'the first event');
+  eq(events.at(-1)?.type, 'message_stop', 'the last event');
+  eq(events.at(-2)?.type, 'message_delta', 'message_delta before message_stop');
+  let open = -1, started = 0, order = true;
+  for (const e of events.slice(1, -2)) {
+    if (e.type === 'content_block_start') { order &&= open === -1 && e.index === started; open = e.index; started++; }
+    else if (e.type === 'content_block_delta') order &&= e.index === open;
+    else if (e.type === 'content_block_stop') { order &&= e.index === open; open = -1; }
+    else order = false;
+  }
+  check(order && open === -1 && started > 0, `blocks start, grow and stop in index order: ${JSON.stringify(events.map(e => [e.type, e.index]))}`);
+
+  // stop_sequences: the greedy answer cut before the first that matches.
+  const full = textOf(plain);
+  let at = 3;
+  while (at < full.length - 2 && full.indexOf(full.slice(at, at + 2)) !== at) at++;
+  const seq = full.slice(at, at + 2);
+  check(at < full.length - 2, `a stop sequence from the answer ${JSON.stringify(full)}`);
+  const cut = await client2.messages.create({ model: 'x', messages: [{ role: 'user', content: 'Tell me a story' }],
+    max_tokens: 30, temperature: 0, stop_sequences: ['\u0001never', seq] });
+  eq([cut.stop_reason, cut.stop_sequence, textOf(cut)], ['stop_sequence', seq, full.slice(0, full.indexOf(seq))],
+    `stop_sequences [.., ${JSON.stringify(seq)}]`);
+  const cutStream = await client2.messages.stream({ model: 'x', messages: [{ role: 'user', content: 'Tell me a story' }],
+    max_tokens: 30, temperature: 0, stop_sequences: [seq] }).finalMessage();
+  eq([cutStream.stop_reason, cutStream.stop_sequence], ['stop_sequence', seq], 'a stream names its stop sequence');
+  eq(plain.stop_sequence, null, 'no stop sequence: null');
+
+} finally {
+  await stopServer(srv2);
+}
+done();

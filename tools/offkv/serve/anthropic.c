@@ -1,0 +1,570 @@
+/* Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens)
+ * over the chat endpoint's machinery.  A request becomes the body of an
+ * OpenAI chat request — system as a system turn, tool_use blocks as an
+ * assistant's tool_calls, tool_result blocks as tool turns, thinking blocks
+ * as reasoning_content, tools and tool_choice in OpenAI's shape — which
+ * request.c and template.c then parse as they parse every chat request; an
+ * answer's OpenAI pieces (srv_chat_message, srv_chat_stream_feed's deltas)
+ * become Anthropic's content blocks and stream events here.  So one
+ * conversation renders to one prompt whichever API carried it.
+ *
+ * What offkv cannot honour is refused, naming the block or field: image and
+ * document blocks (it serves text), server tools (web search, code
+ * execution: it runs no tools itself).  Fields that change nothing here
+ * (metadata, cache_control, service_tier, a thinking block's signature)
+ * are ignored, as the OpenAI endpoints ignore fields they do not know. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "server.h"
+
+static bool bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool bad(srv_fail *f, const char *param, const char *fmt, ...) {
+    f->status = 400;
+    snprintf(f->type, sizeof f->type, "invalid_request_error");
+    snprintf(f->param, sizeof f->param, "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static bool oom(srv_fail *f) {
+    srv_fail_set(f, 500, "server_error", NULL, "out of memory for the request");
+    return false;
+}
+
+/* A tool_result's content: a string, or text blocks (joined). */
+static bool result_text(const cJSON *c, int i, int j, cJSON *parts, srv_fail *f) {
+    if (!c || cJSON_IsNull(c)) return true;
+    if (cJSON_IsString(c)) {
+        cJSON *p = cJSON_CreateObject();
+        if (!p || !cJSON_AddStringToObject(p, "type", "text") || !cJSON_AddStringToObject(p, "text", c->valuestring)) {
+            cJSON_Delete(p);
+            return oom(f);
+        }
+        cJSON_AddItemToArray(parts, p);
+        return true;
+    }
+    if (!cJSON_IsArray(c))
+        return bad(f, "messages", "messages[%d].content[%d].content must be a string or an array of text blocks", i, j);
+    const cJSON *b;
+    int k = 0;
+    cJSON_ArrayForEach(b, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type"), *text = cJSON_GetObjectItemCaseSensitive(b, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text))
+            return bad(f, "messages",
+                       "messages[%d].content[%d].content[%d] must be {\"type\": \"text\", \"text\": ...}; offkv serves text only",
+                       i, j, k);
+        if (!result_text(text, i, j, parts, f)) return false;
+        k++;
+    }
+    return true;
+}
+
+/* The name of the tool_use block whose id is id in the turn before (prev,
+ * where Anthropic's API puts the calls a user turn answers), or NULL:
+ * templates that name a tool turn's function want it. */
+static const char *tool_name(const cJSON *prev, const char *id) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(prev, "content"), *b;
+    if (!cJSON_IsArray(c)) return NULL;
+    cJSON_ArrayForEach(b, c) {
+        const cJSON *bid = cJSON_GetObjectItemCaseSensitive(b, "id"), *bn = cJSON_GetObjectItemCaseSensitive(b, "name");
+        if (cJSON_IsString(bid) && cJSON_IsString(bn) && strcmp(bid->valuestring, id) == 0) return bn->valuestring;
+    }
+    return NULL;
+}
+
+/* Message i (role user or assistant; prev: the one before it, or NULL) as
+ * OpenAI turns appended to out. */
+static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, srv_fail *f) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!cJSON_IsObject(m)) return bad(f, "messages", "messages[%d] must be an object", i);
+    if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") != 0 && strcmp(role->valuestring, "assistant") != 0))
+        return bad(f, "messages", "messages[%d].role must be \"user\" or \"assistant\" (the system prompt is the "
+                   "top-level 'system')", i);
+    const bool user = role->valuestring[0] == 'u';
+    if (!content) return bad(f, "messages", "messages[%d].content is required", i);
+    cJSON *turn = cJSON_CreateObject();
+    if (!turn || !cJSON_AddStringToObject(turn, "role", role->valuestring)) {
+        cJSON_Delete(turn);
+        return oom(f);
+    }
+    if (cJSON_IsString(content)) {
+        cJSON_AddItemToObject(turn, "content", cJSON_CreateString(content->valuestring));
+        cJSON_AddItemToArray(out, turn);
+        return true;
+    }
+    if (!cJSON_IsArray(content)) {
+        cJSON_Delete(turn);
+        return bad(f, "messages", "messages[%d].content must be a string or an array of content blocks", i);
+    }
+    cJSON *parts = cJSON_CreateArray(), *calls = cJSON_CreateArray();
+    char *thinking = NULL;
+    size_t n_thinking = 0, cap_thinking = 0;
+    bool ok = parts && calls;
+    if (!ok) oom(f);
+    const cJSON *b;
+    int j = 0;
+    cJSON_ArrayForEach(b, content) {
+        if (!ok) break;
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
+        const char *t = cJSON_IsString(type) ? type->valuestring : "";
+        if (!cJSON_IsObject(b) || !t[0]) {
+            ok = bad(f, "messages", "messages[%d].content[%d] must be a block with a 'type'", i, j);
+        } else if (!strcmp(t, "text")) {
+            const cJSON *text = cJSON_GetObjectItemCaseSensitive(b, "text");
+            if (!cJSON_IsString(text)) ok = bad(f, "messages", "messages[%d].content[%d].text must be a string", i, j);
+            else ok = result_text(text, i, j, parts, f);
+        } else if (!strcmp(t, "tool_use") && !user) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id"), *name = cJSON_GetObjectItemCaseSensitive(b, "name"),
+                        *input = cJSON_GetObjectItemCaseSensitive(b, "input");
+            if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input)) {
+                ok = bad(f, "messages", "messages[%d].content[%d] must be {\"type\": \"tool_use\", \"id\", \"name\", \"input\": {...}}",
+                         i, j);
+                break;
+            }
+            char *args = cJSON_PrintUnformatted(input);
+            cJSON *c = cJSON_CreateObject(), *fn = c ? cJSON_AddObjectToObject(c, "function") : NULL;
+            ok = args && fn && cJSON_AddStringToObject(c, "id", id->valuestring) && cJSON_AddStringToObject(c, "type", "function") &&
+                 cJSON_AddStringToObject(fn, "name", name->valuestring) && cJSON_AddStringToObject(fn, "arguments", args);
+            free(args);
+            if (ok) cJSON_AddItemToArray(calls, c);
+            else {
+                cJSON_Delete(c);
+                oom(f);
+            }
+        } else if (!strcmp(t, "tool_result") && user) {
+            /* A tool turn of its own, before the user's text: Anthropic puts
+             * results first in a user turn, OpenAI's templates after the call. */
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "tool_use_id");
+            if (!cJSON_IsString(id)) {
+                ok = bad(f, "messages", "messages[%d].content[%d].tool_use_id must be a string", i, j);
+                break;
+            }
+            cJSON *tr = cJSON_CreateObject(), *tparts = cJSON_CreateArray();
+            const char *name = tool_name(prev, id->valuestring);
+            ok = tr && tparts && cJSON_AddStringToObject(tr, "role", "tool") &&
+                 cJSON_AddStringToObject(tr, "tool_call_id", id->valuestring) &&
+                 (!name || cJSON_AddStringToObject(tr, "name", name));
+            if (!ok) oom(f);
+            else ok = result_text(cJSON_GetObjectItemCaseSensitive(b, "content"), i, j, tparts, f);
+            if (ok) {
+                cJSON_AddItemToObject(tr, "content", tparts);
+                cJSON_AddItemToArray(out, tr);
+            } else {
+                cJSON_Delete(tparts);
+                cJSON_Delete(tr);
+            }
+        } else if (!strcmp(t, "thinking") && !user) {
+            const cJSON *th = cJSON_GetObjectItemCaseSensitive(b, "thinking");
+            if (!cJSON_IsString(th)) ok = bad(f, "messages", "messages[%d].content[%d].thinking must be a string", i, j);
+            else if (!wire_append_text(&thinking, &n_thinking, &cap_thinking, th->valuestring, strlen(th->valuestring)))
+                ok = oom(f);
+        } else if (!strcmp(t, "redacted_thinking") && !user) {
+            /* another engine's encrypted reasoning: nothing a template can show */
+        } else if (!strcmp(t, "image") || !strcmp(t, "document")) {
+            ok = bad(f, "messages", "messages[%d].content[%d] is an '%s' block; offkv serves text only", i, j, t);
+        } else {
+            ok = bad(f, "messages", "messages[%d].content[%d]: a '%.60s' block cannot be in %s turn (offkv takes text, "
+                     "thinking and tool_use from the assistant, text and tool_result from the user)",
+                     i, j, t, user ? "a user" : "an assistant");
+        }
+        j++;
+    }
+    /* a user turn of only tool results has no text turn after them; an
+     * assistant's without text has "" (templates such as Qwen3's call
+     * string methods on the content: null would fail them) */
+    if (ok && (!user || cJSON_GetArraySize(parts) > 0 || j == 0)) {
+        cJSON_AddItemToObject(turn, "content", parts);
+        parts = NULL;
+        if (thinking) cJSON_AddStringToObject(turn, "reasoning_content", thinking);
+        if (cJSON_GetArraySize(calls) > 0) {
+            cJSON_AddItemToObject(turn, "tool_calls", calls);
+            calls = NULL;
+        }
+        cJSON_AddItemToArray(out, turn);
+        turn = NULL;
+    }
+    cJSON_Delete(parts);
+    cJSON_Delete(calls);
+    cJSON_Delete(turn);
+    free(thinking);
+    return ok;
+}
+
+/* system: a string or text blocks, as the first turn. */
+static bool system_turn(const cJSON *sys, cJSON *out, srv_fail *f) {
+    if (!sys || cJSON_IsNull(sys)) return true;
+    cJSON *turn = cJSON_CreateObject(), *parts = cJSON_CreateArray();
+    bool ok = turn && parts && cJSON_AddStringToObject(turn, "role", "system");
+    if (!ok) oom(f);
+    else if (cJSON_IsString(sys)) ok = result_text(sys, 0, 0, parts, f);
+    else if (!cJSON_IsArray(sys)) ok = bad(f, "system", "'system' must be a string or an array of text blocks");
+    else {
+        const cJSON *b;
+        int j = 0;
+        cJSON_ArrayForEach(b, sys) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type"), *text = cJSON_GetObjectItemCaseSensitive(b, "text");
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text)) {
+                ok = bad(f, "system", "system[%d] must be {\"type\": \"text\", \"text\": ...}", j);
+                break;
+            }
+            if (!(ok = result_text(text, 0, 0, parts, f))) break;
+            j++;
+        }
+    }
+    if (ok) {
+        cJSON_AddItemToObject(turn, "content", parts);
+        cJSON_AddItemToArray(out, turn);
+    } else {
+        cJSON_Delete(parts);
+        cJSON_Delete(turn);
+    }
+    return ok;
+}
+
+/* tools and tool_choice in OpenAI's shape. */
+static bool tools_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    if (tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools)) return bad(f, "tools", "'tools' must be an array");
+        cJSON *out = cJSON_AddArrayToObject(o, "tools");
+        if (!out) return oom(f);
+        const cJSON *t;
+        int i = 0;
+        cJSON_ArrayForEach(t, tools) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type"), *name = cJSON_GetObjectItemCaseSensitive(t, "name"),
+                        *desc = cJSON_GetObjectItemCaseSensitive(t, "description"),
+                        *schema = cJSON_GetObjectItemCaseSensitive(t, "input_schema");
+            if (cJSON_IsString(type) && strcmp(type->valuestring, "custom") != 0)
+                return bad(f, "tools", "tools[%d] is Anthropic's server tool '%.60s'; offkv runs no tools itself (give a "
+                           "client tool: {\"name\", \"description\", \"input_schema\"})", i, type->valuestring);
+            if (!cJSON_IsObject(t) || !cJSON_IsString(name) || !cJSON_IsObject(schema) || (desc && !cJSON_IsString(desc)))
+                return bad(f, "tools", "tools[%d] must be {\"name\", \"description\", \"input_schema\": {...}}", i);
+            cJSON *ot = cJSON_CreateObject(), *fn = ot ? cJSON_AddObjectToObject(ot, "function") : NULL;
+            cJSON *sc = cJSON_Duplicate(schema, true);
+            if (!fn || !sc || !cJSON_AddStringToObject(ot, "type", "function") || !cJSON_AddStringToObject(fn, "name", name->valuestring) ||
+                (desc && !cJSON_AddStringToObject(fn, "description", desc->valuestring))) {
+                cJSON_Delete(sc);
+                cJSON_Delete(ot);
+                return oom(f);
+            }
+            cJSON_AddItemToObject(fn, "parameters", sc);
+            cJSON_AddItemToArray(out, ot);
+            i++;
+        }
+    }
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    if (!tc || cJSON_IsNull(tc)) return true;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type"), *name = cJSON_GetObjectItemCaseSensitive(tc, "name"),
+                *dp = cJSON_GetObjectItemCaseSensitive(tc, "disable_parallel_tool_use");
+    static const char shape[] = "'tool_choice' must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"none\"} or "
+                                "{\"type\": \"tool\", \"name\": ...}";
+    if (!cJSON_IsObject(tc) || !cJSON_IsString(type)) return bad(f, "tool_choice", shape);
+    const char *t = type->valuestring;
+    bool ok = true;
+    if (!strcmp(t, "auto") || !strcmp(t, "none")) ok = cJSON_AddStringToObject(o, "tool_choice", t) != NULL;
+    else if (!strcmp(t, "any")) ok = cJSON_AddStringToObject(o, "tool_choice", "required") != NULL;
+    else if (!strcmp(t, "tool")) {
+        if (!cJSON_IsString(name)) return bad(f, "tool_choice", "'tool_choice' of type \"tool\" needs the tool's 'name'");
+        cJSON *c = cJSON_AddObjectToObject(o, "tool_choice"), *fn = c ? cJSON_AddObjectToObject(c, "function") : NULL;
+        ok = fn && cJSON_AddStringToObject(c, "type", "function") && cJSON_AddStringToObject(fn, "name", name->valuestring);
+    } else return bad(f, "tool_choice", shape);
+    if (!ok) return oom(f);
+    if (dp && !cJSON_IsNull(dp)) {
+        if (!cJSON_IsBool(dp)) return bad(f, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be true or false");
+        if (!cJSON_AddBoolToObject(o, "parallel_tool_calls", !cJSON_IsTrue(dp))) return oom(f);
+    }
+    return true;
+}
+
+char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *f) {
+    cJSON *root = srv_body_parse(body, len, f);
+    if (!root) return NULL;
+    cJSON *o = cJSON_CreateObject(), *turns = o ? cJSON_AddArrayToObject(o, "messages") : NULL;
+    char *text = NULL;
+    bool ok = turns != NULL;
+    if (!ok) oom(f);
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (ok && !cJSON_IsArray(ms)) ok = bad(f, "messages", ms ? "'messages' must be an array" : "'messages' is required");
+    if (ok && cJSON_GetArraySize(ms) == 0) ok = bad(f, "messages", "'messages' must hold at least one message");
+    if (ok) ok = system_turn(cJSON_GetObjectItemCaseSensitive(root, "system"), turns, f);
+    const cJSON *m, *prev = NULL;
+    int i = 0;
+    cJSON_ArrayForEach(m, ms) {
+        if (!ok) break;
+        ok = one_message(prev, m, i++, turns, f);
+        prev = m;
+    }
+    /* max_tokens: required by Anthropic's API (not by count_tokens); the
+     * numbers' ranges are request.c's, under the same names */
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
+    if (ok && !count && !mt) ok = bad(f, "max_tokens", "'max_tokens' is required");
+    static const char *const same[] = {"max_tokens", "temperature", "top_p", "top_k", "stream", "model", NULL};
+    for (int k = 0; ok && same[k] && !count; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, same[k]);
+        cJSON *d = v ? cJSON_Duplicate(v, true) : NULL;
+        if (v && !d) ok = oom(f);
+        else if (d) cJSON_AddItemToObject(o, same[k], d);
+    }
+    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(root, "stop_sequences");
+    if (ok && ss && !cJSON_IsNull(ss) && !count) {
+        if (!cJSON_IsArray(ss)) ok = bad(f, "stop_sequences", "'stop_sequences' must be an array of strings");
+        else if (cJSON_GetArraySize(ss) > SRV_MAX_STOPS)
+            ok = bad(f, "stop_sequences", "'stop_sequences' holds %d strings; offkv takes at most %d",
+                     cJSON_GetArraySize(ss), SRV_MAX_STOPS);
+        else {
+            const cJSON *s;
+            cJSON_ArrayForEach(s, ss) {
+                if (ok && (!cJSON_IsString(s) || !s->valuestring[0]))
+                    ok = bad(f, "stop_sequences", "'stop_sequences' must hold non-empty strings");
+                else if (ok && strlen(s->valuestring) > SRV_MAX_STOP_BYTES)
+                    ok = bad(f, "stop_sequences", "a stop sequence is %zu bytes, more than %d", strlen(s->valuestring),
+                             (int)SRV_MAX_STOP_BYTES);
+            }
+            cJSON *d = ok ? cJSON_Duplicate(ss, true) : NULL;
+            if (ok && !d) ok = oom(f);
+            else if (d) cJSON_AddItemToObject(o, "stop", d);
+        }
+    }
+    if (ok) ok = tools_to_openai(root, o, f);
+    /* thinking: the templates' common switch (Qwen3, SmolLM3, DeepSeek
+     * V3.1 read enable_thinking); budget_tokens is not enforced */
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "thinking");
+    if (ok && th && !cJSON_IsNull(th)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(th, "type");
+        const char *t = cJSON_IsString(type) ? type->valuestring : "";
+        if (strcmp(t, "enabled") != 0 && strcmp(t, "disabled") != 0 && strcmp(t, "adaptive") != 0)
+            ok = bad(f, "thinking", "'thinking' must be {\"type\": \"enabled\"}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
+        else {
+            cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
+            if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", strcmp(t, "disabled") != 0)) ok = oom(f);
+        }
+    }
+    if (ok && !(text = cJSON_PrintUnformatted(o))) oom(f);
+    cJSON_Delete(o);
+    cJSON_Delete(root);
+    return text;
+}
+
+/* Anthropic's error types, by status. */
+static const char *error_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 408: return "timeout_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+char *srv_anthropic_error_json(const srv_fail *f) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON *e = root && cJSON_AddStringToObject(root, "type", "error") ? cJSON_AddObjectToObject(root, "error") : NULL;
+    char message[3 * sizeof f->message + 8];
+    srv_utf8_clean(f->message, strlen(f->message), message, sizeof message);
+    char *s = e && cJSON_AddStringToObject(e, "type", error_type(f->status)) &&
+                      cJSON_AddStringToObject(e, "message", message)
+                  ? cJSON_PrintUnformatted(root)
+                  : NULL;
+    cJSON_Delete(root);
+    return s;
+}
+
+/* ---- answers ---- */
+
+static cJSON *usage_json(const srv_anthropic_usage *u) {
+    cJSON *o = cJSON_CreateObject();
+    /* Anthropic counts cache reads apart: input_tokens is what was read anew */
+    cJSON_AddNumberToObject(o, "input_tokens", (double)(u->input - u->cached));
+    cJSON_AddNumberToObject(o, "cache_creation_input_tokens", 0);
+    cJSON_AddNumberToObject(o, "cache_read_input_tokens", (double)u->cached);
+    cJSON_AddNumberToObject(o, "output_tokens", (double)u->output);
+    return o;
+}
+
+/* A tool call's arguments as a tool_use block's input; NULL when they are
+ * not a JSON object. */
+static cJSON *call_input(const char *args) {
+    cJSON *in = cJSON_Parse(args && args[0] ? args : "{}");
+    if (cJSON_IsObject(in)) return in;
+    cJSON_Delete(in);
+    return NULL;
+}
+
+static cJSON *text_block(const char *type, const char *key, const char *text) {
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "type", type);
+    cJSON_AddStringToObject(b, key, text);
+    return b;
+}
+
+cJSON *srv_anthropic_message(const cJSON *msg, const char *id, const char *model, const char *stop_reason,
+                             const char *stop_sequence, const srv_anthropic_usage *u) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "id", id);
+    cJSON_AddStringToObject(r, "type", "message");
+    cJSON_AddStringToObject(r, "role", "assistant");
+    cJSON_AddStringToObject(r, "model", model);
+    cJSON *content = cJSON_AddArrayToObject(r, "content");
+    const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content"),
+                *text = cJSON_GetObjectItemCaseSensitive(msg, "content"), *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+    if (cJSON_IsString(reasoning) && reasoning->valuestring[0]) {
+        cJSON *b = text_block("thinking", "thinking", reasoning->valuestring);
+        cJSON_AddStringToObject(b, "signature", "");
+        cJSON_AddItemToArray(content, b);
+    }
+    if (cJSON_IsString(text) && text->valuestring[0]) cJSON_AddItemToArray(content, text_block("text", "text", text->valuestring));
+    const cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *cid = cJSON_GetObjectItemCaseSensitive(c, "id"), *name = cJSON_GetObjectItemCaseSensitive(fn, "name"),
+                    *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        cJSON *in = call_input(cJSON_IsString(args) ? args->valuestring : NULL);
+        if (!in) {
+            /* arguments that are no object cannot be an input: kept as text, not lost */
+            char line[64];
+            snprintf(line, sizeof line, "%.40s", cJSON_IsString(name) ? name->valuestring : "");
+            cJSON_AddItemToArray(content, text_block("text", "text", cJSON_IsString(args) ? args->valuestring : line));
+            continue;
+        }
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddStringToObject(b, "type", "tool_use");
+        cJSON_AddStringToObject(b, "id", cJSON_IsString(cid) ? cid->valuestring : "");
+        cJSON_AddStringToObject(b, "name", cJSON_IsString(name) ? name->valuestring : "");
+        cJSON_AddItemToObject(b, "input", in);
+        cJSON_AddItemToArray(content, b);
+    }
+    cJSON_AddStringToObject(r, "stop_reason", stop_reason);
+    if (stop_sequence) cJSON_AddStringToObject(r, "stop_sequence", stop_sequence);
+    else cJSON_AddNullToObject(r, "stop_sequence");
+    cJSON_AddItemToObject(r, "usage", usage_json(u));
+    return r;
+}
+
+/* Appends "event: NAME\ndata: JSON\n\n" (deleting data). */
+static bool event(srv_anthropic_stream *st, const char *name, cJSON *data) {
+    char *s = data ? cJSON_PrintUnformatted(data) : NULL;
+    cJSON_Delete(data);
+    bool ok = s && wire_append_text(st->out, st->n, st->cap, "event: ", 7) &&
+              wire_append_text(st->out, st->n, st->cap, name, strlen(name)) &&
+              wire_append_text(st->out, st->n, st->cap, "\ndata: ", 7) && wire_append_text(st->out, st->n, st->cap, s, strlen(s)) &&
+              wire_append_text(st->out, st->n, st->cap, "\n\n", 2);
+    free(s);
+    return ok;
+}
+
+static cJSON *typed(const char *type) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "type", type);
+    return o;
+}
+
+bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_anthropic_usage *u) {
+    st->open = SRV_BLOCK_NONE;
+    st->index = -1;
+    cJSON *m = srv_anthropic_message(NULL, id, model, "", NULL, u);
+    cJSON_ReplaceItemInObjectCaseSensitive(m, "stop_reason", cJSON_CreateNull());
+    cJSON *e = typed("message_start");
+    cJSON_AddItemToObject(e, "message", m);
+    return event(st, "message_start", e);
+}
+
+static bool close_block(srv_anthropic_stream *st) {
+    if (st->open == SRV_BLOCK_NONE) return true;
+    if (st->open == SRV_BLOCK_THINKING) {
+        /* no signature: offkv's reasoning is plain text, sent back as is */
+        cJSON *e = typed("content_block_delta"), *d = typed("signature_delta");
+        cJSON_AddNumberToObject(e, "index", st->index);
+        cJSON_AddStringToObject(d, "signature", "");
+        cJSON_AddItemToObject(e, "delta", d);
+        if (!event(st, "content_block_delta", e)) return false;
+    }
+    st->open = SRV_BLOCK_NONE;
+    cJSON *e = typed("content_block_stop");
+    cJSON_AddNumberToObject(e, "index", st->index);
+    return event(st, "content_block_stop", e);
+}
+
+/* Opens a block of kind with its start object (taken), closing the open one. */
+static bool open_block(srv_anthropic_stream *st, int kind, cJSON *block) {
+    if (!close_block(st)) {
+        cJSON_Delete(block);
+        return false;
+    }
+    st->open = kind;
+    st->index++;
+    cJSON *e = typed("content_block_start");
+    cJSON_AddNumberToObject(e, "index", st->index);
+    cJSON_AddItemToObject(e, "content_block", block);
+    return event(st, "content_block_start", e);
+}
+
+static bool delta(srv_anthropic_stream *st, const char *type, const char *key, const char *text) {
+    cJSON *e = typed("content_block_delta"), *d = typed(type);
+    cJSON_AddNumberToObject(e, "index", st->index);
+    cJSON_AddStringToObject(d, key, text);
+    cJSON_AddItemToObject(e, "delta", d);
+    return event(st, "content_block_delta", e);
+}
+
+bool srv_anthropic_delta(srv_anthropic_stream *st, const cJSON *d) {
+    const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(d, "reasoning_content"),
+                *text = cJSON_GetObjectItemCaseSensitive(d, "content"), *calls = cJSON_GetObjectItemCaseSensitive(d, "tool_calls");
+    if (cJSON_IsString(reasoning) && reasoning->valuestring[0]) {
+        if (st->open != SRV_BLOCK_THINKING) {
+            cJSON *b = text_block("thinking", "thinking", "");
+            cJSON_AddStringToObject(b, "signature", "");
+            if (!open_block(st, SRV_BLOCK_THINKING, b)) return false;
+        }
+        if (!delta(st, "thinking_delta", "thinking", reasoning->valuestring)) return false;
+    }
+    if (cJSON_IsString(text) && text->valuestring[0]) {
+        if (st->open != SRV_BLOCK_TEXT && !open_block(st, SRV_BLOCK_TEXT, text_block("text", "text", ""))) return false;
+        if (!delta(st, "text_delta", "text", text->valuestring)) return false;
+    }
+    const cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id"), *name = cJSON_GetObjectItemCaseSensitive(fn, "name"),
+                    *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (cJSON_IsString(id)) { /* a call's first piece: a block of its own */
+            cJSON *b = typed("tool_use");
+            cJSON_AddStringToObject(b, "id", id->valuestring);
+            cJSON_AddStringToObject(b, "name", cJSON_IsString(name) ? name->valuestring : "");
+            cJSON_AddItemToObject(b, "input", cJSON_CreateObject());
+            if (!open_block(st, SRV_BLOCK_TOOL_USE, b)) return false;
+        }
+        if (st->open == SRV_BLOCK_TOOL_USE && cJSON_IsString(args) && args->valuestring[0] &&
+            !delta(st, "input_json_delta", "partial_json", args->valuestring))
+            return false;
+    }
+    return true;
+}
+
+bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
+                       const srv_anthropic_usage *u) {
+    if (!close_block(st)) return false;
+    cJSON *e = typed("message_delta"), *d = cJSON_AddObjectToObject(e, "delta");
+    cJSON_AddStringToObject(d, "stop_reason", stop_reason);
+    if (stop_sequence) cJSON_AddStringToObject(d, "stop_sequence", stop_sequence);
+    else cJSON_AddNullToObject(d, "stop_sequence");
+    cJSON_AddItemToObject(e, "usage", usage_json(u));
+    return event(st, "message_delta", e) && event(st, "message_stop", typed("message_stop"));
+}
+
+bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f) {
+    char *s = srv_anthropic_error_json(f);
+    cJSON *data = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    return event(st, "error", data);
+}
