@@ -104,6 +104,12 @@ try {
     eq(m.usage.output_tokens, ref.usage.completion_tokens, `${what}: output_tokens`);
   }
 
+  // GET /v1/models as Anthropic's list (the page the client walks).
+  const models = [];
+  for await (const m of client.models.list()) models.push(m);
+  eq(models.map(m => [m.type, m.id, m.display_name]), [['model', 'tiny-qwen2.gguf', 'tiny-qwen2.gguf']], 'models.list()');
+  check(!Number.isNaN(Date.parse(models[0]?.created_at)), `created_at is a date: ${models[0]?.created_at}`);
+
   // A repeat reads its prompt from the cache.
   const again = await client.messages.create({ model: 'x', ...anthropicTurns, tools, tool_choice: { type: 'none' },
     max_tokens: 4, temperature: 0 });

@@ -768,17 +768,29 @@ enum MHD_Result openai_apply_template(server *srv, struct MHD_Connection *c, con
     return wire_send_json(srv, c, 200, r);
 }
 
+/* The one model, in OpenAI's list and Anthropic's at once (both APIs take
+ * GET /v1/models; each client reads its fields and skips the others'). */
 enum MHD_Result openai_models(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
     (void)cc;
+    const time_t now = time(NULL);
+    struct tm t;
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &t));
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(r, "data");
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", srv->model_name);
     cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)(long long)time(NULL));
+    cJSON_AddNumberToObject(m, "created", (double)(long long)now);
     cJSON_AddStringToObject(m, "owned_by", "offkv");
+    cJSON_AddStringToObject(m, "type", "model");
+    cJSON_AddStringToObject(m, "display_name", srv->model_name);
+    cJSON_AddStringToObject(m, "created_at", when);
     cJSON_AddItemToArray(data, m);
+    cJSON_AddBoolToObject(r, "has_more", false);
+    cJSON_AddStringToObject(r, "first_id", srv->model_name);
+    cJSON_AddStringToObject(r, "last_id", srv->model_name);
     return wire_send_json(srv, c, 200, r);
 }
 
