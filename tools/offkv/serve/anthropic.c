@@ -13,7 +13,6 @@
  * execution: it runs no tools itself).  Fields that change nothing here
  * (metadata, cache_control, service_tier, a thinking block's signature)
  * are ignored, as the OpenAI endpoints ignore fields they do not know. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,18 +20,6 @@
 #include <cjson/cJSON.h>
 
 #include "server.h"
-
-static bool bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(srv_fail *f, const char *param, const char *fmt, ...) {
-    f->status = 400;
-    snprintf(f->type, sizeof f->type, "invalid_request_error");
-    snprintf(f->param, sizeof f->param, "%s", param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->message, sizeof f->message, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 static bool oom(srv_fail *f) {
     srv_fail_set(f, 500, "server_error", NULL, "out of memory for the request");
@@ -52,13 +39,13 @@ static bool result_text(const cJSON *c, int i, int j, cJSON *parts, srv_fail *f)
         return true;
     }
     if (!cJSON_IsArray(c))
-        return bad(f, "messages", "messages[%d].content[%d].content must be a string or an array of text blocks", i, j);
+        return srv_bad(f, "messages", "messages[%d].content[%d].content must be a string or an array of text blocks", i, j);
     const cJSON *b;
     int k = 0;
     cJSON_ArrayForEach(b, c) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type"), *text = cJSON_GetObjectItemCaseSensitive(b, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text))
-            return bad(f, "messages",
+            return srv_bad(f, "messages",
                        "messages[%d].content[%d].content[%d] must be {\"type\": \"text\", \"text\": ...}; offkv serves text only",
                        i, j, k);
         if (!result_text(text, i, j, parts, f)) return false;
@@ -84,12 +71,12 @@ static const char *tool_name(const cJSON *prev, const char *id) {
  * OpenAI turns appended to out. */
 static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, srv_fail *f) {
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (!cJSON_IsObject(m)) return bad(f, "messages", "messages[%d] must be an object", i);
+    if (!cJSON_IsObject(m)) return srv_bad(f, "messages", "messages[%d] must be an object", i);
     if (!cJSON_IsString(role) || (strcmp(role->valuestring, "user") != 0 && strcmp(role->valuestring, "assistant") != 0))
-        return bad(f, "messages", "messages[%d].role must be \"user\" or \"assistant\" (the system prompt is the "
+        return srv_bad(f, "messages", "messages[%d].role must be \"user\" or \"assistant\" (the system prompt is the "
                    "top-level 'system')", i);
     const bool user = role->valuestring[0] == 'u';
-    if (!content) return bad(f, "messages", "messages[%d].content is required", i);
+    if (!content) return srv_bad(f, "messages", "messages[%d].content is required", i);
     cJSON *turn = cJSON_CreateObject();
     if (!turn || !cJSON_AddStringToObject(turn, "role", role->valuestring)) {
         cJSON_Delete(turn);
@@ -102,7 +89,7 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
     }
     if (!cJSON_IsArray(content)) {
         cJSON_Delete(turn);
-        return bad(f, "messages", "messages[%d].content must be a string or an array of content blocks", i);
+        return srv_bad(f, "messages", "messages[%d].content must be a string or an array of content blocks", i);
     }
     cJSON *parts = cJSON_CreateArray(), *calls = cJSON_CreateArray();
     char *thinking = NULL;
@@ -116,16 +103,16 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type");
         const char *t = cJSON_IsString(type) ? type->valuestring : "";
         if (!cJSON_IsObject(b) || !t[0]) {
-            ok = bad(f, "messages", "messages[%d].content[%d] must be a block with a 'type'", i, j);
+            ok = srv_bad(f, "messages", "messages[%d].content[%d] must be a block with a 'type'", i, j);
         } else if (!strcmp(t, "text")) {
             const cJSON *text = cJSON_GetObjectItemCaseSensitive(b, "text");
-            if (!cJSON_IsString(text)) ok = bad(f, "messages", "messages[%d].content[%d].text must be a string", i, j);
+            if (!cJSON_IsString(text)) ok = srv_bad(f, "messages", "messages[%d].content[%d].text must be a string", i, j);
             else ok = result_text(text, i, j, parts, f);
         } else if (!strcmp(t, "tool_use") && !user) {
             const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "id"), *name = cJSON_GetObjectItemCaseSensitive(b, "name"),
                         *input = cJSON_GetObjectItemCaseSensitive(b, "input");
             if (!cJSON_IsString(id) || !cJSON_IsString(name) || !cJSON_IsObject(input)) {
-                ok = bad(f, "messages", "messages[%d].content[%d] must be {\"type\": \"tool_use\", \"id\", \"name\", \"input\": {...}}",
+                ok = srv_bad(f, "messages", "messages[%d].content[%d] must be {\"type\": \"tool_use\", \"id\", \"name\", \"input\": {...}}",
                          i, j);
                 break;
             }
@@ -144,7 +131,7 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
              * results first in a user turn, OpenAI's templates after the call. */
             const cJSON *id = cJSON_GetObjectItemCaseSensitive(b, "tool_use_id");
             if (!cJSON_IsString(id)) {
-                ok = bad(f, "messages", "messages[%d].content[%d].tool_use_id must be a string", i, j);
+                ok = srv_bad(f, "messages", "messages[%d].content[%d].tool_use_id must be a string", i, j);
                 break;
             }
             cJSON *tr = cJSON_CreateObject(), *tparts = cJSON_CreateArray();
@@ -163,15 +150,15 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
             }
         } else if (!strcmp(t, "thinking") && !user) {
             const cJSON *th = cJSON_GetObjectItemCaseSensitive(b, "thinking");
-            if (!cJSON_IsString(th)) ok = bad(f, "messages", "messages[%d].content[%d].thinking must be a string", i, j);
+            if (!cJSON_IsString(th)) ok = srv_bad(f, "messages", "messages[%d].content[%d].thinking must be a string", i, j);
             else if (!wire_append_text(&thinking, &n_thinking, &cap_thinking, th->valuestring, strlen(th->valuestring)))
                 ok = oom(f);
         } else if (!strcmp(t, "redacted_thinking") && !user) {
             /* another engine's encrypted reasoning: nothing a template can show */
         } else if (!strcmp(t, "image") || !strcmp(t, "document")) {
-            ok = bad(f, "messages", "messages[%d].content[%d] is an '%s' block; offkv serves text only", i, j, t);
+            ok = srv_bad(f, "messages", "messages[%d].content[%d] is an '%s' block; offkv serves text only", i, j, t);
         } else {
-            ok = bad(f, "messages", "messages[%d].content[%d]: a '%.60s' block cannot be in %s turn (offkv takes text, "
+            ok = srv_bad(f, "messages", "messages[%d].content[%d]: a '%.60s' block cannot be in %s turn (offkv takes text, "
                      "thinking and tool_use from the assistant, text and tool_result from the user)",
                      i, j, t, user ? "a user" : "an assistant");
         }
@@ -205,14 +192,14 @@ static bool system_turn(const cJSON *sys, cJSON *out, srv_fail *f) {
     bool ok = turn && parts && cJSON_AddStringToObject(turn, "role", "system");
     if (!ok) oom(f);
     else if (cJSON_IsString(sys)) ok = result_text(sys, 0, 0, parts, f);
-    else if (!cJSON_IsArray(sys)) ok = bad(f, "system", "'system' must be a string or an array of text blocks");
+    else if (!cJSON_IsArray(sys)) ok = srv_bad(f, "system", "'system' must be a string or an array of text blocks");
     else {
         const cJSON *b;
         int j = 0;
         cJSON_ArrayForEach(b, sys) {
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type"), *text = cJSON_GetObjectItemCaseSensitive(b, "text");
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text)) {
-                ok = bad(f, "system", "system[%d] must be {\"type\": \"text\", \"text\": ...}", j);
+                ok = srv_bad(f, "system", "system[%d] must be {\"type\": \"text\", \"text\": ...}", j);
                 break;
             }
             if (!(ok = result_text(text, 0, 0, parts, f))) break;
@@ -233,7 +220,7 @@ static bool system_turn(const cJSON *sys, cJSON *out, srv_fail *f) {
 static bool tools_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     if (tools && !cJSON_IsNull(tools)) {
-        if (!cJSON_IsArray(tools)) return bad(f, "tools", "'tools' must be an array");
+        if (!cJSON_IsArray(tools)) return srv_bad(f, "tools", "'tools' must be an array");
         cJSON *out = cJSON_AddArrayToObject(o, "tools");
         if (!out) return oom(f);
         const cJSON *t;
@@ -243,10 +230,10 @@ static bool tools_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
                         *desc = cJSON_GetObjectItemCaseSensitive(t, "description"),
                         *schema = cJSON_GetObjectItemCaseSensitive(t, "input_schema");
             if (cJSON_IsString(type) && strcmp(type->valuestring, "custom") != 0)
-                return bad(f, "tools", "tools[%d] is Anthropic's server tool '%.60s'; offkv runs no tools itself (give a "
+                return srv_bad(f, "tools", "tools[%d] is Anthropic's server tool '%.60s'; offkv runs no tools itself (give a "
                            "client tool: {\"name\", \"description\", \"input_schema\"})", i, type->valuestring);
             if (!cJSON_IsObject(t) || !cJSON_IsString(name) || !cJSON_IsObject(schema) || (desc && !cJSON_IsString(desc)))
-                return bad(f, "tools", "tools[%d] must be {\"name\", \"description\", \"input_schema\": {...}}", i);
+                return srv_bad(f, "tools", "tools[%d] must be {\"name\", \"description\", \"input_schema\": {...}}", i);
             cJSON *ot = cJSON_CreateObject(), *fn = ot ? cJSON_AddObjectToObject(ot, "function") : NULL;
             cJSON *sc = cJSON_Duplicate(schema, true);
             if (!fn || !sc || !cJSON_AddStringToObject(ot, "type", "function") || !cJSON_AddStringToObject(fn, "name", name->valuestring) ||
@@ -266,19 +253,19 @@ static bool tools_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
                 *dp = cJSON_GetObjectItemCaseSensitive(tc, "disable_parallel_tool_use");
     static const char shape[] = "'tool_choice' must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"none\"} or "
                                 "{\"type\": \"tool\", \"name\": ...}";
-    if (!cJSON_IsObject(tc) || !cJSON_IsString(type)) return bad(f, "tool_choice", shape);
+    if (!cJSON_IsObject(tc) || !cJSON_IsString(type)) return srv_bad(f, "tool_choice", shape);
     const char *t = type->valuestring;
     bool ok = true;
     if (!strcmp(t, "auto") || !strcmp(t, "none")) ok = cJSON_AddStringToObject(o, "tool_choice", t) != NULL;
     else if (!strcmp(t, "any")) ok = cJSON_AddStringToObject(o, "tool_choice", "required") != NULL;
     else if (!strcmp(t, "tool")) {
-        if (!cJSON_IsString(name)) return bad(f, "tool_choice", "'tool_choice' of type \"tool\" needs the tool's 'name'");
+        if (!cJSON_IsString(name)) return srv_bad(f, "tool_choice", "'tool_choice' of type \"tool\" needs the tool's 'name'");
         cJSON *c = cJSON_AddObjectToObject(o, "tool_choice"), *fn = c ? cJSON_AddObjectToObject(c, "function") : NULL;
         ok = fn && cJSON_AddStringToObject(c, "type", "function") && cJSON_AddStringToObject(fn, "name", name->valuestring);
-    } else return bad(f, "tool_choice", shape);
+    } else return srv_bad(f, "tool_choice", shape);
     if (!ok) return oom(f);
     if (dp && !cJSON_IsNull(dp)) {
-        if (!cJSON_IsBool(dp)) return bad(f, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be true or false");
+        if (!cJSON_IsBool(dp)) return srv_bad(f, "tool_choice", "'tool_choice.disable_parallel_tool_use' must be true or false");
         if (!cJSON_AddBoolToObject(o, "parallel_tool_calls", !cJSON_IsTrue(dp))) return oom(f);
     }
     return true;
@@ -292,8 +279,8 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     bool ok = turns != NULL;
     if (!ok) oom(f);
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    if (ok && !cJSON_IsArray(ms)) ok = bad(f, "messages", ms ? "'messages' must be an array" : "'messages' is required");
-    if (ok && cJSON_GetArraySize(ms) == 0) ok = bad(f, "messages", "'messages' must hold at least one message");
+    if (ok && !cJSON_IsArray(ms)) ok = srv_bad(f, "messages", ms ? "'messages' must be an array" : "'messages' is required");
+    if (ok && cJSON_GetArraySize(ms) == 0) ok = srv_bad(f, "messages", "'messages' must hold at least one message");
     if (ok) ok = system_turn(cJSON_GetObjectItemCaseSensitive(root, "system"), turns, f);
     const cJSON *m, *prev = NULL;
     int i = 0;
@@ -305,7 +292,7 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     /* max_tokens: required by Anthropic's API (not by count_tokens); the
      * numbers' ranges are request.c's, under the same names */
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
-    if (ok && !count && !mt) ok = bad(f, "max_tokens", "'max_tokens' is required");
+    if (ok && !count && !mt) ok = srv_bad(f, "max_tokens", "'max_tokens' is required");
     static const char *const same[] = {"max_tokens", "temperature", "top_p", "top_k", "stream", "model", NULL};
     for (int k = 0; ok && same[k] && !count; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, same[k]);
@@ -315,17 +302,17 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     }
     const cJSON *ss = cJSON_GetObjectItemCaseSensitive(root, "stop_sequences");
     if (ok && ss && !cJSON_IsNull(ss) && !count) {
-        if (!cJSON_IsArray(ss)) ok = bad(f, "stop_sequences", "'stop_sequences' must be an array of strings");
+        if (!cJSON_IsArray(ss)) ok = srv_bad(f, "stop_sequences", "'stop_sequences' must be an array of strings");
         else if (cJSON_GetArraySize(ss) > SRV_MAX_STOPS)
-            ok = bad(f, "stop_sequences", "'stop_sequences' holds %d strings; offkv takes at most %d",
+            ok = srv_bad(f, "stop_sequences", "'stop_sequences' holds %d strings; offkv takes at most %d",
                      cJSON_GetArraySize(ss), SRV_MAX_STOPS);
         else {
             const cJSON *s;
             cJSON_ArrayForEach(s, ss) {
                 if (ok && (!cJSON_IsString(s) || !s->valuestring[0]))
-                    ok = bad(f, "stop_sequences", "'stop_sequences' must hold non-empty strings");
+                    ok = srv_bad(f, "stop_sequences", "'stop_sequences' must hold non-empty strings");
                 else if (ok && strlen(s->valuestring) > SRV_MAX_STOP_BYTES)
-                    ok = bad(f, "stop_sequences", "a stop sequence is %zu bytes, more than %d", strlen(s->valuestring),
+                    ok = srv_bad(f, "stop_sequences", "a stop sequence is %zu bytes, more than %d", strlen(s->valuestring),
                              (int)SRV_MAX_STOP_BYTES);
             }
             cJSON *d = ok ? cJSON_Duplicate(ss, true) : NULL;
@@ -341,7 +328,7 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(th, "type");
         const char *t = cJSON_IsString(type) ? type->valuestring : "";
         if (strcmp(t, "enabled") != 0 && strcmp(t, "disabled") != 0 && strcmp(t, "adaptive") != 0)
-            ok = bad(f, "thinking", "'thinking' must be {\"type\": \"enabled\"}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
+            ok = srv_bad(f, "thinking", "'thinking' must be {\"type\": \"enabled\"}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
         else {
             cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
             if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", strcmp(t, "disabled") != 0)) ok = oom(f);

@@ -48,6 +48,17 @@ void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, 
     va_end(ap);
 }
 
+bool srv_bad(srv_fail *f, const char *param, const char *fmt, ...) {
+    f->status = 400;
+    snprintf(f->type, sizeof f->type, "invalid_request_error");
+    snprintf(f->param, sizeof f->param, "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->message, sizeof f->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
 char *srv_error_json(const srv_fail *f) {
     cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
     if (!e) {
@@ -120,25 +131,13 @@ static bool valid_utf8(const char *s) {
     return utf8_prefix(s, n) == n;
 }
 
-static bool bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(srv_fail *f, const char *param, const char *fmt, ...) {
-    f->status = 400;
-    snprintf(f->type, sizeof f->type, "invalid_request_error");
-    snprintf(f->param, sizeof f->param, "%s", param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->message, sizeof f->message, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 /* A string copy that must be valid UTF-8.  (An escaped \u0000 would end
  * cJSON's copy there and silently cut the text: no_nul refuses those
  * before any field is read.) */
 static bool take_string(const cJSON *v, const char *param, char **out, srv_fail *f) {
-    if (!cJSON_IsString(v) || !v->valuestring) return bad(f, param, "'%s' must be a string", param);
-    if (!valid_utf8(v->valuestring)) return bad(f, param, "'%s' is not valid UTF-8", param);
-    if (!(*out = strdup(v->valuestring))) return bad(f, param, "out of memory for '%s'", param);
+    if (!cJSON_IsString(v) || !v->valuestring) return srv_bad(f, param, "'%s' must be a string", param);
+    if (!valid_utf8(v->valuestring)) return srv_bad(f, param, "'%s' is not valid UTF-8", param);
+    if (!(*out = strdup(v->valuestring))) return srv_bad(f, param, "out of memory for '%s'", param);
     return true;
 }
 
@@ -149,11 +148,11 @@ static bool get_number(const cJSON *root, const char *param, double lo, double h
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, param);
     *given = false;
     if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsNumber(v)) return bad(f, param, "'%s' must be a number", param);
+    if (!cJSON_IsNumber(v)) return srv_bad(f, param, "'%s' must be a number", param);
     const double x = v->valuedouble;
     if (!isfinite(x) || (integer && x != floor(x)))
-        return bad(f, param, "'%s' must be %s", param, integer ? "an integer" : "a finite number");
-    if (x < lo || x > hi) return bad(f, param, "'%s' is %g, outside %g..%g", param, x, lo, hi);
+        return srv_bad(f, param, "'%s' must be %s", param, integer ? "an integer" : "a finite number");
+    if (x < lo || x > hi) return srv_bad(f, param, "'%s' is %g, outside %g..%g", param, x, lo, hi);
     *given = true;
     *out = x;
     return true;
@@ -162,7 +161,7 @@ static bool get_number(const cJSON *root, const char *param, double lo, double h
 static bool get_bool(const cJSON *root, const char *param, bool *out, srv_fail *f) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, param);
     if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsBool(v)) return bad(f, param, "'%s' must be true or false", param);
+    if (!cJSON_IsBool(v)) return srv_bad(f, param, "'%s' must be true or false", param);
     *out = cJSON_IsTrue(v);
     return true;
 }
@@ -170,9 +169,9 @@ static bool get_bool(const cJSON *root, const char *param, bool *out, srv_fail *
 /* A message's content: a string, null (an assistant turn without text), or
  * an array of parts of which only {"type":"text","text":...} carry text. */
 static bool take_content(const cJSON *c, char **out, srv_fail *f) {
-    if (!c || cJSON_IsNull(c)) return (*out = strdup("")) ? true : bad(f, "messages", "out of memory");
+    if (!c || cJSON_IsNull(c)) return (*out = strdup("")) ? true : srv_bad(f, "messages", "out of memory");
     if (cJSON_IsString(c)) return take_string(c, "messages", out, f);
-    if (!cJSON_IsArray(c)) return bad(f, "messages", "a message's 'content' must be a string or an array of text parts");
+    if (!cJSON_IsArray(c)) return srv_bad(f, "messages", "a message's 'content' must be a string or an array of text parts");
     size_t n = 0;
     const cJSON *part;
     cJSON_ArrayForEach(part, c) {
@@ -180,12 +179,12 @@ static bool take_content(const cJSON *c, char **out, srv_fail *f) {
                     *text = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 ||
             !cJSON_IsString(text))
-            return bad(f, "messages", "a content part must be {\"type\": \"text\", \"text\": \"...\"}; offkv serves text only");
-        if (!valid_utf8(text->valuestring)) return bad(f, "messages", "a content part's 'text' is not valid UTF-8");
+            return srv_bad(f, "messages", "a content part must be {\"type\": \"text\", \"text\": \"...\"}; offkv serves text only");
+        if (!valid_utf8(text->valuestring)) return srv_bad(f, "messages", "a content part's 'text' is not valid UTF-8");
         n += strlen(text->valuestring);
     }
     char *s = malloc(n + 1);
-    if (!s) return bad(f, "messages", "out of memory");
+    if (!s) return srv_bad(f, "messages", "out of memory");
     size_t at = 0;
     cJSON_ArrayForEach(part, c) {
         const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
@@ -200,27 +199,27 @@ static bool take_content(const cJSON *c, char **out, srv_fail *f) {
 
 static bool parse_messages(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    if (!ms) return bad(f, "messages", "'messages' is required");
-    if (!cJSON_IsArray(ms)) return bad(f, "messages", "'messages' must be an array");
+    if (!ms) return srv_bad(f, "messages", "'messages' is required");
+    if (!cJSON_IsArray(ms)) return srv_bad(f, "messages", "'messages' must be an array");
     const int n = cJSON_GetArraySize(ms);
-    if (n < 1) return bad(f, "messages", "'messages' must hold at least one message");
-    if (n > 100000) return bad(f, "messages", "'messages' holds %d messages, more than 100000", n);
-    if (!(r->msgs = calloc((size_t)n, sizeof *r->msgs))) return bad(f, "messages", "out of memory");
+    if (n < 1) return srv_bad(f, "messages", "'messages' must hold at least one message");
+    if (n > 100000) return srv_bad(f, "messages", "'messages' holds %d messages, more than 100000", n);
+    if (!(r->msgs = calloc((size_t)n, sizeof *r->msgs))) return srv_bad(f, "messages", "out of memory");
     const cJSON *m;
     cJSON_ArrayForEach(m, ms) {
-        if (!cJSON_IsObject(m)) return bad(f, "messages", "messages[%d] must be an object", r->n_msgs);
+        if (!cJSON_IsObject(m)) return srv_bad(f, "messages", "messages[%d] must be an object", r->n_msgs);
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         if (!cJSON_IsString(role))
-            return bad(f, "messages", "messages[%d].role must be a string", r->n_msgs);
+            return srv_bad(f, "messages", "messages[%d].role must be a string", r->n_msgs);
         static const char *const roles[] = {"system", "developer", "user", "assistant", "tool", NULL};
         int k = 0;
         while (roles[k] && strcmp(roles[k], role->valuestring) != 0) k++;
         if (!roles[k])
-            return bad(f, "messages", "messages[%d].role must be system, developer, user, assistant or tool",
+            return srv_bad(f, "messages", "messages[%d].role must be system, developer, user, assistant or tool",
                        r->n_msgs);
         /* "developer" is OpenAI's newer name for the system turn. */
         srv_message *out = &r->msgs[r->n_msgs++];
-        if (!(out->role = strdup(k == 1 ? "system" : roles[k]))) return bad(f, "messages", "out of memory");
+        if (!(out->role = strdup(k == 1 ? "system" : roles[k]))) return srv_bad(f, "messages", "out of memory");
         if (!take_content(cJSON_GetObjectItemCaseSensitive(m, "content"), &out->content, f)) return false;
     }
     return true;
@@ -228,21 +227,21 @@ static bool parse_messages(const cJSON *root, srv_request *r, srv_fail *f) {
 
 static bool parse_prompt(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (!p) return bad(f, "prompt", "'prompt' is required");
+    if (!p) return srv_bad(f, "prompt", "'prompt' is required");
     if (cJSON_IsString(p)) {
-        if (!(r->prompts = calloc(1, sizeof *r->prompts))) return bad(f, "prompt", "out of memory");
+        if (!(r->prompts = calloc(1, sizeof *r->prompts))) return srv_bad(f, "prompt", "out of memory");
         if (!take_string(p, "prompt", &r->prompts[0], f)) return false;
         r->n_prompts = 1;
         return true;
     }
-    if (!cJSON_IsArray(p)) return bad(f, "prompt", "'prompt' must be a string or an array of strings");
+    if (!cJSON_IsArray(p)) return srv_bad(f, "prompt", "'prompt' must be a string or an array of strings");
     const int n = cJSON_GetArraySize(p);
     if (n < 1 || n > SRV_MAX_PROMPTS)
-        return bad(f, "prompt", "'prompt' holds %d strings; offkv takes 1 to %d", n, SRV_MAX_PROMPTS);
-    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) return bad(f, "prompt", "out of memory");
+        return srv_bad(f, "prompt", "'prompt' holds %d strings; offkv takes 1 to %d", n, SRV_MAX_PROMPTS);
+    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) return srv_bad(f, "prompt", "out of memory");
     const cJSON *s;
     cJSON_ArrayForEach(s, p) {
-        if (!cJSON_IsString(s)) return bad(f, "prompt", "'prompt' must be a string or an array of strings");
+        if (!cJSON_IsString(s)) return srv_bad(f, "prompt", "'prompt' must be a string or an array of strings");
         if (!take_string(s, "prompt", &r->prompts[r->n_prompts], f)) return false;
         r->n_prompts++;
     }
@@ -253,7 +252,7 @@ static bool parse_prompt(const cJSON *root, srv_request *r, srv_fail *f) {
 static bool take_stop(const cJSON *s, char **out, srv_fail *f) {
     const size_t n = strlen(s->valuestring);
     if (n > SRV_MAX_STOP_BYTES)
-        return bad(f, "stop", "a 'stop' string is %zu bytes, more than %d", n, (int)SRV_MAX_STOP_BYTES);
+        return srv_bad(f, "stop", "a 'stop' string is %zu bytes, more than %d", n, (int)SRV_MAX_STOP_BYTES);
     return take_string(s, "stop", out, f);
 }
 
@@ -266,12 +265,12 @@ static bool parse_stop(const cJSON *root, srv_request *r, srv_fail *f) {
         r->n_stops = 1;
         return true;
     }
-    if (!cJSON_IsArray(s)) return bad(f, "stop", "'stop' must be a string or an array of strings");
+    if (!cJSON_IsArray(s)) return srv_bad(f, "stop", "'stop' must be a string or an array of strings");
     if (cJSON_GetArraySize(s) > SRV_MAX_STOPS)
-        return bad(f, "stop", "'stop' holds %d strings, more than %d", cJSON_GetArraySize(s), SRV_MAX_STOPS);
+        return srv_bad(f, "stop", "'stop' holds %d strings, more than %d", cJSON_GetArraySize(s), SRV_MAX_STOPS);
     const cJSON *e;
     cJSON_ArrayForEach(e, s) {
-        if (!cJSON_IsString(e)) return bad(f, "stop", "'stop' must be a string or an array of strings");
+        if (!cJSON_IsString(e)) return srv_bad(f, "stop", "'stop' must be a string or an array of strings");
         if (!e->valuestring[0]) continue;
         if (!take_stop(e, &r->stops[r->n_stops], f)) return false;
         r->n_stops++;
@@ -284,25 +283,25 @@ static bool parse_stop(const cJSON *root, srv_request *r, srv_fail *f) {
 static bool parse_logit_bias(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
     if (!lb || cJSON_IsNull(lb)) return true;
-    if (!cJSON_IsObject(lb)) return bad(f, "logit_bias", "'logit_bias' must be an object of token ids to numbers");
+    if (!cJSON_IsObject(lb)) return srv_bad(f, "logit_bias", "'logit_bias' must be an object of token ids to numbers");
     const int n = cJSON_GetArraySize(lb);
-    if (n > 1024) return bad(f, "logit_bias", "'logit_bias' holds %d entries, more than 1024", n);
+    if (n > 1024) return srv_bad(f, "logit_bias", "'logit_bias' holds %d entries, more than 1024", n);
     if (n == 0) return true;
     r->bias_ids = malloc((size_t)n * sizeof *r->bias_ids);
     r->bias = malloc((size_t)n * sizeof *r->bias);
-    if (!r->bias_ids || !r->bias) return bad(f, "logit_bias", "out of memory");
+    if (!r->bias_ids || !r->bias) return srv_bad(f, "logit_bias", "out of memory");
     const cJSON *e;
     cJSON_ArrayForEach(e, lb) {
         char *end = NULL;
         /* digits only: strtol took " 5" and "+5" */
         const long id = e->string && e->string[0] >= '0' && e->string[0] <= '9' ? strtol(e->string, &end, 10) : -1;
         if (!e->string || !e->string[0] || id < 0 || *end || id > INT32_MAX)
-            return bad(f, "logit_bias", "'logit_bias' key '%.40s' is not a token id", e->string ? e->string : "");
+            return srv_bad(f, "logit_bias", "'logit_bias' key '%.40s' is not a token id", e->string ? e->string : "");
         float b;
         if (cJSON_IsFalse(e)) b = -INFINITY;
         else if (cJSON_IsNumber(e) && isfinite(e->valuedouble) && e->valuedouble >= -100 && e->valuedouble <= 100)
             b = (float)e->valuedouble;
-        else return bad(f, "logit_bias", "'logit_bias' of token %ld must be a number in -100..100 (or false)", id);
+        else return srv_bad(f, "logit_bias", "'logit_bias' of token %ld must be a number in -100..100 (or false)", id);
         r->bias_ids[r->n_bias] = (int32_t)id;
         r->bias[r->n_bias++] = b;
     }
@@ -328,13 +327,13 @@ static bool no_nul(const char *body, size_t len, srv_fail *f) {
                     char field[48] = "";
                     if (!(depth == 1 && is_key))
                         snprintf(field, sizeof field, "%.*s", (int)(key_len < 47 ? key_len : 47), key);
-                    if (!field[0]) return bad(f, "", "a key of the body holds a NUL character (\\u0000)");
-                    return bad(f, field, "'%s' holds a NUL character (\\u0000); offkv refuses it rather than cut the text "
+                    if (!field[0]) return srv_bad(f, "", "a key of the body holds a NUL character (\\u0000)");
+                    return srv_bad(f, field, "'%s' holds a NUL character (\\u0000); offkv refuses it rather than cut the text "
                                "there", field);
                 }
                 i++; /* the escaped character (the four hex digits of a \u escape are plain) */
             } else if ((unsigned char)c < 0x20) {
-                return bad(f, "", "the body is not valid JSON: a raw control byte 0x%02X in a string (byte %zu); write it as "
+                return srv_bad(f, "", "the body is not valid JSON: a raw control byte 0x%02X in a string (byte %zu); write it as "
                            "\\u%04X", (unsigned)(unsigned char)c, i, (unsigned)(unsigned char)c);
             } else if (c == '"') {
                 in_str = false;
@@ -375,24 +374,24 @@ bool srv_grammar_usable(const char *gbnf, size_t len, okv_error *err) {
 }
 
 static bool set_grammar(srv_request *r, char *gbnf, const char *param, srv_fail *f) {
-    if (!gbnf) return bad(f, param, "out of memory");
+    if (!gbnf) return srv_bad(f, param, "out of memory");
     okv_error err;
     if (!srv_grammar_usable(gbnf, strlen(gbnf), &err)) {
         free(gbnf);
-        return bad(f, param, "'%s': %s", param, err.message);
+        return srv_bad(f, param, "'%s': %s", param, err.message);
     }
     r->grammar = gbnf;
     return true;
 }
 
 static bool schema_grammar(srv_request *r, const cJSON *schema, const char *param, srv_fail *f) {
-    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) return bad(f, param, "'%s' must be a JSON Schema object", param);
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) return srv_bad(f, param, "'%s' must be a JSON Schema object", param);
     char *text = cJSON_PrintUnformatted(schema);
-    if (!text) return bad(f, param, "out of memory");
+    if (!text) return srv_bad(f, param, "out of memory");
     okv_error err;
     char *gbnf = okv_json_schema_to_gbnf(text, strlen(text), &err);
     free(text);
-    if (!gbnf) return bad(f, param, "'%s': %s", param, err.message);
+    if (!gbnf) return srv_bad(f, param, "'%s': %s", param, err.message);
     return set_grammar(r, gbnf, param, f);
 }
 
@@ -408,11 +407,11 @@ static bool parse_constraint(const cJSON *root, srv_request *r, srv_fail *f) {
         /* A "text" response_format constrains nothing, so it may come with a grammar. */
         const cJSON *t = rf ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
         if (!(rf && cJSON_IsString(t) && strcmp(t->valuestring, "text") == 0 && !!gr + !!js == 1))
-            return bad(f, gr ? "grammar" : "json_schema", "give at most one of 'response_format', 'grammar' and 'json_schema'");
+            return srv_bad(f, gr ? "grammar" : "json_schema", "give at most one of 'response_format', 'grammar' and 'json_schema'");
         rf = NULL;
     }
     if (gr) {
-        if (!cJSON_IsString(gr)) return bad(f, "grammar", "'grammar' must be a string (GBNF)");
+        if (!cJSON_IsString(gr)) return srv_bad(f, "grammar", "'grammar' must be a string (GBNF)");
         char *g = NULL;
         if (!take_string(gr, "grammar", &g, f)) return false;
         if (!g[0]) {
@@ -423,9 +422,9 @@ static bool parse_constraint(const cJSON *root, srv_request *r, srv_fail *f) {
     }
     if (js) return schema_grammar(r, js, "json_schema", f);
     if (!rf) return true;
-    if (!cJSON_IsObject(rf)) return bad(f, "response_format", "'response_format' must be an object");
+    if (!cJSON_IsObject(rf)) return srv_bad(f, "response_format", "'response_format' must be an object");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
-    if (!cJSON_IsString(type)) return bad(f, "response_format", "'response_format.type' must be a string");
+    if (!cJSON_IsString(type)) return srv_bad(f, "response_format", "'response_format.type' must be a string");
     if (strcmp(type->valuestring, "text") == 0) return true;
     if (strcmp(type->valuestring, "json_object") == 0) {
         /* llama.cpp also takes a schema here. */
@@ -435,21 +434,21 @@ static bool parse_constraint(const cJSON *root, srv_request *r, srv_fail *f) {
     }
     if (strcmp(type->valuestring, "json_schema") == 0) {
         const cJSON *o = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
-        if (!cJSON_IsObject(o)) return bad(f, "response_format", "'response_format.json_schema' must be an object");
+        if (!cJSON_IsObject(o)) return srv_bad(f, "response_format", "'response_format.json_schema' must be an object");
         const cJSON *strict = cJSON_GetObjectItemCaseSensitive(o, "strict");
         if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict))
-            return bad(f, "response_format", "'response_format.json_schema.strict' must be true or false");
+            return srv_bad(f, "response_format", "'response_format.json_schema.strict' must be true or false");
         const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "schema");
         /* strict or not, the output follows the schema: offkv has no looser mode. */
         if (!sc || cJSON_IsNull(sc)) {
             cJSON *any = cJSON_CreateObject();
             bool ok = any && schema_grammar(r, any, "response_format", f);
             cJSON_Delete(any);
-            return any ? ok : bad(f, "response_format", "out of memory");
+            return any ? ok : srv_bad(f, "response_format", "out of memory");
         }
         return schema_grammar(r, sc, "response_format", f);
     }
-    return bad(f, "response_format", "'response_format.type' must be text, json_object or json_schema, not '%.40s'",
+    return srv_bad(f, "response_format", "'response_format.type' must be text, json_object or json_schema, not '%.40s'",
                type->valuestring);
 }
 
@@ -475,7 +474,7 @@ static bool parse_controls(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
     if (lp && !cJSON_IsNull(lp)) {
         if (r->kind == SRV_CHAT) {
-            if (!cJSON_IsBool(lp)) return bad(f, "logprobs", "'logprobs' must be true or false");
+            if (!cJSON_IsBool(lp)) return srv_bad(f, "logprobs", "'logprobs' must be true or false");
             if (cJSON_IsTrue(lp)) r->top_logprobs = 0;
         } else {
             if (!get_number(root, "logprobs", 0, 5, true, &given, &x, f)) return false;
@@ -485,7 +484,7 @@ static bool parse_controls(const cJSON *root, srv_request *r, srv_fail *f) {
     if (r->kind == SRV_CHAT) {
         if (!get_number(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, true, &given, &x, f)) return false;
         if (given) {
-            if (r->top_logprobs < 0) return bad(f, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            if (r->top_logprobs < 0) return srv_bad(f, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
             r->top_logprobs = (int32_t)x;
         }
     }
@@ -507,7 +506,7 @@ static bool no_duplicate_keys(const cJSON *node, srv_fail *f) {
     const int n = cJSON_GetArraySize(node);
     if (n < 2) return true;
     const char **names = malloc((size_t)n * sizeof *names);
-    if (!names) return bad(f, "", "out of memory checking the body's keys");
+    if (!names) return srv_bad(f, "", "out of memory checking the body's keys");
     int k = 0;
     for (const cJSON *c = node->child; c; c = c->next) names[k++] = c->string ? c->string : "";
     qsort(names, (size_t)n, sizeof *names, name_cmp);
@@ -516,7 +515,7 @@ static bool no_duplicate_keys(const cJSON *node, srv_fail *f) {
         if (strcmp(names[i - 1], names[i]) == 0) {
             char field[48];
             snprintf(field, sizeof field, "%s", names[i]);
-            ok = bad(f, field, "the key '%s' is given twice in one object; give it once", field);
+            ok = srv_bad(f, field, "the key '%s' is given twice in one object; give it once", field);
         }
     free(names);
     return ok;
@@ -526,23 +525,23 @@ cJSON *srv_body_parse(const char *body, size_t len, srv_fail *f) {
     const char *end = NULL;
     const size_t good = utf8_prefix(body, len);
     if (good < len) {
-        bad(f, "", "the body is not valid UTF-8 (byte %zu)", good);
+        srv_bad(f, "", "the body is not valid UTF-8 (byte %zu)", good);
         return NULL;
     }
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (!root) {
-        bad(f, "", "the body is not valid JSON (near byte %zu)",
+        srv_bad(f, "", "the body is not valid JSON (near byte %zu)",
             end && end >= body && end <= body + len ? (size_t)(end - body) : (size_t)0);
         return NULL;
     }
     /* cJSON stops after the first value: anything but white space after it is a malformed body. */
     for (const char *p = end; p && p < body + len; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            bad(f, "", "the body has bytes after its JSON value (at byte %zu)", (size_t)(p - body));
+            srv_bad(f, "", "the body has bytes after its JSON value (at byte %zu)", (size_t)(p - body));
             cJSON_Delete(root);
             return NULL;
         }
-    if (!cJSON_IsObject(root)) bad(f, "", "the body must be a JSON object");
+    if (!cJSON_IsObject(root)) srv_bad(f, "", "the body must be a JSON object");
     else if (no_nul(body, len, f) && no_duplicate_keys(root, f)) return root;
     cJSON_Delete(root);
     return NULL;
@@ -560,7 +559,7 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     if (kind == SRV_CHAT ? !parse_messages(root, r, f) || !srv_chat_request(root, r, f) : !parse_prompt(root, r, f)) goto out;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
-        bad(f, "model", "'model' must be a string");
+        srv_bad(f, "model", "'model' must be a string");
         goto out;
     }
     bool given, given2;
@@ -575,7 +574,7 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     if (!get_number(root, "top_p", 0, 1, false, &given, &x, f)) goto out;
     if (given) {
         if ((float)x <= 0.0f) {
-            bad(f, "top_p", "'top_p' is %g; it must be above 0 (and at most 1)", x);
+            srv_bad(f, "top_p", "'top_p' is %g; it must be above 0 (and at most 1)", x);
             goto out;
         }
         r->top_p = (float)x;
@@ -592,7 +591,7 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     if (!get_number(root, "n", 1, SRV_MAX_PROMPTS, true, &given, &x, f)) goto out;
     if (given) r->n = (int32_t)x;
     if (r->n * (kind == SRV_CHAT ? 1 : r->n_prompts) > SRV_MAX_PROMPTS) {
-        bad(f, "n", "'n' %d times %d prompts is more than %d choices", (int)r->n, r->n_prompts, SRV_MAX_PROMPTS);
+        srv_bad(f, "n", "'n' %d times %d prompts is more than %d choices", (int)r->n, r->n_prompts, SRV_MAX_PROMPTS);
         goto out;
     }
     if (!parse_controls(root, r, f)) goto out;
@@ -603,7 +602,7 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) {
-            bad(f, "stream_options", "'stream_options' must be an object");
+            srv_bad(f, "stream_options", "'stream_options' must be an object");
             goto out;
         }
         if (!get_bool(so, "include_usage", &r->include_usage, f)) {

@@ -173,6 +173,10 @@ char *srv_error_json(const srv_fail *f);
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Fills f as a 400 invalid_request_error naming param; returns false (the
+ * request parsers' one way to refuse a field). */
+bool srv_bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---- constrained tool calls (toolgrammar.c) ---- */
 
 /* Where a lazy tool-call grammar switches on. */

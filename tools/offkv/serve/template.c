@@ -10,7 +10,6 @@
  * llama.cpp's outputs), so the hand-written renderers they replace are
  * gone: one renderer serves every template. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,24 +294,12 @@ done:
 
 /* ---- what a request gives the template ---- */
 
-static bool bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool bad(srv_fail *f, const char *param, const char *fmt, ...) {
-    f->status = 400;
-    snprintf(f->type, sizeof f->type, "invalid_request_error");
-    snprintf(f->param, sizeof f->param, "%s", param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->message, sizeof f->message, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 /* The messages as the template sees them: "developer" as "system", text
  * parts joined into one string, and tool calls' arguments (a JSON string
  * in OpenAI's requests) as objects, as transformers passes them. */
 static bool template_messages(const cJSON *ms, char **out, srv_fail *f) {
     cJSON *copy = cJSON_Duplicate(ms, true);
-    if (!copy) return bad(f, "messages", "out of memory");
+    if (!copy) return srv_bad(f, "messages", "out of memory");
     int i = 0;
     cJSON *m;
     cJSON_ArrayForEach(m, copy) {
@@ -330,7 +317,7 @@ static bool template_messages(const cJSON *ms, char **out, srv_fail *f) {
             char *s = malloc(n + 1);
             if (!s) {
                 cJSON_Delete(copy);
-                return bad(f, "messages", "out of memory");
+                return srv_bad(f, "messages", "out of memory");
             }
             size_t at = 0;
             cJSON_ArrayForEach(part, content) {
@@ -348,7 +335,7 @@ static bool template_messages(const cJSON *ms, char **out, srv_fail *f) {
         if (calls && !cJSON_IsNull(calls)) {
             if (!cJSON_IsArray(calls)) {
                 cJSON_Delete(copy);
-                return bad(f, "messages", "messages[%d].tool_calls must be an array", i);
+                return srv_bad(f, "messages", "messages[%d].tool_calls must be an array", i);
             }
             cJSON *c;
             cJSON_ArrayForEach(c, calls) {
@@ -356,7 +343,7 @@ static bool template_messages(const cJSON *ms, char **out, srv_fail *f) {
                 cJSON *name = fn ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
                 if (!cJSON_IsObject(c) || !cJSON_IsObject(fn) || !cJSON_IsString(name)) {
                     cJSON_Delete(copy);
-                    return bad(f, "messages", "messages[%d].tool_calls[] must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}", i);
+                    return srv_bad(f, "messages", "messages[%d].tool_calls[] must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}", i);
                 }
                 cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
                 if (cJSON_IsString(args)) {
@@ -370,18 +357,18 @@ static bool template_messages(const cJSON *ms, char **out, srv_fail *f) {
     }
     *out = cJSON_PrintUnformatted(copy);
     cJSON_Delete(copy);
-    return *out ? true : bad(f, "messages", "out of memory");
+    return *out ? true : srv_bad(f, "messages", "out of memory");
 }
 
 bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    if (!cJSON_IsArray(ms)) return bad(f, "messages", "'messages' must be an array");
+    if (!cJSON_IsArray(ms)) return srv_bad(f, "messages", "'messages' must be an array");
     if (!template_messages(ms, &r->messages_json, f)) return false;
     r->parallel_tool_calls = true;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     int n_tools = 0;
     if (tools && !cJSON_IsNull(tools)) {
-        if (!cJSON_IsArray(tools)) return bad(f, "tools", "'tools' must be an array");
+        if (!cJSON_IsArray(tools)) return srv_bad(f, "tools", "'tools' must be an array");
         const cJSON *t;
         cJSON_ArrayForEach(t, tools) {
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
@@ -389,16 +376,16 @@ bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
             if (!cJSON_IsObject(t) || !cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn) ||
                 !cJSON_IsString(name) || !name->valuestring[0])
-                return bad(f, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": {...}}}", n_tools);
+                return srv_bad(f, "tools", "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"parameters\": {...}}}", n_tools);
             /* OpenAI's rule: formats that write the name bare (gpt-oss's
              * to=functions.NAME, DeepSeek's) would cut or misread others */
             const char *nm = name->valuestring;
             size_t len = strlen(nm);
             if (len > 64 || strspn(nm, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != len)
-                return bad(f, "tools", "tools[%d].function.name '%.80s' must be 1 to 64 letters, digits, '_' or '-'", n_tools, nm);
+                return srv_bad(f, "tools", "tools[%d].function.name '%.80s' must be 1 to 64 letters, digits, '_' or '-'", n_tools, nm);
             n_tools++;
         }
-        if (n_tools && !(r->tools_json = cJSON_PrintUnformatted(tools))) return bad(f, "tools", "out of memory");
+        if (n_tools && !(r->tools_json = cJSON_PrintUnformatted(tools))) return srv_bad(f, "tools", "out of memory");
     }
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
     r->tool_choice = SRV_TOOLS_AUTO;
@@ -407,41 +394,41 @@ bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
             if (!strcmp(tc->valuestring, "auto")) r->tool_choice = SRV_TOOLS_AUTO;
             else if (!strcmp(tc->valuestring, "none")) r->tool_choice = SRV_TOOLS_NONE;
             else if (!strcmp(tc->valuestring, "required")) r->tool_choice = SRV_TOOLS_REQUIRED;
-            else return bad(f, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            else return srv_bad(f, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         } else {
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
             const cJSON *name = fn ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
             if (!cJSON_IsObject(tc) || !cJSON_IsString(name) || !cJSON_IsString(type) ||
                 strcmp(type->valuestring, "function") != 0)
-                return bad(f, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+                return srv_bad(f, "tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
             bool found = false;
             const cJSON *t;
             cJSON_ArrayForEach(t, tools) {
                 const cJSON *tn = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
                 if (cJSON_IsString(tn) && !strcmp(tn->valuestring, name->valuestring)) found = true;
             }
-            if (!found) return bad(f, "tool_choice", "'tool_choice' names '%.100s', which is not in 'tools'", name->valuestring);
+            if (!found) return srv_bad(f, "tool_choice", "'tool_choice' names '%.100s', which is not in 'tools'", name->valuestring);
             r->tool_choice = SRV_TOOLS_NAMED;
-            if (!(r->tool_choice_name = strdup(name->valuestring))) return bad(f, "tool_choice", "out of memory");
+            if (!(r->tool_choice_name = strdup(name->valuestring))) return srv_bad(f, "tool_choice", "out of memory");
         }
         if (r->tool_choice != SRV_TOOLS_AUTO && r->tool_choice != SRV_TOOLS_NONE && !n_tools)
-            return bad(f, "tool_choice", "'tool_choice' asks for a call, but 'tools' is empty");
+            return srv_bad(f, "tool_choice", "'tool_choice' asks for a call, but 'tools' is empty");
     }
     const cJSON *ptc = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
     if (ptc && !cJSON_IsNull(ptc)) {
-        if (!cJSON_IsBool(ptc)) return bad(f, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+        if (!cJSON_IsBool(ptc)) return srv_bad(f, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
         r->parallel_tool_calls = cJSON_IsTrue(ptc);
     }
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
     if (kw && !cJSON_IsNull(kw)) {
-        if (!cJSON_IsObject(kw)) return bad(f, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
-        if (!(r->template_kwargs_json = cJSON_PrintUnformatted(kw))) return bad(f, "chat_template_kwargs", "out of memory");
+        if (!cJSON_IsObject(kw)) return srv_bad(f, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        if (!(r->template_kwargs_json = cJSON_PrintUnformatted(kw))) return srv_bad(f, "chat_template_kwargs", "out of memory");
     }
     const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
     r->add_generation_prompt = true;
     if (agp && !cJSON_IsNull(agp)) {
-        if (!cJSON_IsBool(agp)) return bad(f, "add_generation_prompt", "'add_generation_prompt' must be true or false");
+        if (!cJSON_IsBool(agp)) return srv_bad(f, "add_generation_prompt", "'add_generation_prompt' must be true or false");
         r->add_generation_prompt = cJSON_IsTrue(agp);
     }
     return true;
