@@ -135,6 +135,57 @@ int main(void) {
               uq.t_done);
         srv_job_release(s, a);
         srv_job_release(s, q);
+
+        /* Which stop string ended a job: the greedy text of a stopless
+         * job gives one (two bytes of it that first occur past its start);
+         * then a job whose long prompt takes several steps (40 tokens,
+         * chunks of 16) and which ends on its end-of-sequence token (biased
+         * up) must report none, not the one before it. */
+        static const int32_t prompt[] = {1, 400, 401, 402};
+        srv_job_params gp = {.prompt = prompt, .n_prompt = 4, .max_tokens = 24, .ignore_eos = true,
+                             .sampling = {.temperature = 0, .top_p = 1}};
+        bool busy = false;
+        srv_job *g = srv_submit(s, &gp, &busy, NULL);
+        char text[4096] = "";
+        size_t at = 0, len = 0;
+        for (srv_finish f = SRV_RUNNING; g && f == SRV_RUNNING;) {
+            char *t = NULL;
+            size_t n = 0;
+            f = srv_job_poll(s, g, &at, &t, &n, 10);
+            if (t && len + n < sizeof text) memcpy(text + len, t, n), len += n, text[len] = '\0';
+            free(t);
+        }
+        srv_job_release(s, g);
+        size_t pos = 2;
+        char stop[3] = "";
+        while (pos + 2 <= len && (memcpy(stop, text + pos, 2), strstr(text, stop) != text + pos)) pos++;
+        CHECK(pos + 2 <= len, "a stop string from the greedy text '%s'", text);
+        char *stops[] = {"\x01never", stop};
+        srv_job_params sp = gp;
+        sp.stops = stops;
+        sp.n_stops = 2;
+        srv_job *st = srv_submit(s, &sp, &busy, NULL);
+        CHECK(st && wait_end(s, st) == SRV_FINISH_STOP, "the job with stop strings ends by one");
+        srv_job_usage us;
+        if (st) srv_job_usage_get(s, st, &us);
+        CHECK(st && us.stop_index == 1, "stop_index %d, want 1 ('%s')", st ? us.stop_index : -9, stop);
+        srv_job_release(s, st);
+        int32_t long_prompt[40];
+        for (int i = 0; i < 40; i++) long_prompt[i] = i == 0 ? 1 : 300 + i;
+        const int32_t *eog;
+        srv_sched_eog(s, &eog);
+        const float up = 100;
+        srv_job_params ep = {.prompt = long_prompt, .n_prompt = 40, .max_tokens = 24, .bias_ids = eog, .bias = &up,
+                             .n_bias = 1, .stops = stops, .n_stops = 2, .sampling = {.temperature = 0, .top_p = 1}};
+        srv_job *e = srv_submit(s, &ep, &busy, NULL);
+        CHECK(e && wait_end(s, e) == SRV_FINISH_STOP, "the job ends on end-of-sequence");
+        srv_job_usage ue;
+        if (e) srv_job_usage_get(s, e, &ue);
+        CHECK(e && ue.completion_tokens == 0 && ue.stop_index == -1,
+              "an end-of-sequence end: stop_index %d (want -1), %d tokens", e ? ue.stop_index : -9,
+              e ? ue.completion_tokens : -1);
+        srv_job_release(s, e);
+
         /* A shutdown with one running (held by a long budget) and one queued. */
         srv_job *run = submit(s, 200), *wait = submit(s, 4);
         CHECK(srv_job_wait_admitted(s, run, 5000), "the first job is admitted");
@@ -145,7 +196,7 @@ int main(void) {
         srv_job_usage_get(s, run, &ur);
         srv_job_usage_get(s, wait, &uw);
         CHECK(ur.admitted && !uw.admitted, "admitted: running %d, queued %d", ur.admitted, uw.admitted);
-        bool busy = false;
+        busy = false;
         static const int32_t one[] = {1};
         srv_job_params p = {.prompt = one, .n_prompt = 1, .max_tokens = 1, .sampling = {.top_p = 1}};
         CHECK(srv_submit(s, &p, &busy, NULL) == NULL && busy, "a stopped scheduler refuses new jobs as busy");

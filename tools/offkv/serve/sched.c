@@ -888,7 +888,7 @@ static void apply_outcome(srv_sched *s, slot *sl, outcome *o) {
         s->stats.generated_tokens++;
     }
     if (o->finish == SRV_FINISH_ERROR) snprintf(j->error, sizeof j->error, "%s", o->error);
-    if (o->stop_hit) j->stop_hit = o->stop_hit;
+    if (o->finish == SRV_FINISH_STOP) j->stop_hit = o->stop_hit;
     if (o->finish != SRV_RUNNING) {
         job_end(s, j, o->finish);
         detach(s, sl);
@@ -1037,6 +1037,7 @@ static void *worker_main(void *arg) {
             o->finish = SRV_RUNNING;
             o->made_token = false;
             o->has_lp = false;
+            o->stop_hit = 0; /* outs[] is reused step after step, by whichever jobs the step holds */
             if (it->st != OKV_OK) {
                 /* The cache is at most at the step's start: start the
                  * sequence afresh so that its history stays true. */
