@@ -35,6 +35,8 @@ static void usage(FILE *f) {
             "  --max-body BYTES        largest request body (default 8388608)\n"
             "  --timeout SECONDS       time a client has to send a request's head, and again its body;\n"
             "                          a slower one gets a 408 and is closed (default 15)\n"
+            "  --keepalive SECONDS     a stream silent this long (its prompt still being read) gets a ping:\n"
+            "                          an SSE comment, or Anthropic's ping event; 0: none (default 15)\n"
             "  --max-per-client N      requests one client address may have answered at once (more get a\n"
             "                          503), and connections it may hold half-sent (a new one drops the\n"
             "                          oldest) (default 64)\n"
@@ -54,10 +56,12 @@ int cmd_serve(int argc, char **argv) {
         .max_body = 8u << 20,
         .timeout = 15,
         .max_per_client = 64,
+        .keepalive = 15,
         .sched = {.n_parallel = 4, .n_queue = 64, .capacity = 0, .chunk = 128, .n_threads = cli_default_threads(),
                   .kv_type = "f16"},
     };
     int32_t port = 8080, window = 0, max_body = 8 << 20, timeout = 15;
+    float keepalive = 15;
     int kv = 0;
     static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
@@ -75,7 +79,7 @@ int cmd_serve(int argc, char **argv) {
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "--host", "--port") || cli_is(a, "--parallel", "--queue") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window") ||
-              cli_is(a, "--timeout", "--max-per-client") ||
+              cli_is(a, "--timeout", "--max-per-client") || cli_is(a, "--keepalive", NULL) ||
               cli_is(a, "--chat-template-file", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
@@ -106,6 +110,10 @@ int cmd_serve(int argc, char **argv) {
         } else if (cli_is(a, "--max-body", NULL)) ok = cli_int(cmd, a, v, 64, 1 << 30, &max_body);
         else if (cli_is(a, "--timeout", NULL)) ok = cli_int(cmd, a, v, 1, 3600, &timeout);
         else if (cli_is(a, "--max-per-client", NULL)) ok = cli_int(cmd, a, v, 1, 1024, &cfg.max_per_client);
+        else if (cli_is(a, "--keepalive", NULL)) {
+            ok = cli_float(cmd, a, v, 0, 3600, &keepalive);
+            cfg.keepalive = keepalive;
+        }
         else ok = cli_int(cmd, a, v, 1, 1 << 24, &window);
         if (!ok) return CLI_USAGE;
     }

@@ -549,6 +549,8 @@ bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const 
     return event(st, "message_delta", e) && event(st, "message_stop", typed("message_stop"));
 }
 
+bool srv_anthropic_ping(srv_anthropic_stream *st) { return event(st, "ping", typed("ping")); }
+
 bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f) {
     char *s = srv_anthropic_error_json(f);
     cJSON *data = s ? cJSON_Parse(s) : NULL;

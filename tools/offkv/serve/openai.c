@@ -53,6 +53,7 @@ typedef struct call {
     char *out;
     size_t n_out, off, cap;
     bool role_sent[SRV_MAX_PROMPTS], done;
+    double t_sent;                  /* when the stream last handed bytes to the wire (srv_now) */
     bool probed;                    /* wire_client_gone's one probe, before the answer */
     int32_t top_logprobs;           /* -1: no logprobs */
     size_t lp_consumed[SRV_MAX_PROMPTS], lp_offset[SRV_MAX_PROMPTS];
@@ -462,6 +463,16 @@ static bool produce(call *k) {
         return true;
     }
     if (!any) {
+        /* Nothing new for --keepalive seconds (a long prompt being read):
+         * a ping, so that proxies and clients with an idle timeout keep the
+         * stream (an SSE comment for OpenAI's clients, Anthropic's ping
+         * event for its own). */
+        const double ka = k->srv->cfg->keepalive;
+        if (ka > 0 && srv_now() - k->t_sent >= ka) {
+            k->t_sent = srv_now();
+            return k->api == SRV_API_ANTHROPIC ? srv_anthropic_ping(&k->as)
+                                               : wire_append_text(&k->out, &k->n_out, &k->cap, ": ping\n\n", 8);
+        }
         /* Nothing new: sleep on the first running job until it makes something. */
         for (int i = 0; i < k->n; i++)
             if (k->fin[i] == SRV_RUNNING) {
@@ -489,6 +500,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     size_t n = k->n_out - k->off;
     if (n > max) n = max;
     wire_touch(k->srv, k->conn);
+    k->t_sent = srv_now();
     memcpy(buf, k->out + k->off, n);
     k->off += n;
     return (ssize_t)n;
@@ -544,6 +556,7 @@ static enum MHD_Result answer_stream(call *k) {
         }
     }
     wire_touch(k->srv, k->conn);
+    k->t_sent = srv_now();
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, k, stream_free);
     if (!r) {
         server *srv = k->srv;

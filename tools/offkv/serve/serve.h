@@ -306,6 +306,8 @@ bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const 
                        const srv_anthropic_usage *u);
 /* An error event (a failed or cut-off generation), in place of the end. */
 bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f);
+/* A ping event (a stream kept alive while the prompt is read). */
+bool srv_anthropic_ping(srv_anthropic_stream *st);
 
 /* ---- sequences and the decode loop (sched.c) ---- */
 
@@ -543,6 +545,8 @@ typedef struct srv_config {
     double timeout;         /* seconds a client has to send a request's head, and again its body */
     int max_per_client;     /* connections one client address may hold (waiting for a head or answered) */
     bool quiet;             /* no line on stderr per answer (wire_log) */
+    double keepalive;       /* seconds a stream may go without a byte (a long prompt being read) before it
+                               gets a ping, which clients skip and proxies count as traffic; 0: never */
     const char *chat_template;  /* NULL: the model's */
     const char *chat_template_file; /* NULL: none */
     srv_sched_config sched;
