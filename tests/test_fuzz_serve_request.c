@@ -68,11 +68,13 @@ static const char *const anthropic_seeds[] = {
     "\"tools\":[{\"name\":\"f\",\"description\":\"d\",\"input_schema\":{\"type\":\"object\"}}],"
     "\"tool_choice\":{\"type\":\"tool\",\"name\":\"f\",\"disable_parallel_tool_use\":true},\"thinking\":{\"type\":"
     "\"enabled\",\"budget_tokens\":1024}}",
+    "{\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"Tell\"},{\"role\":\"assistant\",\"content\":"
+    "[{\"type\":\"text\",\"text\":\"Once \"}]}]}",
     "{\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{}}]}]}",
     "{\"max_tokens\":8,\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"s\"}],\"messages\":[{\"role\":\"user\","
     "\"content\":\"x\"}],\"tool_choice\":{\"type\":\"any\"}}",
 };
-static const bool anthropic_seed_parses[] = {true, true, false, false};
+static const bool anthropic_seed_parses[] = {true, true, true, false, false};
 
 /* Request heads for the gate: valid ones and the hostile ones of issue 15. */
 static const char *const heads[] = {
@@ -112,9 +114,10 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
             for (size_t t = 0; ok && t < sizeof names / sizeof names[0]; t++) {
                 char err[256];
                 srv_chat *c = srv_chat_load(NULL, NULL, names[t], NULL, err, sizeof err);
-                srv_fail rf;
+                srv_fail rf = {0};
                 char *p = c ? srv_chat_render(c, &r, true, &rf) : NULL;
-                ok = p != NULL;
+                /* (a template that does not show a prefill as given cannot continue it: a 400 naming that) */
+                ok = p != NULL || (c && rf.status == 400 && !strcmp(rf.param, "continue_final_message"));
                 free(p);
                 srv_chat_free(c);
             }

@@ -14,8 +14,9 @@
 // forced tool call (input passing the tool's schema in ajv, stop_reason
 // tool_use, one block with disable_parallel_tool_use), stop_sequences
 // (stop_reason "stop_sequence" naming the one that matched, the text cut
-// before it, as the greedy answer without it shows), max_tokens, usage
-// (input_tokens + cache_read_input_tokens is the prompt, a repeat reads
+// before it, as the greedy answer without it shows), max_tokens, an
+// assistant prefill (continued, against the template's rendering cut by
+// hand), usage (input_tokens + cache_read_input_tokens is the prompt, a repeat reads
 // from the cache), errors in Anthropic's shape, x-api-key, and the pings of
 // --keepalive while a long prompt is read.
 import path from 'node:path';
@@ -38,26 +39,26 @@ const openaiTools = [{ type: 'function', function: { name: 'get_weather', descri
 
 // One conversation in both APIs' words.
 const anthropicTurns = {
-  system: [{ type: 'text', text: 'You are terse.' }, { type: 'text', text: ' Answer in English.' }],
+  system: [{ type: 'text', text: 'You are terse.' }, { type: 'text', text: 'Answer in English.' }],
   messages: [
-    { role: 'user', content: [{ type: 'text', text: 'Weather in Paris' }, { type: 'text', text: ' for 3 days?' }] },
+    { role: 'user', content: [{ type: 'text', text: 'Weather in Paris' }, { type: 'text', text: 'for 3 days?' }] },
     { role: 'assistant', content: [
       { type: 'thinking', thinking: 'The user wants a forecast.', signature: 'sig' },
       { type: 'text', text: 'Let me look.' },
       { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris', days: 3 } },
     ] },
     { role: 'user', content: [
-      { type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'Sunny, 21 C' }] },
+      { type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'Sunny,' }, { type: 'text', text: '21 C' }] },
       { type: 'text', text: 'And tomorrow?' },
     ] },
   ],
 };
 const openaiTurns = [
-  { role: 'system', content: 'You are terse. Answer in English.' },
-  { role: 'user', content: 'Weather in Paris for 3 days?' },
+  { role: 'system', content: 'You are terse.\nAnswer in English.' },
+  { role: 'user', content: 'Weather in Paris\nfor 3 days?' },
   { role: 'assistant', content: 'Let me look.', reasoning_content: 'The user wants a forecast.',
     tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","days":3}' } }] },
-  { role: 'tool', tool_call_id: 'toolu_1', name: 'get_weather', content: 'Sunny, 21 C' },
+  { role: 'tool', tool_call_id: 'toolu_1', name: 'get_weather', content: 'Sunny,\n21 C' },
   { role: 'user', content: 'And tomorrow?' },
 ];
 // An agent's loop: the last turn only the tool's result, so the template
@@ -87,16 +88,24 @@ const textOf = m => m.content.filter(b => b.type === 'text').map(b => b.text).jo
 
 try {
   // The translation against the hand-written OpenAI form: one prompt, one greedy answer.
-  for (const [what, a, o] of [
-    ['a string turn', { messages: [{ role: 'user', content: 'Hello there' }] }, [{ role: 'user', content: 'Hello there' }]],
-    ['the tool conversation', anthropicTurns, openaiTurns],
-    ["an agent's loop", anthropicLoop, openaiLoop],
+  // (Anthropic's API thinks only when asked: the template's enable_thinking
+  // is false unless thinking is enabled.)
+  const thinkingOn = { thinking: { type: 'enabled', budget_tokens: 1024 } };
+  const counts = {};
+  for (const [what, a, o, think] of [
+    ['a string turn', { messages: [{ role: 'user', content: 'Hello there' }] }, [{ role: 'user', content: 'Hello there' }], false],
+    ['a string turn, thinking', { ...thinkingOn, messages: [{ role: 'user', content: 'Hello there' }] },
+      [{ role: 'user', content: 'Hello there' }], true],
+    ['the tool conversation', anthropicTurns, openaiTurns, false],
+    ["an agent's loop", anthropicLoop, openaiLoop, false],
+    ["an agent's loop, thinking", { ...thinkingOn, ...anthropicLoop }, openaiLoop, true],
   ]) {
-    const withTools = what !== 'a string turn';
+    const withTools = what.includes('tool') || what.includes('agent');
     const count = await client.messages.countTokens({ model: 'x', ...a, ...(withTools ? { tools, tool_choice: { type: 'none' } } : {}) });
     const ref = await openai.chat.completions.create({ model: 'x', messages: o, ...(withTools ? { tools: openaiTools } : {}),
-      max_tokens: 24, temperature: 0, tool_choice: 'none' });
+      max_tokens: 24, temperature: 0, tool_choice: 'none', chat_template_kwargs: { enable_thinking: think } });
     eq(count.input_tokens, ref.usage.prompt_tokens, `${what}: count_tokens against the OpenAI form's prompt_tokens`);
+    counts[what] = count.input_tokens;
     const m = await client.messages.create({ model: 'x', ...a, ...(withTools ? { tools, tool_choice: { type: 'none' } } : {}),
       max_tokens: 24, temperature: 0 });
     eq(m.usage.input_tokens + m.usage.cache_read_input_tokens, ref.usage.prompt_tokens, `${what}: usage's prompt`);
@@ -110,6 +119,9 @@ try {
   for await (const m of client.models.list()) models.push(m);
   eq(models.map(m => [m.type, m.id, m.display_name]), [['model', 'tiny-qwen2.gguf', 'tiny-qwen2.gguf']], 'models.list()');
   check(!Number.isNaN(Date.parse(models[0]?.created_at)), `created_at is a date: ${models[0]?.created_at}`);
+
+  check(counts['a string turn'] !== counts['a string turn, thinking'],
+    `thinking on and off render differently (Qwen3's empty think block): ${JSON.stringify(counts)}`);
 
   // A repeat reads its prompt from the cache.
   const again = await client.messages.create({ model: 'x', ...anthropicTurns, tools, tool_choice: { type: 'none' },
@@ -156,6 +168,10 @@ try {
     "top-level 'system'", 'a system role in messages');
   await refused({ model: 'x', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'b',
     input: {} }] }] }, 400, 'invalid_request_error', "'tool_use' block cannot be in a user turn", 'tool_use from the user');
+  await refused({ model: 'x', max_tokens: null, messages: [{ role: 'user', content: 'hi' }] }, 400,
+    'invalid_request_error', 'max_tokens', 'max_tokens null');
+  await refused({ model: 'x', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'a',
+    content: [{ type: 'image', source: {} }] }] }] }, 400, 'invalid_request_error', "'image'", 'an image in a tool result');
   await refused({ model: 'x', max_tokens: 5, stop_sequences: ['a', 'b', 'c', 'd', 'e'], messages: [{ role: 'user',
     content: 'hi' }] }, 400, 'invalid_request_error', 'stop_sequences', 'five stop sequences');
   await refused({ model: 'x', max_tokens: 5, tools, tool_choice: { type: 'tool', name: 'nope' },
@@ -169,6 +185,12 @@ try {
   eq([xKey.status, xKey.json?.type, xKey.json?.content?.[0]?.type], [200, 'message', 'text'], 'x-api-key: 200');
   const badJson = await post(srv, '/v1/messages', '{"max_tokens": 5,', { 'x-api-key': 'sekrit' });
   eq([badJson.status, badJson.json?.type, badJson.json?.error?.type], [400, 'error', 'invalid_request_error'], 'malformed JSON');
+  const nowhere = await post(srv, '/v1/messages/batches', {}, { 'x-api-key': 'sekrit' });
+  eq([nowhere.status, nowhere.json?.type, nowhere.json?.error?.type], [404, 'error', 'not_found_error'],
+    'a path beside /v1/messages: 404, Anthropic-shaped');
+  const huge = await fetch(srv.url + '/v1/messages', { method: 'POST', headers: { 'x-api-key': 'sekrit' },
+    body: 'x'.repeat(9 << 20) }).then(async r => [r.status, (await r.json()).error?.type]).catch(e => [String(e)]);
+  eq(huge, [413, 'request_too_large'], 'a body over --max-body: 413, Anthropic-shaped');
   const get = await fetch(srv.url + '/v1/messages', { headers: { 'x-api-key': 'sekrit' } });
   const getJson = await get.json();
   eq([get.status, getJson.type, getJson.error?.type], [405, 'error', 'invalid_request_error'], 'GET /v1/messages: 405');
@@ -224,6 +246,26 @@ try {
   eq([cutStream.stop_reason, cutStream.stop_sequence], ['stop_sequence', seq], 'a stream names its stop sequence');
   eq(plain.stop_sequence, null, 'no stop sequence: null');
 
+
+  // A final assistant turn is a prefill: the answer continues its text.  The
+  // reference: the template's whole rendering (/apply-template, no new
+  // turn) cut by hand after that text, continued greedily by /v1/completions.
+  const convo = [{ role: 'user', content: 'Tell me a story' }, { role: 'assistant', content: 'Once upon a time' }];
+  const whole = (await post(srv2, '/apply-template', { messages: convo, add_generation_prompt: false })).json.prompt;
+  const cutPrompt = whole.slice(0, whole.lastIndexOf('Once upon a time') + 'Once upon a time'.length);
+  check(cutPrompt.length < whole.length, `the rendering ends the turn after the prefill: ${JSON.stringify(whole)}`);
+  const refText = (await post(srv2, '/v1/completions', { prompt: cutPrompt, max_tokens: 12, temperature: 0 })).json
+    .choices[0].text;
+  const pre = await client2.messages.create({ model: 'x', messages: convo, max_tokens: 12, temperature: 0 });
+  eq(textOf(pre), refText, 'a prefill: the answer continues it, as the cut prompt does');
+  const preCount = await client2.messages.countTokens({ model: 'x', messages: convo });
+  eq(preCount.input_tokens, pre.usage.input_tokens + pre.usage.cache_read_input_tokens, 'a prefill: count_tokens');
+  const chatPre = (await post(srv2, '/v1/chat/completions', { messages: convo, max_tokens: 12, temperature: 0,
+    continue_final_message: true })).json;
+  eq(chatPre.choices?.[0]?.message?.content, refText, 'continue_final_message on the chat endpoint');
+  const both = await post(srv2, '/v1/chat/completions', { messages: convo, max_tokens: 2, continue_final_message: true,
+    add_generation_prompt: true });
+  eq([both.status, both.json?.error?.param], [400, 'continue_final_message'], 'continue_final_message with add_generation_prompt');
 } finally {
   await stopServer(srv2);
 }

@@ -26,28 +26,40 @@ static bool oom(srv_fail *f) {
     return false;
 }
 
+static bool add_part(cJSON *parts, const char *text, srv_fail *f) {
+    cJSON *p = cJSON_CreateObject();
+    if (!p || !cJSON_AddStringToObject(p, "type", "text") || !cJSON_AddStringToObject(p, "text", text) ||
+        !cJSON_AddItemToArray(parts, p)) {
+        cJSON_Delete(p);
+        return oom(f);
+    }
+    return true;
+}
+
+/* Appends text to an OpenAI content-part array, after a "\n" when parts
+ * has text already: Anthropic's blocks are separate pieces (Claude Code
+ * sends a reminder block, then the user's words), which OpenAI's parts,
+ * joined as they are, would run together. */
+static bool add_text(cJSON *parts, const char *text, srv_fail *f) {
+    return (cJSON_GetArraySize(parts) == 0 || add_part(parts, "\n", f)) && add_part(parts, text, f);
+}
+
 /* A tool_result's content: a string, or text blocks (joined). */
 static bool result_text(const cJSON *c, int i, int j, cJSON *parts, srv_fail *f) {
     if (!c || cJSON_IsNull(c)) return true;
-    if (cJSON_IsString(c)) {
-        cJSON *p = cJSON_CreateObject();
-        if (!p || !cJSON_AddStringToObject(p, "type", "text") || !cJSON_AddStringToObject(p, "text", c->valuestring)) {
-            cJSON_Delete(p);
-            return oom(f);
-        }
-        cJSON_AddItemToArray(parts, p);
-        return true;
-    }
+    if (cJSON_IsString(c)) return add_text(parts, c->valuestring, f);
     if (!cJSON_IsArray(c))
         return srv_bad(f, "messages", "messages[%d].content[%d].content must be a string or an array of text blocks", i, j);
     const cJSON *b;
     int k = 0;
     cJSON_ArrayForEach(b, c) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(b, "type"), *text = cJSON_GetObjectItemCaseSensitive(b, "text");
+        if (cJSON_IsString(type) && (!strcmp(type->valuestring, "image") || !strcmp(type->valuestring, "document")))
+            return srv_bad(f, "messages", "messages[%d].content[%d].content[%d] is an '%s' block; offkv serves text only", i,
+                           j, k, type->valuestring);
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 || !cJSON_IsString(text))
-            return srv_bad(f, "messages",
-                       "messages[%d].content[%d].content[%d] must be {\"type\": \"text\", \"text\": ...}; offkv serves text only",
-                       i, j, k);
+            return srv_bad(f, "messages", "messages[%d].content[%d].content[%d] must be {\"type\": \"text\", \"text\": ...}",
+                           i, j, k);
         if (!result_text(text, i, j, parts, f)) return false;
         k++;
     }
@@ -289,10 +301,15 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
         ok = one_message(prev, m, i++, turns, f);
         prev = m;
     }
+    /* a final assistant turn is a prefill: the answer continues its text */
+    const cJSON *last_role = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ms, cJSON_GetArraySize(ms) - 1), "role");
+    if (ok && cJSON_IsString(last_role) && strcmp(last_role->valuestring, "assistant") == 0 &&
+        !cJSON_AddBoolToObject(o, "continue_final_message", true))
+        ok = oom(f);
     /* max_tokens: required by Anthropic's API (not by count_tokens); the
      * numbers' ranges are request.c's, under the same names */
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "max_tokens");
-    if (ok && !count && !mt) ok = srv_bad(f, "max_tokens", "'max_tokens' is required");
+    if (ok && !count && (!mt || cJSON_IsNull(mt))) ok = srv_bad(f, "max_tokens", "'max_tokens' is required");
     static const char *const same[] = {"max_tokens", "temperature", "top_p", "top_k", "stream", "model", NULL};
     for (int k = 0; ok && same[k] && !count; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, same[k]);
@@ -322,17 +339,16 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     }
     if (ok) ok = tools_to_openai(root, o, f);
     /* thinking: the templates' common switch (Qwen3, SmolLM3, DeepSeek
-     * V3.1 read enable_thinking); budget_tokens is not enforced */
+     * V3.1 read enable_thinking), off when not asked for, as Anthropic's
+     * API thinks only when asked; budget_tokens is not enforced */
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "thinking");
-    if (ok && th && !cJSON_IsNull(th)) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(th, "type");
-        const char *t = cJSON_IsString(type) ? type->valuestring : "";
-        if (strcmp(t, "enabled") != 0 && strcmp(t, "disabled") != 0 && strcmp(t, "adaptive") != 0)
-            ok = srv_bad(f, "thinking", "'thinking' must be {\"type\": \"enabled\"}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
-        else {
-            cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
-            if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", strcmp(t, "disabled") != 0)) ok = oom(f);
-        }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(th, "type");
+    const char *t = !th || cJSON_IsNull(th) ? "disabled" : cJSON_IsString(type) ? type->valuestring : "";
+    if (ok && strcmp(t, "enabled") != 0 && strcmp(t, "disabled") != 0 && strcmp(t, "adaptive") != 0)
+        ok = srv_bad(f, "thinking", "'thinking' must be {\"type\": \"enabled\"}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
+    else if (ok) {
+        cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
+        if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", strcmp(t, "disabled") != 0)) ok = oom(f);
     }
     if (ok && !(text = cJSON_PrintUnformatted(o))) oom(f);
     cJSON_Delete(o);
@@ -367,20 +383,46 @@ char *srv_anthropic_error_json(const srv_fail *f) {
     return s;
 }
 
-/* ---- answers ---- */
+/* ---- answers ----
+ *
+ * A cJSON add that fails (out of memory) leaves its object a field short,
+ * so every builder below checks each add and gives up (NULL, false) rather
+ * than send a message or an event without one. */
+
+static bool put_str(cJSON *o, const char *k, const char *v) { return o && cJSON_AddStringToObject(o, k, v); }
+static bool put_num(cJSON *o, const char *k, double v) { return o && cJSON_AddNumberToObject(o, k, v); }
+
+/* Adds item (taken: freed when it cannot be added) to o as k. */
+static bool put(cJSON *o, const char *k, cJSON *item) {
+    if (o && item && cJSON_AddItemToObject(o, k, item)) return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+static bool push(cJSON *a, cJSON *item) {
+    if (a && item && cJSON_AddItemToArray(a, item)) return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+static bool replace(cJSON *o, const char *k, cJSON *item) {
+    if (o && item && cJSON_ReplaceItemInObjectCaseSensitive(o, k, item)) return true;
+    cJSON_Delete(item);
+    return false;
+}
 
 static cJSON *usage_json(const srv_anthropic_usage *u) {
     cJSON *o = cJSON_CreateObject();
     /* Anthropic counts cache reads apart: input_tokens is what was read anew */
-    cJSON_AddNumberToObject(o, "input_tokens", (double)(u->input - u->cached));
-    cJSON_AddNumberToObject(o, "cache_creation_input_tokens", 0);
-    cJSON_AddNumberToObject(o, "cache_read_input_tokens", (double)u->cached);
-    cJSON_AddNumberToObject(o, "output_tokens", (double)u->output);
-    return o;
+    if (put_num(o, "input_tokens", (double)(u->input - u->cached)) && put_num(o, "cache_creation_input_tokens", 0) &&
+        put_num(o, "cache_read_input_tokens", (double)u->cached) && put_num(o, "output_tokens", (double)u->output))
+        return o;
+    cJSON_Delete(o);
+    return NULL;
 }
 
 /* A tool call's arguments as a tool_use block's input; NULL when they are
- * not a JSON object. */
+ * not a JSON object (or out of memory). */
 static cJSON *call_input(const char *args) {
     cJSON *in = cJSON_Parse(args && args[0] ? args : "{}");
     if (cJSON_IsObject(in)) return in;
@@ -388,57 +430,72 @@ static cJSON *call_input(const char *args) {
     return NULL;
 }
 
+/* {"type": type, key: text} (a thinking block with its empty signature). */
 static cJSON *text_block(const char *type, const char *key, const char *text) {
     cJSON *b = cJSON_CreateObject();
-    cJSON_AddStringToObject(b, "type", type);
-    cJSON_AddStringToObject(b, key, text);
-    return b;
+    if (put_str(b, "type", type) && put_str(b, key, text) && (strcmp(type, "thinking") != 0 || put_str(b, "signature", "")))
+        return b;
+    cJSON_Delete(b);
+    return NULL;
 }
 
-cJSON *srv_anthropic_message(const cJSON *msg, const char *id, const char *model, const char *stop_reason,
-                             const char *stop_sequence, const srv_anthropic_usage *u) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "id", id);
-    cJSON_AddStringToObject(r, "type", "message");
-    cJSON_AddStringToObject(r, "role", "assistant");
-    cJSON_AddStringToObject(r, "model", model);
-    cJSON *content = cJSON_AddArrayToObject(r, "content");
+/* {"type": "tool_use", id, name, input} (input taken). */
+static cJSON *tool_use_block(const char *id, const char *name, cJSON *input) {
+    cJSON *b = cJSON_CreateObject();
+    if (!put_str(b, "type", "tool_use") || !put_str(b, "id", id) || !put_str(b, "name", name)) {
+        cJSON_Delete(input);
+        cJSON_Delete(b);
+        return NULL;
+    }
+    if (put(b, "input", input)) return b;
+    cJSON_Delete(b);
+    return NULL;
+}
+
+cJSON *srv_anthropic_message(const cJSON *msg, const char *id, const char *model, const srv_anthropic_usage *u,
+                             int *tool_uses) {
+    cJSON *r = cJSON_CreateObject(), *content = NULL;
+    bool ok = put_str(r, "id", id) && put_str(r, "type", "message") && put_str(r, "role", "assistant") &&
+              put_str(r, "model", model) && put(r, "content", content = cJSON_CreateArray());
     const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content"),
                 *text = cJSON_GetObjectItemCaseSensitive(msg, "content"), *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
-    if (cJSON_IsString(reasoning) && reasoning->valuestring[0]) {
-        cJSON *b = text_block("thinking", "thinking", reasoning->valuestring);
-        cJSON_AddStringToObject(b, "signature", "");
-        cJSON_AddItemToArray(content, b);
-    }
-    if (cJSON_IsString(text) && text->valuestring[0]) cJSON_AddItemToArray(content, text_block("text", "text", text->valuestring));
+    if (ok && cJSON_IsString(reasoning) && reasoning->valuestring[0])
+        ok = push(content, text_block("thinking", "thinking", reasoning->valuestring));
+    if (ok && cJSON_IsString(text) && text->valuestring[0]) ok = push(content, text_block("text", "text", text->valuestring));
+    int uses = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, calls) {
+        if (!ok) break;
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
         const cJSON *cid = cJSON_GetObjectItemCaseSensitive(c, "id"), *name = cJSON_GetObjectItemCaseSensitive(fn, "name"),
                     *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-        cJSON *in = call_input(cJSON_IsString(args) ? args->valuestring : NULL);
-        if (!in) {
+        const char *a = cJSON_IsString(args) ? args->valuestring : "";
+        cJSON *in = call_input(a);
+        if (in) {
+            ok = push(content, tool_use_block(cJSON_IsString(cid) ? cid->valuestring : "",
+                                              cJSON_IsString(name) ? name->valuestring : "", in));
+            uses++;
+        } else {
             /* arguments that are no object cannot be an input: kept as text, not lost */
-            char line[64];
-            snprintf(line, sizeof line, "%.40s", cJSON_IsString(name) ? name->valuestring : "");
-            cJSON_AddItemToArray(content, text_block("text", "text", cJSON_IsString(args) ? args->valuestring : line));
-            continue;
+            ok = push(content, text_block("text", "text", a));
         }
-        cJSON *b = cJSON_CreateObject();
-        cJSON_AddStringToObject(b, "type", "tool_use");
-        cJSON_AddStringToObject(b, "id", cJSON_IsString(cid) ? cid->valuestring : "");
-        cJSON_AddStringToObject(b, "name", cJSON_IsString(name) ? name->valuestring : "");
-        cJSON_AddItemToObject(b, "input", in);
-        cJSON_AddItemToArray(content, b);
     }
-    cJSON_AddStringToObject(r, "stop_reason", stop_reason);
-    if (stop_sequence) cJSON_AddStringToObject(r, "stop_sequence", stop_sequence);
-    else cJSON_AddNullToObject(r, "stop_sequence");
-    cJSON_AddItemToObject(r, "usage", usage_json(u));
+    ok = ok && put(r, "stop_reason", cJSON_CreateNull()) && put(r, "stop_sequence", cJSON_CreateNull()) &&
+         put(r, "usage", usage_json(u));
+    if (!ok) {
+        cJSON_Delete(r);
+        return NULL;
+    }
+    if (tool_uses) *tool_uses = uses;
     return r;
 }
 
-/* Appends "event: NAME\ndata: JSON\n\n" (deleting data). */
+bool srv_anthropic_set_stop(cJSON *message, const char *stop_reason, const char *stop_sequence) {
+    return replace(message, "stop_reason", cJSON_CreateString(stop_reason)) &&
+           replace(message, "stop_sequence", stop_sequence ? cJSON_CreateString(stop_sequence) : cJSON_CreateNull());
+}
+
+/* Appends "event: NAME\ndata: JSON\n\n" (deleting data; NULL: out of memory). */
 static bool event(srv_anthropic_stream *st, const char *name, cJSON *data) {
     char *s = data ? cJSON_PrintUnformatted(data) : NULL;
     cJSON_Delete(data);
@@ -452,100 +509,141 @@ static bool event(srv_anthropic_stream *st, const char *name, cJSON *data) {
 
 static cJSON *typed(const char *type) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "type", type);
-    return o;
+    if (put_str(o, "type", type)) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+static cJSON *indexed(const char *type, int index) {
+    cJSON *o = typed(type);
+    if (put_num(o, "index", index)) return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* content_block_delta of the open block: {"type": dtype, key: text}. */
+static bool delta_event(srv_anthropic_stream *st, const char *dtype, const char *key, const char *text) {
+    cJSON *e = indexed("content_block_delta", st->index), *d = typed(dtype);
+    if (!put_str(d, key, text)) {
+        cJSON_Delete(d);
+        d = NULL;
+    }
+    if (!put(e, "delta", d)) {
+        cJSON_Delete(e);
+        e = NULL;
+    }
+    return event(st, "content_block_delta", e);
 }
 
 bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_anthropic_usage *u) {
     st->open = SRV_BLOCK_NONE;
     st->index = -1;
-    cJSON *m = srv_anthropic_message(NULL, id, model, "", NULL, u);
-    cJSON_ReplaceItemInObjectCaseSensitive(m, "stop_reason", cJSON_CreateNull());
     cJSON *e = typed("message_start");
-    cJSON_AddItemToObject(e, "message", m);
+    if (!put(e, "message", srv_anthropic_message(NULL, id, model, u, NULL))) {
+        cJSON_Delete(e);
+        e = NULL;
+    }
     return event(st, "message_start", e);
 }
 
 static bool close_block(srv_anthropic_stream *st) {
     if (st->open == SRV_BLOCK_NONE) return true;
-    if (st->open == SRV_BLOCK_THINKING) {
-        /* no signature: offkv's reasoning is plain text, sent back as is */
-        cJSON *e = typed("content_block_delta"), *d = typed("signature_delta");
-        cJSON_AddNumberToObject(e, "index", st->index);
-        cJSON_AddStringToObject(d, "signature", "");
-        cJSON_AddItemToObject(e, "delta", d);
-        if (!event(st, "content_block_delta", e)) return false;
-    }
+    /* no signature: offkv's reasoning is plain text, sent back as is */
+    if (st->open == SRV_BLOCK_THINKING && !delta_event(st, "signature_delta", "signature", "")) return false;
     st->open = SRV_BLOCK_NONE;
-    cJSON *e = typed("content_block_stop");
-    cJSON_AddNumberToObject(e, "index", st->index);
-    return event(st, "content_block_stop", e);
+    return event(st, "content_block_stop", indexed("content_block_stop", st->index));
 }
 
-/* Opens a block of kind with its start object (taken), closing the open one. */
+/* Opens a block of kind with its start object (taken; NULL: out of
+ * memory), closing the open one. */
 static bool open_block(srv_anthropic_stream *st, int kind, cJSON *block) {
-    if (!close_block(st)) {
+    if (!block || !close_block(st)) {
         cJSON_Delete(block);
         return false;
     }
     st->open = kind;
     st->index++;
-    cJSON *e = typed("content_block_start");
-    cJSON_AddNumberToObject(e, "index", st->index);
-    cJSON_AddItemToObject(e, "content_block", block);
+    cJSON *e = indexed("content_block_start", st->index);
+    if (!put(e, "content_block", block)) {
+        cJSON_Delete(e);
+        e = NULL;
+    }
     return event(st, "content_block_start", e);
 }
 
-static bool delta(srv_anthropic_stream *st, const char *type, const char *key, const char *text) {
-    cJSON *e = typed("content_block_delta"), *d = typed(type);
-    cJSON_AddNumberToObject(e, "index", st->index);
-    cJSON_AddStringToObject(d, key, text);
-    cJSON_AddItemToObject(e, "delta", d);
-    return event(st, "content_block_delta", e);
+/* The tool call read so far, once it is whole (another block begins, or
+ * the answer ends): a tool_use block with its input in one
+ * input_json_delta when its arguments are a JSON object, else (a format
+ * offkv could not constrain) their text in a text block, so that no
+ * client gets an input it cannot parse. */
+static bool flush_call(srv_anthropic_stream *st) {
+    if (!st->call_id) return true;
+    cJSON *in = call_input(st->args);
+    bool ok;
+    if (in) {
+        cJSON_Delete(in);
+        ok = open_block(st, SRV_BLOCK_TOOL_USE, tool_use_block(st->call_id, st->call_name, cJSON_CreateObject())) &&
+             (!st->n_args || delta_event(st, "input_json_delta", "partial_json", st->args));
+        st->tool_uses++;
+    } else {
+        ok = (st->open == SRV_BLOCK_TEXT || open_block(st, SRV_BLOCK_TEXT, text_block("text", "text", ""))) &&
+             delta_event(st, "text_delta", "text", st->args ? st->args : "");
+    }
+    free(st->call_id);
+    free(st->call_name);
+    st->call_id = st->call_name = NULL;
+    st->n_args = 0;
+    if (st->args) st->args[0] = '\0';
+    return ok;
 }
 
 bool srv_anthropic_delta(srv_anthropic_stream *st, const cJSON *d) {
     const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(d, "reasoning_content"),
                 *text = cJSON_GetObjectItemCaseSensitive(d, "content"), *calls = cJSON_GetObjectItemCaseSensitive(d, "tool_calls");
     if (cJSON_IsString(reasoning) && reasoning->valuestring[0]) {
-        if (st->open != SRV_BLOCK_THINKING) {
-            cJSON *b = text_block("thinking", "thinking", "");
-            cJSON_AddStringToObject(b, "signature", "");
-            if (!open_block(st, SRV_BLOCK_THINKING, b)) return false;
-        }
-        if (!delta(st, "thinking_delta", "thinking", reasoning->valuestring)) return false;
+        if (!flush_call(st)) return false;
+        if (st->open != SRV_BLOCK_THINKING && !open_block(st, SRV_BLOCK_THINKING, text_block("thinking", "thinking", "")))
+            return false;
+        if (!delta_event(st, "thinking_delta", "thinking", reasoning->valuestring)) return false;
     }
     if (cJSON_IsString(text) && text->valuestring[0]) {
+        if (!flush_call(st)) return false;
         if (st->open != SRV_BLOCK_TEXT && !open_block(st, SRV_BLOCK_TEXT, text_block("text", "text", ""))) return false;
-        if (!delta(st, "text_delta", "text", text->valuestring)) return false;
+        if (!delta_event(st, "text_delta", "text", text->valuestring)) return false;
     }
     const cJSON *c;
     cJSON_ArrayForEach(c, calls) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id"), *name = cJSON_GetObjectItemCaseSensitive(fn, "name"),
                     *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-        if (cJSON_IsString(id)) { /* a call's first piece: a block of its own */
-            cJSON *b = typed("tool_use");
-            cJSON_AddStringToObject(b, "id", id->valuestring);
-            cJSON_AddStringToObject(b, "name", cJSON_IsString(name) ? name->valuestring : "");
-            cJSON_AddItemToObject(b, "input", cJSON_CreateObject());
-            if (!open_block(st, SRV_BLOCK_TOOL_USE, b)) return false;
+        if (cJSON_IsString(id)) { /* a call's first piece: the one before it is whole */
+            if (!flush_call(st)) return false;
+            st->call_id = strdup(id->valuestring);
+            st->call_name = strdup(cJSON_IsString(name) ? name->valuestring : "");
+            if (!st->call_id || !st->call_name) return false;
         }
-        if (st->open == SRV_BLOCK_TOOL_USE && cJSON_IsString(args) && args->valuestring[0] &&
-            !delta(st, "input_json_delta", "partial_json", args->valuestring))
+        if (st->call_id && cJSON_IsString(args) &&
+            !wire_append_text(&st->args, &st->n_args, &st->cap_args, args->valuestring, strlen(args->valuestring)))
             return false;
     }
     return true;
 }
 
+bool srv_anthropic_finish(srv_anthropic_stream *st) { return flush_call(st) && close_block(st); }
+
 bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
                        const srv_anthropic_usage *u) {
-    if (!close_block(st)) return false;
-    cJSON *e = typed("message_delta"), *d = cJSON_AddObjectToObject(e, "delta");
-    cJSON_AddStringToObject(d, "stop_reason", stop_reason);
-    if (stop_sequence) cJSON_AddStringToObject(d, "stop_sequence", stop_sequence);
-    else cJSON_AddNullToObject(d, "stop_sequence");
-    cJSON_AddItemToObject(e, "usage", usage_json(u));
+    if (!srv_anthropic_finish(st)) return false;
+    cJSON *e = typed("message_delta"), *d = cJSON_CreateObject();
+    if (!put_str(d, "stop_reason", stop_reason) ||
+        !put(d, "stop_sequence", stop_sequence ? cJSON_CreateString(stop_sequence) : cJSON_CreateNull())) {
+        cJSON_Delete(d);
+        d = NULL;
+    }
+    if (!put(e, "delta", d) || !put(e, "usage", usage_json(u))) {
+        cJSON_Delete(e);
+        e = NULL;
+    }
     return event(st, "message_delta", e) && event(st, "message_stop", typed("message_stop"));
 }
 
@@ -556,4 +654,11 @@ bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f) {
     cJSON *data = s ? cJSON_Parse(s) : NULL;
     free(s);
     return event(st, "error", data);
+}
+
+void srv_anthropic_stream_free(srv_anthropic_stream *st) {
+    free(st->call_id);
+    free(st->call_name);
+    free(st->args);
+    st->call_id = st->call_name = st->args = NULL;
 }

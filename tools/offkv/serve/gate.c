@@ -63,7 +63,7 @@ static int content_length(const char *v, size_t n, size_t max_body, uint64_t *ou
     return 0;
 }
 
-int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, srv_fail *f) {
+static int head_check(const char *buf, size_t n, size_t max_head, size_t max_body, srv_fail *f) {
     const unsigned char *b = (const unsigned char *)buf;
     size_t i = 0;
     /* The request line: METHOD SP TARGET SP HTTP/1.x CRLF; a wrong byte is
@@ -159,8 +159,24 @@ int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, 
     return n > max_head ? refuse(f, 431, "invalid_request_error", "the request head '%s...' is too large", buf, 40) : 0;
 }
 
+int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, srv_fail *f) {
+    const int v = head_check(buf, n, max_head, max_body, f);
+    if (v < 0) {
+        /* a refusal in the shape of the target's API: the path after the
+         * method (or after an absolute-form target's host) */
+        const char *sp = memchr(buf, ' ', n), *end = buf + n;
+        const char *t = sp ? sp + 1 : end;
+        if (end - t > 8 && (strncasecmp(t, "http://", 7) == 0 || strncasecmp(t, "https://", 8) == 0)) {
+            const char *slash = memchr(t + 8, '/', (size_t)(end - t - 8));
+            t = slash ? slash : end;
+        }
+        f->api = end - t >= 12 && memcmp(t, "/v1/messages", 12) == 0 ? SRV_API_ANTHROPIC : SRV_API_OPENAI;
+    }
+    return v;
+}
+
 bool srv_send_error_raw(int fd, const srv_fail *f) {
-    char *body = srv_error_json(f);
+    char *body = f->api == SRV_API_ANTHROPIC ? srv_anthropic_error_json(f) : srv_error_json(f);
     if (!body) return false;
     static const struct { int status; const char *reason; } reasons[] = {
         {400, "Bad Request"},  {408, "Request Timeout"},        {413, "Content Too Large"},

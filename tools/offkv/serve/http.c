@@ -350,8 +350,8 @@ typedef enum MHD_Result (*handler)(server *srv, struct MHD_Connection *c, const 
 /* What the wire checks before a handler runs, in this order: the method;
  * unless LOADING, that the model is loaded (else 503); unless NO_KEY, the
  * API key (else 401); with BODY, that the body was not over --max-body
- * (else 413).  ANTHROPIC: those refusals in Anthropic's error shape. */
-enum { LOADING = 1, NO_KEY = 2, BODY = 4, ANTHROPIC = 8 };
+ * (else 413).  Refusals take the shape of the path's API (api_of). */
+enum { LOADING = 1, NO_KEY = 2, BODY = 4 };
 
 static const struct route {
     const char *path;
@@ -365,8 +365,8 @@ static const struct route {
     {"/v1/models", false, 0, openai_models},
     {"/v1/chat/completions", true, BODY, openai_chat_completions},
     {"/v1/completions", true, BODY, openai_completions},
-    {"/v1/messages", true, BODY | ANTHROPIC, anthropic_messages},
-    {"/v1/messages/count_tokens", true, BODY | ANTHROPIC, anthropic_count_tokens},
+    {"/v1/messages", true, BODY, anthropic_messages},
+    {"/v1/messages/count_tokens", true, BODY, anthropic_count_tokens},
     {"/apply-template", true, BODY, openai_apply_template},
     {"/tokenize", true, BODY, openai_tokenize},
     {"/detokenize", true, BODY, openai_detokenize},
@@ -375,20 +375,34 @@ static const struct route {
     {"/props", false, BODY, openai_props},
 };
 
+/* The path of a request target: an absolute-form target (RFC 9112 3.2.2,
+ * "POST http://host/v1/..."), as proxies send, names the same resource as
+ * its path. */
+static const char *path_of(const char *url) {
+    if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
+        const char *path = strchr(strstr(url, "://") + 3, '/');
+        return path ? path : "/";
+    }
+    return url;
+}
+
+/* The API whose error shape a refusal at this target takes: Anthropic's
+ * under /v1/messages (its routes, and paths beside them a client of that
+ * API may try), OpenAI's elsewhere. */
+static srv_api api_of(const char *url) {
+    return strncmp(path_of(url), "/v1/messages", 12) == 0 ? SRV_API_ANTHROPIC : SRV_API_OPENAI;
+}
+
 static enum MHD_Result route(server *srv, struct MHD_Connection *c, const char *url, const char *method,
                              const conn_ctx *cc) {
     const bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0, post = strcmp(method, "POST") == 0;
-    /* An absolute-form target (RFC 9112 3.2.2, "POST http://host/v1/..."),
-     * as proxies send, names the same resource as its path. */
-    if (strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0) {
-        const char *path = strchr(strstr(url, "://") + 3, '/');
-        url = path ? path : "/";
-    }
+    const srv_api api = api_of(url);
+    url = path_of(url);
     const struct route *r = NULL;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (strcmp(url, routes[i].path) == 0) r = &routes[i];
-    if (!r) return wire_fail(srv, c, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
-    const srv_api api = r->checks & ANTHROPIC ? SRV_API_ANTHROPIC : SRV_API_OPENAI;
+    if (!r)
+        return wire_fail_as(srv, c, api, 404, "not_found_error", NULL, "no endpoint at this path (see GET /v1/models)");
     if (r->post ? !post : !get) {
         srv_fail f = {.status = 405, .type = "invalid_request_error", .allow = r->post ? "POST" : "GET, HEAD"};
         snprintf(f.message, sizeof f.message, "%s takes %s", r->path, r->post ? "POST" : "GET");
@@ -424,10 +438,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
         cc->t0 = srv_now();
+        cc->api = api_of(url);
         if (!client_in(srv, c, cc)) {
             cc->too_big = true; /* its body, if any, is not kept */
             cc->answered = true;
-            return wire_fail(srv, c, 503, "server_busy", NULL,
+            return wire_fail_as(srv, c, cc->api, 503, "server_busy", NULL,
                         "this client address already has %d requests being answered (--max-per-client): try again "
                         "when one ends",
                         srv->cfg->max_per_client);
@@ -441,7 +456,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (errno || end == cl || n > srv->cfg->max_body) {
                 cc->too_big = true;
                 cc->answered = true;
-                return wire_fail(srv, c, 413, "invalid_request_error", NULL,
+                return wire_fail_as(srv, c, cc->api, 413, "invalid_request_error", NULL,
                             "the body is larger than the server's %zu bytes (--max-body)", srv->cfg->max_body);
             }
         }
@@ -455,6 +470,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             srv_fail f;
             srv_fail_set(&f, 408, "timeout_error", NULL, "the request's body did not arrive within the server's %.0f s (--timeout)",
                          srv->cfg->timeout);
+            f.api = cc->api;
             if (ci) srv_send_error_raw(ci->connect_fd, &f);
             log_fail(srv, c, &f);
             wire_count_status(srv, 408);
@@ -491,6 +507,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         srv_fail f;
         srv_fail_set(&f, 408, "timeout_error", NULL,
                      "the request's body stopped arriving for the server's %.0f s (--timeout)", srv->cfg->timeout);
+        f.api = cc->api;
         if (ci) srv_send_error_raw(ci->connect_fd, &f);
         log_fail(srv, c, &f);
         wire_count_status(srv, 408);

@@ -73,6 +73,7 @@ static void call_free(call *k) {
     free(k->out);
     for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
     for (int i = 0; i < k->n_stops; i++) free(k->stops[i]);
+    srv_anthropic_stream_free(&k->as);
     free(k);
 }
 
@@ -261,14 +262,20 @@ static enum MHD_Result answer_plain(call *k) {
                     (int)made);
     }
     if (k->api == SRV_API_ANTHROPIC) {
+        /* stop_reason "tool_use" only with a tool_use block to answer */
         bool called = false;
+        int uses = 0;
+        const char *seq = NULL;
         cJSON *m = srv_chat_message(&k->cs[0], k->text[0] ? k->text[0] : "", &called);
-        const char *seq;
-        const char *why = anthropic_stop(k, called, &seq);
         const srv_anthropic_usage u = anthropic_usage(k);
-        cJSON *r = m ? srv_anthropic_message(m, k->id, srv->model_name, why, seq, &u) : NULL;
+        cJSON *r = m ? srv_anthropic_message(m, k->id, srv->model_name, &u, &uses) : NULL;
         cJSON_Delete(m);
-        log_call(k, "200");
+        const char *why = r ? anthropic_stop(k, uses > 0, &seq) : NULL;
+        if (r && !srv_anthropic_set_stop(r, why, seq)) {
+            cJSON_Delete(r);
+            r = NULL;
+        }
+        if (r) log_call(k, "200");
         call_free(k);
         if (!r) return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
         return wire_send_json(srv, conn, 200, r);
@@ -318,9 +325,9 @@ static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fi
         bool ok = d && srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any) &&
                   srv_anthropic_delta(&k->as, d);
         cJSON_Delete(d);
-        if (ok && fin != SRV_RUNNING) {
+        if (ok && fin != SRV_RUNNING && (ok = srv_anthropic_finish(&k->as))) {
             const char *seq;
-            const char *why = anthropic_stop(k, srv_chat_stream_called(&k->cs[i]), &seq);
+            const char *why = anthropic_stop(k, k->as.tool_uses > 0, &seq);
             const srv_anthropic_usage u = anthropic_usage(k);
             ok = srv_anthropic_end(&k->as, why, seq, &u);
         }

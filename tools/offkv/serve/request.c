@@ -40,6 +40,8 @@ void srv_utf8_clean(const char *s, size_t n, char *out, size_t cap) {
 
 void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, const char *fmt, ...) {
     f->status = status;
+    f->allow = NULL;
+    f->api = SRV_API_OPENAI;
     snprintf(f->type, sizeof f->type, "%s", type);
     snprintf(f->param, sizeof f->param, "%s", param ? param : "");
     va_list ap;
@@ -50,6 +52,8 @@ void srv_fail_set(srv_fail *f, int status, const char *type, const char *param, 
 
 bool srv_bad(srv_fail *f, const char *param, const char *fmt, ...) {
     f->status = 400;
+    f->allow = NULL;
+    f->api = SRV_API_OPENAI;
     snprintf(f->type, sizeof f->type, "invalid_request_error");
     snprintf(f->param, sizeof f->param, "%s", param);
     va_list ap;

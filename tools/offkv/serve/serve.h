@@ -108,9 +108,15 @@ typedef struct srv_request {
     char *tool_choice_name;     /* SRV_TOOLS_NAMED: the function */
     bool parallel_tool_calls;
     bool add_generation_prompt;
+    char *continue_text;        /* continue_final_message (vLLM's and transformers' name): the final assistant
+                                   turn's text, where the prompt ends so that the answer continues it; NULL: none */
 } srv_request;
 
 enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
+
+/* Which API's shapes an answer takes: its errors' bodies (OpenAI's
+ * {"error": {...}} or Anthropic's {"type": "error", ...}) and events. */
+typedef enum srv_api { SRV_API_OPENAI, SRV_API_ANTHROPIC } srv_api;
 
 /* What a failed parse says: HTTP status, OpenAI's error type, the offending
  * parameter ("" when none) and a message naming it. */
@@ -120,6 +126,7 @@ typedef struct srv_fail {
     char param[48];
     char message[256];
     const char *allow; /* a 405's Allow header: the methods the path takes (static) */
+    srv_api api;       /* the shape of its body where no route is known yet (srv_send_error_raw) */
 } srv_fail;
 
 struct cJSON;
@@ -250,9 +257,6 @@ struct cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *call
 /* Whether answers in st's syntax need control tokens as text. */
 bool srv_chat_needs_special(const srv_chat_stream *st);
 
-/* Which API's shapes an answer takes: its errors' bodies (OpenAI's
- * {"error": {...}} or Anthropic's {"type": "error", ...}) and events. */
-typedef enum srv_api { SRV_API_OPENAI, SRV_API_ANTHROPIC } srv_api;
 
 /* ---- Anthropic's Messages API (anthropic.c) ---- */
 
@@ -275,11 +279,16 @@ typedef struct srv_anthropic_usage {
 
 /* The message of a whole answer from its OpenAI message (srv_chat_message;
  * NULL: no content): thinking, text and tool_use blocks in that order, a
- * call whose arguments are not a JSON object kept as a text block.
- * stop_reason "end_turn", "max_tokens", "stop_sequence" (stop_sequence
- * the string) or "tool_use". */
-struct cJSON *srv_anthropic_message(const struct cJSON *msg, const char *id, const char *model, const char *stop_reason,
-                             const char *stop_sequence, const srv_anthropic_usage *u);
+ * call whose arguments are not a JSON object kept as a text block (not
+ * lost, and no input a client cannot parse); *tool_uses (may be NULL) the
+ * tool_use blocks.  stop_reason and stop_sequence are null: see
+ * srv_anthropic_set_stop.  NULL when out of memory. */
+struct cJSON *srv_anthropic_message(const struct cJSON *msg, const char *id, const char *model,
+                                    const srv_anthropic_usage *u, int *tool_uses);
+
+/* Sets a message's stop_reason ("end_turn", "max_tokens", "stop_sequence"
+ * or "tool_use") and stop_sequence (NULL: null); false when out of memory. */
+bool srv_anthropic_set_stop(struct cJSON *message, const char *stop_reason, const char *stop_sequence);
 
 enum { SRV_BLOCK_NONE, SRV_BLOCK_TEXT, SRV_BLOCK_THINKING, SRV_BLOCK_TOOL_USE };
 
@@ -288,26 +297,36 @@ enum { SRV_BLOCK_NONE, SRV_BLOCK_TEXT, SRV_BLOCK_THINKING, SRV_BLOCK_TOOL_USE };
 typedef struct srv_anthropic_stream {
     char **out;
     size_t *n, *cap;
-    int open;   /* SRV_BLOCK_*: the kind of block index, open */
-    int index;  /* the last block started (-1: none) */
+    int open;        /* SRV_BLOCK_*: the kind of block index, open */
+    int index;       /* the last block started (-1: none) */
+    int tool_uses;   /* tool_use blocks sent */
+    char *call_id, *call_name; /* the tool call being read (NULL: none): sent once whole */
+    char *args;
+    size_t n_args, cap_args;
 } srv_anthropic_stream;
 
 /* message_start (stop_reason null, the usage so far).  Each function
  * below is false when out of memory. */
 bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_anthropic_usage *u);
 /* The events of one OpenAI chat delta (srv_chat_stream_feed's):
- * reasoning_content as thinking_delta, content as text_delta, a tool call's
- * first piece as a tool_use block's start and its arguments as
- * input_json_delta; a block of another kind closes the open one. */
+ * reasoning_content as thinking_delta, content as text_delta; a tool
+ * call's pieces are gathered and go out whole when the next block or the
+ * end comes (a tool_use block, or its text when its arguments are not a
+ * JSON object); a block of another kind closes the open one. */
 bool srv_anthropic_delta(srv_anthropic_stream *st, const struct cJSON *delta);
-/* The open block's end, message_delta (stop_reason as
- * srv_anthropic_message's, the usage) and message_stop. */
+/* Sends the gathered call and closes the open block: after it tool_uses is
+ * final (the stop reason's "tool_use"). */
+bool srv_anthropic_finish(srv_anthropic_stream *st);
+/* srv_anthropic_finish, then message_delta (stop_reason and stop_sequence
+ * as srv_anthropic_set_stop's, the usage) and message_stop. */
 bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
                        const srv_anthropic_usage *u);
 /* An error event (a failed or cut-off generation), in place of the end. */
 bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f);
 /* A ping event (a stream kept alive while the prompt is read). */
 bool srv_anthropic_ping(srv_anthropic_stream *st);
+/* Frees what the stream holds (the call being read). */
+void srv_anthropic_stream_free(srv_anthropic_stream *st);
 
 /* ---- sequences and the decode loop (sched.c) ---- */
 
@@ -495,12 +514,14 @@ struct sockaddr;
  * (and may: n is at most max_head), 1 when it is whole and reads as HTTP/1.x
  * with a Content-Length (if any) of digits no larger than max_body and a
  * Transfer-Encoding (if any) of chunked, -1 when it is refused, with f filled
- * (400, 413, 414, 431, 501 or 505; OpenAI's error shape).  A byte that
+ * (400, 413, 414, 431, 501 or 505; f->api Anthropic's for a target under
+ * /v1/messages, else OpenAI's).  A byte that
  * cannot belong where it is is refused as soon as it arrives. */
 int srv_head_check(const char *buf, size_t n, size_t max_head, size_t max_body, srv_fail *f);
 
-/* Writes a whole HTTP response for f (its JSON body, Connection: close)
- * to socket fd without blocking; false when it did not all go. */
+/* Writes a whole HTTP response for f (its JSON body in f->api's shape,
+ * Connection: close) to socket fd without blocking; false when it did not
+ * all go. */
 bool srv_send_error_raw(int fd, const srv_fail *f);
 
 /* Whether two socket addresses are one client (the same IP address). */

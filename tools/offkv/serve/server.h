@@ -61,6 +61,7 @@ typedef struct conn_ctx {
     bool counted;                   /* in srv->clients under addr */
     bool answered;                  /* a response was queued (or refused): the wire is no longer idle */
     bool routed;                    /* counted in srv->n_answering until on_completed */
+    srv_api api;                    /* the shape of its refusals (by its path) */
     struct sockaddr_storage addr;
 } conn_ctx;
 

@@ -431,6 +431,25 @@ bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
         if (!cJSON_IsBool(agp)) return srv_bad(f, "add_generation_prompt", "'add_generation_prompt' must be true or false");
         r->add_generation_prompt = cJSON_IsTrue(agp);
     }
+    /* continue_final_message: the answer goes on from the final assistant
+     * turn's text (an assistant "prefill"), so no new turn is opened */
+    const cJSON *cfm = cJSON_GetObjectItemCaseSensitive(root, "continue_final_message");
+    if (cfm && !cJSON_IsNull(cfm)) {
+        if (!cJSON_IsBool(cfm)) return srv_bad(f, "continue_final_message", "'continue_final_message' must be true or false");
+        if (cJSON_IsTrue(cfm)) {
+            const srv_message *last = r->n_msgs ? &r->msgs[r->n_msgs - 1] : NULL;
+            if (!last || strcmp(last->role, "assistant") != 0)
+                return srv_bad(f, "continue_final_message", "'continue_final_message' continues the final message, which must be "
+                               "the assistant's");
+            if (cJSON_IsTrue(agp))
+                return srv_bad(f, "continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both "
+                               "be true: one continues the final turn, the other opens a new one");
+            if (!last->content[strspn(last->content, " \t\r\n")])
+                return srv_bad(f, "continue_final_message", "the final assistant message has no text to continue");
+            r->add_generation_prompt = false;
+            if (!(r->continue_text = strdup(last->content))) return srv_bad(f, "continue_final_message", "out of memory");
+        }
+    }
     return true;
 }
 
@@ -439,7 +458,35 @@ void srv_chat_request_clear(srv_request *r) {
     free(r->tools_json);
     free(r->template_kwargs_json);
     free(r->tool_choice_name);
-    r->messages_json = r->tools_json = r->template_kwargs_json = r->tool_choice_name = NULL;
+    free(r->continue_text);
+    r->messages_json = r->tools_json = r->template_kwargs_json = r->tool_choice_name = r->continue_text = NULL;
+}
+
+/* The last place n bytes of needle occur in hay[0..len), or NULL. */
+static char *last_of(char *hay, size_t len, const char *needle, size_t n) {
+    char *last = NULL;
+    for (char *p = hay; n && (p = memmem(p, (size_t)(hay + len - p), needle, n)) != NULL; p++) last = p;
+    return last;
+}
+
+/* Cuts the rendered prompt right after the last place it shows the final
+ * message's text (its end-of-turn marker and whatever follows go), as
+ * transformers' continue_final_message does; templates that trim messages
+ * show the text trimmed, so that is looked for next.  False when the text
+ * is not in the prompt. */
+static bool cut_after_final(char *prompt, const char *text) {
+    const size_t len = strlen(prompt);
+    size_t n = strlen(text);
+    char *at = last_of(prompt, len, text, n);
+    if (!at) {
+        const size_t a = strspn(text, " \t\r\n");
+        while (n > a && strchr(" \t\r\n", text[n - 1])) n--;
+        at = last_of(prompt, len, text + a, n - a);
+        n -= a;
+    }
+    if (!at) return false;
+    at[n] = '\0';
+    return true;
 }
 
 char *srv_chat_render(const srv_chat *c, const srv_request *r, bool tools_turn, srv_fail *f) {
@@ -471,6 +518,12 @@ char *srv_chat_render(const srv_chat *c, const srv_request *r, bool tools_turn, 
     if (strlen(out) != n) {
         free(out);
         srv_fail_set(f, 400, "invalid_request_error", "messages", "the chat template rendered a NUL byte");
+        return NULL;
+    }
+    if (r->continue_text && !cut_after_final(out, r->continue_text)) {
+        free(out);
+        srv_fail_set(f, 400, "invalid_request_error", "continue_final_message",
+                     "the chat template does not show the final assistant message as given: it cannot be continued");
         return NULL;
     }
     return out;
