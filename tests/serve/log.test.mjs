@@ -5,13 +5,14 @@
 // clients leave while the server reads a long prompt (2000 tokens, one a
 // step with --chunk 1: most of a second even in a release build), so a
 // plain answer's client is seen gone before any answer is due (a stream's
-// at the stream's next write: its first token, or a --keepalive ping).
+// at the stream's next write, which --keepalive 0.1 makes a ping before the
+// prompt is read: so no token is made for any of them).
 // In /metrics a plain answer whose client left is no 200; a stream, whose
 // status went out, is.
 import { need, startServer, stopServer, check, done, sleep, metrics } from './lib.mjs';
 
 need('shared');
-const srv = await startServer(['--chunk', '1', '-c', '4096']);
+const srv = await startServer(['--chunk', '1', '-c', '4096', '--keepalive', '0.1']);
 const words = (n, tag) => tag + ' ' + Array.from({ length: n }, (_, i) => `w${i % 97} the cat sat.`).join(' ');
 
 // Sends body to path and aborts after ms; resolves once the abort is done.
@@ -43,12 +44,12 @@ try {
       / - chat: 1 choice, prompt \d+ tokens \(\d+ cached\), 0 generated, cancelled/],
     ['a streamed chat', '/v1/chat/completions', { max_tokens: 4, stream: true,
       messages: [{ role: 'user', content: words(350, 'b') }] },
-      / 200 stream \(cut: the client went away\) chat: 1 choice, prompt \d+ tokens \(\d+ cached\), \d+ generated, cancelled/],
+      / 200 stream \(cut: the client went away\) chat: 1 choice, prompt \d+ tokens \(\d+ cached\), 0 generated, cancelled/],
     ["a plain Anthropic message", '/v1/messages', { max_tokens: 4, messages: [{ role: 'user', content: words(350, 'c') }] },
       / - messages: 1 choice, .*cancelled/],
     ['a streamed Anthropic message', '/v1/messages', { max_tokens: 4, stream: true,
       messages: [{ role: 'user', content: words(350, 'd') }] },
-      / 200 stream \(cut: the client went away\) messages: .*cancelled/],
+      / 200 stream \(cut: the client went away\) messages: .* 0 generated, cancelled/],
   ]) {
     const [how, ms] = await leave(path, body, 150);
     check(how === 'aborted', `${what}: the client left after ${ms} ms (${how})`);
