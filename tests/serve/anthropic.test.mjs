@@ -17,8 +17,8 @@
 // before it, as the greedy answer without it shows), max_tokens, an
 // assistant prefill (continued, against the template's rendering cut by
 // hand), usage (input_tokens + cache_read_input_tokens is the prompt, a repeat reads
-// from the cache), errors in Anthropic's shape, x-api-key, and the pings of
-// --keepalive while a long prompt is read.
+// from the cache), errors in Anthropic's shape and x-api-key (the pings of
+// --keepalive: keepalive.test.mjs).
 import path from 'node:path';
 import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
 
@@ -270,40 +270,4 @@ try {
   await stopServer(srv2);
 }
 
-// --keepalive: a stream whose prompt takes a while (2000 tokens read one a
-// step, --chunk 1) gets pings meanwhile — Anthropic's ping events, SSE
-// comments on OpenAI's streams — which both clients skip; with 0 none.
-for (const ka of ['0.05', '0']) {
-  const srv3 = await startServer(['--chunk', '1', '-c', '4096', '--keepalive', ka]);
-  try {
-    const words = n => Array.from({ length: n }, (_, i) => `w${i % 97} the cat sat.`).join(' ');
-    const t0 = Date.now();
-    const raw = await (await fetch(srv3.url + '/v1/messages', { method: 'POST', body: JSON.stringify({ max_tokens: 3,
-      stream: true, messages: [{ role: 'user', content: words(350) }] }) })).text();
-    const took = Date.now() - t0;
-    const pings = raw.split('\n').filter(l => l === 'event: ping').length;
-    const rawChat = await (await fetch(srv3.url + '/v1/chat/completions', { method: 'POST', body: JSON.stringify({
-      max_tokens: 3, stream: true, messages: [{ role: 'user', content: 'x ' + words(350) }] }) })).text();
-    const comments = rawChat.split('\n').filter(l => l === ': ping').length;
-    if (ka === '0') eq([pings, comments], [0, 0], '--keepalive 0: no pings');
-    else if (took < 300) console.log(`(the prompt took ${took} ms: too quick to expect pings every 50 ms; not checked)`);
-    else {
-      check(pings >= 2, `--keepalive ${ka}: ${pings} ping events in a ${took} ms stream`);
-      check(comments >= 2, `--keepalive ${ka}: ${comments} ': ping' comments in the chat stream`);
-      check(raw.indexOf('event: ping') > raw.indexOf('event: message_start'), 'pings come after message_start');
-    }
-    // the clients read through the pings
-    const c3 = new Anthropic({ baseURL: srv3.url, apiKey: 'none', maxRetries: 0, timeout: 120000 });
-    const m = await c3.messages.stream({ model: 'x', max_tokens: 3, messages: [{ role: 'user', content: 'y ' + words(350) }] })
-      .finalMessage();
-    eq([m.stop_reason, m.usage.output_tokens], ['max_tokens', 3], `--keepalive ${ka}: the SDK's stream ends whole`);
-    const o3 = new OpenAI({ baseURL: srv3.url + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
-    let got = '';
-    for await (const ch of await o3.chat.completions.create({ model: 'x', max_tokens: 3, stream: true,
-      messages: [{ role: 'user', content: 'z ' + words(350) }] })) got += ch.choices[0]?.delta?.content ?? '';
-    check(got.length > 0, `--keepalive ${ka}: the openai client's stream reads text`);
-  } finally {
-    await stopServer(srv3);
-  }
-}
 done();

@@ -523,15 +523,21 @@ static void stream_free(void *cls) {
 static enum MHD_Result answer_stream(call *k) {
     /* The status line waits until the first job has a sequence: a request
      * still queued when the server shuts down gets a 503 it can retry, not
-     * a 200 stream that ends at once.  Not for every job: with n above
-     * --parallel the later choices wait for the first ones to end, and a
-     * stream silent that long is cut by proxies and client timeouts (a
-     * shutdown then ends it with an error event, as a running one). */
-    while (!srv_job_wait_admitted(k->srv->sched, k->jobs[0], 50))
+     * a 200 stream that ends at once.  Not for every job, and not for more
+     * than --keepalive seconds: with n above --parallel the later choices
+     * wait for the first ones to end, and every sequence may be reading a
+     * long prompt for minutes; a stream silent that long is cut by proxies
+     * and client timeouts (undici waits 300 s for a status line), so it
+     * starts and gets pings while it waits (a shutdown then ends it with an
+     * error event, as a running one). */
+    const double keepalive = k->srv->cfg->keepalive, t_wait = srv_now();
+    while (!srv_job_wait_admitted(k->srv->sched, k->jobs[0], 50)) {
         if (wire_client_gone(k->conn, &k->probed)) {
             call_free(k);
             return MHD_NO;
         }
+        if (keepalive > 0 && srv_now() - t_wait >= keepalive) break;
+    }
     int32_t made;
     bool admitted;
     const srv_api k_api = k->api;
@@ -552,7 +558,8 @@ static enum MHD_Result answer_stream(call *k) {
     }
     for (int i = 0; i < k->n; i++) k->fin[i] = SRV_RUNNING;
     if (k->api == SRV_API_ANTHROPIC) {
-        /* message_start first: the prompt is counted and its cached part known */
+        /* message_start first: the prompt is counted and, once it has a
+         * sequence, its cached part known (message_delta has the final usage) */
         k->as = (srv_anthropic_stream){.out = &k->out, .n = &k->n_out, .cap = &k->cap};
         const srv_anthropic_usage u = anthropic_usage(k);
         if (!srv_anthropic_start(&k->as, k->id, k->srv->model_name, &u)) {
