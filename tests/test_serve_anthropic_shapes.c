@@ -86,6 +86,28 @@ int main(void) {
     request_is("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true,\"stop_sequences\":[\"s\"]}", true,
                "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"chat_template_kwargs\":{\"enable_thinking\":false}}");
 
+    /* structured output (output_config.format, or the beta's output_format), and a plain-text document */
+    request_is("{\"max_tokens\":2,\"output_config\":{\"effort\":\"low\",\"format\":{\"type\":\"json_schema\",\"schema\":"
+               "{\"type\":\"object\"}}},\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"title\":\"T\","
+               "\"source\":{\"type\":\"text\",\"media_type\":\"text/plain\",\"data\":\"body\"}},{\"type\":\"text\",\"text\":\"q\"}]}]}",
+               false,
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"T\"},{\"type\":\"text\",\"text\":\"\\n\"},"
+               "{\"type\":\"text\",\"text\":\"body\"},{\"type\":\"text\",\"text\":\"\\n\"},{\"type\":\"text\",\"text\":\"q\"}]}],"
+               "\"max_tokens\":2,\"chat_template_kwargs\":{\"enable_thinking\":false},"
+               "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\"}}}}");
+    request_is("{\"max_tokens\":2,\"output_format\":{\"type\":\"json_schema\",\"schema\":{\"type\":\"array\"}},"
+               "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
+               false,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"max_tokens\":2,\"chat_template_kwargs\":"
+               "{\"enable_thinking\":false},\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+               "{\"type\":\"array\"}}}}");
+    refused("{\"max_tokens\":1,\"output_config\":{\"format\":{\"type\":\"xml\"}},\"messages\":[{\"role\":\"user\","
+            "\"content\":\"q\"}]}",
+            "json_schema");
+    refused("{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+            "{\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":\"AA==\"}}]}]}",
+            "'document' block");
+
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "max_tokens");
     refused("{\"max_tokens\":null,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "max_tokens");
     refused("{\"max_tokens\":1,\"messages\":[]}", "at least one");

@@ -148,6 +148,20 @@ try {
     }
   }
 
+  // Structured output (output_config.format): every answer parses and
+  // passes the schema, from a random model.
+  const shape = { type: 'object', properties: { city: { enum: ['Paris', 'Lima'] }, n: { type: 'integer', minimum: 0,
+    maximum: 9 } }, required: ['city', 'n'], additionalProperties: false };
+  const validShape = new Ajv2020({ strict: true }).compile(shape);
+  for (const temperature of [1, 1.5]) {
+    const m = await client.messages.create({ model: 'x', max_tokens: 200, temperature,
+      messages: [{ role: 'user', content: 'Pick a city' }], output_config: { format: { type: 'json_schema', schema: shape } } });
+    let v = null;
+    try { v = JSON.parse(textOf(m)); } catch { /* checked below */ }
+    check(v !== null && validShape(v), `structured output at T ${temperature}: ${textOf(m)} passes the schema`);
+    eq(m.stop_reason, 'end_turn', `structured output at T ${temperature}: ends by itself`);
+  }
+
   // Errors, in Anthropic's shape, through the client and raw.
   const refused = async (req, status, type, words, what) => {
     try {

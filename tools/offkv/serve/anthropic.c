@@ -66,6 +66,14 @@ static bool result_text(const cJSON *c, int i, int j, cJSON *parts, srv_fail *f)
     return true;
 }
 
+/* Whether a document block holds plain text: {"source": {"type": "text",
+ * "data": "..."}} (PDFs and URLs it cannot read). */
+static bool plain_document(const cJSON *b) {
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(b, "source");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(src, "type"), *data = cJSON_GetObjectItemCaseSensitive(src, "data");
+    return cJSON_IsString(type) && !strcmp(type->valuestring, "text") && cJSON_IsString(data);
+}
+
 /* The name of the tool_use block whose id is id in the turn before (prev,
  * where Anthropic's API puts the calls a user turn answers), or NULL:
  * templates that name a tool turn's function want it. */
@@ -167,6 +175,11 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
                 ok = oom(f);
         } else if (!strcmp(t, "redacted_thinking") && !user) {
             /* another engine's encrypted reasoning: nothing a template can show */
+        } else if (!strcmp(t, "document") && plain_document(b)) {
+            /* a plain-text document: its title, then its text */
+            const cJSON *title = cJSON_GetObjectItemCaseSensitive(b, "title");
+            ok = (!cJSON_IsString(title) || !title->valuestring[0] || add_text(parts, title->valuestring, f)) &&
+                 add_text(parts, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "source"), "data")->valuestring, f);
         } else if (!strcmp(t, "image") || !strcmp(t, "document")) {
             ok = srv_bad(f, "messages", "messages[%d].content[%d] is an '%s' block; offkv serves text only", i, j, t);
         } else {
@@ -226,6 +239,37 @@ static bool system_turn(const cJSON *sys, cJSON *out, srv_fail *f) {
         cJSON_Delete(turn);
     }
     return ok;
+}
+
+/* Structured output: output_config.format (or the older beta's
+ * output_format), {"type": "json_schema", "schema": ...}, as OpenAI's
+ * response_format, which the sampler's grammar then holds the answer to;
+ * output_config.effort changes nothing here. */
+static bool format_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "output_config");
+    if (cfg && !cJSON_IsNull(cfg) && !cJSON_IsObject(cfg)) return srv_bad(f, "output_config", "'output_config' must be an object");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(cfg, "format");
+    const char *param = "output_config";
+    if (!fmt || cJSON_IsNull(fmt)) {
+        fmt = cJSON_GetObjectItemCaseSensitive(root, "output_format");
+        param = "output_format";
+    }
+    if (!fmt || cJSON_IsNull(fmt)) return true;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(fmt, "type"), *schema = cJSON_GetObjectItemCaseSensitive(fmt, "schema");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "json_schema") != 0 || !cJSON_IsObject(schema))
+        return srv_bad(f, param, "the output format must be {\"type\": \"json_schema\", \"schema\": {...}}");
+    cJSON *rf = cJSON_CreateObject(), *js = rf ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
+    cJSON *sc = cJSON_Duplicate(schema, true);
+    if (!js || !sc || !cJSON_AddStringToObject(rf, "type", "json_schema") || !cJSON_AddItemToObject(js, "schema", sc)) {
+        cJSON_Delete(sc);
+        cJSON_Delete(rf);
+        return oom(f);
+    }
+    if (!cJSON_AddItemToObject(o, "response_format", rf)) {
+        cJSON_Delete(rf);
+        return oom(f);
+    }
+    return true;
 }
 
 /* tools and tool_choice in OpenAI's shape. */
@@ -338,6 +382,7 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
         }
     }
     if (ok) ok = tools_to_openai(root, o, f);
+    if (ok && !count) ok = format_to_openai(root, o, f);
     /* thinking: the templates' common switch (Qwen3, SmolLM3, DeepSeek
      * V3.1 read enable_thinking), off when not asked for, as Anthropic's
      * API thinks only when asked; budget_tokens is not enforced */
