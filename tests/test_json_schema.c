@@ -354,7 +354,58 @@ static void test_several(void) {
           "errors name the schema: %s", err.message);
 }
 
+/* The loose conversion (lazy tool-call grammars): keywords and string
+ * formats the converter does not know are no constraint, and said; what it
+ * knows still holds; the strict conversion still refuses them. */
+static void test_loose(void) {
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"url\":{\"type\":\"string\",\"format\":\"uri\"},"
+                         "\"tags\":{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"integer\"}}},"
+                         "\"required\":[\"url\"],\"additionalProperties\":false,\"propertyNames\":{\"pattern\":\"^u\"}}";
+    const size_t len = strlen(schema);
+    const char *name = "root";
+    okv_error err;
+    char skipped[512];
+    CHECK(okv_json_schemas_to_gbnf(1, &schema, &len, &name, &err) == NULL &&
+              err.status == OKV_ERR_UNSUPPORTED,
+          "strict: refused (%s)", err.message);
+    char *g = okv_json_schemas_to_gbnf_loose(1, &schema, &len, &name, skipped, sizeof skipped, &err);
+    CHECK(g != NULL, "loose: %s", err.message);
+    CHECK(strcmp(skipped, "#: keyword 'propertyNames', #/properties/url: format 'uri', #/properties/tags: keyword "
+                          "'uniqueItems'") == 0,
+          "what was skipped: '%s'", skipped);
+    compiled c = {0};
+    c.g = g ? okv_grammar_parse(g, strlen(g), "root", &err) : NULL;
+    c.m = c.g ? okv_grammar_matcher_create(c.g, &err) : NULL;
+    CHECK(c.m && accepts(&c, "{\"url\": \"not a uri at all\", \"tags\": [1, 1]}"), "the skipped keywords hold nothing");
+    CHECK(c.m && !accepts(&c, "{\"tags\": [1]}") && !accepts(&c, "{\"url\": \"x\", \"tags\": [\"a\"]}") &&
+              !accepts(&c, "{\"url\": \"x\", \"more\": 1}"),
+          "what it knows still holds (required, items, additionalProperties)");
+    okv_grammar_matcher_free(c.m);
+    okv_grammar_free(c.g);
+    free(g);
+    /* many: a dozen in full, the rest counted; a small buffer cut, saying so */
+    char many[2048] = "{";
+    for (int i = 0; i < 15; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"x-k%d\":1", i ? "," : "", i);
+    strcat(many, "}");
+    const char *m = many;
+    const size_t ml = strlen(many);
+    g = okv_json_schemas_to_gbnf_loose(1, &m, &ml, &name, skipped, sizeof skipped, &err);
+    CHECK(g && strstr(skipped, "'x-k11', and 3 more") && !strstr(skipped, "x-k12"), "fifteen skipped: '%s'", skipped);
+    free(g);
+    char tiny[24];
+    g = okv_json_schemas_to_gbnf_loose(1, &m, &ml, &name, tiny, sizeof tiny, &err);
+    CHECK(g && strlen(tiny) == sizeof tiny - 1 && strcmp(tiny + sizeof tiny - 4, "...") == 0, "cut: '%s'", tiny);
+    free(g);
+    /* what loose does not loosen stays an error */
+    const char *bad = "{\"type\":\"string\",\"pattern\":\"(?=a)\"}";
+    const size_t bl = strlen(bad);
+    CHECK(okv_json_schemas_to_gbnf_loose(1, &bad, &bl, &name, skipped, sizeof skipped, &err) == NULL &&
+              strstr(err.message, "lookaround"),
+          "an unsupported pattern: %s", err.message);
+}
+
 int main(void) {
+    test_loose();
     test_objects();
     test_arrays_and_values();
     test_strings();

@@ -83,6 +83,17 @@ char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err);
 char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size_t *lens, const char *const *names,
                                okv_error *err);
 
+/* okv_json_schemas_to_gbnf for a grammar that only needs to keep output
+ * well-formed (a tool call the model may or may not start): a keyword the
+ * converter does not know, and a string format it does not know, are taken
+ * as no constraint, so the grammar accepts a superset of what the schemas
+ * validate.  What was skipped is written into skipped (cap bytes, may be
+ * NULL; "" when nothing), "PATH: keyword 'K'" or "PATH: format 'F'" joined
+ * with ", " (past a dozen, "and N more"; cut at cap ending in "...").  The
+ * other refusals (an unsupported pattern or combination) stay errors. */
+char *okv_json_schemas_to_gbnf_loose(int32_t n, const char *const *schemas, const size_t *lens,
+                                     const char *const *names, char *skipped, size_t cap, okv_error *err);
+
 /* The GBNF of any JSON object (OpenAI's response_format "json_object"),
  * start rule "root"; a static string. */
 const char *okv_gbnf_json_object(void);

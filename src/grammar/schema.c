@@ -35,7 +35,18 @@ typedef struct conv {
     okv_error *err;
     bool failed;
     int depth;
+    bool loose;           /* okv_json_schemas_to_gbnf_loose: what cannot be honoured is skipped */
+    okv_sbuf skipped;     /* ... and said here: "PATH: keyword 'K'", ... */
+    int n_skipped;
 } conv;
+
+/* Loose conversion: notes a keyword taken as no constraint (the first
+ * dozen in full, the rest counted). */
+static void skip(conv *c, const char *path, const char *what, const char *key, size_t key_len) {
+    if (c->n_skipped++ < 12)
+        okv_sbuf_printf(&c->skipped, "%s%s: %s '%.*s'", c->n_skipped > 1 ? ", " : "", path[0] ? path : "#", what,
+                        (int)(key_len > 60 ? 60 : key_len), key);
+}
 
 static void cfail(conv *c, okv_status st, const char *path, const char *fmt, const char *arg) {
     if (c->failed) return;
@@ -774,7 +785,8 @@ static bool check_keywords(conv *c, const okv_json *s, const char *path) {
         bool ok = false;
         for (const char *const *k = KNOWN; *k && !ok; k++)
             ok = strlen(*k) == s->key_lens[i] && memcmp(*k, s->keys[i], s->key_lens[i]) == 0;
-        if (!ok) {
+        if (!ok && c->loose) skip(c, path, "keyword", s->keys[i], s->key_lens[i]);
+        else if (!ok) {
             cfail(c, OKV_ERR_UNSUPPORTED, path, "keyword '%s' is not supported", s->keys[i]);
             return false;
         }
@@ -1131,8 +1143,19 @@ static const char *array_rule(conv *c, const okv_json *s, const char *name, cons
     return out;
 }
 
+static bool known_format(const okv_json *fmt) {
+    static const char *const known[] = {"date", "time", "date-time", "uuid", NULL};
+    for (const char *const *k = known; fmt->type == OKV_JSON_STRING && *k; k++)
+        if (strcmp(fmt->str, *k) == 0) return true;
+    return false;
+}
+
 static const char *string_rule(conv *c, const okv_json *s, const char *name, const char *path) {
     const okv_json *fmt = okv_json_get(s, "format"), *pat = okv_json_get(s, "pattern");
+    if (fmt && c->loose && !known_format(fmt)) { /* any string: a superset of the format's */
+        skip(c, path, "format", fmt->type == OKV_JSON_STRING ? fmt->str : "?", fmt->type == OKV_JSON_STRING ? strlen(fmt->str) : 1);
+        fmt = NULL;
+    }
     bool has_len = okv_json_get(s, "minLength") || okv_json_get(s, "maxLength");
     if ((fmt || pat) && has_len) {
         cfail(c, OKV_ERR_UNSUPPORTED, path, "%s", "minLength / maxLength together with format or pattern is not supported");
@@ -1476,14 +1499,15 @@ static bool reserved(const char *name) {
     return strncmp(name, "ref-", 4) == 0;
 }
 
-char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size_t *lens, const char *const *names,
-                               okv_error *err) {
+static char *convert(int32_t n, const char *const *schemas, const size_t *lens, const char *const *names, bool loose,
+                     char *skipped, size_t cap, okv_error *err) {
     okv_error_clear(err);
+    if (skipped && cap) skipped[0] = '\0';
     if (n < 1 || !schemas || !lens || !names) {
         okv_fail(err, OKV_ERR_INVALID, "okv_json_schemas_to_gbnf: no schemas (n %d)", (int)n);
         return NULL;
     }
-    conv c = {.err = err};
+    conv c = {.err = err, .loose = loose};
     /* Every start rule first, under its exact name (placeholders), so no
      * generated rule can take one. */
     for (int32_t i = 0; i < n && !c.failed; i++) {
@@ -1547,7 +1571,24 @@ char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size
     okv_strmap_free(&c.index);
     free(c.ref_keys);
     free(c.ref_names);
+    if (c.n_skipped > 12) okv_sbuf_printf(&c.skipped, ", and %d more", c.n_skipped - 12);
+    if (out && skipped && cap && c.skipped.n && !c.skipped.oom) {
+        /* cut at cap, saying so, never silently */
+        if (c.skipped.n < cap) memcpy(skipped, c.skipped.s, c.skipped.n + 1);
+        else if (cap > 4) snprintf(skipped, cap, "%.*s...", (int)(cap - 4), c.skipped.s);
+    }
+    free(c.skipped.s);
     return out;
+}
+
+char *okv_json_schemas_to_gbnf(int32_t n, const char *const *schemas, const size_t *lens, const char *const *names,
+                               okv_error *err) {
+    return convert(n, schemas, lens, names, false, NULL, 0, err);
+}
+
+char *okv_json_schemas_to_gbnf_loose(int32_t n, const char *const *schemas, const size_t *lens,
+                                     const char *const *names, char *skipped, size_t cap, okv_error *err) {
+    return convert(n, schemas, lens, names, true, skipped, cap, err);
 }
 
 char *okv_json_schema_to_gbnf(const char *schema, size_t len, okv_error *err) {

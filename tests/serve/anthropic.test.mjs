@@ -172,6 +172,24 @@ try {
       check(String(e.error?.error?.message).includes(words), `${what}: the message names ${words}: ${e.error?.error?.message}`);
     }
   };
+  // Agents' tool schemas use keywords the converter does not know (format
+  // "uri", uniqueItems): under tool_choice auto the call grammar takes them
+  // as no constraint, saying so in the log; forced, they are a 400.
+  const fetchTool = { name: 'fetch', description: 'Fetch a page', input_schema: { type: 'object', properties: {
+    url: { type: 'string', format: 'uri' }, tags: { type: 'array', uniqueItems: true, items: { type: 'string' } } },
+    required: ['url'] } };
+  const auto = await client.messages.create({ model: 'x', max_tokens: 8, tools: [fetchTool],
+    messages: [{ role: 'user', content: 'Fetch example.com' }] });
+  eq(auto.type, 'message', 'tool_choice auto with format uri and uniqueItems: answered');
+  const autoChat = await post(srv, '/v1/chat/completions', { max_tokens: 8, messages: [{ role: 'user', content: 'x' }],
+    tools: [{ type: 'function', function: { name: 'fetch', parameters: fetchTool.input_schema } }] },
+    { Authorization: 'Bearer sekrit' });
+  eq(autoChat.status, 200, 'the same tool on the chat endpoint, auto: 200');
+  check(/note: tool_choice auto holds calls to their tools' schemas but for fetch#\/properties\/url: format 'uri', fetch#\/properties\/tags: keyword 'uniqueItems'/
+    .test(srv.stderr), `the log says what is not held: ${srv.stderr.split('\n').filter(l => l.includes('note:'))[0]}`);
+  await refused({ model: 'x', max_tokens: 8, tools: [fetchTool], tool_choice: { type: 'any' },
+    messages: [{ role: 'user', content: 'x' }] }, 400, 'invalid_request_error', "format 'uri'", 'format uri, forced');
+
   await refused({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }, 400, 'invalid_request_error', 'max_tokens',
     'no max_tokens');
   await refused({ model: 'x', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64',

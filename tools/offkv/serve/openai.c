@@ -702,6 +702,9 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                     break;
                 }
                 if (!req.grammar) trigger.text = NULL; /* a format offkv cannot constrain: free */
+                else if (trigger.skipped[0])
+                    wire_log(srv, k->client, "note: tool_choice auto holds calls to their tools' schemas but for %s",
+                             trigger.skipped);
             }
             /* One parse per choice: n answers stream side by side. */
             for (int c2 = 0; c2 < req.n && c2 < SRV_MAX_PROMPTS; c2++)

@@ -192,6 +192,8 @@ typedef struct srv_trigger {
     bool anchored;    /* only at the answer's start (Llama 3, generic) */
     bool think;       /* not in a leading <think> block (okv_grammar_matcher_skip_block) */
     bool think_open;  /* the answer starts inside that block */
+    char skipped[512]; /* what of the tools' schemas the lazy grammar takes as no constraint ("" when all holds):
+                          "TOOL#PATH: keyword 'K'", ... (okv_json_schemas_to_gbnf_loose) */
 } srv_trigger;
 
 /* Whether len bytes of GBNF parse and their matcher can start, as the

@@ -3,7 +3,12 @@
  * call in the template's own call format, its arguments following the
  * tool's "parameters" schema (offkv/grammar.h okv_json_schemas_to_gbnf,
  * one start rule per allowed tool).  A schema the converter cannot honour
- * is a 400 naming the tool and the keyword, never an unconstrained call. */
+ * is a 400 naming the tool and the keyword, never an unconstrained call.
+ * Under tool_choice "auto" (a lazy grammar, which only keeps a call the
+ * model starts well-formed) a keyword or string format the converter does
+ * not know is taken as no constraint instead (okv_json_schemas_to_gbnf_loose),
+ * and said in trig->skipped: agents' tool schemas (MCP servers, Claude
+ * Code's) use such keywords, and refusing them refused every request. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +133,31 @@ static const char THINK_RULES[] =
     "\nthink-6 ::= [^k<] think | \"<\" think-1 | \"k\" think-7 | \"\""
     "\nthink-7 ::= [^><] think | \"<\" think-1 | \"\"\n";
 
+/* The converter's skipped list with each rule name tool-K# (several
+ * schemas) as the tool's own name, and a single schema's # as its name. */
+static void name_tools(const char *in, const char *const *fn, int k, char *out, size_t cap) {
+    size_t o = 0;
+    for (const char *p = in; *p && o + 1 < cap;) {
+        const bool start = p == in || (p[-1] == ' ' && p >= in + 2 && p[-2] == ',');
+        int t = -1;
+        const char *rest = p;
+        if (start && k > 1 && strncmp(p, "tool-", 5) == 0) {
+            char *e;
+            t = (int)strtol(p + 5, &e, 10);
+            rest = e;
+        } else if (start && k == 1 && *p == '#') {
+            t = 0;
+        }
+        if (t >= 0 && t < k && *rest == '#') {
+            o += (size_t)snprintf(out + o, cap - o, "%.60s", fn[t]);
+            if (o >= cap) o = cap - 1;
+            p = rest;
+        }
+        out[o++] = *p++;
+    }
+    out[o < cap ? o : cap - 1] = '\0';
+}
+
 char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bool lazy, srv_trigger *trig, srv_fail *f) {
     const okv_chat_format format = syn->format;
     /* gpt-oss reasons in its analysis channel, which its frames allow */
@@ -183,7 +213,13 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
         srv_fail_set(f, 400, "invalid_request_error", "tools", "'tool_choice' forces a call, but no tool in 'tools' has a name");
         goto out;
     }
-    if (!oom && !(prims = okv_json_schemas_to_gbnf(k, (const char *const *)schemas, lens, (const char *const *)names, &err))) {
+    if (!oom && lazy) trig->skipped[0] = '\0';
+    char raw_skipped[sizeof trig->skipped];
+    if (!oom && !(prims = lazy ? okv_json_schemas_to_gbnf_loose(k, (const char *const *)schemas, lens,
+                                                               (const char *const *)names, raw_skipped,
+                                                               sizeof raw_skipped, &err)
+                               : okv_json_schemas_to_gbnf(k, (const char *const *)schemas, lens,
+                                                          (const char *const *)names, &err))) {
         if (err.status == OKV_ERR_NOMEM) oom = true;
         else {
             /* err names the keyword and its place, which begins with our
@@ -206,6 +242,7 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
             goto out;
         }
     }
+    if (prims && lazy && raw_skipped[0]) name_tools(raw_skipped, fn, k, trig->skipped, sizeof trig->skipped);
     /* root ::= form-0 | form-1 [| response]; form-F ::= open call-F (sep call-F)* close;
      * call-F ::= call-F-0 | call-F-1 ...; call-F-K ::= head NAME mid tool-K tail */
     char buf[96];
