@@ -279,6 +279,25 @@ try {
   eq(plain.stop_sequence, null, 'no stop sequence: null');
 
 
+  // Hostile sizes: a turn of many text blocks, and many tool results after
+  // as many calls, cost in proportion (n and 4n: linear is 4x the time,
+  // the quadratic versions were 16x: 100 000 blocks took 55 s, 40 000
+  // results 34 s, now about 1 s).
+  const blocks = n => ({ messages: [{ role: 'user', content: Array.from({ length: n }, () => ({ type: 'text', text: 'a' })) }] });
+  const results = n => ({ messages: [{ role: 'user', content: 'q' },
+    { role: 'assistant', content: Array.from({ length: n }, (_, i) => ({ type: 'tool_use', id: `t${i}`, name: 'f', input: {} })) },
+    { role: 'user', content: Array.from({ length: n }, (_, i) => ({ type: 'tool_result', tool_use_id: `t${n - 1 - i}` })) }] });
+  for (const [what, make, n] of [['text blocks in a turn', blocks, 20000], ['tool results', results, 10000]]) {
+    const secs = [];
+    for (const k of [n, 4 * n]) {
+      const t0 = Date.now();
+      const r = await client2.messages.countTokens({ model: 'x', ...make(k) });
+      secs.push((Date.now() - t0) / 1000);
+      check(r.input_tokens > k, `${k} ${what}: counted (${r.input_tokens} tokens)`);
+    }
+    check(secs[1] < 10 * Math.max(secs[0], 0.05), `${what}: 4x the blocks took ${(secs[1] / secs[0]).toFixed(1)}x the time (${secs})`);
+  }
+
   // A final assistant turn is a prefill: the answer continues its text.  The
   // reference: the template's whole rendering (/apply-template, no new
   // turn) cut by hand after that text, continued greedily by /v1/completions.
