@@ -21,6 +21,30 @@
 
 #include "server.h"
 
+/* cJSON adds that check: a failed add (out of memory) leaves an object a
+ * field short and leaks an item it did not take. */
+static bool put_str(cJSON *o, const char *k, const char *v) { return o && cJSON_AddStringToObject(o, k, v); }
+static bool put_num(cJSON *o, const char *k, double v) { return o && cJSON_AddNumberToObject(o, k, v); }
+
+/* Adds item (taken: freed when it cannot be added) to o as k. */
+static bool put(cJSON *o, const char *k, cJSON *item) {
+    if (o && item && cJSON_AddItemToObject(o, k, item)) return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+static bool push(cJSON *a, cJSON *item) {
+    if (a && item && cJSON_AddItemToArray(a, item)) return true;
+    cJSON_Delete(item);
+    return false;
+}
+
+static bool replace(cJSON *o, const char *k, cJSON *item) {
+    if (o && item && cJSON_ReplaceItemInObjectCaseSensitive(o, k, item)) return true;
+    cJSON_Delete(item);
+    return false;
+}
+
 static bool oom(srv_fail *f) {
     srv_fail_set(f, 500, "server_error", NULL, "out of memory for the request");
     return false;
@@ -122,9 +146,8 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
         return oom(f);
     }
     if (cJSON_IsString(content)) {
-        cJSON_AddItemToObject(turn, "content", cJSON_CreateString(content->valuestring));
-        cJSON_AddItemToArray(out, turn);
-        return true;
+        if (put(turn, "content", cJSON_CreateString(content->valuestring)) && push(out, turn)) return true;
+        return oom(f); /* push freed turn */
     }
     if (!cJSON_IsArray(content)) {
         cJSON_Delete(turn);
@@ -163,7 +186,7 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
             ok = args && fn && cJSON_AddStringToObject(c, "id", id->valuestring) && cJSON_AddStringToObject(c, "type", "function") &&
                  cJSON_AddStringToObject(fn, "name", name->valuestring) && cJSON_AddStringToObject(fn, "arguments", args);
             free(args);
-            if (ok) cJSON_AddItemToArray(calls, c);
+            if (ok) ok = push(calls, c) || oom(f);
             else {
                 cJSON_Delete(c);
                 oom(f);
@@ -188,8 +211,12 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
             if (!ok) oom(f);
             else ok = result_text(cJSON_GetObjectItemCaseSensitive(b, "content"), i, j, tparts, f);
             if (ok) {
-                cJSON_AddItemToObject(tr, "content", tparts);
-                cJSON_AddItemToArray(out, tr);
+                if (!put(tr, "content", tparts)) { /* put freed tparts */
+                    cJSON_Delete(tr);
+                    ok = oom(f);
+                } else if (!push(out, tr)) { /* push freed tr */
+                    ok = oom(f);
+                }
             } else {
                 cJSON_Delete(tparts);
                 cJSON_Delete(tr);
@@ -218,15 +245,20 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
     /* a user turn of only tool results has no text turn after them; an
      * assistant's without text has "" (templates such as Qwen3's call
      * string methods on the content: null would fail them) */
-    if (ok && (!user || cJSON_GetArraySize(parts) > 0 || j == 0)) {
-        cJSON_AddItemToObject(turn, "content", parts);
+    if (ok && (!user || parts->child || j == 0)) {
+        /* (put and push free what they cannot add) */
+        bool added = put(turn, "content", parts);
         parts = NULL;
-        if (thinking) cJSON_AddStringToObject(turn, "reasoning_content", thinking);
-        if (cJSON_GetArraySize(calls) > 0) {
-            cJSON_AddItemToObject(turn, "tool_calls", calls);
-            calls = NULL;
+        if (added && thinking) added = put_str(turn, "reasoning_content", thinking);
+        if (added && calls->child) added = put(turn, "tool_calls", calls);
+        else cJSON_Delete(calls);
+        calls = NULL;
+        if (!added) {
+            cJSON_Delete(turn);
+            ok = oom(f);
+        } else if (!push(out, turn)) {
+            ok = oom(f);
         }
-        cJSON_AddItemToArray(out, turn);
         turn = NULL;
     }
     cJSON_Delete(parts);
@@ -258,12 +290,14 @@ static bool system_turn(const cJSON *sys, cJSON *out, srv_fail *f) {
             j++;
         }
     }
-    if (ok) {
-        cJSON_AddItemToObject(turn, "content", parts);
-        cJSON_AddItemToArray(out, turn);
-    } else {
+    if (!ok) {
         cJSON_Delete(parts);
         cJSON_Delete(turn);
+    } else if (!put(turn, "content", parts)) { /* put freed parts */
+        cJSON_Delete(turn);
+        ok = oom(f);
+    } else if (!push(out, turn)) { /* push freed turn */
+        ok = oom(f);
     }
     return ok;
 }
@@ -325,8 +359,11 @@ static bool tools_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
                 cJSON_Delete(ot);
                 return oom(f);
             }
-            cJSON_AddItemToObject(fn, "parameters", sc);
-            cJSON_AddItemToArray(out, ot);
+            if (!put(fn, "parameters", sc)) { /* put freed sc */
+                cJSON_Delete(ot);
+                return oom(f);
+            }
+            if (!push(out, ot)) return oom(f); /* push freed ot */
             i++;
         }
     }
@@ -385,8 +422,7 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     for (int k = 0; ok && same[k] && !count; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, same[k]);
         cJSON *d = v ? cJSON_Duplicate(v, true) : NULL;
-        if (v && !d) ok = oom(f);
-        else if (d) cJSON_AddItemToObject(o, same[k], d);
+        if (v && !put(o, same[k], d)) ok = oom(f);
     }
     const cJSON *ss = cJSON_GetObjectItemCaseSensitive(root, "stop_sequences");
     if (ok && ss && !cJSON_IsNull(ss) && !count) {
@@ -403,9 +439,7 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
                     ok = srv_bad(f, "stop_sequences", "a stop sequence is %zu bytes, more than %d", strlen(s->valuestring),
                              (int)SRV_MAX_STOP_BYTES);
             }
-            cJSON *d = ok ? cJSON_Duplicate(ss, true) : NULL;
-            if (ok && !d) ok = oom(f);
-            else if (d) cJSON_AddItemToObject(o, "stop", d);
+            if (ok && !put(o, "stop", cJSON_Duplicate(ss, true))) ok = oom(f);
         }
     }
     if (ok) ok = tools_to_openai(root, o, f);
@@ -460,28 +494,6 @@ char *srv_anthropic_error_json(const srv_fail *f) {
  * A cJSON add that fails (out of memory) leaves its object a field short,
  * so every builder below checks each add and gives up (NULL, false) rather
  * than send a message or an event without one. */
-
-static bool put_str(cJSON *o, const char *k, const char *v) { return o && cJSON_AddStringToObject(o, k, v); }
-static bool put_num(cJSON *o, const char *k, double v) { return o && cJSON_AddNumberToObject(o, k, v); }
-
-/* Adds item (taken: freed when it cannot be added) to o as k. */
-static bool put(cJSON *o, const char *k, cJSON *item) {
-    if (o && item && cJSON_AddItemToObject(o, k, item)) return true;
-    cJSON_Delete(item);
-    return false;
-}
-
-static bool push(cJSON *a, cJSON *item) {
-    if (a && item && cJSON_AddItemToArray(a, item)) return true;
-    cJSON_Delete(item);
-    return false;
-}
-
-static bool replace(cJSON *o, const char *k, cJSON *item) {
-    if (o && item && cJSON_ReplaceItemInObjectCaseSensitive(o, k, item)) return true;
-    cJSON_Delete(item);
-    return false;
-}
 
 static cJSON *usage_json(const srv_anthropic_usage *u) {
     cJSON *o = cJSON_CreateObject();
