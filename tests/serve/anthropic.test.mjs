@@ -178,7 +178,9 @@ try {
   const fetchTool = { name: 'fetch', description: 'Fetch a page', input_schema: { type: 'object', properties: {
     url: { type: 'string', format: 'uri' }, tags: { type: 'array', uniqueItems: true, items: { type: 'string' } } },
     required: ['url'] } };
-  const auto = await client.messages.create({ model: 'x', max_tokens: 8, tools: [fetchTool],
+  // (two tools: the log names each, not the grammar's rule tool-K)
+  const tagger = { name: 'tagger', input_schema: { type: 'object', propertyNames: { pattern: '^a' } } };
+  const auto = await client.messages.create({ model: 'x', max_tokens: 8, tools: [fetchTool, tagger],
     messages: [{ role: 'user', content: 'Fetch example.com' }] });
   eq(auto.type, 'message', 'tool_choice auto with format uri and uniqueItems: answered');
   const autoChat = await post(srv, '/v1/chat/completions', { max_tokens: 8, messages: [{ role: 'user', content: 'x' }],
@@ -186,6 +188,7 @@ try {
     { Authorization: 'Bearer sekrit' });
   eq(autoChat.status, 200, 'the same tool on the chat endpoint, auto: 200');
   check(/note: tool_choice auto holds calls to their tools' schemas but for fetch#\/properties\/url: format 'uri', fetch#\/properties\/tags: keyword 'uniqueItems'/
+    .test(srv.stderr) && /but for fetch#\/properties\/url: format 'uri', fetch#\/properties\/tags: keyword 'uniqueItems', tagger#: keyword 'propertyNames'/
     .test(srv.stderr), `the log says what is not held: ${srv.stderr.split('\n').filter(l => l.includes('note:'))[0]}`);
   await refused({ model: 'x', max_tokens: 8, tools: [fetchTool], tool_choice: { type: 'any' },
     messages: [{ role: 'user', content: 'x' }] }, 400, 'invalid_request_error', "format 'uri'", 'format uri, forced');
