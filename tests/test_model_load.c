@@ -57,13 +57,14 @@ static void on_progress(void *user, const char *stage, uint64_t done, uint64_t t
 
 /* okv_model_load_progress: a "reading" stage over every tensor of the file
  * (all of them are the model's: a loader refuses unused ones), counted
- * here from the file itself, then "repacking" when the layout changes;
+ * here from the file itself, then "repacking" when matrices are copied;
  * each stage only grows and ends at its total. */
 static void check_progress(void) {
     char path[1024];
     struct { const char *model; const char *repack; bool repacks; } cases[] = {
         {"tiny-llama256-q6_k", "on", true}, {"tiny-llama256-q6_k", "off", false}, {"tiny-gpt-oss-mx", "on", true},
-        {"tiny-llama256-f32", "on", false},
+        {"tiny-llama256-f32", "on", true}, /* copied as it is, into huge pages */
+        {"tiny-llama256-f32", "off", false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(path, sizeof path, "%s/models/%s.gguf", shared, cases[i].model);

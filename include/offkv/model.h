@@ -1,8 +1,8 @@
 /* offkv — models loaded from GGUF files.
  *
  * A model is the read-only half of inference: hyperparameters, weights
- * (memory-mapped from the file; the "repack" option below copies many
- * quantized matrices into faster layouts), the tokenizer, and the cache
+ * (memory-mapped from the file; the "repack" option below copies most
+ * matrices into faster layouts or huge pages), the tokenizer, and the cache
  * geometry its attention layers need.  Contexts (context.h) run it.  One
  * model may serve any number of contexts; it must outlive them. */
 #ifndef OFFKV_MODEL_H
@@ -32,7 +32,10 @@ typedef struct okv_model okv_model;
  *                     (batched decode, prefill); the file's pages of those
  *                     matrices are then released, so they take anonymous
  *                     memory (Q4_K, Q5_K 2-3% more) instead of page cache.  The
- *                     logits move only by float summation order.
+ *                     logits move only by float summation order.  F16, BF16
+ *                     and F32 matrices are copied as they are, into the same
+ *                     huge pages (where the system grants them), which
+ *                     decode reads with fewer TLB misses than the file's.
  *   "isa"             the instruction-set level the matrix products run at:
  *                     "auto" (default: the best this processor runs, capped
  *                     by the environment variable OKV_ISA) or one of scalar,
