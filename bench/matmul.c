@@ -20,9 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
+#include "core/hugemem.h"
 #include "kernels/matmul.h"
 #include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
@@ -67,7 +67,7 @@ static float frand(void) {
     return (float)((rng_state >> 40) * (2.0 / (1ull << 24)) - 1.0);
 }
 
-enum { POOL_BYTES = 512 << 20, HUGE_PAGE = 2 << 20 };
+enum { POOL_BYTES = 512 << 20 };
 
 typedef struct read_arg { const uint64_t *p; size_t n; uint64_t sums[64]; } read_arg;
 
@@ -138,11 +138,7 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
     int copies = n <= 16 && !hot ? (int)((POOL_BYTES + mbytes - 1) / mbytes) : 1;
     /* in huge pages, as the model's weights are (model.c's repack_weights
      * says why: with 4 KiB pages an F16 row of 2048 values is a page) */
-    const size_t wbytes = (mbytes * (size_t)copies + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    uint8_t *w = aligned_alloc(HUGE_PAGE, wbytes);
-#ifdef MADV_HUGEPAGE
-    if (w) madvise(w, wbytes, MADV_HUGEPAGE);
-#endif
+    uint8_t *w = okv_huge_alloc(mbytes * (size_t)copies);
     float *row = malloc(sizeof(float) * (size_t)k);
     /* 64-byte aligned as the model's activations (engine/batch.c): malloc's
      * large blocks start 16 bytes into a page, and half the 32-byte loads of

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/hugemem.h"
 #include "core/options.h"
 #include "kernels/matmul.h"
 #include "kernels/mxfp4x16.h"
@@ -567,8 +568,6 @@ static okv_experts *expert_tensor(okv_model *m, size_t i) {
     return i % 3 == 0 ? &x->gate : i % 3 == 1 ? &x->up : &x->down;
 }
 
-enum { HUGE_PAGE = 2 << 20 };
-
 /* A stage of a load as the caller's progress function sees it. */
 typedef struct load_progress {
     okv_model_progress fn;
@@ -650,11 +649,7 @@ static void repack_weights(okv_model *m, load_progress *p) {
      * nearly every page of them misses the TLB; an F16 row of 2048 values
      * is a page of its own.  F16 TinyLlama-1.1B shape, 2 threads of a Zen 5,
      * decode: 12.4-13.7 t/s from the file's pages, 14.4-19.3 copied here. */
-    total = (total + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    if (!(m->packed = aligned_alloc(HUGE_PAGE, total))) return;
-#ifdef MADV_HUGEPAGE
-    madvise(m->packed, total, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
-#endif
+    if (!(m->packed = okv_huge_alloc(total))) return;
     progress_start(p, "repacking", file_bytes);
     uint8_t *dst = m->packed;
     for (size_t i = 0; i <= n; i++) {
