@@ -27,6 +27,7 @@
 #include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q5_0x16.h"
 #include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/quantize.h"
@@ -170,6 +171,12 @@ static void bench(okv_isa kern, okv_threadpool *pool, int type, int64_t rows, in
             okv_repack_q6_Kx16(dst, tmp, 1, k);
             break;
         }
+        case OKV_WT_Q5_0X16: {
+            block_q5_0 tmp[OKV_X16_BLOCKS * 64]; /* k <= 32768 */
+            okv_quantize_row_q5_0(row, tmp, k);
+            okv_repack_q5_0x16(dst, tmp, 1, k);
+            break;
+        }
         case OKV_WT_Q5_KX16: {
             block_q5_K tmp[128]; /* k <= 32768 */
             okv_quantize_row_q5_K(row, tmp, k);
@@ -254,7 +261,7 @@ int main(int argc, char **argv) {
         if (kern == OKV_ISA_COUNT) { printf("kernel '%s': not a kernel name (scalar, avx2, avxvnni, avx512, ...)\n", argv[2]); return 1; }
     }
     if (!okv_cpu_has_isa(kern)) { printf("kernel %s not available\n", okv_isa_name(kern)); return 1; }
-    const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_WT_MXFP4X16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
+    const int types[] = {OKV_WT_Q4_0X16, OKV_WT_Q8_0X16, OKV_WT_Q4_0X16MM, OKV_WT_Q8_0X16MM, OKV_WT_Q4_KX16MM, OKV_WT_Q4_KX16, OKV_WT_Q5_KX16, OKV_WT_Q6_KX16, OKV_WT_MXFP4X16, OKV_WT_Q5_0X16, OKV_GGML_Q4_0, OKV_GGML_Q8_0, OKV_GGML_F16, OKV_GGML_BF16, OKV_GGML_F32,
                          OKV_GGML_Q4_K, OKV_GGML_Q6_K, OKV_GGML_Q5_K, OKV_GGML_Q3_K, OKV_GGML_Q2_K,
                          OKV_GGML_Q4_1, OKV_GGML_Q5_0, OKV_GGML_Q5_1};
     /* the SMMLA layouts run only their scalar kernel below i8mm (a model never

@@ -28,6 +28,7 @@
 #include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q5_0x16.h"
 #include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/quant.h"
@@ -60,6 +61,20 @@ static void decode_q4_0(const block_q4_0 *b, int64_t k, float *out) {
 static void decode_q8_0(const block_q8_0 *b, int64_t k, float *out) {
     for (int64_t i = 0; i < k / 32; i++)
         for (int j = 0; j < 32; j++) out[i * 32 + j] = (float)b[i].qs[j] * okv_f16_to_f32(b[i].d);
+}
+
+/* Q5_0 by its formula: value j < 16 is the low nibble of qs[j], j >= 16 the
+ * high nibble of qs[j - 16], plus 16 where bit j of the little-endian qh
+ * is set; minus 16, times d. */
+static void decode_q5_0(const uint8_t *b, int64_t k, float *out) {
+    for (int64_t i = 0; i < k; i++) {
+        const uint8_t *blk = b + (i / 32) * 22;
+        okv_f16 d;
+        memcpy(&d, blk, 2);
+        const int j = (int)(i % 32), nib = j < 16 ? blk[6 + j] & 15 : blk[6 + j - 16] >> 4;
+        const int hi = (blk[2 + j / 8] >> (j % 8)) & 1;
+        out[i] = (float)(nib + 16 * hi - 16) * okv_f16_to_f32(d);
+    }
 }
 
 /* Q4_K by its formula: sub-block j of a super-block has the 6-bit scale sc
@@ -156,6 +171,7 @@ static const layout LAYOUTS[] = {{OKV_WT_Q4_0X16, OKV_GGML_Q4_0, "q4_0x16"},
                                  {OKV_WT_Q5_KX16, OKV_GGML_Q5_K, "q5_Kx16"},
                                  {OKV_WT_Q6_KX16, OKV_GGML_Q6_K, "q6_Kx16"},
                                  {OKV_WT_MXFP4X16, OKV_GGML_MXFP4, "mxfp4x16"},
+                                 {OKV_WT_Q5_0X16, OKV_GGML_Q5_0, "q5_0x16"},
                                  {OKV_WT_Q4_0X16MM, OKV_GGML_Q4_0, "q4_0x16mm"},
                                  {OKV_WT_Q8_0X16MM, OKV_GGML_Q8_0, "q8_0x16mm"},
                                  {OKV_WT_Q4_KX16MM, OKV_GGML_Q4_K, "q4_Kx16mm"}};
@@ -209,6 +225,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
         switch (L->src) {
         case OKV_GGML_Q4_0: decode_q4_0(qr, k, wv + r * k); break;
         case OKV_GGML_Q8_0: decode_q8_0(qr, k, wv + r * k); break;
+        case OKV_GGML_Q5_0: decode_q5_0(qr, k, wv + r * k); break;
         case OKV_GGML_MXFP4: decode_mxfp4(qr, k, wv + r * k); break;
         case OKV_GGML_Q4_K: decode_q4_K(qr, k, wv + r * k, off + r * k); break;
         case OKV_GGML_Q5_K: decode_q5_K(qr, k, wv + r * k, off + r * k); break;
@@ -219,6 +236,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
     else if (L->type == OKV_WT_Q8_0X16) okv_repack_q8_0x16(w, q, rows, k);
     else if (L->type == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(w, q, rows, k);
     else if (L->type == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(w, q, rows, k);
+    else if (L->type == OKV_WT_Q5_0X16) okv_repack_q5_0x16(w, q, rows, k);
     else if (L->type == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(w, q, rows, k);
     else if (L->type == OKV_WT_Q4_0X16MM) okv_repack_q4_0x16mm(w, q, rows, k);
     else if (L->type == OKV_WT_Q8_0X16MM) okv_repack_q8_0x16mm(w, q, rows, k);
@@ -233,7 +251,7 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
           (long long)k);
     for (int64_t i = 0; i < n * k; i++) x[i] = extreme ? 1.0f : frand() * (i % 97 == 0 ? 8.0f : 1.0f);
     for (int64_t j = 0; j < n; j++) {
-        if (L->src == OKV_GGML_Q4_0 || L->src == OKV_GGML_Q8_0 || L->src == OKV_GGML_MXFP4)
+        if (L->src == OKV_GGML_Q4_0 || L->src == OKV_GGML_Q8_0 || L->src == OKV_GGML_MXFP4 || L->src == OKV_GGML_Q5_0)
             quantize_ref(x + j * k, k, xq + j * k);
         else quantize_ref_k(x + j * k, k, xq + j * k);
     }
@@ -369,6 +387,14 @@ static void check_model(const char *type, int tied, int moe) {
     CHECK(mp->packed && !mn->packed && mp->output.type >= OKV_GGML_TYPE_END && mn->output.type < OKV_GGML_TYPE_END &&
               mp->output.data != mp->tok_embd.data && mp->tok_embd.type < OKV_GGML_TYPE_END,
           "%s: repacked %p (output type %d), repack=off %p", type, mp->packed, (int)mp->output.type, mn->packed);
+    /* every quantized matrix of the layers too (floats are copied as they are) */
+    int kept = 0;
+    const size_t nw = (size_t)okv_model_n_layers(mp) * (sizeof(okv_layer_weights) / sizeof(okv_weight));
+    for (size_t i = 0; i < nw; i++) {
+        const okv_weight *lw = (const okv_weight *)mp->w + i;
+        kept += lw->data && lw->type < OKV_GGML_TYPE_END && okv_ggml_block_size(lw->type) > 1;
+    }
+    CHECK(kept == 0, "%s: %d quantized matrices kept in ggml's layout", type, kept);
     /* (layer 0's down is q4_K in a q4_k_m file, layer 1's q6_K) */
     CHECK(!moe || (mp->moe[1].down.w.type >= OKV_GGML_TYPE_END && mn->moe[1].down.w.type < OKV_GGML_TYPE_END &&
                    mp->moe[0].down.w.type >= OKV_GGML_TYPE_END &&
@@ -481,8 +507,9 @@ static void check_act(void) {
 int main(void) {
     /* whole groups, then rows whose last group is partly padding (768, 1280,
      * 2304: half of Q4_K's last group; 544, 96, 2880, 32, 480, 992: Q4_0's)
-     * or Q8_0's and MXFP4's compact last group (of 8, 1, 3, 10, 1, 15 and 15
-     * blocks; 96, 32 and 480 have no whole group; 2880 is gpt-oss's); n from
+     * or Q8_0's, Q5_0's and MXFP4's compact last group (of 8, 1, 3, 10, 1, 15,
+     * 15 and 12 blocks; 96, 32 and 480 have no whole group; 2880 is gpt-oss's,
+     * 896 Qwen2.5-0.5B's); n from
      * 5 on takes the block passes, which sweep 8, 5, 4, 2 or 1 columns at a
      * time (x16.h): 9 = 8 + 1, 7 = 5 + 2, 22 = 8 + 8 + 5 + 1; at 5632 (11
      * groups) 4 columns' activations fill a sweep: 11 = 4 + 4 + 2 + 1
@@ -492,10 +519,11 @@ int main(void) {
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
                                         {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6},
                                         {5, 32, 2},    {4, 480, 5},   {3, 992, 3},   {7, 2880, 17},
-                                        {3, 5632, 11}};
+                                        {3, 5632, 11}, {5, 896, 1},  {4, 896, 6}};
     /* the compact rows hold the ggml blocks' bytes, no more */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         CHECK(okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]) &&
+                  okv_wtype_row_size(OKV_WT_Q5_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q5_0, shapes[i][1]) &&
                   okv_wtype_row_size(OKV_WT_MXFP4X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_MXFP4, shapes[i][1]),
               "k %lld: q8_0x16 rows of %zu bytes (q8_0: %zu), mxfp4x16 %zu (mxfp4: %zu)", (long long)shapes[i][1],
               okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]), okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]),
@@ -531,6 +559,7 @@ int main(void) {
     check_model("q8_0", 0, 0);
     check_model("q6_k", 0, 0);
     check_model("q5_k_m", 0, 0);
+    check_model("q5_0", 0, 0);
     check_model("q4_0", 1, 0);
     check_model("q4_0", 0, 1);
     check_model("q4_k_m", 0, 1);

@@ -26,7 +26,7 @@ typedef struct okv_model okv_model;
  *   "repack"          "on" (default) or "off": Q6_K, MXFP4, Q4_0, Q8_0, Q4_K
  *                     and Q5_K matrices, unless their rows would grow by
  *                     over a fifteenth (rows are padded to groups of 512
- *                     values; Q6_K and MXFP4 rows never grow that much),
+ *                     values; Q5_0, Q8_0, Q6_K and MXFP4 rows never grow),
  *                     are copied at load into layouts whose products run two
  *                     to three times as fast on several tokens at once
  *                     (batched decode, prefill); the file's pages of those

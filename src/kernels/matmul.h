@@ -5,7 +5,7 @@
  * W is row-major in one of the ggml types of quant.h, each row
  * okv_ggml_row_size(type, k) bytes, exactly as a GGUF tensor stores it
  * (ne0 = k, ne1 = rows), or in one of offkv's sixteen-wide layouts that the
- * model repacks Q4_0, Q8_0, Q4_K, Q5_K and Q6_K into (OKV_WT_* in
+ * model repacks Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K and MXFP4 into (OKV_WT_* in
  * kernels/wtype.h; rows of okv_wtype_row_size(type, k) bytes; their
  * activations are the same 8-bit values, regrouped: kernels/x16.h).  x and
  * y are f32, one activation column per token.

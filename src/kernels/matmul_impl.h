@@ -126,6 +126,7 @@ OKV_MM_TILES_ARM(q4_0x16);
 OKV_MM_TILES_ARM(q8_0x16);
 OKV_MM_TILES_ARM(q4_Kx16);
 OKV_MM_TILES_ARM(q5_Kx16);
+OKV_MM_TILES_ARM(q5_0x16);
 OKV_MM_TILES_ARM(q6_Kx16);
 OKV_MM_TILES_ARM(mxfp4x16);
 /* ... and ggml's layouts (kernels/matmul_neon_q.c, matmul_neon_f.c: one
@@ -180,6 +181,14 @@ OKV_MM_TILE(okv_mm_tile_q5_Kx16_avx512vnni);
 OKV_MM_BLOCK(okv_mm_block_q5_Kx16_avx2);
 OKV_MM_BLOCK(okv_mm_block_q5_Kx16_avx512);
 OKV_MM_BLOCK(okv_mm_block_q5_Kx16_avx512vnni);
+/* Q5_0 sixteen blocks wide (kernels/q5_0x16.h). */
+OKV_MM_TILE(okv_mm_tile_q5_0x16_scalar);
+OKV_MM_TILE(okv_mm_tile_q5_0x16_avx2);
+OKV_MM_TILE(okv_mm_tile_q5_0x16_avx512);
+OKV_MM_TILE(okv_mm_tile_q5_0x16_avx512vnni);
+OKV_MM_BLOCK(okv_mm_block_q5_0x16_avx2);
+OKV_MM_BLOCK(okv_mm_block_q5_0x16_avx512);
+OKV_MM_BLOCK(okv_mm_block_q5_0x16_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx2);
 OKV_MM_TILE(okv_mm_tile_q4_Kx16_avx512);

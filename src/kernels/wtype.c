@@ -5,6 +5,7 @@
 #include "kernels/mxfp4x16.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q5_0x16.h"
 #include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/quant.h"
@@ -117,6 +118,9 @@ static const okv_wtype types[OKV_WT_END] = {
     [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVXVNNI(q8_0x16),
                         .block_min_n = 5, .tail_unit = sizeof(block_q8_0)},
+    [OKV_WT_Q5_0X16] = {.name = "q5_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q5_0x16),
+                        .to_float = okv_dequantize_row_q5_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVX2(q5_0x16),
+                        .block_min_n = 5, .tail_unit = sizeof(block_q5_0)},
     [OKV_WT_MXFP4X16] = {.name = "mxfp4x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_mxfp4x16),
                          .to_float = okv_dequantize_row_mxfp4x16, .act = OKV_ACT_Q8_0X16, X16_AVXVNNI(mxfp4x16),
                          .block_min_n = 5, .tail_unit = sizeof(block_mxfp4)},

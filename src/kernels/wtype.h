@@ -43,6 +43,7 @@ enum {
     OKV_WT_Q4_0X16MM,                   /* kernels/x16mm.h: where I8MM runs */
     OKV_WT_Q8_0X16MM,                   /* kernels/x16mm.h */
     OKV_WT_Q4_KX16MM,                   /* kernels/x16mm.h */
+    OKV_WT_Q5_0X16,                     /* kernels/q5_0x16.h */
     OKV_WT_END
 };
 

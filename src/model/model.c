@@ -15,6 +15,7 @@
 #include "kernels/ops.h"
 #include "kernels/q4_0x16.h"
 #include "kernels/q4_Kx16.h"
+#include "kernels/q5_0x16.h"
 #include "kernels/q6_Kx16.h"
 #include "kernels/q8_0x16.h"
 #include "kernels/wtype.h"
@@ -525,6 +526,7 @@ static int32_t repacked_type(const okv_model *m, const okv_weight *w) {
     case OKV_GGML_Q8_0: t = OKV_WT_Q8_0X16; break;
     case OKV_GGML_Q4_K: t = OKV_WT_Q4_KX16; break;
     case OKV_GGML_Q5_K: t = OKV_WT_Q5_KX16; break;
+    case OKV_GGML_Q5_0: t = OKV_WT_Q5_0X16; break;
     case OKV_GGML_MXFP4: t = OKV_WT_MXFP4X16; break;
     case OKV_GGML_F16:
     case OKV_GGML_BF16:
@@ -545,6 +547,7 @@ static void repack_into(uint8_t *dst, int32_t t, const okv_weight *w) {
     else if (t == OKV_WT_Q8_0X16) okv_repack_q8_0x16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q6_KX16) okv_repack_q6_Kx16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q5_KX16) okv_repack_q5_Kx16(dst, w->data, w->ne1, w->ne0);
+    else if (t == OKV_WT_Q5_0X16) okv_repack_q5_0x16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_MXFP4X16) okv_repack_mxfp4x16(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q4_0X16MM) okv_repack_q4_0x16mm(dst, w->data, w->ne1, w->ne0);
     else if (t == OKV_WT_Q8_0X16MM) okv_repack_q8_0x16mm(dst, w->data, w->ne1, w->ne0);
