@@ -37,19 +37,7 @@
                     UNROLL for (int j = 0; j < NC; j++) {                                                   \
                         const block_act_q8_0x16 *x = xs[j] + g;                                             \
                         int32x4_t p = vld1q_s32(x->c8 + 4 * t);                                             \
-                        if (DOT) {                                                                          \
-                            UNROLL for (int u = 0; u < 4; u++) {                                            \
-                                p = vdotq_s32(p, lo[u], vld1q_s8(x->qs[2 * u] + 16 * t));                   \
-                                p = vdotq_s32(p, hi[u], vld1q_s8(x->qs[2 * u + 1] + 16 * t));               \
-                            }                                                                               \
-                        } else {                                                                            \
-                            int16x8_t sl = vdupq_n_s16(0), sh = vdupq_n_s16(0);                             \
-                            UNROLL for (int u = 0; u < 4; u++) {                                            \
-                                okv_x16_mlal_neon(&sl, &sh, lo[u], vld1q_s8(x->qs[2 * u] + 16 * t));        \
-                                okv_x16_mlal_neon(&sl, &sh, hi[u], vld1q_s8(x->qs[2 * u + 1] + 16 * t));    \
-                            }                                                                               \
-                            p = vaddq_s32(p, okv_x16_lanes_neon(vpaddlq_s16(sl), vpaddlq_s16(sh)));         \
-                        }                                                                                   \
+                        OKV_X16_QUARTET_DOTS_NEON(p, lo, hi, x->qs, t, DOT);                                \
                         acc[j][t] = vfmaq_f32(acc[j][t], vcvtq_f32_s32(p), vmulq_f32(dw, vld1q_f32(x->d + 4 * t))); \
                     }                                                                                       \
                 }                                                                                           \

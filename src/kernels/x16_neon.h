@@ -57,5 +57,29 @@ OKV_NEON_INLINE void okv_x16_mlal_neon(int16x8_t *lo, int16x8_t *hi, int8x16_t w
  * bytes 0..7 into lo, 8..15 into hi): lane 4t + l has bytes 4l .. 4l + 3. */
 OKV_NEON_INLINE int32x4_t okv_x16_lanes_neon(int32x4_t lo, int32x4_t hi) { return vpaddq_s32(lo, hi); }
 
+/* p (int32x4_t) += quartet t's lane dots of a 4-bit-vector layout: the
+ * weights lo[u] and hi[u] (int8x16_t: the low and high nibbles' values of
+ * qs[u], however made) by one column's activation vectors x[2u] and
+ * x[2u + 1] (int8_t [8][64]).  DOT: SDOT; else int16 sums of the 8
+ * products of each byte position (exact while 8 |w| |x| < 2^15: every
+ * caller says why its weights keep to that), then the lane sums.  A
+ * macro, as SDOT needs the caller's target. */
+#define OKV_X16_QUARTET_DOTS_NEON(p, lo, hi, x, t, DOT)                                      \
+    do {                                                                                     \
+        if (DOT) {                                                                           \
+            UNROLL for (int u_ = 0; u_ < 4; u_++) {                                          \
+                (p) = vdotq_s32((p), (lo)[u_], vld1q_s8((x)[2 * u_] + 16 * (t)));            \
+                (p) = vdotq_s32((p), (hi)[u_], vld1q_s8((x)[2 * u_ + 1] + 16 * (t)));        \
+            }                                                                                \
+        } else {                                                                             \
+            int16x8_t sl_ = vdupq_n_s16(0), sh_ = vdupq_n_s16(0);                            \
+            UNROLL for (int u_ = 0; u_ < 4; u_++) {                                          \
+                okv_x16_mlal_neon(&sl_, &sh_, (lo)[u_], vld1q_s8((x)[2 * u_] + 16 * (t)));   \
+                okv_x16_mlal_neon(&sl_, &sh_, (hi)[u_], vld1q_s8((x)[2 * u_ + 1] + 16 * (t))); \
+            }                                                                                \
+            (p) = vaddq_s32((p), okv_x16_lanes_neon(vpaddlq_s16(sl_), vpaddlq_s16(sh_)));    \
+        }                                                                                    \
+    } while (0)
+
 #endif /* OKV_ARM */
 #endif
