@@ -226,7 +226,7 @@ OKV_TARGET_AVX2 void okv_mm_block_q5_0x16_avx2(const okv_mm_ctx *c, int64_t r_be
     static inline __attribute__((always_inline)) TARGET void name(const uint8_t *t, const int n, __mmask16 m, \
                                                                   const block_act_q8_0x16 *const *x, const int NC, \
                                                                   __m512 acc[]) {                          \
-        const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);                       \
+        const __m512i low4 = _mm512_set1_epi8(0x0F);                                                      \
         const __m512i hb = _mm512_maskz_loadu_epi32(m, QH(t, n));                                          \
         __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                               \
         UNROLL for (int j = 0; j < NC; j++) {                                                             \
@@ -236,10 +236,13 @@ OKV_TARGET_AVX2 void okv_mm_block_q5_0x16_avx2(const okv_mm_ctx *c, int64_t r_be
         }                                                                                                 \
         UNROLL for (int u = 0; u < 4; u++) {                                                              \
             const __m512i v = _mm512_maskz_loadu_epi32(m, QS(t, n, u));                                   \
-            const __m512i lo = _mm512_or_si512(_mm512_and_si512(v, low4),                                 \
-                                               _mm512_and_si512(_mm512_sll_epi16(hb, _mm_cvtsi32_si128(4 - u)), bit4)); \
-            const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low4),           \
-                                               _mm512_and_si512(_mm512_srl_epi16(hb, _mm_cvtsi32_si128(u)), bit4)); \
+            /* hu: only bits u and 4 + u of each byte, so the shifts below put \
+             * one of them at bit 4 and nothing above it; vpternlogd (0xE4: A \
+             * where C, else B) takes the nibble from v and bit 4 from hu */  \
+            const __m512i hu = _mm512_and_si512(hb, _mm512_set1_epi8((char)(0x11 << u)));                 \
+            const __m512i lo = _mm512_ternarylogic_epi32(v, _mm512_sll_epi16(hu, _mm_cvtsi32_si128(4 - u)), low4, 0xE4); \
+            const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), _mm512_srl_epi16(hu, _mm_cvtsi32_si128(u)), \
+                                                         low4, 0xE4);                                     \
             UNROLL for (int j = 0; j < NC; j++) {                                                         \
                 const __m512i xl = _mm512_loadu_si512(x[j]->qs[2 * u]), xh = _mm512_loadu_si512(x[j]->qs[2 * u + 1]); \
                 if (VNNI) {                                                                               \
