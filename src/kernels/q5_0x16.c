@@ -94,7 +94,7 @@ void okv_mm_tile_q5_0x16_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
-/* The parts of a group of n blocks at t (x16's layout: n scales, 4 n bytes
+/* The parts of a group of n blocks at t (q5_0x16.h: n scales, 4 n bytes
  * of fifth bits, then 4 n bytes of each qs[u]; n = 16: block_q5_0x16). */
 #define QH(t, n) ((t) + 2 * (size_t)(n))
 #define QS(t, n, u) ((t) + 2 * (size_t)(n) + 4 * (size_t)(n) * ((u) + 1))
