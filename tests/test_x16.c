@@ -322,8 +322,8 @@ static void check_shape(const layout *L, int64_t rows, int64_t k, int64_t n, int
 }
 
 /* A random llama of 512-value rows and an FFN of 4352 (ffn_down's rows end
- * in a part-padded group for Q4_0 and Q8_0, a half group for Q4_K and Q5_K:
- * all repacked), written by `offkv synth` into the build folder. */
+ * in a compact group of 8 blocks for Q4_0 and Q8_0, a half group for Q4_K
+ * and Q5_K: all repacked), written by `offkv synth` into the build folder. */
 static const char *synth_model(const char *type, int moe) {
     static char path[64];
     snprintf(path, sizeof path, "test_x16.%s%s.tmp.gguf", type, moe == 2 ? ".gpt-oss" : moe ? ".moe" : "");
@@ -505,11 +505,13 @@ static void check_act(void) {
 }
 
 int main(void) {
-    /* whole groups, then rows whose last group is partly padding (768, 1280,
-     * 2304: half of Q4_K's last group; 544, 96, 2880, 32, 480, 992: Q4_0's)
-     * or Q8_0's, Q5_0's and MXFP4's compact last group (of 8, 1, 3, 10, 1, 15,
-     * 15 and 12 blocks; 96, 32 and 480 have no whole group; 2880 is gpt-oss's,
-     * 896 Qwen2.5-0.5B's); n from
+    /* whole groups, then rows whose last group is a half one (768, 1280,
+     * 2304: Q4_K's and Q5_K's) or Q4_0's, Q8_0's, Q5_0's and MXFP4's compact
+     * last group (2304, 544, 96, 2880, 32, 480, 992, 896, 1152, 4352, 3616:
+     * of 8, 1, 3, 10, 1, 15, 15, 12, 4, 8 and 1 blocks; 96, 32 and 480 have
+     * no whole group; 2880 is gpt-oss's, 896 Qwen2.5-0.5B's, 1152 Gemma 3
+     * 1B's; AVX2 runs 4352 and 3616 in strips, and the 8-block groups leave
+     * out their padded half); n from
      * 5 on takes the block passes, which sweep 8, 5, 4, 2 or 1 columns at a
      * time (x16.h): 9 = 8 + 1, 7 = 5 + 2, 22 = 8 + 8 + 5 + 1; at 5632 (11
      * groups) 4 columns' activations fill a sweep: 11 = 4 + 4 + 2 + 1
@@ -519,14 +521,18 @@ int main(void) {
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
                                         {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6},
                                         {5, 32, 2},    {4, 480, 5},   {3, 992, 3},   {7, 2880, 17},
-                                        {3, 5632, 11}, {5, 896, 1},  {4, 896, 6}};
+                                        {3, 5632, 11}, {5, 896, 1},  {4, 896, 6},   {4, 1152, 1},  {6, 1152, 9},
+                                        {5, 4352, 7},  {3, 3616, 6}, {2, 4352, 1}};
     /* the compact rows hold the ggml blocks' bytes, no more */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        CHECK(okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]) &&
+        CHECK(okv_wtype_row_size(OKV_WT_Q4_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q4_0, shapes[i][1]) &&
+                  okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]) &&
                   okv_wtype_row_size(OKV_WT_Q5_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q5_0, shapes[i][1]) &&
                   okv_wtype_row_size(OKV_WT_MXFP4X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_MXFP4, shapes[i][1]),
-              "k %lld: q8_0x16 rows of %zu bytes (q8_0: %zu), mxfp4x16 %zu (mxfp4: %zu)", (long long)shapes[i][1],
-              okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]), okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]),
+              "k %lld: q4_0x16 rows of %zu bytes (q4_0: %zu), q8_0x16 %zu (q8_0: %zu), mxfp4x16 %zu (mxfp4: %zu)",
+              (long long)shapes[i][1], okv_wtype_row_size(OKV_WT_Q4_0X16, shapes[i][1]),
+              okv_ggml_row_size(OKV_GGML_Q4_0, shapes[i][1]), okv_wtype_row_size(OKV_WT_Q8_0X16, shapes[i][1]),
+              okv_ggml_row_size(OKV_GGML_Q8_0, shapes[i][1]),
               okv_wtype_row_size(OKV_WT_MXFP4X16, shapes[i][1]), okv_ggml_row_size(OKV_GGML_MXFP4, shapes[i][1]));
     for (size_t l = 0; l < sizeof LAYOUTS / sizeof LAYOUTS[0]; l++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)

@@ -11,22 +11,36 @@
 #include "kernels/x16.h"
 
 void okv_repack_q4_0x16(void *dst, const void *src, int64_t rows, int64_t k) {
-    const int64_t nb = k / OKV_QK, ng = okv_x16_groups(k);
-    block_q4_0x16 *out = dst;
-    memset(out, 0, (size_t)(rows * ng) * sizeof *out); /* the padding */
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t b = 0; b < nb; b++) {
-            const block_q4_0 *in = (const block_q4_0 *)src + r * nb + b;
-            block_q4_0x16 *g = out + r * ng + b / OKV_X16_BLOCKS;
-            const int i = (int)(b % OKV_X16_BLOCKS);
-            g->d[i] = in->d;
-            for (int u = 0; u < 4; u++) memcpy(&g->qs[u][4 * i], &in->qs[4 * u], 4);
+    const int64_t nw = k / OKV_X16_VALUES;
+    const int nt = okv_q4_0x16_tail_blocks(k);
+    const size_t row = (size_t)nw * sizeof(block_q4_0x16) + (size_t)nt * sizeof(block_q4_0);
+    const block_q4_0 *in = src;
+    block_q4_0x16 g;
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *o = (uint8_t *)dst + (size_t)r * row;
+        for (int64_t gi = 0; gi < okv_x16_groups(k); gi++) {
+            memset(&g, 0, sizeof g);
+            for (int i = 0; i < OKV_X16_BLOCKS && gi * OKV_X16_BLOCKS + i < k / OKV_QK; i++, in++) {
+                g.d[i] = in->d;
+                for (int u = 0; u < 4; u++) memcpy(&g.qs[u][4 * i], &in->qs[4 * u], 4);
+            }
+            if (gi < nw) {
+                memcpy(o + (size_t)gi * sizeof g, &g, sizeof g);
+                continue;
+            }
+            /* the compact last group: lanes 0..nt-1 of each part */
+            uint8_t *t = o + (size_t)nw * sizeof g;
+            memcpy(t, g.d, (size_t)nt * sizeof(okv_f16));
+            for (int u = 0; u < 4; u++) memcpy(t + 2 * (size_t)nt + 4 * (size_t)nt * u, g.qs[u], 4 * (size_t)nt);
         }
+    }
 }
 
 void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k) {
-    const block_q4_0x16 *g = src;
-    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++, g++)
+    block_q4_0x16 tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int64_t gi = 0; gi < okv_x16_groups(k); gi++) {
+        const block_q4_0x16 *g = okv_q4_0x16_group(src, gi, k / OKV_X16_VALUES, okv_q4_0x16_tail_blocks(k), &tmp);
         for (int i = 0; i < OKV_X16_BLOCKS && (gi * OKV_X16_BLOCKS + i) * OKV_QK < k; i++) {
             const float d = okv_f16_to_f32(g->d[i]);
             float *y = dst + (gi * OKV_X16_BLOCKS + i) * OKV_QK;
@@ -37,6 +51,7 @@ void okv_dequantize_row_q4_0x16(const void *src, float *dst, int64_t k) {
                     y[16 + 4 * u + m] = (float)((q >> 4) - 8) * d;
                 }
         }
+    }
 }
 
 #if defined(OKV_X86)
@@ -76,44 +91,122 @@ void okv_quantize_act_q8_0x16(okv_isa kern, const float *x, int64_t k, block_act
 
 #define TILE_SETUP() OKV_X16_TILE_SETUP(block_q4_0x16, block_act_q8_0x16, okv_x16_groups(c->k))
 
-OKV_X16_SCALAR_TILE(okv_mm_tile_q4_0x16_scalar, block_q4_0x16, block_act_q8_0x16, okv_x16_groups(c->k), {
-    for (int i = 0; i < 16; i++) {
-        const int32_t p = x->c8[i] + okv_x16_dot_scalar(w->qs, NULL, x->qs, i);
-        acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
-    }
-})
+/* The reference every ISA matches: per lane, fma(dot, d_w d_x, acc) over the
+ * row's groups (the compact last one as its whole group), the dot from c8
+ * (-8 * the activations' sum: Q4_0's offset) up, then x16's lane sum. */
+void okv_mm_tile_q4_0x16_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
+    TILE_SETUP();
+    const int64_t nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_q4_0x16_tail_blocks(c->k);
+    block_q4_0x16 tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++) {
+            float acc[16] = {0};
+            for (int64_t g = 0; g < ng; g++) {
+                const block_q4_0x16 *w = okv_q4_0x16_group(wr[r], g, nw, nt, &tmp);
+                const block_act_q8_0x16 *x = xs[j] + g;
+                for (int i = 0; i < 16; i++) {
+                    const int32_t p = x->c8[i] + okv_x16_dot_scalar(w->qs, NULL, x->qs, i);
+                    acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
+                }
+            }
+            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
+        }
+}
 
 #if defined(OKV_X86) /* the x86 bodies; aarch64's are in q4_0x16_neon.c */
 #include <immintrin.h>
 
 #define AVX2 static inline __attribute__((always_inline)) OKV_TARGET_AVX2
 
-/* One column (decode): both halves of a group per step, one loop over the
- * groups; two accumulators and the int16 sums fit the registers. */
+/* Where the nibbles of qs[u] of a group of n blocks at t start (q4_0x16.h:
+ * n scales, then 4 n bytes of each qs[u]; n = 16: block_q4_0x16). */
+#define QS(t, n, u) ((t) + 2 * (size_t)(n) + 4 * (size_t)(n) * (u))
+
+/* Lanes 8-15 of a compact group of at most 8 blocks are all padding, and
+ * their FMAs would add +0 to an accumulator that is never -0 (it starts at
+ * +0, and a sum of multiples of 2^-149 that cancels is +0): the AVX2
+ * kernels leave that half out, with the same bits. */
+static inline int tail_half(int nt, int half) { return nt > 8 * half; }
+
+/* Half a group (lanes 8 half .. 8 half + 7) of one row by NC columns (x[j]:
+ * their activation groups) into acc.  The nibbles read in place, a compact
+ * last group's (TAIL, n blocks) under its lanes' mask mh; its scales with
+ * a whole 16-byte load (its 18 n bytes hold the 16 from 16 half on whenever
+ * tail_half) whose lanes past the blocks are then zeroed.  VNNI: vpdpbusd
+ * adds the products to c8 in 32 bits, the low and the high nibbles' in two
+ * chains added at the end (one chain of 8 waited on vpdpbusd's latency: 2-4
+ * columns ~11 % faster hot).  Else int16 sums of the 16 products per lane
+ * (at most 16 * 15 * 127: exact), widened once, c8 added after: the same
+ * integers, five instructions per 64 products where VNNI takes two. */
+#define HALF_AVX2(name, TARGET, VNNI)                                                                      \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *t, const int n, const int TAIL, \
+                                                                  __m256i mh, const block_act_q8_0x16 *const *x, \
+                                                                  const int half, const int NC, __m256 acc[]) { \
+        const __m256i low4 = _mm256_set1_epi8(0x0F);                                                      \
+        __m256i s[OKV_X16_MAX_COLS], q[OKV_X16_MAX_COLS];                                                 \
+        UNROLL for (int j = 0; j < NC; j++) {                                                             \
+            s[j] = (VNNI) ? _mm256_loadu_si256((const __m256i *)(x[j]->c8 + 8 * half)) : _mm256_setzero_si256(); \
+            q[j] = _mm256_setzero_si256();                                                                \
+        }                                                                                                 \
+        UNROLL for (int u = 0; u < 4; u++) {                                                              \
+            const uint8_t *qu = QS(t, n, u) + 32 * half;                                                  \
+            const __m256i v = TAIL ? _mm256_maskload_epi32((const int *)qu, mh) : _mm256_loadu_si256((const __m256i *)qu); \
+            const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4); \
+            UNROLL for (int j = 0; j < NC; j++) {                                                         \
+                const __m256i xl = _mm256_loadu_si256((const __m256i *)(x[j]->qs[2 * u] + 32 * half));    \
+                const __m256i xh = _mm256_loadu_si256((const __m256i *)(x[j]->qs[2 * u + 1] + 32 * half)); \
+                if (VNNI) {                                                                               \
+                    s[j] = _mm256_dpbusd_avx_epi32(s[j], lo, xl);                                         \
+                    q[j] = _mm256_dpbusd_avx_epi32(q[j], hi, xh);                                         \
+                } else {                                                                                  \
+                    s[j] = _mm256_add_epi16(s[j], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh))); \
+                    /* summed here: GCC otherwise reassociates the adds to \
+                     * after all NC columns' products, whose results spill */ \
+                    if (NC > 1) __asm__("" : "+x"(s[j]));                                                 \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+        __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 16 * half)));                  \
+        if (TAIL) sw = _mm256_and_ps(sw, _mm256_castsi256_ps(mh));                                        \
+        UNROLL for (int j = 0; j < NC; j++) {                                                             \
+            const __m256i p = (VNNI) ? _mm256_add_epi32(s[j], q[j])                                       \
+                                     : _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(x[j]->c8 + 8 * half)), \
+                                                        _mm256_madd_epi16(s[j], _mm256_set1_epi16(1)));   \
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(x[j]->d + 8 * half)), acc[j]); \
+        }                                                                                                 \
+    }
+
+HALF_AVX2(half_avx2, OKV_TARGET_AVX2, 0)
+HALF_AVX2(half_avxvnni, OKV_TARGET_AVXVNNI, 1)
+
+/* One column (decode): both halves of a group per step, one pass over the
+ * row's bytes; two accumulators and the int16 sums fit the registers. */
 AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
-    const int8_t (*xq[OKV_X16_MAX_COLS])[64];
+    (void)ng; /* the whole groups, then the compact one */
+    const int64_t nw = c->k / OKV_X16_VALUES;
+    const int nt = okv_q4_0x16_tail_blocks(c->k);
+    __m256i mask[2];
+    okv_x16_tail_masks_avx2(nt, mask);
+    const block_act_q8_0x16 *x[1];
     for (int r = 0; r < NR; r++) {
         /* lanes 0-7 (blocks 0-7 of each group) and 8-15 */
-        __m256 acc[OKV_X16_MAX_COLS][2];
-        UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        for (int64_t g = 0; g < ng; g++) {
+        __m256 acc[2][1] = {{_mm256_setzero_ps()}, {_mm256_setzero_ps()}};
+        for (int64_t g = 0; g < nw; g++) {
             const block_q4_0x16 *w = wr[r] + g;
             for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
-            UNROLL for (int j = 0; j < NC; j++) xq[j] = xs[j][g].qs;
-            UNROLL for (int half = 0; half < 2; half++) {
-                __m256i p[OKV_X16_MAX_COLS];
-                UNROLL for (int j = 0; j < NC; j++) p[j] = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));
-                OKV_X16_DOTS_256(p, w->qs, w->qs[0], xq, NC, half, 0); /* qh unused */
-                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));
-                UNROLL for (int j = 0; j < NC; j++)
-                    acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]),
-                                                   _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
-                                                   acc[j][half]);
-            }
+            x[0] = xs[0] + g;
+            UNROLL for (int half = 0; half < 2; half++)
+                half_avx2((const uint8_t *)w, OKV_X16_BLOCKS, 0, mask[half], x, half, 1, acc[half]);
         }
-        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
+        x[0] = xs[0] + nw;
+        UNROLL for (int half = 0; half < 2; half++)
+            if (tail_half(nt, half)) half_avx2((const uint8_t *)(wr[r] + nw), nt, 1, mask[half], x, half, 1, acc[half]);
+        c->y[(c0 + 0) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[0][0], acc[1][0]);
     }
+    (void)NC;
 }
 
 /* 2 to 8 columns (batched decode; 5 and 8 in x16.h's sweeps): a row's
@@ -121,59 +214,32 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
  * 8-15 (the row's lines again, from L1).  Each lane's FMAs keep their
  * order over the groups, so the bits are tile1_avx2's, and only NC float
  * accumulators live across the groups: tile1_avx2's 2 NC beside the int16
- * sums spilled 25 ymm moves per half group at NC = 4 (callgrind).  The
- * int16 sums take OKV_X16_DOTS_256's 16 products per lane (exact); the c8
- * term joins after the widening.  With AVX-VNNI, vpdpbusd adds the
- * products to c8 in 32 bits: the same sums, two instructions per 64
- * products where the int16 way takes five; the low and the high nibbles'
- * products go to two chains, added at the end (one chain of 8 waited on
- * vpdpbusd's latency: 2-4 columns ~11 % faster hot). */
-#define TILEN_AVX2(name, TARGET, VNNI)                                                                     \
+ * sums spilled 25 ymm moves per half group at NC = 4 (callgrind). */
+#define TILEN_AVX2(name, TARGET, HALF)                                                                     \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
-        const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
+        (void)ng; /* the whole groups, then the compact one */                                            \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
+        const int nt = okv_q4_0x16_tail_blocks(c->k);                                                     \
+        __m256i mask[2];                                                                                  \
+        okv_x16_tail_masks_avx2(nt, mask);                                                                \
+        const block_act_q8_0x16 *x[OKV_X16_MAX_COLS];                                                     \
         for (int r = 0; r < NR; r++) {                                                                    \
             __m256 lanes[2][OKV_X16_MAX_COLS];                                                            \
             UNROLL for (int half = 0; half < 2; half++) {                                                 \
                 __m256 acc[OKV_X16_MAX_COLS];                                                             \
                 UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();                         \
-                for (int64_t g = 0; g < ng; g++) {                                                        \
+                for (int64_t g = 0; g < nw; g++) {                                                        \
                     const block_q4_0x16 *w = wr[r] + g;                                                   \
                     if (half == 0)                                                                        \
                         for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1); \
-                    __m256i s[OKV_X16_MAX_COLS], t[OKV_X16_MAX_COLS];                                     \
-                    if (VNNI)                                                                             \
-                        UNROLL for (int j = 0; j < NC; j++) {                                             \
-                            s[j] = _mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half));         \
-                            t[j] = _mm256_setzero_si256();                                                \
-                        }                                                                                 \
-                    UNROLL for (int u = 0; u < 4; u++) {                                                  \
-                        const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));     \
-                        const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4); \
-                        UNROLL for (int j = 0; j < NC; j++) {                                             \
-                            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u] + 32 * half)); \
-                            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xs[j][g].qs[2 * u + 1] + 32 * half)); \
-                            if (VNNI) {                                                                   \
-                                s[j] = _mm256_dpbusd_avx_epi32(s[j], lo, xl);                             \
-                                t[j] = _mm256_dpbusd_avx_epi32(t[j], hi, xh);                             \
-                            } else {                                                                      \
-                                const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)); \
-                                s[j] = u == 0 ? t : _mm256_add_epi16(s[j], t);                            \
-                                /* summed here: GCC otherwise reassociates the adds \
-                                 * to after all 8 NC products, whose results spill */ \
-                                __asm__("" : "+x"(s[j]));                                                 \
-                            }                                                                             \
-                        }                                                                                 \
-                    }                                                                                     \
-                    const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half))); \
-                    UNROLL for (int j = 0; j < NC; j++) {                                                 \
-                        const __m256i p = (VNNI) ? _mm256_add_epi32(s[j], t[j])                           \
-                                                 : _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xs[j][g].c8 + 8 * half)), \
-                                                                    _mm256_madd_epi16(s[j], ones));       \
-                        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), \
-                                                 acc[j]);                                                 \
-                    }                                                                                     \
+                    UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + g;                                 \
+                    HALF((const uint8_t *)w, OKV_X16_BLOCKS, 0, mask[half], x, half, NC, acc);            \
+                }                                                                                         \
+                if (tail_half(nt, half)) {                                                                \
+                    UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                \
+                    HALF((const uint8_t *)(wr[r] + nw), nt, 1, mask[half], x, half, NC, acc);             \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];                              \
             }                                                                                             \
@@ -182,8 +248,8 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
         }                                                                                                 \
     }
 
-TILEN_AVX2(tilen_avx2, OKV_TARGET_AVX2, 0)
-TILEN_AVX2(tilen_avxvnni, OKV_TARGET_AVXVNNI, 1)
+TILEN_AVX2(tilen_avx2, OKV_TARGET_AVX2, half_avx2)
+TILEN_AVX2(tilen_avxvnni, OKV_TARGET_AVXVNNI, half_avxvnni)
 
 AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     if (NC == 1) tile1_avx2(c, r0, NR, c0, 1);
@@ -200,51 +266,71 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVXVNNI void tile_avxvnn
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX2, tile_avx2, okv_mm_tile_q4_0x16_avx2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVXVNNI, tile_avxvnni, okv_mm_tile_q4_0x16_avxvnni)
 
+/* One row's group of n blocks at t (TAIL: the compact one, under mask) for
+ * the strips' nc columns (xs, xstride groups apart) into acc[j][half]: each
+ * half unpacked once, then a plain loop over the columns.  Each lane sees
+ * the tiles' operations in their order (the same exact integer dot, then
+ * one FMA per group), so the bits are theirs. */
+#define STRIP_GROUP_AVX2(name, TARGET, VNNI)                                                               \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *t, const int n, const int TAIL, \
+                                                                  const __m256i mask[2], const block_act_q8_0x16 *x, \
+                                                                  size_t xstride, int nc, __m256 (*acc)[2]) { \
+        const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
+        UNROLL for (int half = 0; half < 2; half++) {                                                     \
+            if (TAIL && !tail_half(n, half)) continue;                                                    \
+            __m256i wq[8];                                                                                \
+            UNROLL for (int u = 0; u < 4; u++) {                                                          \
+                const uint8_t *qu = QS(t, n, u) + 32 * half;                                              \
+                const __m256i v = TAIL ? _mm256_maskload_epi32((const int *)qu, mask[half])               \
+                                       : _mm256_loadu_si256((const __m256i *)qu);                         \
+                wq[2 * u] = _mm256_and_si256(v, low4);                                                    \
+                wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);                          \
+            }                                                                                             \
+            __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(t + 16 * half)));               \
+            if (TAIL) sw = _mm256_and_ps(sw, _mm256_castsi256_ps(mask[half]));                            \
+            const block_act_q8_0x16 *xj = x;                                                              \
+            for (int j = 0; j < nc; j++, xj += xstride) {                                                 \
+                const __m256i c8 = _mm256_loadu_si256((const __m256i *)(xj->c8 + 8 * half));              \
+                __m256i p;                                                                                \
+                if (VNNI) {                                                                               \
+                    p = okv_x16_dot8_avxvnni(c8, wq, xj->qs, half);                                       \
+                } else {                                                                                  \
+                    /* the tiles' int16 sums: 16 products per lane, exact */                              \
+                    __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(xj->qs[0] + 32 * half))); \
+                    UNROLL for (int v = 1; v < 8; v++) {                                                  \
+                        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(xj->qs[v] + 32 * half)))); \
+                        __asm__("" : "+x"(s16)); /* in order: see HALF_AVX2 */                            \
+                    }                                                                                     \
+                    p = _mm256_add_epi32(c8, _mm256_madd_epi16(s16, ones));                               \
+                }                                                                                         \
+                acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(sw, _mm256_loadu_ps(xj->d + 8 * half)), \
+                                               acc[j][half]);                                             \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+
+STRIP_GROUP_AVX2(strip_group_avx2, OKV_TARGET_AVX2, 0)
+STRIP_GROUP_AVX2(strip_group_avxvnni, OKV_TARGET_AVXVNNI, 1)
+
 /* The AVX2 strips, for rows too long for x16.h's sweeps (and every row
- * with AVX-VNNI; x16.h says why weight-stationary): each lane sees
- * tile_avx2's operations in its order (the same exact integer dot, then
- * one FMA per group), so the bits are the same. */
-#define BLOCK_AVX2(name, TARGET, VNNI)                                                                     \
+ * with AVX-VNNI; x16.h says why weight-stationary). */
+#define BLOCK_AVX2(name, TARGET, GROUP)                                                                    \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, \
                                                                   int64_t c_begin, int64_t c_end) {        \
-        const int64_t ng = okv_x16_groups(c->k);                                                          \
-        const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                         \
+        const int64_t ng = okv_x16_groups(c->k), nw = c->k / OKV_X16_VALUES;                              \
+        const int nt = okv_q4_0x16_tail_blocks(c->k);                                                     \
+        __m256i mask[2];                                                                                  \
+        okv_x16_tail_masks_avx2(nt, mask);                                                                \
         OKV_X16_STRIPS_AVX2(block_act_q8_0x16, {                                                          \
-            const block_q4_0x16 *w = (const block_q4_0x16 *)(c->w + (r0 + r) * c->wrow) + g;              \
-            okv_x16_prefetch_next_strip(w, sizeof *w, c->wrow);                                           \
-            UNROLL for (int half = 0; half < 2; half++) {                                                 \
-                __m256i wq[8];                                                                            \
-                UNROLL for (int u = 0; u < 4; u++) {                                                      \
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs[u] + 32 * half));       \
-                    wq[2 * u] = _mm256_and_si256(v, low4);                                                \
-                    wq[2 * u + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);                      \
-                }                                                                                         \
-                const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w->d + 8 * half)));   \
-                const block_act_q8_0x16 *x = xs + g;                                                      \
-                for (int j = 0; j < nc; j++, x += xstride) {                                              \
-                    const __m256i c8 = _mm256_loadu_si256((const __m256i *)(x->c8 + 8 * half));           \
-                    __m256i p;                                                                            \
-                    if (VNNI) {                                                                           \
-                        p = okv_x16_dot8_avxvnni(c8, wq, x->qs, half);                                    \
-                    } else {                                                                              \
-                        /* OKV_X16_DOTS_256's sums: 16 products per int16 lane, exact */                  \
-                        __m256i s16 = _mm256_maddubs_epi16(wq[0], _mm256_loadu_si256((const __m256i *)(x->qs[0] + 32 * half))); \
-                        UNROLL for (int v = 1; v < 8; v++) {                                              \
-                            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wq[v], _mm256_loadu_si256((const __m256i *)(x->qs[v] + 32 * half)))); \
-                            __asm__("" : "+x"(s16)); /* in order: see tilen_avx2 */                       \
-                        }                                                                                 \
-                        p = _mm256_add_epi32(c8, _mm256_madd_epi16(s16, ones));                           \
-                    }                                                                                     \
-                    acc_buf[r][j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),                          \
-                                                          _mm256_mul_ps(sw, _mm256_loadu_ps(x->d + 8 * half)), \
-                                                          acc_buf[r][j][half]);                           \
-                }                                                                                         \
-            }                                                                                             \
+            const uint8_t *t = c->w + (r0 + r) * c->wrow + (size_t)g * sizeof(block_q4_0x16);            \
+            okv_x16_prefetch_next_strip(t, sizeof(block_q4_0x16), c->wrow);                               \
+            if (g < nw) GROUP(t, OKV_X16_BLOCKS, 0, mask, xs + g, xstride, nc, acc_buf[r]);               \
+            else GROUP(t, nt, 1, mask, xs + g, xstride, nc, acc_buf[r]);                                  \
         });                                                                                               \
     }
 
-BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, 0)
-BLOCK_AVX2(block_avxvnni, OKV_TARGET_AVXVNNI, 1)
+BLOCK_AVX2(block_avx2, OKV_TARGET_AVX2, strip_group_avx2)
+BLOCK_AVX2(block_avxvnni, OKV_TARGET_AVXVNNI, strip_group_avxvnni)
 
 OKV_TARGET_AVX2 void okv_mm_block_q4_0x16_avx2(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     if (okv_x16_sweeps_avx2(c->xa_col)) OKV_X16_SWEEPS(tile_avx2, OKV_X16_SWEEP_BYTES_AVX2);
@@ -255,35 +341,73 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q4_0x16_avxvnni(const okv_mm_ctx *c, int64_
     block_avxvnni(c, r0, r1, c0, c1);
 }
 
-/* The AVX-512 body, with VNNI's dot product or BW's (the same lanes). */
-#define TILE_AVX512(name, TARGET, VNNI)                                                                    \
+/* One group of n blocks at t of one row by NC columns into acc, with
+ * VNNI's dot product or BW's (the same lanes): the nibbles and scales read
+ * in place, a compact last group's (TAIL) under its lanes' mask m.  BW's
+ * int16 sums take a lane's 16 products (exact), widened once. */
+#define GROUP_AVX512(name, TARGET, VNNI)                                                                   \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *t, const int n, const int TAIL, \
+                                                                  __mmask16 m, const block_act_q8_0x16 *const *x, \
+                                                                  const int NC, __m512 acc[]) {            \
+        const __m512i low4 = _mm512_set1_epi8(0x0F);                                                      \
+        __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                               \
+        UNROLL for (int j = 0; j < NC; j++) {                                                             \
+            p[j] = _mm512_loadu_si512(x[j]->c8);                                                          \
+            s16[j] = _mm512_setzero_si512();                                                              \
+        }                                                                                                 \
+        UNROLL for (int u = 0; u < 4; u++) {                                                              \
+            const __m512i v = TAIL ? _mm512_maskz_loadu_epi32(m, QS(t, n, u)) : _mm512_loadu_si512(QS(t, n, u)); \
+            const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4); \
+            UNROLL for (int j = 0; j < NC; j++) {                                                         \
+                const __m512i xl = _mm512_loadu_si512(x[j]->qs[2 * u]), xh = _mm512_loadu_si512(x[j]->qs[2 * u + 1]); \
+                if (VNNI) {                                                                               \
+                    p[j] = _mm512_dpbusd_epi32(p[j], lo, xl);                                             \
+                    p[j] = _mm512_dpbusd_epi32(p[j], hi, xh);                                             \
+                } else {                                                                                  \
+                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(lo, xl));                      \
+                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(hi, xh));                      \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+        if (!(VNNI))                                                                                      \
+            UNROLL for (int j = 0; j < NC; j++) p[j] = _mm512_add_epi32(p[j], _mm512_madd_epi16(s16[j], _mm512_set1_epi16(1))); \
+        const __m512 sw = _mm512_cvtph_ps(TAIL ? _mm256_maskz_loadu_epi16(m, t) : _mm256_loadu_si256((const __m256i *)t)); \
+        UNROLL for (int j = 0; j < NC; j++)                                                               \
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(x[j]->d)), acc[j]); \
+    }
+
+GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
+GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+
+/* The AVX-512 tiles, 1 to 8 columns (x16.h's sweeps): the whole groups,
+ * then the compact one. */
+#define TILE_AVX512(name, TARGET, GROUP)                                                                   \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
-        const int8_t (*xq[OKV_X16_MAX_COLS])[64];                                                         \
+        (void)ng;                                                                                         \
+        const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
+        const int nt = okv_q4_0x16_tail_blocks(c->k);                                                     \
+        const block_act_q8_0x16 *x[OKV_X16_MAX_COLS];                                                     \
         for (int r = 0; r < NR; r++) {                                                                    \
             __m512 acc[OKV_X16_MAX_COLS];                                                                 \
             UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
-            for (int64_t g = 0; g < ng; g++) {                                                            \
+            for (int64_t g = 0; g < nw; g++) {                                                            \
                 const block_q4_0x16 *w = wr[r] + g;                                                       \
                 for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                __m512i p[OKV_X16_MAX_COLS];                                                              \
-                UNROLL for (int j = 0; j < NC; j++) {                                                     \
-                    p[j] = _mm512_loadu_si512(xs[j][g].c8);                                               \
-                    xq[j] = xs[j][g].qs;                                                                  \
-                }                                                                                         \
-                OKV_X16_DOTS_512(p, w->qs, w->qs[0], xq, NC, VNNI, 0); /* qh unused */                     \
-                const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w->d));             \
-                UNROLL for (int j = 0; j < NC; j++)                                                       \
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), \
-                                             acc[j]);                                                     \
+                UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + g;                                     \
+                GROUP((const uint8_t *)w, OKV_X16_BLOCKS, 0, (__mmask16)0xFFFF, x, NC, acc);              \
+            }                                                                                             \
+            if (nt) {                                                                                     \
+                UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                    \
+                GROUP((const uint8_t *)(wr[r] + nw), nt, 1, (__mmask16)((1u << nt) - 1), x, NC, acc);     \
             }                                                                                             \
             UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, group_avx512)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, group_avx512vnni)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q4_0x16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q4_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q4_0x16_avx512)

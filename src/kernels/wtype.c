@@ -114,7 +114,7 @@ static const okv_wtype types[OKV_WT_END] = {
     /* offkv's own layouts */
     [OKV_WT_Q4_0X16] = {.name = "q4_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q4_0x16),
                         .to_float = okv_dequantize_row_q4_0x16, .act = OKV_ACT_Q8_0X16, X16_AVXVNNI(q4_0x16),
-                        .block_min_n = 5},
+                        .block_min_n = 5, .tail_unit = sizeof(block_q4_0)},
     [OKV_WT_Q8_0X16] = {.name = "q8_0x16", .block = OKV_X16_VALUES, .unit = 32, .size = sizeof(block_q8_0x16),
                         .to_float = okv_dequantize_row_q8_0x16, .act = OKV_ACT_Q8_0X16, X16_NEON_AVXVNNI(q8_0x16),
                         .block_min_n = 5, .tail_unit = sizeof(block_q8_0)},

@@ -496,18 +496,11 @@ static okv_status load_tokenizer(okv_model *m, okv_error *err) {
  * q8_0x16.h, q4_Kx16.h, q6_Kx16.h, mxfp4x16.h, x16mm.h), or a float
  * matrix's own (repack_weights copies it as it is, for huge pages; the
  * other types' kernels did not measure faster so: Q5_0 decode, TinyLlama
- * shape, Zen 5), or -1: stays in the file's pages.  Q4_0 rows end in a
- * group that may be partly padding: they are repacked while that adds at
- * most a fifteenth to their bytes (11008 or 6912 values: 2 % and 4 %; 960,
- * 30 blocks in 32: a fifteenth), as single-token decode reads every byte
- * (1152 would add a third).  The sixteen-wide kernels cost so much less per
- * byte than ggml's layout that a fifteenth more bytes still pays: in
- * gpt-oss-20b's shape on a Zen 4, 2 threads, decode, the 2880-wide MXFP4
- * and Q8_0 products took a third of the CPU time they took in ggml's
- * layout, when their rows were 96 blocks for 90.  Q8_0 and MXFP4 rows end
- * in a compact group instead (ggml's bytes exactly), and Q4_K and Q5_K
- * rows in a half group where they need one (768 values: Qwen3-MoE's
- * experts; 3 % more than ggml's bytes): they always pass. */
+ * shape, Zen 5, before Q5_0 had a layout), or -1: stays in the file's
+ * pages.  Every row of whole blocks is repacked: Q4_0, Q5_0, Q8_0 and MXFP4
+ * rows end in a compact group (ggml's bytes exactly), Q4_K and Q5_K rows
+ * in a half group where they need one (768 values: Qwen3-MoE's experts;
+ * 3 % more than ggml's bytes). */
 static int32_t repacked_type(const okv_model *m, const okv_weight *w) {
     if (!w->data) return -1;
     /* Where the products run at I8MM (the model's isa), Q4_0, Q8_0 and Q4_K
@@ -533,8 +526,7 @@ static int32_t repacked_type(const okv_model *m, const okv_weight *w) {
     case OKV_GGML_F32: return w->type;
     default: return -1;
     }
-    const size_t mine = okv_wtype_row_size(t, w->ne0), ggml = okv_wtype_row_size(w->type, w->ne0);
-    return mine && mine * 15 <= ggml * 16 ? t : -1;
+    return okv_wtype_row_size(t, w->ne0) ? t : -1;
 }
 
 /* The bytes of one repacked matrix of w's shape in layout t, 64-aligned. */
