@@ -331,10 +331,15 @@ function modelFacts(path) {
     const used = a("expert_count") ? a("expert_used_count") : 1;
     const matElems = ts.filter((t) => t.name.startsWith("blk.") && t.dims.length >= 2 && t.dims[1] > 1)
         .reduce((s, t) => s + t.dims[0] * t.dims[1] * (/_exps\./.test(t.name) && t.dims.length >= 3 ? used : 1), 0);
-    // f16 K and V rows per cached position: every layer, or (gpt-oss) the
-    // full layers, and the sliding ones (even layers, period 2) up to the window
-    const window = arch === "gpt-oss" ? a("attention.sliding_window") ?? 0 : 0;
-    const nSwa = window ? Math.ceil(nLayer / 2) : 0;
+    // f16 K and V rows per cached position: every layer, or the full layers,
+    // and the sliding ones up to the window: layer i slides iff i mod period
+    // < period - 1 (offkv's model.c; gpt-oss and gemma2: period 2, the even
+    // layers; gemma3: every 6th layer is full, unless the file says otherwise)
+    const period = { "gpt-oss": 2, gemma2: 2, gemma3: 6 }[arch];
+    const window = period ? a("attention.sliding_window") ?? 0 : 0;
+    const p = a("attention.sliding_window_pattern") ?? period;
+    let nSwa = 0;
+    for (let i = 0; window && i < nLayer; i++) nSwa += p === 0 || i % p < p - 1 ? 1 : 0;
     const row = nKv * (kDim + vDim) * 2;
     return { weights, nVocab, kvPerPos: (nLayer - nSwa) * row, kvSwaPerPos: nSwa * row, window, matElems, nLayer,
              nHead, kDim };
