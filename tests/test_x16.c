@@ -507,11 +507,11 @@ static void check_act(void) {
 int main(void) {
     /* whole groups, then rows whose last group is a half one (768, 1280,
      * 2304: Q4_K's and Q5_K's) or Q4_0's, Q8_0's, Q5_0's and MXFP4's compact
-     * last group (2304, 544, 96, 2880, 32, 480, 992, 896, 1152, 4352, 3616:
-     * of 8, 1, 3, 10, 1, 15, 15, 12, 4, 8 and 1 blocks; 96, 32 and 480 have
-     * no whole group; 2880 is gpt-oss's, 896 Qwen2.5-0.5B's, 1152 Gemma 3
-     * 1B's; AVX2 runs 4352 and 3616 in strips, and the 8-block groups leave
-     * out their padded half); n from
+     * last group (2304, 544, 96, 2880, 32, 480, 992, 896, 1152, 4352, 3616,
+     * 672, 800: of 8, 1, 3, 10, 1, 15, 15, 12, 4, 8, 1, 5 and 9 blocks; 96,
+     * 32 and 480 have no whole group; 2880 is gpt-oss's, 896 Qwen2.5-0.5B's,
+     * 1152 Gemma 3 1B's; AVX2 runs 4352 and 3616 in strips, and Q4_0's
+     * groups of up to 8 blocks leave out their padded half there); n from
      * 5 on takes the block passes, which sweep 8, 5, 4, 2 or 1 columns at a
      * time (x16.h): 9 = 8 + 1, 7 = 5 + 2, 22 = 8 + 8 + 5 + 1; at 5632 (11
      * groups) 4 columns' activations fill a sweep: 11 = 4 + 4 + 2 + 1
@@ -522,7 +522,7 @@ int main(void) {
                                         {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6},
                                         {5, 32, 2},    {4, 480, 5},   {3, 992, 3},   {7, 2880, 17},
                                         {3, 5632, 11}, {5, 896, 1},  {4, 896, 6},   {4, 1152, 1},  {6, 1152, 9},
-                                        {5, 4352, 7},  {3, 3616, 6}, {2, 4352, 1}};
+                                        {5, 4352, 7},  {3, 3616, 6}, {2, 4352, 1},  {3, 672, 5},   {2, 800, 3}};
     /* the compact rows hold the ggml blocks' bytes, no more */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         CHECK(okv_wtype_row_size(OKV_WT_Q4_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q4_0, shapes[i][1]) &&
