@@ -195,6 +195,44 @@ static float silu_model(float x) {
     return x / (1.0f + p * ldexpf(1.0f, (int)n));
 }
 
+/* llama.cpp's table GEGLU, vectorized where the processor allows: every
+ * element has the bits of the formula written here (x rounded to f16 by
+ * okv_f32_to_f16, that table entry widened, times up; 0 at or below -10,
+ * x up at or above 10), for every f16 value as input and every point
+ * halfway between two neighbours (where round-to-nearest-even decides),
+ * whatever n and offset. */
+static void test_geglu_ggml_bits(void) {
+    enum { N = 2 * 65536 + 8 };
+    static float x[N], u[N], y[N], yc[N];
+    okv_f16 *table = malloc(sizeof(okv_f16) * 65536);
+    okv_gelu_table_init(table);
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float f = okv_f16_to_f32((okv_f16)h), next = okv_f16_to_f32((okv_f16)(h + 1));
+        x[2 * h] = f;
+        /* the midpoint (exact in f32), where h + 1 is a neighbour */
+        x[2 * h + 1] = (h & 0x7FFF) < 0x7BFF ? 0.5f * (f + next) : f;
+    }
+    const float edge[8] = {-10.0f, 10.0f, -9.999999f, 9.999999f, -10.000001f, 10.000001f, NAN, -INFINITY};
+    memcpy(x + 2 * 65536, edge, sizeof edge);
+    for (int i = 0; i < N; i++) u[i] = (float)(i % 13) * 0.25f - 1.375f;
+    okv_geglu_ggml(y, x, u, N, table);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        const float want = x[i] <= -10.0f ? 0.0f
+                           : x[i] >= 10.0f ? x[i] * u[i]
+                                           : okv_f16_to_f32(table[okv_f32_to_f16(x[i])]) * u[i];
+        if (isnan(want) ? !isnan(y[i]) : memcmp(&want, &y[i], sizeof want) != 0) {
+            if (bad++ < 3) printf("geglu_ggml(%.9g, %g) = %.9g, want %.9g\n", x[i], u[i], y[i], want);
+        }
+    }
+    CHECK(bad == 0, "geglu_ggml (%s): %d of %d elements differ from the formula's bits", okv_isa_name(okv_cpu_best_isa()),
+          bad, (int)N);
+    for (int i = 0, len = 1; i < N; i += len, len = len % 9 + 1)
+        okv_geglu_ggml(yc + i, x + i, u + i, i + len <= N ? len : N - i, table);
+    CHECK(memcmp(y, yc, sizeof y) == 0, "geglu_ggml: chunked and whole differ");
+    free(table);
+}
+
 /* Where a vector silu runs (any SIMD level), every element has the model's
  * bits, whatever n and its index (chunks of a prefill agree with the whole). */
 static void test_silu_bits(void) {
@@ -225,6 +263,7 @@ int main(void) {
     test_rope(1);
     test_activations();
     test_silu_bits();
+    test_geglu_ggml_bits();
     test_softmax_softcap();
     return check_done();
 }

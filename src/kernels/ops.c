@@ -157,6 +157,12 @@ void okv_gelu_ggml(float *y, const float *x, int64_t n, const okv_f16 *table) {
 }
 
 void okv_geglu_ggml(float *y, const float *gate, const float *up, int64_t n, const okv_f16 *table) {
+#if defined(OKV_X86)
+    if (table && okv_isa_is_x86(okv_cpu_best_isa())) { /* the same bits, 8 at a time */
+        okv_geglu_ggml_avx2(y, gate, up, n, table);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) {
         /* ggml returns 0 (not 0 * up) below -10 */
         y[i] = gate[i] <= -10.0f ? 0.0f : gelu_ggml1(gate[i], table) * up[i];
