@@ -201,6 +201,8 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
             UNROLL for (int half = 0; half < 2; half++)
                 half_avx2((const uint8_t *)w, OKV_X16_BLOCKS, 0, mask[half], x, half, 1, acc[half]);
         }
+        if (nt)
+            for (int l = 0; l < 18 * nt + 64; l += 64) _mm_prefetch((const char *)(wr[r] + nw) + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
         x[0] = xs[0] + nw;
         UNROLL for (int half = 0; half < 2; half++)
             if (tail_half(nt, half)) half_avx2((const uint8_t *)(wr[r] + nw), nt, 1, mask[half], x, half, 1, acc[half]);
@@ -238,6 +240,9 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
                     HALF((const uint8_t *)w, OKV_X16_BLOCKS, 0, mask[half], x, half, NC, acc);            \
                 }                                                                                         \
                 if (tail_half(nt, half)) {                                                                \
+                    if (half == 0)                                                                        \
+                        for (int l = 0; l < 18 * nt + 64; l += 64)                                        \
+                            _mm_prefetch((const char *)(wr[r] + nw) + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1); \
                     UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                \
                     HALF((const uint8_t *)(wr[r] + nw), nt, 1, mask[half], x, half, NC, acc);             \
                 }                                                                                         \
@@ -399,6 +404,7 @@ GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
                 GROUP((const uint8_t *)w, OKV_X16_BLOCKS, 0, (__mmask16)0xFFFF, x, NC, acc);              \
             }                                                                                             \
             if (nt) {                                                                                     \
+                for (int l = 0; l < 18 * nt + 64; l += 64) _mm_prefetch((const char *)(wr[r] + nw) + OKV_X16_AHEAD + l, _MM_HINT_T1); \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                    \
                 GROUP((const uint8_t *)(wr[r] + nw), nt, 1, (__mmask16)((1u << nt) - 1), x, NC, acc);     \
             }                                                                                             \
