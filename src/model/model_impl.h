@@ -352,5 +352,9 @@ okv_status okv_fwd_attend(okv_fwd *f, int32_t il, const okv_layer_params *p);
 okv_status okv_fwd_head(okv_fwd *f);
 /* RMSNorm of each of the step's n rows of width n (gain may be NULL). */
 void okv_fwd_norm_rows(okv_fwd *f, float *y, const float *x, int64_t width, const okv_weight *gain, float eps);
+/* y = GELU(gate) up with llama.cpp's GELU table gelu_table (kernels/ops.h's
+ * okv_geglu_ggml), or, gelu_table NULL, silu(gate) up: n values, spread
+ * over the pool when the step has several tokens. */
+void okv_fwd_glu(okv_fwd *f, float *y, const float *gate, const float *up, int64_t n, const okv_f16 *gelu_table);
 
 #endif
