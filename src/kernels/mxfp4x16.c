@@ -76,24 +76,10 @@ static inline int32_t dot_scalar(const block_mxfp4x16 *w, const int8_t x[8][64],
 /* The reference every ISA matches: per lane, fma(dot, scale times d_x, acc)
  * over the row's groups (the compact last one as its whole group), then
  * x16's lane sum. */
-void okv_mm_tile_mxfp4x16_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
-    TILE_SETUP();
-    const int64_t nw = c->k / OKV_X16_VALUES;
-    const int nt = okv_mxfp4x16_tail_blocks(c->k);
-    block_mxfp4x16 tmp;
-    memset(&tmp, 0, sizeof tmp);
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) {
-            float acc[16] = {0};
-            for (int64_t g = 0; g < ng; g++) {
-                const block_mxfp4x16 *w = okv_mxfp4x16_group(wr[r], g, nw, nt, &tmp);
-                const block_act_q8_0x16 *x = xs[j] + g;
-                for (int i = 0; i < 16; i++)
-                    acc[i] = fmaf((float)dot_scalar(w, x->qs, i), okv_e8m0_half(w->e[i]) * x->d[i], acc[i]);
-            }
-            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
-        }
-}
+OKV_X16_SCALAR_TILE_COMPACT(okv_mm_tile_mxfp4x16_scalar, block_mxfp4x16, block_act_q8_0x16, okv_mxfp4x16_tail_blocks, okv_mxfp4x16_group, {
+    for (int i = 0; i < 16; i++)
+        acc[i] = fmaf((float)dot_scalar(w, x->qs, i), okv_e8m0_half(w->e[i]) * x->d[i], acc[i]);
+})
 
 #if defined(OKV_X86) /* the x86 bodies */
 #include <immintrin.h>

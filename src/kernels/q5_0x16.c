@@ -68,26 +68,12 @@ void okv_dequantize_row_q5_0x16(const void *src, float *dst, int64_t k) {
  * row's groups (the compact last one as its whole group), the dot the
  * unsigned 5-bit weights' plus 2 c8 (-16 * the activations' sum), then x16's
  * lane sum. */
-void okv_mm_tile_q5_0x16_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
-    TILE_SETUP();
-    const int64_t nw = c->k / OKV_X16_VALUES;
-    const int nt = okv_q5_0x16_tail_blocks(c->k);
-    block_q5_0x16 tmp;
-    memset(&tmp, 0, sizeof tmp);
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) {
-            float acc[16] = {0};
-            for (int64_t g = 0; g < ng; g++) {
-                const block_q5_0x16 *w = okv_q5_0x16_group(wr[r], g, nw, nt, &tmp);
-                const block_act_q8_0x16 *x = xs[j] + g;
-                for (int i = 0; i < 16; i++) {
-                    const int32_t p = 2 * x->c8[i] + okv_x16_dot_scalar(w->qs, w->qh, x->qs, i);
-                    acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
-                }
-            }
-            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
-        }
-}
+OKV_X16_SCALAR_TILE_COMPACT(okv_mm_tile_q5_0x16_scalar, block_q5_0x16, block_act_q8_0x16, okv_q5_0x16_tail_blocks, okv_q5_0x16_group, {
+    for (int i = 0; i < 16; i++) {
+        const int32_t p = 2 * x->c8[i] + okv_x16_dot_scalar(w->qs, w->qh, x->qs, i);
+        acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
+    }
+})
 
 #if defined(OKV_X86)
 #include <immintrin.h>

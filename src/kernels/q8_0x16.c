@@ -59,28 +59,14 @@ void okv_dequantize_row_q8_0x16(const void *src, float *dst, int64_t k) {
 /* The reference every ISA matches: per lane, fma(dot, d_w d_x, acc) over the
  * row's groups (the compact last one as its whole group), then x16's lane
  * sum. */
-void okv_mm_tile_q8_0x16_scalar(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {
-    TILE_SETUP();
-    const int64_t nw = c->k / OKV_X16_VALUES;
-    const int nt = okv_q8_0x16_tail_blocks(c->k);
-    block_q8_0x16 tmp;
-    memset(&tmp, 0, sizeof tmp);
-    for (int r = 0; r < NR; r++)
-        for (int j = 0; j < NC; j++) {
-            float acc[16] = {0};
-            for (int64_t g = 0; g < ng; g++) {
-                const block_q8_0x16 *w = okv_q8_0x16_group(wr[r], g, nw, nt, &tmp);
-                const block_act_q8_0x16 *x = xs[j] + g;
-                for (int i = 0; i < 16; i++) {
-                    int32_t p = 0;
-                    for (int v = 0; v < 8; v++)
-                        for (int m = 0; m < 4; m++) p += w->qs[v][4 * i + m] * x->qs[v][4 * i + m];
-                    acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
-                }
-            }
-            c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);
-        }
-}
+OKV_X16_SCALAR_TILE_COMPACT(okv_mm_tile_q8_0x16_scalar, block_q8_0x16, block_act_q8_0x16, okv_q8_0x16_tail_blocks, okv_q8_0x16_group, {
+    for (int i = 0; i < 16; i++) {
+        int32_t p = 0;
+        for (int v = 0; v < 8; v++)
+            for (int m = 0; m < 4; m++) p += w->qs[v][4 * i + m] * x->qs[v][4 * i + m];
+        acc[i] = fmaf((float)p, okv_f16_to_f32(w->d[i]) * x->d[i], acc[i]);
+    }
+})
 
 #if defined(OKV_X86) /* the x86 bodies; aarch64's are in q8_0x16_neon.c */
 #include <immintrin.h>

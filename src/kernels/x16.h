@@ -303,6 +303,29 @@ static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(co
             }                                                                                \
     }
 
+/* The same for layouts whose rows end in a compact group (q8_0x16.h,
+ * q4_0x16.h, q5_0x16.h, mxfp4x16.h): GROUP(row, g, nw, nt, &tmp) gives a
+ * row's group g, the compact one (TAIL_BLOCKS(k) blocks) copied into tmp,
+ * whose other lanes stay zero: the whole group it stands for. */
+#define OKV_X16_SCALAR_TILE_COMPACT(name, WT, AT, TAIL_BLOCKS, GROUP, LANES)                 \
+    void name(const okv_mm_ctx *c, int64_t r0, int NR, int64_t c0, int NC) {                 \
+        OKV_X16_TILE_SETUP(WT, AT, okv_x16_groups(c->k));                                    \
+        const int64_t nw = c->k / 512;                                                       \
+        const int nt = TAIL_BLOCKS(c->k);                                                    \
+        WT tmp;                                                                              \
+        memset(&tmp, 0, sizeof tmp);                                                         \
+        for (int r = 0; r < NR; r++)                                                         \
+            for (int j = 0; j < NC; j++) {                                                   \
+                float acc[16] = {0};                                                         \
+                for (int64_t g = 0; g < ng; g++) {                                           \
+                    const WT *w = GROUP(wr[r], g, nw, nt, &tmp);                             \
+                    const AT *x = xs[j] + g;                                                 \
+                    LANES                                                                    \
+                }                                                                            \
+                c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16(acc);                      \
+            }                                                                                \
+    }
+
 /* A tile function (rows r0.., columns c0.., nc <= 4) from a kernel body
  * NAME(c, r0, nr, c0, NC) specialised for NC. */
 #define OKV_X16_TILE_ENTRY(TARGET, NAME, tile_fn)                                             \
