@@ -88,7 +88,9 @@ OKV_X16_SCALAR_TILE_COMPACT(okv_mm_tile_q5_0x16_scalar, block_q5_0x16, block_act
 /* Half a group (lanes 8 half .. 8 half + 7) of one row by NC columns into
  * acc: the nibbles and fifth bits read in place, the compact last group
  * (TAIL) with masked loads (lanes past its blocks read as zero; its scales
- * from d, a zeroed copy), so no group is copied.  Each column's int16 sums
+ * a whole 16-byte load from d, the lanes past its blocks then zeroed: its
+ * 22 n bytes hold the 16 from 16 half on whenever n > 8 half, the only
+ * halves the tile runs), so no group is copied.  Each column's int16 sums
  * take 8 products (at most 8 * 31 * 127 = 31496: exact) before widening. */
 AVX2 void half_avx2(const uint8_t *t, const int n, const int TAIL, __m256i mh, const okv_f16 *d,
                     const block_act_q8_0x16 *const *x, const int half, const int NC, __m256 acc[]) {
@@ -118,14 +120,17 @@ AVX2 void half_avx2(const uint8_t *t, const int n, const int TAIL, __m256i mh, c
             }
         }
     }
-    const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));
+    __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));
+    if (TAIL) sw = _mm256_and_ps(sw, _mm256_castsi256_ps(mh));
     UNROLL for (int j = 0; j < NC; j++)
         acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(x[j]->d + 8 * half)), acc[j]);
 }
 
 /* 1 to 4 columns: a row's lanes 0-7 over all its groups, then lanes 8-15
  * (the row's lines again, from L1), so only NC float accumulators live
- * across the groups beside the int16 sums (q4_0x16.c's tilen_avx2 says why). */
+ * across the groups beside the int16 sums (q4_0x16.c's tilen_avx2 says why).
+ * A compact group of at most 8 blocks leaves its all-padding half out
+ * (q4_0x16.c's tail_half: the same bits). */
 AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
     (void)ng; /* the whole groups, then the compact one */
@@ -133,11 +138,9 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
     const int nt = okv_q5_0x16_tail_blocks(c->k);
     __m256i mask[2];
     okv_x16_tail_masks_avx2(nt, mask);
-    okv_f16 dt[OKV_X16_BLOCKS] = {0}; /* the compact group's scales, then zeros */
     const block_act_q8_0x16 *x[OKV_X16_MAX_COLS];
     for (int r = 0; r < NR; r++) {
         const uint8_t *tail = (const uint8_t *)(wr[r] + nw);
-        if (nt) memcpy(dt, tail, (size_t)nt * sizeof(okv_f16));
         __m256 lanes[2][OKV_X16_MAX_COLS];
         UNROLL for (int half = 0; half < 2; half++) {
             __m256 acc[OKV_X16_MAX_COLS];
@@ -149,9 +152,9 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + g;
                 half_avx2((const uint8_t *)w, OKV_X16_BLOCKS, 0, mask[half], w->d, x, half, NC, acc);
             }
-            if (nt) {
+            if (nt > 8 * half) {
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;
-                half_avx2(tail, nt, 1, mask[half], dt, x, half, NC, acc);
+                half_avx2(tail, nt, 1, mask[half], (const okv_f16 *)tail, x, half, NC, acc);
             }
             UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];
         }

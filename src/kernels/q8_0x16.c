@@ -76,7 +76,8 @@ OKV_X16_SCALAR_TILE_COMPACT(okv_mm_tile_q8_0x16_scalar, block_q8_0x16, block_act
  * lane dots.  One group into acc[j] for NC columns, its eight vectors of
  * values at qs + v * qstride and its scales at d; with mask (the compact
  * last group), each vector's half loaded under mask[half] (lanes < nt, the
- * rest zero, as the whole group it stands for): a copy into a zeroed group
+ * rest zero, as the whole group it stands for) and the scales' lanes past
+ * nt zeroed after a whole 16-byte load: a copy into a zeroed group
  * cost more (callgrind, rows of 2880, one column: 1064 instructions a row
  * against 824; the padded group's were 736). */
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void group1_avx2(const int8_t *qs, int64_t qstride,
@@ -98,15 +99,18 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void group1_avx2(co
                 p[j] = _mm256_add_epi32(p[j], _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones));
             }
         }
-        const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));
+        __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));
+        if (mask) sw = _mm256_and_ps(sw, _mm256_castsi256_ps(mask[half]));
         UNROLL for (int j = 0; j < NC; j++)
             acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)),
                                            acc[j][half]);
     }
 }
 
-/* Rows: the whole groups, then the compact one if any (its scales copied
- * into a zeroed array: 2 nt bytes). */
+/* Rows: the whole groups, then the compact one if any, its scales read in
+ * place as q4_0x16.c's: a whole 16-byte load per half (the group's 34 nt
+ * bytes hold the 32 from its start), the lanes past its blocks zeroed
+ * (a copy into a zeroed array cost a library call a row). */
 static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0,
                                                                             const int NR, int64_t c0, const int NC) {
     TILE_SETUP();
@@ -114,7 +118,6 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
     const int nt = okv_q8_0x16_tail_blocks(c->k);
     __m256i mask[2];
     okv_x16_tail_masks_avx2(nt, mask);
-    okv_f16 dt[OKV_X16_BLOCKS] = {0};
     for (int r = 0; r < NR; r++) {
         __m256 acc[OKV_X16_MAX_COLS][2];
         UNROLL for (int j = 0; j < NC; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
@@ -127,8 +130,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
             const uint8_t *t = (const uint8_t *)(wr[r] + nw);
             for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)
                 _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
-            memcpy(dt, t, (size_t)nt * sizeof(okv_f16));
-            group1_avx2((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, dt, xs, nw, NC, acc);
+            group1_avx2((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, (const okv_f16 *)t, xs, nw, NC, acc);
         }
         UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
     }
@@ -179,7 +181,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
-        const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));              \
+        __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + 8 * half)));                    \
+        if (mask) sw = _mm256_and_ps(sw, _mm256_castsi256_ps(mask[half]));                                \
         UNROLL for (int j = 0; j < NC; j++) {                                                             \
             if (VNNI) p[j] = _mm256_add_epi32(p[j], odd[j]);                                              \
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[j]), _mm256_mul_ps(sw, _mm256_loadu_ps(xs[j][g].d + 8 * half)), \
@@ -188,7 +191,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
     }
 
 /* Rows: each half over the whole groups, then the compact one if any (its
- * scales copied into a zeroed array once a row, as tile1_avx2's). */
+ * scales read in place, as tile1_avx2's). */
 #define TILEN_AVX2(name, halfn, TARGET)                                                                    \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
@@ -197,10 +200,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
         const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
         __m256i mask[2];                                                                                  \
         okv_x16_tail_masks_avx2(nt, mask);                                                                \
-        okv_f16 dt[OKV_X16_BLOCKS] = {0};                                                                 \
         for (int r = 0; r < NR; r++) {                                                                    \
             const uint8_t *t = (const uint8_t *)(wr[r] + nw); /* the compact group, if any */             \
-            if (ng > nw) memcpy(dt, t, (size_t)nt * sizeof(okv_f16));                                     \
             __m256 lanes[2][OKV_X16_MAX_COLS];                                                            \
             UNROLL for (int half = 0; half < 2; half++) {                                                 \
                 __m256 acc[OKV_X16_MAX_COLS];                                                             \
@@ -216,7 +217,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
                     if (half == 0)                                                                        \
                         for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)                        \
                             _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);               \
-                    halfn((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, dt, xs, nw, half, NC, acc); \
+                    halfn((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, (const okv_f16 *)t, xs, nw, half, NC, acc); \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];                              \
             }                                                                                             \
