@@ -162,6 +162,11 @@ void okv_geglu_ggml(float *y, const float *gate, const float *up, int64_t n, con
         okv_geglu_ggml_avx2(y, gate, up, n, table);
         return;
     }
+#elif defined(OKV_ARM)
+    if (table && okv_isa_is_arm(okv_cpu_best_isa())) { /* the same bits, 4 at a time */
+        okv_geglu_ggml_neon(y, gate, up, n, table);
+        return;
+    }
 #endif
     for (int64_t i = 0; i < n; i++) {
         /* ggml returns 0 (not 0 * up) below -10 */

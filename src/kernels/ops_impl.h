@@ -12,5 +12,6 @@ void okv_silu_avx2(float *y, const float *x, int64_t n);
 void okv_geglu_ggml_avx2(float *y, const float *gate, const float *up, int64_t n, const okv_f16 *table);
 void okv_swiglu_neon(float *y, const float *gate, const float *up, int64_t n);
 void okv_silu_neon(float *y, const float *x, int64_t n);
+void okv_geglu_ggml_neon(float *y, const float *gate, const float *up, int64_t n, const okv_f16 *table);
 
 #endif
