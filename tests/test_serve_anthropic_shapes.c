@@ -93,8 +93,18 @@ int main(void) {
                false,
                "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"T\"},{\"type\":\"text\",\"text\":\"\\n\"},"
                "{\"type\":\"text\",\"text\":\"body\"},{\"type\":\"text\",\"text\":\"\\n\"},{\"type\":\"text\",\"text\":\"q\"}]}],"
-               "\"max_tokens\":2,\"chat_template_kwargs\":{\"enable_thinking\":false},"
+               "\"max_tokens\":2,\"chat_template_kwargs\":{\"enable_thinking\":false,\"reasoning_effort\":\"low\"},"
                "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"object\"}}}}");
+    /* effort: the template's reasoning_effort (gpt-oss's "Reasoning: ..."), beside thinking's switch */
+    request_is("{\"max_tokens\":2,\"thinking\":{\"type\":\"adaptive\"},\"output_config\":{\"effort\":\"max\"},"
+               "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
+               false,
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"max_tokens\":2,\"chat_template_kwargs\":"
+               "{\"enable_thinking\":true,\"reasoning_effort\":\"max\"}}");
+    refused("{\"max_tokens\":1,\"output_config\":{\"effort\":\"extreme\"},\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
+            "'output_config.effort' must be one of");
+    refused("{\"max_tokens\":1,\"output_config\":{\"effort\":3},\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
+            "'output_config.effort' must be one of");
     request_is("{\"max_tokens\":2,\"output_format\":{\"type\":\"json_schema\",\"schema\":{\"type\":\"array\"}},"
                "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
                false,

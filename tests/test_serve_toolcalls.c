@@ -303,14 +303,44 @@ int main(void) {
         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get weather\"}}]}",
         ("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\"}}], "
          "\"tool_choice\": {\"type\": \"bogus\", \"function\": {\"name\": \"a\"}}}"),
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": 2}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": \"extreme\"}",
+        /* both ways, disagreeing */
+        ("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": \"high\", "
+         "\"chat_template_kwargs\": {\"reasoning_effort\": \"low\"}}"),
     };
     const char *param[] = {"tool_choice", "tools", "tool_choice", "tool_choice", "messages", "chat_template_kwargs", "tools",
-                           "tool_choice"};
+                           "tool_choice", "reasoning_effort", "reasoning_effort", "reasoning_effort"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         srv_request q;
         bool ok = srv_request_parse(SRV_CHAT, bad[i], strlen(bad[i]), &q, &f);
         CHECK(!ok && f.status == 400 && !strcmp(f.param, param[i]), "bad request %zu: %s (%s)", i, ok ? "accepted" : f.param, f.message);
         if (ok) srv_request_clear(&q);
+    }
+    /* reasoning_effort reaches the template as the variable gpt-oss's reads,
+     * beside chat_template_kwargs (agreeing, or alone); absent, it is not
+     * defined (gpt-oss's template then says medium) */
+    const char *efforts[][2] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": \"high\", \"chat_template_kwargs\": {\"enable_thinking\": false}}", "high|False"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": \"low\", \"chat_template_kwargs\": {\"reasoning_effort\": \"low\"}}", "low|"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_effort\": null}", "undefined|"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}", "undefined|"},
+    };
+    for (size_t i = 0; i < sizeof efforts / sizeof efforts[0]; i++) {
+        srv_request q;
+        char err[256];
+        bool ok = srv_request_parse(SRV_CHAT, efforts[i][0], strlen(efforts[i][0]), &q, &f);
+        CHECK(ok, "%s: %s", efforts[i][0], f.message);
+        if (!ok) continue;
+        srv_chat *c = srv_chat_load(NULL, NULL,
+                                    "{{ reasoning_effort if reasoning_effort is defined else 'undefined' }}|"
+                                    "{{ enable_thinking if enable_thinking is defined else '' }}",
+                                    NULL, err, sizeof err);
+        char *out = c ? srv_chat_render(c, &q, true, &f) : NULL;
+        CHECK(out && !strcmp(out, efforts[i][1]), "%s: rendered '%s', want '%s'", efforts[i][0], out ? out : err, efforts[i][1]);
+        free(out);
+        srv_chat_free(c);
+        srv_request_clear(&q);
     }
     /* arguments sent as a JSON string reach the template as an object */
     const char *hist = "{\"messages\": [{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c\", \"type\": \"function\", "

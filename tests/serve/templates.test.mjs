@@ -78,6 +78,22 @@ for (const name of names) {
         viaCli++;
       }
     }
+    if (name === 'openai-gpt-oss-120b') {
+      // OpenAI's reasoning_effort reaches the template as its variable:
+      // jinja2's render (no reasoning_effort) says "Reasoning: medium", once
+      const c = conv.cases.find(k => k.name === 'user');
+      const body = { messages: openaiMessages(c.messages) };
+      const plain = await post(srv, '/apply-template', body);
+      const high = await post(srv, '/apply-template', { ...body, reasoning_effort: 'high' });
+      const want = readFileSync(path.join(dir, 'expected', `${name}.user.txt`), 'utf8');
+      eq(want.split('Reasoning: medium').length, 2, `${name}: jinja2's render says 'Reasoning: medium' once`);
+      eq(plain.json?.prompt?.split('Reasoning: medium').length, 2, `${name}: no reasoning_effort: medium`);
+      eq(high.json?.prompt, plain.json?.prompt?.replace('Reasoning: medium', 'Reasoning: high'),
+        `${name}: reasoning_effort 'high' changes that line and nothing else`);
+      const bad = await post(srv, '/apply-template', { ...body, reasoning_effort: 'huge' });
+      check(bad.status === 400 && bad.json?.error?.param === 'reasoning_effort',
+        `${name}: reasoning_effort 'huge' is a 400 naming it: ${bad.status} ${bad.text.slice(0, 200)}`);
+    }
   } finally {
     await stopServer(srv);
   }

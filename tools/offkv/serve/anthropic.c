@@ -304,8 +304,8 @@ static bool system_turn(const cJSON *sys, cJSON *out, srv_fail *f) {
 
 /* Structured output: output_config.format (or the older beta's
  * output_format), {"type": "json_schema", "schema": ...}, as OpenAI's
- * response_format, which the sampler's grammar then holds the answer to;
- * output_config.effort changes nothing here. */
+ * response_format, which the sampler's grammar then holds the answer to
+ * (output_config.effort goes to the template: srv_anthropic_request). */
 static bool format_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "output_config");
     if (cfg && !cJSON_IsNull(cfg) && !cJSON_IsObject(cfg)) return srv_bad(f, "output_config", "'output_config' must be an object");
@@ -446,15 +446,23 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     if (ok && !count) ok = format_to_openai(root, o, f);
     /* thinking: the templates' common switch (Qwen3, SmolLM3, DeepSeek
      * V3.1 read enable_thinking), off when not asked for, as Anthropic's
-     * API thinks only when asked; budget_tokens is not enforced */
+     * API thinks only when asked; budget_tokens is not enforced.
+     * output_config.effort: OpenAI's reasoning_effort, the variable
+     * gpt-oss's template reads (template.c) */
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "thinking");
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(th, "type");
     const char *t = !th || cJSON_IsNull(th) ? "disabled" : cJSON_IsString(type) ? type->valuestring : "";
+    const cJSON *effort = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "output_config"), "effort");
+    if (cJSON_IsNull(effort)) effort = NULL;
     if (ok && strcmp(t, "enabled") != 0 && strcmp(t, "disabled") != 0 && strcmp(t, "adaptive") != 0)
         ok = srv_bad(f, "thinking", "'thinking' must be {\"type\": \"enabled\"}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
+    else if (ok && effort && !(cJSON_IsString(effort) && srv_effort_ok(effort->valuestring)))
+        ok = srv_bad(f, "output_config", "'output_config.effort' must be one of %s", SRV_EFFORTS);
     else if (ok) {
         cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
-        if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", strcmp(t, "disabled") != 0)) ok = oom(f);
+        if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", strcmp(t, "disabled") != 0) ||
+            (effort && !cJSON_AddStringToObject(kw, "reasoning_effort", effort->valuestring)))
+            ok = oom(f);
     }
     if (ok && !(text = cJSON_PrintUnformatted(o))) oom(f);
     cJSON_Delete(o);

@@ -157,6 +157,12 @@ void srv_request_clear(srv_request *req);
  * object): messages_json, tools, tool_choice, parallel_tool_calls,
  * chat_template_kwargs, add_generation_prompt.  False with *fail set. */
 bool srv_chat_request(const struct cJSON *root, srv_request *r, srv_fail *fail);
+/* True for a reasoning effort OpenAI's reasoning_effort or Anthropic's
+ * output_config.effort names ("none", "minimal", "low", "medium", "high",
+ * "xhigh", "max"), which reaches the template as reasoning_effort. */
+bool srv_effort_ok(const char *effort);
+#define SRV_EFFORTS "\"none\", \"minimal\", \"low\", \"medium\", \"high\", \"xhigh\" or \"max\""
+
 void srv_chat_request_clear(srv_request *r);
 
 /* The conversation of a parsed chat request rendered by the template

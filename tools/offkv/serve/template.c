@@ -360,6 +360,51 @@ static bool template_messages(const cJSON *ms, char **out, srv_fail *f) {
     return *out ? true : srv_bad(f, "messages", "out of memory");
 }
 
+/* The reasoning efforts OpenAI's reasoning_effort and Anthropic's
+ * output_config.effort name, lowest first (both are open lists: a value
+ * neither names yet is a 400 that lists these, not a word the model was
+ * never shown). */
+static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+
+bool srv_effort_ok(const char *effort) {
+    for (size_t i = 0; i < sizeof efforts / sizeof efforts[0]; i++)
+        if (!strcmp(effort, efforts[i])) return true;
+    return false;
+}
+
+/* chat_template_kwargs, the extra variables the template sees, with
+ * reasoning_effort (OpenAI's parameter) among them: gpt-oss's template
+ * reads that variable ("Reasoning: high" in its system turn; "medium"
+ * when it is undefined), and a template that does not read it renders as
+ * without.  Set both ways, the two must agree.  *out: NULL when there are
+ * none. */
+static bool template_kwargs(const cJSON *root, char **out, srv_fail *f) {
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+    const cJSON *effort = cJSON_GetObjectItemCaseSensitive(root, "reasoning_effort");
+    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw))
+        return srv_bad(f, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (effort && !cJSON_IsNull(effort)) {
+        if (!cJSON_IsString(effort) || !srv_effort_ok(effort->valuestring))
+            return srv_bad(f, "reasoning_effort", "'reasoning_effort' must be one of %s", SRV_EFFORTS);
+        const cJSON *set = cJSON_GetObjectItemCaseSensitive(kw, "reasoning_effort");
+        if (set && !(cJSON_IsString(set) && !strcmp(set->valuestring, effort->valuestring)))
+            return srv_bad(f, "reasoning_effort", "'reasoning_effort' is \"%s\" but chat_template_kwargs.reasoning_effort "
+                           "differs", effort->valuestring);
+    } else {
+        effort = NULL;
+    }
+    if ((!kw || cJSON_IsNull(kw)) && !effort) return true;
+    cJSON *all = kw && !cJSON_IsNull(kw) ? cJSON_Duplicate(kw, true) : cJSON_CreateObject();
+    if (all && effort && !cJSON_GetObjectItemCaseSensitive(all, "reasoning_effort") &&
+        !cJSON_AddStringToObject(all, "reasoning_effort", effort->valuestring)) {
+        cJSON_Delete(all);
+        all = NULL;
+    }
+    *out = all ? cJSON_PrintUnformatted(all) : NULL;
+    cJSON_Delete(all);
+    return *out ? true : srv_bad(f, "chat_template_kwargs", "out of memory");
+}
+
 bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!cJSON_IsArray(ms)) return srv_bad(f, "messages", "'messages' must be an array");
@@ -420,11 +465,7 @@ bool srv_chat_request(const cJSON *root, srv_request *r, srv_fail *f) {
         if (!cJSON_IsBool(ptc)) return srv_bad(f, "parallel_tool_calls", "'parallel_tool_calls' must be true or false");
         r->parallel_tool_calls = cJSON_IsTrue(ptc);
     }
-    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
-    if (kw && !cJSON_IsNull(kw)) {
-        if (!cJSON_IsObject(kw)) return srv_bad(f, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
-        if (!(r->template_kwargs_json = cJSON_PrintUnformatted(kw))) return srv_bad(f, "chat_template_kwargs", "out of memory");
-    }
+    if (!template_kwargs(root, &r->template_kwargs_json, f)) return false;
     const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
     r->add_generation_prompt = true;
     if (agp && !cJSON_IsNull(agp)) {
