@@ -150,7 +150,7 @@ install: build
 # The tests that run the thread pool, share caches through the registry or
 # run several contexts and batches; each must finish without a report.
 TSAN_TESTS := threads attend_kernel cache_attend cache_sequence ring_memory matmul batch \
-  model_rewind probe_api fuzz_context_alloc llama_golden cli serve_sched
+  model_rewind probe_api fuzz_context_alloc llama_golden cli serve_sched model_load_threads
 # The server's node tests drive build-tsan's offkv (built above) over HTTP.
 TSAN_NODE_TESTS := serve_hostile serve_openai serve_load
 .PHONY: build-tsan test-tsan

@@ -327,7 +327,9 @@ class Sampler(_Handle):
 class Model(_Handle):
     """A GGUF model (general.architecture llama, gemma3, muse-glimmer, qwen2,
     qwen3, qwen3moe, smollm3, gemma2, phi3 or gpt-oss), memory-mapped.
-    options: the okv_model_load options, e.g. {"sliding_window": 4096}.
+    options: the okv_model_load options, e.g. {"sliding_window": 4096};
+    n_threads (the threads the load repacks the matrices on) defaults to
+    this machine's cores, at most 8, as a Context's does.
     progress: None, or a function called as progress(stage, done, total)
     while the model loads (okv_model_load_progress: stage "reading" then
     "repacking", done and total in bytes); an exception it raises stops
@@ -345,10 +347,12 @@ class Model(_Handle):
         self._contexts = weakref.WeakSet()
         lib = load_library()
         err = _Error()
-        self._opts = _options(options)
+        opts = {} if options is None else dict(options) if isinstance(options, dict) else options
+        if isinstance(opts, dict) and "n_threads" not in opts:
+            opts["n_threads"] = _default_threads()
+        self._opts = _options(opts)
         if progress is None:
-            self._m = lib.okv_model_load(_no_nul("path", os.fsencode(path)), self._opts if options else None,
-                                         ctypes.byref(err))
+            self._m = lib.okv_model_load(_no_nul("path", os.fsencode(path)), self._opts, ctypes.byref(err))
         else:
             if not callable(progress):
                 raise TypeError("progress must be a function of (stage, done, total) or None, not %s"
@@ -364,8 +368,8 @@ class Model(_Handle):
                         raised.append(e)
 
             cb = _PROGRESS(call)
-            self._m = lib.okv_model_load_progress(_no_nul("path", os.fsencode(path)), self._opts if options else None,
-                                                  cb, None, ctypes.byref(err))
+            self._m = lib.okv_model_load_progress(_no_nul("path", os.fsencode(path)), self._opts, cb, None,
+                                                  ctypes.byref(err))
             if raised:
                 if self._m:
                     lib.okv_model_free(self._m)

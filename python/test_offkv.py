@@ -156,6 +156,16 @@ class TestOffkv(unittest.TestCase):
         with self.assertRaises(offkv.OffkvError) as e:
             self.model.token_bytes(self.model.n_vocab)
         self.assertEqual(e.exception.status, "OKV_ERR_INVALID")
+        # the load's threads: the library's bounds, named
+        for bad in (0, 1025, "two"):
+            with self.assertRaises(offkv.OffkvError, msg=repr(bad)) as e:
+                offkv.Model(MODEL, {"n_threads": bad})
+            self.assertEqual(e.exception.status, "OKV_ERR_INVALID")
+            self.assertIn("n_threads", e.exception.message)
+        # given or defaulted, the same model
+        with offkv.Model(MODEL, {"n_threads": 3}) as m3, offkv.Model(MODEL, {}) as md:
+            self.assertEqual(m3.generate(PROMPT, n=6, temperature=0, n_threads=1),
+                             md.generate(PROMPT, n=6, temperature=0, n_threads=1))
 
     def test_module_entry(self):
         env = dict(os.environ, PYTHONPATH=HERE)

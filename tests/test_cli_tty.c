@@ -100,11 +100,13 @@ static bool last_status_cleared(const char *s) {
 }
 
 static void test_load_progress(const char *model) {
-    const char *args[] = {"tokenize", "-m", model, "-p", "hello", NULL};
+    /* run, one token: a command that loads the weights (tokenize reads the
+     * vocabulary alone) */
+    const char *args[] = {"run", "-m", model, "-p", "hello", "-n", "1", "--temp", "0", NULL};
     int rc = run_tty(60, args);
-    CHECK(rc == 0, "tokenize on a terminal: rc %d, stderr %s", rc, tty_err);
-    CHECK(has_status(tty_err, "offkv tokenize: reading the weights:"), "no reading status line: %s", tty_err);
-    CHECK(has_status(tty_err, "offkv tokenize: repacking the weights:"), "no repacking status line: %s", tty_err);
+    CHECK(rc == 0, "run on a terminal: rc %d, stderr %s", rc, tty_err);
+    CHECK(has_status(tty_err, "offkv run: reading the weights:"), "no reading status line: %s", tty_err);
+    CHECK(has_status(tty_err, "offkv run: repacking the weights:"), "no repacking status line: %s", tty_err);
     CHECK(strstr(tty_err, "reading the weights: 100 %") != NULL, "reading never reached 100 %%: %s", tty_err);
     CHECK(strstr(tty_err, "repacking the weights: 100 %") != NULL, "repacking never reached 100 %%: %s", tty_err);
     /* reading comes before repacking */
@@ -115,8 +117,8 @@ static void test_load_progress(const char *model) {
           "status bytes on stdout: %s", cli_out);
 
     /* stderr a file: no status line at all */
-    rc = cli_run(60, "tokenize", "-m", model, "-p", "hello", NULL);
-    CHECK(rc == 0, "tokenize to a file: rc %d, %s", rc, cli_err);
+    rc = cli_run(60, "run", "-m", model, "-p", "hello", "-n", "1", "--temp", "0", NULL);
+    CHECK(rc == 0, "run to a file: rc %d, %s", rc, cli_err);
     CHECK(strchr(cli_err, '\r') == NULL && strchr(cli_err, '\033') == NULL, "status bytes in a log: %s", cli_err);
 }
 

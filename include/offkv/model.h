@@ -23,15 +23,13 @@ typedef struct okv_model okv_model;
  * of key, value string pairs; known keys:
  *   "sliding_window"  N > 0: run every layer of a `llama` model with a window
  *                     of N positions (for files that lack the key).
- *   "repack"          "on" (default) or "off": Q6_K, MXFP4, Q4_0, Q8_0, Q4_K
- *                     and Q5_K matrices, unless their rows would grow by
- *                     over a fifteenth (rows are padded to groups of 512
- *                     values; Q5_0, Q8_0, Q6_K and MXFP4 rows never grow),
- *                     are copied at load into layouts whose products run two
- *                     to three times as fast on several tokens at once
- *                     (batched decode, prefill); the file's pages of those
- *                     matrices are then released, so they take anonymous
- *                     memory (Q4_K, Q5_K 2-3% more) instead of page cache.  The
+ *   "repack"          "on" (default) or "off": Q4_0, Q5_0, Q8_0, Q4_K,
+ *                     Q5_K, Q6_K and MXFP4 matrices are copied at load into
+ *                     layouts whose products run two to three times as fast
+ *                     on several tokens at once (batched decode, prefill);
+ *                     the file's pages of those matrices are then released,
+ *                     so they take anonymous memory (the file's bytes; Q4_K
+ *                     and Q5_K 2-3% more) instead of page cache.  The
  *                     logits move only by float summation order.  F16, BF16
  *                     and F32 matrices are copied as they are, into the same
  *                     huge pages (where the system grants them), which
@@ -44,6 +42,12 @@ typedef struct okv_model okv_model;
  *                     comparing levels in one process (tests, benchmarks);
  *                     it also picks the repacked layouts.  Attention and the
  *                     element-wise steps keep the processor's best.
+ *   "n_threads"       1 (default) to 1024: the threads the load's reading
+ *                     (okv_model_load_progress) and repacking run on (the
+ *                     longest part: the copies, and the kernel zeroing each
+ *                     new page as a thread first writes it); the same bytes
+ *                     whatever the number.  Threads started for the load
+ *                     end with it.
  * Errors: OKV_ERR_IO (cannot open), OKV_ERR_FORMAT (corrupt file, a missing,
  * mis-shaped or misaligned tensor, a missing required key),
  * OKV_ERR_UNSUPPORTED (well-formed but beyond offkv: an unknown architecture,

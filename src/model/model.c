@@ -1,5 +1,8 @@
 /* Loading a model: the parts every architecture shares. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,7 @@
 #include "kernels/q8_0x16.h"
 #include "kernels/wtype.h"
 #include "kernels/x16mm.h"
+#include "offkv/threads.h"
 #include "model/model_impl.h"
 
 static void key_of(const okv_model *m, const char *suffix, char *buf, size_t cap) {
@@ -587,30 +591,133 @@ static void progress_add(load_progress *p, uint64_t bytes) {
     }
 }
 
-/* Reads every tensor of the file (a loaded model uses them all:
- * check_all_used), in file order, a byte a page (the kernel reads ahead:
- * madvise), in pieces of at most 16 MiB, each added to the progress (which
- * reports about every 1 %). */
-static void read_weights(okv_model *m, load_progress *p) {
-    const int64_t n = okv_gguf_n_tensors(m->file);
-    uint64_t total = 0;
-    for (int64_t i = 0; i < n; i++) total += okv_gguf_tensor_at(m->file, i)->n_bytes;
-    progress_start(p, "reading", total);
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), chunk = (size_t)16 << 20;
-    unsigned sum = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const okv_gguf_tensor *t = okv_gguf_tensor_at(m->file, i);
-        const unsigned char *b = t->data;
-        const uintptr_t lo = (uintptr_t)b / page * page;
-        if (t->n_bytes) madvise((void *)lo, (uintptr_t)b + t->n_bytes - lo, MADV_WILLNEED);
-        for (size_t o = 0; o < t->n_bytes; o += chunk) {
-            const size_t end = t->n_bytes - o < chunk ? t->n_bytes : o + chunk;
-            for (size_t q = o; q < end; q += page) sum += b[q];
-            progress_add(p, end - o);
-        }
+/* The stage has done bytes in all (a parallel stage's running total). */
+static void progress_to(load_progress *p, uint64_t done) {
+    if (done > p->done) progress_add(p, done - p->done);
+}
+
+/* A piece of a load's stage: bytes of the file to read (t < 0), or rows
+ * of one matrix (or one expert's) to repack at offset dst of the buffer,
+ * whose file pages are handed back once copied. */
+typedef struct load_piece {
+    size_t dst;
+    const uint8_t *src;
+    int32_t t, src_type;
+    int64_t rows, k;
+    size_t src_bytes;
+} load_piece;
+
+/* Rows a repack piece takes at most: about 4 MiB of the file, so that a
+ * 4 GB model's thousand pieces keep every thread busy to the end. */
+static int64_t piece_rows(int32_t src_type, int64_t k) {
+    const int64_t r = ((int64_t)4 << 20) / (int64_t)okv_wtype_row_size(src_type, k);
+    return r < 1 ? 1 : r;
+}
+
+/* Appends matrix w's repack pieces (its rows in layout t at offset dst of
+ * the buffer) to pc (NULL: counts them). */
+static size_t add_pieces(load_piece *pc, size_t n, size_t dst, int32_t t, const okv_weight *w) {
+    const size_t src_row = okv_wtype_row_size(w->type, w->ne0), dst_row = okv_wtype_row_size(t, w->ne0);
+    const int64_t step = piece_rows(w->type, w->ne0);
+    for (int64_t r = 0; r < w->ne1; r += step, n++) {
+        const int64_t rows = w->ne1 - r < step ? w->ne1 - r : step;
+        if (pc)
+            pc[n] = (load_piece){dst + (size_t)r * dst_row, (const uint8_t *)w->data + (size_t)r * src_row, t, w->type,
+                                 rows, w->ne0, (size_t)rows * src_row};
     }
+    return n;
+}
+
+typedef struct load_job {
+    uint8_t *buf;
+    const load_piece *pc;
+    size_t n;
+    atomic_size_t next;
+    atomic_uint_fast64_t done; /* bytes of the file read or copied */
+    pthread_t loader;          /* the thread that reports progress */
+    load_progress *p;
+} load_job;
+
+/* Reads bytes at b, a byte a page (the kernel reads ahead: madvise). */
+static void read_piece(const uint8_t *b, size_t bytes) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)b / page * page;
+    madvise((void *)lo, (uintptr_t)b + bytes - lo, MADV_WILLNEED);
+    unsigned sum = 0;
+    for (size_t q = 0; q < bytes; q += page) sum += b[q];
     /* the reads are the point: keep them */
     __asm__ volatile("" : : "r"(sum));
+}
+
+/* Every thread takes the next piece until none is left; the loading thread
+ * reports the running total (okv_model_progress promises its thread). */
+static void load_job_fn(void *arg, int32_t ith, int32_t nth) {
+    (void)ith, (void)nth;
+    load_job *j = arg;
+    const bool reports = pthread_equal(pthread_self(), j->loader);
+    for (size_t i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < j->n;) {
+        const load_piece *pc = &j->pc[i];
+        if (pc->t < 0) {
+            read_piece(pc->src, pc->src_bytes);
+        } else {
+            const okv_weight w = {.data = pc->src, .type = pc->src_type, .ne0 = pc->k, .ne1 = pc->rows};
+            repack_into(j->buf + pc->dst, pc->t, &w);
+            release_pages(pc->src, pc->src_bytes);
+        }
+        const uint64_t done = atomic_fetch_add_explicit(&j->done, pc->src_bytes, memory_order_relaxed) + pc->src_bytes;
+        if (reports) progress_to(j->p, done);
+    }
+}
+
+/* Runs a stage's n pieces on n_threads threads (a pool that cannot start
+ * its workers leaves them to this thread: slower, the same bytes), its
+ * progress going from 0 to total. */
+static void run_pieces(const char *stage, uint8_t *buf, const load_piece *pc, size_t n, uint64_t total,
+                       int32_t n_threads, load_progress *p) {
+    okv_threadpool *pool = n_threads > 1 ? okv_threadpool_create(n_threads, NULL) : NULL;
+    progress_start(p, stage, total);
+    load_job job = {.buf = buf, .pc = pc, .n = n, .loader = pthread_self(), .p = p};
+    atomic_init(&job.next, 0);
+    atomic_init(&job.done, 0);
+    okv_parallel(pool, load_job_fn, &job);
+    okv_threadpool_free(pool);
+    progress_to(p, total);
+}
+
+/* Reads every tensor of the file (a loaded model uses them all:
+ * check_all_used) in pieces of at most 16 MiB on n_threads threads, the
+ * progress reported about every 1 % (a 4.6 GB file from the page cache:
+ * 1.15 s on one thread of a Zen 5 VM, a third of its load).  Without
+ * memory for the list of pieces, tensor by tensor on this thread. */
+static void read_weights(okv_model *m, load_progress *p, int32_t n_threads) {
+    const int64_t n = okv_gguf_n_tensors(m->file);
+    const size_t chunk = (size_t)16 << 20;
+    uint64_t total = 0;
+    size_t n_pieces = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const size_t bytes = okv_gguf_tensor_at(m->file, i)->n_bytes;
+        total += bytes;
+        n_pieces += (bytes + chunk - 1) / chunk;
+    }
+    load_piece *pc = malloc((n_pieces ? n_pieces : 1) * sizeof *pc);
+    if (!pc) {
+        progress_start(p, "reading", total);
+        for (int64_t i = 0; i < n; i++) {
+            const okv_gguf_tensor *t = okv_gguf_tensor_at(m->file, i);
+            if (t->n_bytes) read_piece(t->data, t->n_bytes);
+            progress_add(p, t->n_bytes);
+        }
+        return;
+    }
+    size_t np = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const okv_gguf_tensor *t = okv_gguf_tensor_at(m->file, i);
+        for (size_t o = 0; o < t->n_bytes; o += chunk)
+            pc[np++] = (load_piece){.src = (const uint8_t *)t->data + o, .t = -1,
+                                    .src_bytes = t->n_bytes - o < chunk ? t->n_bytes - o : chunk};
+    }
+    run_pieces("reading", NULL, pc, np, total, n_threads, p);
+    free(pc);
 }
 
 /* Copies the model's matrices into one buffer of their own: in the
@@ -621,40 +728,67 @@ static void read_weights(okv_model *m, load_progress *p) {
  * output matrix is copied, the table not.  The file's pages of what was
  * copied are handed back (a tied table's too: lookups fault in the rows
  * they read), so resident memory does not double.
- * Without the memory the model keeps the file's pages: slower, never wrong. */
-static void repack_weights(okv_model *m, load_progress *p) {
+ * Without the memory the model keeps the file's pages: slower, never wrong.
+ * On n_threads threads, pieces of rows each: most of a load's time is the
+ * kernel zeroing each new page of the buffer as it is first written (83 %
+ * of a 4.6 GB Qwen3-MoE-shaped load's samples on a Zen 5 VM), which runs on
+ * the thread that writes it, so it spreads over the threads too. */
+static void repack_weights(okv_model *m, load_progress *p, int32_t n_threads) {
     const size_t n = (size_t)m->n_layer * (sizeof(okv_layer_weights) / sizeof(okv_weight));
     const size_t n_exps = m->moe ? (size_t)m->n_layer * 3 : 0;
-    size_t total = 0;
+    size_t total = 0, n_pieces = 0;
     uint64_t file_bytes = 0;
-    for (size_t i = 0; i <= n; i++) {
-        const okv_weight *w = i < n ? (const okv_weight *)m->w + i : &m->output;
-        const int32_t t = repacked_type(m, w);
-        if (t >= 0) total += packed_bytes(t, w), file_bytes += okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
+    /* pass 0 sizes the buffer and counts the pieces, pass 1 lays them out */
+    load_piece *pc = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t dst = 0, np = 0;
+        for (size_t i = 0; i <= n; i++) {
+            const okv_weight *w = i < n ? (const okv_weight *)m->w + i : &m->output;
+            const int32_t t = repacked_type(m, w);
+            if (t < 0) continue;
+            if (pass == 0) total += packed_bytes(t, w), file_bytes += okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1;
+            np = add_pieces(pc, np, dst, t, w);
+            dst += packed_bytes(t, w);
+        }
+        for (size_t i = 0; i < n_exps; i++) {
+            const okv_experts *x = expert_tensor(m, i);
+            const int32_t t = repacked_type(m, &x->w);
+            if (t < 0) continue;
+            const size_t stride = packed_bytes(t, &x->w);
+            if (pass == 0) total += stride * (size_t)x->n, file_bytes += x->stride * (size_t)x->n;
+            for (int32_t e = 0; e < x->n; e++) {
+                okv_weight one = x->w;
+                one.data = (const char *)x->w.data + (size_t)e * x->stride;
+                np = add_pieces(pc, np, dst + (size_t)e * stride, t, &one);
+            }
+            dst += stride * (size_t)x->n;
+        }
+        if (pass == 1) break;
+        n_pieces = np;
+        if (total == 0) return;
+        /* Huge pages where the system gives them on request (transparent huge
+         * pages "madvise"): decode reads a mixture of experts' matrices at
+         * scattered places, a few hundred kilobytes each, and with 4 KiB pages
+         * nearly every page of them misses the TLB; an F16 row of 2048 values
+         * is a page of its own.  F16 TinyLlama-1.1B shape, 2 threads of a Zen 5,
+         * decode: 12.4-13.7 t/s from the file's pages, 14.4-19.3 copied here. */
+        if (!(pc = malloc(n_pieces * sizeof *pc))) return; /* the file's pages, then */
+        if (!(m->packed = okv_huge_alloc(total))) {
+            free(pc);
+            return;
+        }
     }
-    for (size_t i = 0; i < n_exps; i++) {
-        const okv_experts *x = expert_tensor(m, i);
-        const int32_t t = repacked_type(m, &x->w);
-        if (t >= 0) total += packed_bytes(t, &x->w) * (size_t)x->n, file_bytes += x->stride * (size_t)x->n;
-    }
-    if (total == 0) return;
-    /* Huge pages where the system gives them on request (transparent huge
-     * pages "madvise"): decode reads a mixture of experts' matrices at
-     * scattered places, a few hundred kilobytes each, and with 4 KiB pages
-     * nearly every page of them misses the TLB; an F16 row of 2048 values
-     * is a page of its own.  F16 TinyLlama-1.1B shape, 2 threads of a Zen 5,
-     * decode: 12.4-13.7 t/s from the file's pages, 14.4-19.3 copied here. */
-    if (!(m->packed = okv_huge_alloc(total))) return;
-    progress_start(p, "repacking", file_bytes);
+    run_pieces("repacking", m->packed, pc, n_pieces, file_bytes, n_threads, p);
+    free(pc);
+    /* point the weights at their copies; the file's pages that straddled two
+     * pieces go back too (a tied table's as well: the embedding reads back
+     * one row a token) */
     uint8_t *dst = m->packed;
     for (size_t i = 0; i <= n; i++) {
         okv_weight *w = i < n ? (okv_weight *)m->w + i : &m->output;
         const int32_t t = repacked_type(m, w);
         if (t < 0) continue;
-        repack_into(dst, t, w);
-        /* also a tied table's: the embedding reads back one row a token */
         release_pages(w->data, okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1);
-        progress_add(p, okv_wtype_row_size(w->type, w->ne0) * (size_t)w->ne1);
         w->data = dst;
         w->type = t;
         dst += packed_bytes(t, w);
@@ -664,13 +798,7 @@ static void repack_weights(okv_model *m, load_progress *p) {
         const int32_t t = repacked_type(m, &x->w);
         if (t < 0) continue;
         const size_t stride = packed_bytes(t, &x->w);
-        for (int32_t e = 0; e < x->n; e++) {
-            okv_weight one = x->w;
-            one.data = (const char *)x->w.data + (size_t)e * x->stride;
-            repack_into(dst + (size_t)e * stride, t, &one);
-        }
         release_pages(x->w.data, x->stride * (size_t)x->n);
-        progress_add(p, x->stride * (size_t)x->n);
         x->w.data = dst;
         x->w.type = t;
         x->stride = stride;
@@ -685,8 +813,10 @@ okv_model *okv_model_load(const char *path, const char *const *options, okv_erro
 okv_model *okv_model_load_progress(const char *path, const char *const *options, okv_model_progress fn, void *user,
                                    okv_error *err) {
     if (!path) { okv_fail(err, OKV_ERR_INVALID, "model: path is NULL"); return NULL; }
-    static const char *const known[] = {"sliding_window", "repack", "isa", NULL};
+    static const char *const known[] = {"sliding_window", "repack", "isa", "n_threads", NULL};
     if (okv_options_check(options, known, "model", err) != OKV_OK) return NULL;
+    int32_t n_threads = 1;
+    if (okv_option_int(options, "n_threads", 1, 1024, &n_threads, err) != OKV_OK) return NULL;
     const char *repack = okv_option_get(options, "repack");
     if (repack && strcmp(repack, "on") != 0 && strcmp(repack, "off") != 0) {
         okv_fail(err, OKV_ERR_INVALID, "model option repack = '%s': expected on or off", repack);
@@ -788,8 +918,8 @@ okv_model *okv_model_load_progress(const char *path, const char *const *options,
                  (int)m->layer[0].head_dim, (int)m->n_ff, (int)m->n_vocab, okv_ggml_type_name(m->w[0].ffn_down.type),
                  okv_isa_name(m->isa));
     load_progress progress = {.fn = fn, .user = user};
-    if (fn) read_weights(m, &progress);
-    if (!repack || strcmp(repack, "on") == 0) repack_weights(m, &progress);
+    if (fn) read_weights(m, &progress, n_threads);
+    if (!repack || strcmp(repack, "on") == 0) repack_weights(m, &progress, n_threads);
     okv_error_clear(err);
     return m;
 fail:

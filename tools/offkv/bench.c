@@ -237,7 +237,7 @@ int cmd_bench(int argc, char **argv) {
     int rc = CLI_FAIL;
     bench b = {0};
     double *sec = NULL;
-    okv_model *m = cli_load_model(cmd, model, 0, &rc);
+    okv_model *m = cli_load_model(cmd, model, 0, threads, &rc);
     if (!m) goto done;
     rc = CLI_FAIL;
     /* the verify test's evals cover at least one eval of verify tokens */

@@ -207,14 +207,16 @@ static void print_progress(void *user, const char *stage, uint64_t done, uint64_
 
 okv_model_progress cli_load_progress(void) { return cli_status_on() ? print_progress : NULL; }
 
-okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc) {
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int32_t n_threads, int *rc) {
     *rc = CLI_FAIL;
     if (!cli_model_file_ok(cmd, path)) return NULL;
-    char sw[16];
+    char sw[16], nt[16];
     snprintf(sw, sizeof sw, "%d", (int)sliding_window);
-    const char *opts[] = {"sliding_window", sw, NULL};
+    snprintf(nt, sizeof nt, "%d", (int)n_threads);
+    const char *opts[] = {"n_threads", nt, "sliding_window", sw, NULL};
+    if (sliding_window <= 0) opts[2] = NULL;
     okv_error err = {0};
-    okv_model *m = okv_model_load_progress(path, sliding_window > 0 ? opts : NULL, cli_load_progress(), (void *)cmd, &err);
+    okv_model *m = okv_model_load_progress(path, opts, cli_load_progress(), (void *)cmd, &err);
     if (!m && sliding_window > 0 && err.status == OKV_ERR_INVALID) {
         /* The file is fine; the flag does not apply to it: a usage error. */
         cli_error(cmd, "bad value '%d' for --sliding-window: %s", (int)sliding_window, err.message);
@@ -298,8 +300,7 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
     return ctx;
 }
 
-int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, bool add_special, size_t *n) {
-    const okv_tokenizer *tok = okv_model_tokenizer(m);
+int32_t *cli_tokenize(const char *cmd, const okv_tokenizer *tok, const char *text, bool add_special, size_t *n) {
     unsigned flags = add_special ? OKV_TOKENIZE_ADD_SPECIAL : 0;
     okv_error err = {0};
     size_t need = 0;

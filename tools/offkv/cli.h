@@ -73,9 +73,10 @@ double cli_now(void);
 const char *cli_bytes(size_t n, char *buf, size_t cap);
 
 /* Loads the model at path (sliding_window > 0: the model option of that
- * name), saying why not on failure; *rc is then the exit code (CLI_USAGE
- * when --sliding-window does not apply to the model, else CLI_FAIL). */
-okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int *rc);
+ * name), its matrices repacked on n_threads threads, saying why not on
+ * failure; *rc is then the exit code (CLI_USAGE when --sliding-window does
+ * not apply to the model, else CLI_FAIL). */
+okv_model *cli_load_model(const char *cmd, const char *path, int32_t sliding_window, int32_t n_threads, int *rc);
 
 /* On a terminal, a status line on stderr that the next one (or
  * cli_status_clear) rewrites: progress of long work that a log file should
@@ -117,7 +118,7 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o);
 
 /* Tokenizes text (with BOS/EOS as the vocabulary asks when add_special);
  * returns a malloc'd array and its length in *n, or NULL after saying why. */
-int32_t *cli_tokenize(const char *cmd, const okv_model *m, const char *text, bool add_special, size_t *n);
+int32_t *cli_tokenize(const char *cmd, const okv_tokenizer *tok, const char *text, bool add_special, size_t *n);
 
 /* Bytes of cache storage held now by the flat (window 0) and by the ring
  * layers, how many layers of each kind, and how many layers read another's

@@ -116,7 +116,7 @@ int cmd_logits(int argc, char **argv) {
     float *logits = NULL;
     int32_t *pos = NULL;
     okv_outfile out = {0};
-    okv_model *m = cli_load_model(cmd, model, window, &rc);
+    okv_model *m = cli_load_model(cmd, model, window, threads, &rc);
     if (!m) goto done;
     rc = CLI_FAIL;
     const int32_t n_vocab = okv_model_n_vocab(m);

@@ -252,13 +252,13 @@ int cmd_run(int argc, char **argv) {
     okv_grammar_matcher *gmat = NULL;
     int32_t *ids = NULL, *pos = NULL, *seq = NULL, *out = NULL;
     float *logits = NULL;
-    okv_model *m = cli_load_model(cmd, model, window, &rc);
+    okv_model *m = cli_load_model(cmd, model, window, threads, &rc);
     if (!m) goto done;
-    if (draft_path && !(dm = cli_load_model(cmd, draft_path, 0, &rc))) goto done;
+    if (draft_path && !(dm = cli_load_model(cmd, draft_path, 0, threads, &rc))) goto done;
     rc = CLI_FAIL;
     const okv_tokenizer *tok = okv_model_tokenizer(m);
     size_t n_prompt_sz = 0;
-    if (!(ids = cli_tokenize(cmd, m, prompt, true, &n_prompt_sz))) goto done;
+    if (!(ids = cli_tokenize(cmd, tok, prompt, true, &n_prompt_sz))) goto done;
     const int32_t n_prompt = (int32_t)n_prompt_sz;
     if (n_prompt == 0) {
         cli_error(cmd, "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate");

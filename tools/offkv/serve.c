@@ -131,12 +131,12 @@ int cmd_serve(int argc, char **argv) {
     cfg.max_body = (size_t)max_body;
     cfg.timeout = timeout;
     cfg.sched.kv_type = kv_types[kv];
-    char wbuf[16];
-    const char *options[] = {"sliding_window", wbuf, NULL};
-    if (window > 0) {
-        snprintf(wbuf, sizeof wbuf, "%d", (int)window);
-        cfg.model_options = options;
-    }
+    char wbuf[16], tbuf[16];
+    snprintf(wbuf, sizeof wbuf, "%d", (int)window);
+    snprintf(tbuf, sizeof tbuf, "%d", (int)cfg.sched.n_threads);
+    const char *options[] = {"n_threads", tbuf, "sliding_window", wbuf, NULL};
+    if (window <= 0) options[2] = NULL;
+    cfg.model_options = options;
     cfg.load_progress = cli_load_progress();
     cfg.load_progress_user = (void *)"serve";
     /* Every connection the server holds is a file descriptor (up to 1024
