@@ -101,13 +101,16 @@ OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
  * once per column block into a small panel (PANEL_K elements of up to
  * PANEL_ROWS rows, in L1), instead of once per 4-column tile; the tiles
  * then read f32 weights, and with no conversions on the FMA ports a tile
- * of 8 rows by 3 columns runs near the FMA rate.  The accumulators are
+ * of 4 rows by 3 columns runs near the FMA rate (tiles of 8 rows, 24
+ * accumulators, ran 11-15 % slower on a Zen 4, whose 512-bit FMAs take
+ * both of its 256-bit pipes: F16 5632 x 2048 by 512 columns, one thread,
+ * 85-88 against 93-97 GFLOP/s).  The accumulators are
  * carried between panels in acc_buf.  Each output still sees the same FMAs
  * on the same values in the same order as in float_tile (conversion to f32
  * is exact; the zero padding of the last panel meets the same zeroed
  * activations as float_tile's masked loads), so results are bit-identical
  * to it, as the tests check. */
-enum { PANEL_ROWS = 8, PANEL_K = 512, PANEL_TC = 3 };
+enum { PANEL_ROWS = 8, PANEL_K = 512, PANEL_TR = 4, PANEL_TC = 3 };
 
 typedef struct panel_ctx {
     const float *panel;   /* PANEL_ROWS rows of PANEL_K floats */
@@ -124,7 +127,7 @@ typedef struct panel_ctx {
 /* One 16-wide step at element i (lanes under m) of rows pr0 .. pr0+NR-1 of
  * the panel by the NC columns at xs, into acc. */
 KERNEL void panel_step(const panel_ctx *p, const float *const *xs, int pr0, const int NR, const int NC, int64_t i,
-                       __mmask16 m, __m512 acc[PANEL_ROWS][PANEL_TC]) {
+                       __mmask16 m, __m512 acc[PANEL_TR][PANEL_TC]) {
     __m512 xv[PANEL_TC];
     UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs[j] + i);
     UNROLL for (int r = 0; r < NR; r++) {
@@ -140,7 +143,7 @@ KERNEL void panel_step(const panel_ctx *p, const float *const *xs, int pr0, cons
  * The accumulators always come from and go back to acc_buf: with a
  * conditional start or end GCC keeps them in memory in the loop. */
 KERNEL void panel_tile(const panel_ctx *p, int pr0, const int NR, int jb, const int NC) {
-    __m512 acc[PANEL_ROWS][PANEL_TC];
+    __m512 acc[PANEL_TR][PANEL_TC];
     UNROLL for (int r = 0; r < NR; r++)
         UNROLL for (int j = 0; j < NC; j++) acc[r][j] = p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j];
     const float *xs[PANEL_TC];
@@ -153,32 +156,34 @@ KERNEL void panel_tile(const panel_ctx *p, int pr0, const int NR, int jb, const 
         UNROLL for (int j = 0; j < NC; j++) p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j] = acc[r][j];
 }
 
-/* nr rows of the panel (<= PANEL_ROWS) by nc columns, in strips of 8, 4 or
- * 1 rows and tiles of 3 or 1 columns.  The next panel's weights stream into
- * L2 meanwhile, a few lines before each tile of the first strip, as in the
- * AVX2 block pass: all 128 lines at once before the conversion, the
- * conversion of the next panel still waited on them (14% of an F16
- * prefill's samples on a Zen 5). */
+/* nr rows of the panel (<= PANEL_ROWS) by nc columns, as the AVX2 block
+ * pass: column tiles of 3, and of 2 for the last 2 or 4 columns (a 4x1 tile
+ * has half the FMA chains), each over the panel's rows in strips of 4 (then
+ * 1), so a tile's activations are read from L2 once.  The next panel's
+ * weights stream into L2 meanwhile, a few lines before each column tile:
+ * all 128 lines at once before the conversion, the conversion of the next
+ * panel still waited on them (14% of an F16 prefill's samples on a Zen 5). */
 KERNEL void panel_pass(const panel_ctx *p, int nr, int nc) {
     okv_mm_prefetch pf = okv_mm_prefetch_start(p->next, p->wrow, p->pf_rows, p->pf_bytes);
-    const int tiles = nc / PANEL_TC;
+    const int nc3 = nc - (nc % PANEL_TC == 1 && nc > 1 ? 4 : nc % PANEL_TC), tiles = nc3 / PANEL_TC;
     if (tiles == 0) /* a last block of 1 or 2 columns: no tiles of 3 to spread them over */
         okv_mm_prefetch_until(&pf, pf.lines);
-    for (int pr = 0; pr < nr;) {
-        const int strip = nr - pr >= 8 ? 8 : nr - pr >= 4 ? 4 : 1;
-        int j = 0;
-        for (; j + PANEL_TC <= nc; j += PANEL_TC) {
-            okv_mm_prefetch_until(&pf, pf.lines * (j / PANEL_TC + 1) / tiles);
-            if (strip == 8) panel_tile(p, pr, 8, j, PANEL_TC);
-            else if (strip == 4) panel_tile(p, pr, 4, j, PANEL_TC);
-            else panel_tile(p, pr, 1, j, PANEL_TC);
-        }
-        for (; j < nc; j++) {
-            if (strip == 8) panel_tile(p, pr, 8, j, 1);
-            else if (strip == 4) panel_tile(p, pr, 4, j, 1);
-            else panel_tile(p, pr, 1, j, 1);
-        }
-        pr += strip;
+    int j = 0;
+    for (int t = 0; j < nc3; j += PANEL_TC, t++) {
+        okv_mm_prefetch_until(&pf, pf.lines * (t + 1) / tiles);
+        int r = 0;
+        for (; r + PANEL_TR <= nr; r += PANEL_TR) panel_tile(p, r, PANEL_TR, j, PANEL_TC);
+        for (; r < nr; r++) panel_tile(p, r, 1, j, PANEL_TC);
+    }
+    for (; j + 2 <= nc; j += 2) {
+        int r = 0;
+        for (; r + PANEL_TR <= nr; r += PANEL_TR) panel_tile(p, r, PANEL_TR, j, 2);
+        for (; r < nr; r++) panel_tile(p, r, 1, j, 2);
+    }
+    for (; j < nc; j++) {
+        int r = 0;
+        for (; r + PANEL_TR <= nr; r += PANEL_TR) panel_tile(p, r, PANEL_TR, j, 1);
+        for (; r < nr; r++) panel_tile(p, r, 1, j, 1);
     }
 }
 
