@@ -23,8 +23,10 @@ enum { OKV_X16_MAX_COLS = 8 };
  * tiles prefetch 2 KiB ahead: on an AVX2-only Zen 3 (2 threads, 31 GB/s)
  * 8 KiB left the one-column products at 60-75 % of the read bandwidth,
  * and 2 KiB decoded Q4_0 +12 %, Q8_0 +15 %, Q4_K_M +4 %, gpt-oss +5 %
- * (A-B pairs, medians; Q6_K level).  The AVX-512 ones keep 8 KiB, measured
- * on the Intel and Zen 4/5 cores that run them. */
+ * (A-B pairs, medians; Q6_K level); a Zen 4 running this AVX2 code
+ * decoded Q4_0 best at 8 KiB (+17-30 % over 2 KiB, README), so the best
+ * distance is the core's: 2 KiB is the AVX2-only core's.  The AVX-512 ones
+ * keep 8 KiB, measured on the Intel and Zen 4/5 cores that run them. */
 enum { OKV_X16_AHEAD = 8192, OKV_X16_AHEAD_AVX2 = 2048 };
 
 /* Groups in a row of k values: the last one may be partly padding (lanes
