@@ -253,7 +253,16 @@ TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
 TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q6_Kx16_avx512)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q6_Kx16_avx512vnni)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q6_Kx16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q6_Kx16_avx512vnni)
+/* Q6_K's activations take 1.5 bytes a value (c32 and d per lane), the
+ * 512-value groups' 1.25: at k = 5632 four columns are 33 KiB, just over
+ * OKV_X16_SWEEP_BYTES, which then swept them two at a time (5 columns as
+ * 2 + 2 + 1), unpacking every row two or three times.  Four a sweep from a
+ * slightly overfull 32 KiB L1 ran ahead (Zen 4, 2048x5632, two threads:
+ * by 5 columns 145-150 -> 171-185 GFLOP/s, by 64 one thread 125 -> 151),
+ * where five of the other layouts' columns (35 KiB) ran 18-33 % behind four:
+ * so this budget is Q6_K's alone. */
+enum { Q6_SWEEP_BYTES = 36864 };
+OKV_X16_BLOCK_ENTRY_BUDGET(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q6_Kx16_avx512, Q6_SWEEP_BYTES)
+OKV_X16_BLOCK_ENTRY_BUDGET(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q6_Kx16_avx512vnni, Q6_SWEEP_BYTES)
 
 #endif /* OKV_X86 */

@@ -342,7 +342,7 @@ static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(co
 
 /* Bytes of activations one sweep of a block pass keeps in L1 (48 KiB on
  * Zen 5 and recent Intel cores, 32 KiB on Zen 4), beside the weights'
- * lines passing through. */
+ * lines passing through (Q6_K has a budget of its own: q6_Kx16.c). */
 enum { OKV_X16_SWEEP_BYTES = 32768 };
 
 /* The columns a block pass sweeps at once out of n (>= 1): 8, 5, 4, 2 or
@@ -384,10 +384,12 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
         }                                                                                     \
     } while (0)
 
-#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn)                                           \
+#define OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, budget)                            \
     TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
-        OKV_X16_SWEEPS(NAME, OKV_X16_SWEEP_BYTES);                                            \
+        OKV_X16_SWEEPS(NAME, budget);                                                         \
     }
+#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn) \
+    OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, OKV_X16_SWEEP_BYTES)
 
 /* The same sweeps through the AVX2 tiles of Q4_0, Q8_0, Q4_K and Q5_K
  * (up to 8 columns: their bodies keep the columns' float sums in registers
