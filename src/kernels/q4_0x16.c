@@ -332,47 +332,59 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q4_0x16_avxvnni(const okv_mm_ctx *c, int64_
     block_avxvnni(c, r0, r1, c0, c1);
 }
 
-/* One group of n blocks at t of one row by NC columns into acc, with
- * VNNI's dot product or BW's (the same lanes): the nibbles and scales read
- * in place, a compact last group's (TAIL) under its lanes' mask m.  BW's
- * int16 sums take a lane's 16 products (exact), widened once. */
+/* One group of n blocks at t[i] of each of RJ rows (1 or 2) by NC columns
+ * into acc[i], with VNNI's dot product or BW's (the same lanes; one row):
+ * the nibbles and scales read in place, a compact last group's (TAIL) under
+ * its lanes' mask m.  BW's int16 sums take a lane's 16 products (exact),
+ * widened once.  Two rows share each activation vector's load
+ * (OKV_X16_DOTS_512 says why). */
 #define GROUP_AVX512(name, TARGET, VNNI)                                                                   \
-    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *t, const int n, const int TAIL, \
-                                                                  __mmask16 m, const block_act_q8_0x16 *const *x, \
-                                                                  const int NC, __m512 acc[]) {            \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *const *t, const int RJ, const int n, \
+                                                                  const int TAIL, __mmask16 m,             \
+                                                                  const block_act_q8_0x16 *const *x, const int NC, \
+                                                                  __m512 acc[][OKV_X16_MAX_COLS]) {        \
         const __m512i low4 = _mm512_set1_epi8(0x0F);                                                      \
-        __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                               \
+        __m512i p[2][OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                            \
         UNROLL for (int j = 0; j < NC; j++) {                                                             \
-            p[j] = _mm512_loadu_si512(x[j]->c8);                                                          \
+            UNROLL for (int i = 0; i < RJ; i++) p[i][j] = _mm512_loadu_si512(x[j]->c8);                   \
             s16[j] = _mm512_setzero_si512();                                                              \
         }                                                                                                 \
         UNROLL for (int u = 0; u < 4; u++) {                                                              \
-            const __m512i v = TAIL ? _mm512_maskz_loadu_epi32(m, QS(t, n, u)) : _mm512_loadu_si512(QS(t, n, u)); \
-            const __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4); \
+            __m512i lo[2], hi[2];                                                                         \
+            UNROLL for (int i = 0; i < RJ; i++) {                                                         \
+                const __m512i v = TAIL ? _mm512_maskz_loadu_epi32(m, QS(t[i], n, u)) : _mm512_loadu_si512(QS(t[i], n, u)); \
+                lo[i] = _mm512_and_si512(v, low4);                                                        \
+                hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);                                  \
+            }                                                                                             \
             UNROLL for (int j = 0; j < NC; j++) {                                                         \
-                const __m512i xl = _mm512_loadu_si512(x[j]->qs[2 * u]), xh = _mm512_loadu_si512(x[j]->qs[2 * u + 1]); \
+                __m512i xl = _mm512_loadu_si512(x[j]->qs[2 * u]), xh = _mm512_loadu_si512(x[j]->qs[2 * u + 1]); \
+                if (RJ > 1) __asm__("" : "+v"(xl), "+v"(xh)); /* one load for both rows */                \
                 if (VNNI) {                                                                               \
-                    p[j] = _mm512_dpbusd_epi32(p[j], lo, xl);                                             \
-                    p[j] = _mm512_dpbusd_epi32(p[j], hi, xh);                                             \
+                    UNROLL for (int i = 0; i < RJ; i++) {                                                 \
+                        p[i][j] = _mm512_dpbusd_epi32(p[i][j], lo[i], xl);                                \
+                        p[i][j] = _mm512_dpbusd_epi32(p[i][j], hi[i], xh);                                \
+                    }                                                                                     \
                 } else {                                                                                  \
-                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(lo, xl));                      \
-                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(hi, xh));                      \
+                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(lo[0], xl));                   \
+                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(hi[0], xh));                   \
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
         if (!(VNNI))                                                                                      \
-            UNROLL for (int j = 0; j < NC; j++) p[j] = _mm512_add_epi32(p[j], _mm512_madd_epi16(s16[j], _mm512_set1_epi16(1))); \
-        const __m512 sw = _mm512_cvtph_ps(TAIL ? _mm256_maskz_loadu_epi16(m, t) : _mm256_loadu_si256((const __m256i *)t)); \
-        UNROLL for (int j = 0; j < NC; j++)                                                               \
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(x[j]->d)), acc[j]); \
+            UNROLL for (int j = 0; j < NC; j++) p[0][j] = _mm512_add_epi32(p[0][j], _mm512_madd_epi16(s16[j], _mm512_set1_epi16(1))); \
+        UNROLL for (int i = 0; i < RJ; i++) {                                                             \
+            const __m512 sw = _mm512_cvtph_ps(TAIL ? _mm256_maskz_loadu_epi16(m, t[i]) : _mm256_loadu_si256((const __m256i *)t[i])); \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i][j]), _mm512_mul_ps(sw, _mm512_loadu_ps(x[j]->d)), acc[i][j]); \
+        }                                                                                                 \
     }
 
 GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
 GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
 
-/* The AVX-512 tiles, 1 to 8 columns (x16.h's sweeps): the whole groups,
- * then the compact one. */
-#define TILE_AVX512(name, TARGET, GROUP)                                                                   \
+/* The AVX-512 tiles, 1 to 8 columns (x16.h's sweeps), RJ rows at a time
+ * (NR a multiple of RJ): the whole groups, then the compact one. */
+#define TILE_AVX512(name, TARGET, GROUP, RJ)                                                               \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
@@ -380,29 +392,38 @@ GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_q4_0x16_tail_blocks(c->k);                                                     \
         const block_act_q8_0x16 *x[OKV_X16_MAX_COLS];                                                     \
-        for (int r = 0; r < NR; r++) {                                                                    \
-            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+        for (int r = 0; r < NR; r += (RJ)) {                                                              \
+            __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
+            const uint8_t *t[RJ];                                                                         \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
             for (int64_t g = 0; g < nw; g++) {                                                            \
-                const block_q4_0x16 *w = wr[r] + g;                                                       \
-                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    t[i] = (const uint8_t *)(wr[r + i] + g);                                              \
+                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)t[i] + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + g;                                     \
-                GROUP((const uint8_t *)w, OKV_X16_BLOCKS, 0, (__mmask16)0xFFFF, x, NC, acc);              \
+                GROUP(t, RJ, OKV_X16_BLOCKS, 0, (__mmask16)0xFFFF, x, NC, acc);                           \
             }                                                                                             \
             if (nt) {                                                                                     \
-                for (int l = 0; l < 18 * nt + 64; l += 64) _mm_prefetch((const char *)(wr[r] + nw) + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    t[i] = (const uint8_t *)(wr[r + i] + nw);                                             \
+                    for (int l = 0; l < 18 * nt + 64; l += 64) _mm_prefetch((const char *)t[i] + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                    \
-                GROUP((const uint8_t *)(wr[r] + nw), nt, 1, (__mmask16)((1u << nt) - 1), x, NC, acc);     \
+                GROUP(t, RJ, nt, 1, (__mmask16)((1u << nt) - 1), x, NC, acc);                             \
             }                                                                                             \
-            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, group_avx512)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, group_avx512vnni)
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, group_avx512, 1)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, group_avx512vnni, 1)
+TILE_AVX512(tile2_avx512vnni, OKV_TARGET_AVX512VNNI, group_avx512vnni, 2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q4_0x16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q4_0x16_avx512vnni)
+OKV_X16_TILE_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile_avx512vnni, tile2_avx512vnni, okv_mm_tile_q4_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q4_0x16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q4_0x16_avx512vnni)
+OKV_X16_BLOCK_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile_avx512vnni, tile2_avx512vnni, okv_mm_block_q4_0x16_avx512vnni)
 
 #endif /* OKV_X86 */

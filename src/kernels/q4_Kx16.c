@@ -385,58 +385,74 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
 }
 
 /* The AVX-512 body, with VNNI's dot product or BW's (the same lanes), and
- * Q5_K's fifth bits when FIVE. */
-#define TILE_AVX512(name, TARGET, VNNI, FIVE)                                                             \
+ * Q5_K's fifth bits when FIVE: rows RJ at a time (NR a multiple of RJ). */
+#define TILE_AVX512(name, TARGET, VNNI, FIVE, RJ)                                                         \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP(FIVE);                                                                                 \
         const int8_t (*xq[OKV_X16_MAX_COLS])[64];                                                         \
-        for (int r = 0; r < NR; r++) {                                                                    \
-            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+        for (int r1 = 0; r1 < NR; r1 += (RJ)) {                                                           \
+            __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
             for (int64_t g = 0; g < nw; g++) {                                                            \
-                GROUP(FIVE);                                                                              \
-                for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                __m512i p[OKV_X16_MAX_COLS];                                                              \
+                const block_q4_Kx16 *wi[RJ];                                                              \
+                const uint8_t (*qs[RJ])[64], *wqh[RJ];                                                     \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    const int r = r1 + i;                                                                 \
+                    GROUP(FIVE);                                                                          \
+                    for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    wi[i] = w;                                                                            \
+                    qs[i] = w->qs;                                                                        \
+                    wqh[i] = qh;                                                                          \
+                }                                                                                         \
+                __m512i p[RJ][OKV_X16_MAX_COLS];                                                          \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
-                    p[j] = _mm512_setzero_si512();                                                        \
+                    UNROLL for (int i = 0; i < (RJ); i++) p[i][j] = _mm512_setzero_si512();               \
                     xq[j] = xs[j][g].qs;                                                                  \
                 }                                                                                         \
-                OKV_X16_DOTS_512(p, w->qs, qh, xq, NC, VNNI, FIVE);                                       \
-                const __m512 dsc = scaled_bytes(w->d, w->sc), dm = scaled_bytes(w->dmin, w->m);           \
-                UNROLL for (int j = 0; j < NC; j++) {                                                     \
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(dsc, _mm512_loadu_ps(xs[j][g].d)), \
-                                             acc[j]);                                                     \
-                    acc[j] = _mm512_fnmadd_ps(dm, _mm512_loadu_ps(xs[j][g].xm), acc[j]);                  \
+                OKV_X16_DOTS_512(p, RJ, qs, wqh, xq, NC, VNNI, FIVE);                                      \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    const __m512 dsc = scaled_bytes(wi[i]->d, wi[i]->sc), dm = scaled_bytes(wi[i]->dmin, wi[i]->m); \
+                    UNROLL for (int j = 0; j < NC; j++) {                                                 \
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i][j]),                          \
+                                                    _mm512_mul_ps(dsc, _mm512_loadu_ps(xs[j][g].d)), acc[i][j]); \
+                        acc[i][j] = _mm512_fnmadd_ps(dm, _mm512_loadu_ps(xs[j][g].xm), acc[i][j]);        \
+                    }                                                                                     \
                 }                                                                                         \
             }                                                                                             \
-            if (ng > nw) { /* the half group: lanes 0-7, AVX2's operations on them */                    \
-                const int64_t g = nw;                                                                     \
-                HALF_GROUP(FIVE);                                                                         \
-                for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                __m256 lo[OKV_X16_MAX_COLS];                                                              \
-                UNROLL for (int j = 0; j < NC; j++) {                                                     \
-                    lo[j] = _mm512_castps512_ps256(acc[j]);                                               \
-                    xq[j] = xs[j][g].qs;                                                                  \
+            UNROLL for (int i = 0; i < (RJ); i++) {                                                       \
+                const int r = r1 + i;                                                                     \
+                if (ng > nw) { /* the half group: lanes 0-7, AVX2's operations on them */                \
+                    const int64_t g = nw;                                                                 \
+                    HALF_GROUP(FIVE);                                                                     \
+                    for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    __m256 lo[OKV_X16_MAX_COLS];                                                          \
+                    UNROLL for (int j = 0; j < NC; j++) {                                                 \
+                        lo[j] = _mm512_castps512_ps256(acc[i][j]);                                        \
+                        xq[j] = xs[j][g].qs;                                                              \
+                    }                                                                                     \
+                    SUPER_BLOCK_AVX2(lo, h->qs, hqh, h->d, h->dmin, h->sc, h->m, 0, FIVE);                   \
+                    UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_insertf32x8(acc[i][j], lo[j], 0); \
                 }                                                                                         \
-                SUPER_BLOCK_AVX2(lo, h->qs, hqh, h->d, h->dmin, h->sc, h->m, 0, FIVE);                       \
-                UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_insertf32x8(acc[j], lo[j], 0);        \
+                UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[i][j]); \
             }                                                                                             \
-            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
         }                                                                                                 \
     }
 
-TILE_AVX512(tile4_avx512, OKV_TARGET_AVX512, 0, 0)
-TILE_AVX512(tile4_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 0)
-TILE_AVX512(tile5_avx512, OKV_TARGET_AVX512, 0, 1)
-TILE_AVX512(tile5_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 1)
+TILE_AVX512(tile4_avx512, OKV_TARGET_AVX512, 0, 0, 1)
+TILE_AVX512(tile5_avx512, OKV_TARGET_AVX512, 0, 1, 1)
+TILE_AVX512(tile4_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 0, 1)
+TILE_AVX512(tile5_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 1, 1)
+TILE_AVX512(tile4x2_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 0, 2)
+TILE_AVX512(tile5x2_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 1, 2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile4_avx512, okv_mm_tile_q4_Kx16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile4_avx512vnni, okv_mm_tile_q4_Kx16_avx512vnni)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile4_avx512, okv_mm_block_q4_Kx16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile4_avx512vnni, okv_mm_block_q4_Kx16_avx512vnni)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile5_avx512, okv_mm_tile_q5_Kx16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, okv_mm_tile_q5_Kx16_avx512vnni)
+OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile4_avx512, okv_mm_block_q4_Kx16_avx512)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile5_avx512, okv_mm_block_q5_Kx16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, okv_mm_block_q5_Kx16_avx512vnni)
+OKV_X16_TILE_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile4_avx512vnni, tile4x2_avx512vnni, okv_mm_tile_q4_Kx16_avx512vnni)
+OKV_X16_TILE_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, tile5x2_avx512vnni, okv_mm_tile_q5_Kx16_avx512vnni)
+OKV_X16_BLOCK_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile4_avx512vnni, tile4x2_avx512vnni, okv_mm_block_q4_Kx16_avx512vnni)
+OKV_X16_BLOCK_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile5_avx512vnni, tile5x2_avx512vnni, okv_mm_block_q5_Kx16_avx512vnni)
 
 #endif /* OKV_X86 */

@@ -208,51 +208,64 @@ OKV_TARGET_AVX2 void okv_mm_block_q6_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, 
 }
 
 /* The AVX-512 body: VNNI's dot product, or BW's maddubs pairs added two
- * vectors at a time as int16 (the same exact lanes). */
-#define TILE_AVX512(name, TARGET, VNNI)                                                                   \
+ * vectors at a time as int16 (the same exact lanes); rows RJ at a time (NR
+ * a multiple of RJ; BW: 1), two rows sharing each activation vector's load
+ * (x16.h's OKV_X16_DOTS_512 says why). */
+#define TILE_AVX512(name, TARGET, VNNI, RJ)                                                               \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
         const __m512i ones = _mm512_set1_epi16(1);                                                        \
-        for (int r = 0; r < NR; r++) {                                                                    \
-            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+        for (int r = 0; r < NR; r += (RJ)) {                                                              \
+            __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
             for (int64_t g = 0; g < ng; g++) {                                                            \
-                const block_q6_Kx16 *w = wr[r] + g;                                                       \
-                for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                __m512i wv[4];                                                                            \
-                const __m512i l0 = _mm512_loadu_si512(w->ql[0]), l1 = _mm512_loadu_si512(w->ql[1]);        \
-                const __m512i h = _mm512_loadu_si512(w->qh);                                              \
-                Q6_VALUES(wv, l0, l1, h, _mm512_and_si512, _mm512_slli_epi16, _mm512_srli_epi16, SET1_512, \
-                          _mm512_or_si512);                                                               \
-                const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(w->d)),                         \
-                                                 _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w->sc)))); \
+                __m512i wv[RJ][4];                                                                        \
+                __m512 dsc[RJ];                                                                           \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    const block_q6_Kx16 *w = wr[r + i] + g;                                               \
+                    for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    const __m512i l0 = _mm512_loadu_si512(w->ql[0]), l1 = _mm512_loadu_si512(w->ql[1]);    \
+                    const __m512i h = _mm512_loadu_si512(w->qh);                                          \
+                    Q6_VALUES(wv[i], l0, l1, h, _mm512_and_si512, _mm512_slli_epi16, _mm512_srli_epi16, SET1_512, \
+                              _mm512_or_si512);                                                           \
+                    dsc[i] = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(w->d)),                               \
+                                           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w->sc)))); \
+                }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
                     const int8_t (*xq)[64] = xs[j][g].qs;                                                 \
-                    __m512i p = _mm512_loadu_si512(xs[j][g].c32);                                         \
+                    __m512i p[RJ];                                                                        \
+                    UNROLL for (int i = 0; i < (RJ); i++) p[i] = _mm512_loadu_si512(xs[j][g].c32);        \
                     UNROLL for (int v = 0; v < 4; v += 2) {                                               \
-                        const __m512i x0 = _mm512_loadu_si512(xq[v]), x1 = _mm512_loadu_si512(xq[v + 1]);   \
-                        if (VNNI) {                                                                       \
-                            p = _mm512_dpbusd_epi32(p, wv[v], x0);                                        \
-                            p = _mm512_dpbusd_epi32(p, wv[v + 1], x1);                                    \
-                        } else {                                                                          \
-                            const __m512i s = _mm512_add_epi16(_mm512_maddubs_epi16(wv[v], x0),           \
-                                                               _mm512_maddubs_epi16(wv[v + 1], x1));      \
-                            p = _mm512_add_epi32(p, _mm512_madd_epi16(s, ones));                          \
+                        __m512i x0 = _mm512_loadu_si512(xq[v]), x1 = _mm512_loadu_si512(xq[v + 1]);         \
+                        if ((RJ) > 1) __asm__("" : "+v"(x0), "+v"(x1)); /* one load for both rows */      \
+                        UNROLL for (int i = 0; i < (RJ); i++) {                                           \
+                            if (VNNI) {                                                                   \
+                                p[i] = _mm512_dpbusd_epi32(p[i], wv[i][v], x0);                           \
+                                p[i] = _mm512_dpbusd_epi32(p[i], wv[i][v + 1], x1);                       \
+                            } else {                                                                      \
+                                const __m512i s = _mm512_add_epi16(_mm512_maddubs_epi16(wv[i][v], x0),    \
+                                                                   _mm512_maddubs_epi16(wv[i][v + 1], x1)); \
+                                p[i] = _mm512_add_epi32(p[i], _mm512_madd_epi16(s, ones));                \
+                            }                                                                             \
                         }                                                                                 \
                     }                                                                                     \
-                    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dsc, _mm512_loadu_ps(xs[j][g].d)), \
-                                             acc[j]);                                                     \
+                    const __m512 xd = _mm512_loadu_ps(xs[j][g].d);                                        \
+                    UNROLL for (int i = 0; i < (RJ); i++)                                                 \
+                        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i]), _mm512_mul_ps(dsc[i], xd), acc[i][j]); \
                 }                                                                                         \
             }                                                                                             \
-            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0, 1)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 1)
+TILE_AVX512(tile2_avx512vnni, OKV_TARGET_AVX512VNNI, 1, 2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q6_Kx16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q6_Kx16_avx512vnni)
+OKV_X16_TILE_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile_avx512vnni, tile2_avx512vnni, okv_mm_tile_q6_Kx16_avx512vnni)
 /* Q6_K's activations take 1.5 bytes a value (c32 and d per lane), the
  * 512-value groups' 1.25: at k = 5632 four columns are 33 KiB, just over
  * OKV_X16_SWEEP_BYTES, which then swept them two at a time (5 columns as
@@ -263,6 +276,7 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q6_Kx16_a
  * so this budget is Q6_K's alone. */
 enum { Q6_SWEEP_BYTES = 36864 };
 OKV_X16_BLOCK_ENTRY_BUDGET(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q6_Kx16_avx512, Q6_SWEEP_BYTES)
-OKV_X16_BLOCK_ENTRY_BUDGET(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q6_Kx16_avx512vnni, Q6_SWEEP_BYTES)
+OKV_X16_BLOCK_ENTRY_PAIRS_BUDGET(OKV_TARGET_AVX512VNNI, tile_avx512vnni, tile2_avx512vnni, okv_mm_block_q6_Kx16_avx512vnni,
+                                 Q6_SWEEP_BYTES)
 
 #endif /* OKV_X86 */

@@ -125,44 +125,59 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
-/* The integer dots of one group, p[j] (j < NC) += lane i's sum over its 32
- * values of weight times activation, for column j's activation vectors
- * xq[j] (int8_t [8][64]).  The weights are the nibbles of qs, and with FIVE
- * a fifth bit from qh (byte 4i + m of lane i: bit u for the value in the
- * low nibble of qs[u], bit 4 + u for the high one: Q5_K).
+/* The integer dots of one group for RJ rows (1 or 2), p[i][j] (j < NC) +=
+ * lane l's sum over its 32 values of row i's weight times activation, for
+ * column j's activation vectors xq[j] (int8_t [8][64]).  Row i's weights
+ * are the nibbles of qs[i], and with FIVE a fifth bit from qh[i] (byte
+ * 4l + m of lane l: bit u for the value in the low nibble of qs[u], bit
+ * 4 + u for the high one: Q5_K).
  *
- * With VNNI one vpdpbusd per 64 products.  Without it (AVX-512BW, AVX2),
- * maddubs makes int16 pair sums, which are added as int16 before one madd
- * widens them: 16 products of 4-bit weights (at most 15 * 127 each) or 8 of
- * 5-bit ones (31 * 127) stay within int16, so the sums are exact, the same
- * lanes as VNNI's, in 17 operations per 256 products instead of 24. */
-#define OKV_X16_DOTS_512(p, qs, qh, xq, NC, VNNI, FIVE)                                      \
+ * With VNNI one vpdpbusd per 64 products.  Two rows meet each activation
+ * vector, loaded once into a register, with both rows' weights: one
+ * 64-byte load per two vpdpbusd, where one row takes a load with each
+ * (OKV_X16_SWEEPS_PAIRS says where that pays).
+ * Without VNNI (AVX-512BW, AVX2), maddubs makes int16 pair sums, which are
+ * added as int16 before one madd widens them: 16 products of 4-bit weights
+ * (at most 15 * 127 each) or 8 of 5-bit ones (31 * 127) stay within int16,
+ * so the sums are exact, the same lanes as VNNI's, in 17 operations per 256
+ * products instead of 24 (one row: two rows' int16 sums would not fit the
+ * registers). */
+#define OKV_X16_DOTS_512(p, RJ, qs, qh, xq, NC, VNNI, FIVE)                                  \
     do {                                                                                     \
         const __m512i low4_ = _mm512_set1_epi8(0x0F), bit4_ = _mm512_set1_epi8(0x10);         \
-        const __m512i hb_ = (FIVE) ? _mm512_loadu_si512(qh) : _mm512_setzero_si512();        \
-        __m512i s16_[OKV_X16_MAX_COLS];                                                      \
+        __m512i hb_[2], s16_[OKV_X16_MAX_COLS];                                              \
+        UNROLL for (int i_ = 0; i_ < (RJ); i_++)                                             \
+            hb_[i_] = (FIVE) ? _mm512_loadu_si512((qh)[i_]) : _mm512_setzero_si512();        \
         if (!(VNNI)) UNROLL for (int j_ = 0; j_ < (NC); j_++) s16_[j_] = _mm512_setzero_si512(); \
         UNROLL for (int u_ = 0; u_ < 4; u_++) {                                              \
-            const __m512i wv_ = _mm512_loadu_si512((qs)[u_]);                                \
-            __m512i lo_ = _mm512_and_si512(wv_, low4_);                                      \
-            __m512i hi_ = _mm512_and_si512(_mm512_srli_epi16(wv_, 4), low4_);                \
-            if (FIVE) {                                                                      \
-                /* bit u to bit 4, bit 4 + u to bit 4 (16-bit shifts: what crosses \
-                 * bytes is masked off) */                                                   \
-                lo_ = _mm512_or_si512(lo_, _mm512_and_si512(_mm512_sll_epi16(hb_, _mm_cvtsi32_si128(4 - u_)), bit4_)); \
-                hi_ = _mm512_or_si512(hi_, _mm512_and_si512(_mm512_srl_epi16(hb_, _mm_cvtsi32_si128(u_)), bit4_)); \
+            __m512i lo_[2], hi_[2];                                                          \
+            UNROLL for (int i_ = 0; i_ < (RJ); i_++) {                                       \
+                const __m512i wv_ = _mm512_loadu_si512((qs)[i_][u_]);                        \
+                lo_[i_] = _mm512_and_si512(wv_, low4_);                                      \
+                hi_[i_] = _mm512_and_si512(_mm512_srli_epi16(wv_, 4), low4_);                \
+                if (FIVE) {                                                                  \
+                    /* bit u to bit 4, bit 4 + u to bit 4 (16-bit shifts: what \
+                     * crosses bytes is masked off) */                                       \
+                    lo_[i_] = _mm512_or_si512(lo_[i_], _mm512_and_si512(_mm512_sll_epi16(hb_[i_], _mm_cvtsi32_si128(4 - u_)), bit4_)); \
+                    hi_[i_] = _mm512_or_si512(hi_[i_], _mm512_and_si512(_mm512_srl_epi16(hb_[i_], _mm_cvtsi32_si128(u_)), bit4_)); \
+                }                                                                            \
             }                                                                                \
             UNROLL for (int j_ = 0; j_ < (NC); j_++) {                                       \
-                const __m512i xl_ = _mm512_loadu_si512((xq)[j_][2 * u_]);                    \
-                const __m512i xh_ = _mm512_loadu_si512((xq)[j_][2 * u_ + 1]);                \
+                __m512i xl_ = _mm512_loadu_si512((xq)[j_][2 * u_]);                          \
+                __m512i xh_ = _mm512_loadu_si512((xq)[j_][2 * u_ + 1]);                      \
+                /* in registers for two rows (GCC otherwise folded the load \
+                 * into each vpdpbusd, loading it twice) */                                  \
+                if ((RJ) > 1) __asm__("" : "+v"(xl_), "+v"(xh_));                            \
                 if (VNNI) {                                                                  \
-                    (p)[j_] = _mm512_dpbusd_epi32((p)[j_], lo_, xl_);                        \
-                    (p)[j_] = _mm512_dpbusd_epi32((p)[j_], hi_, xh_);                        \
+                    UNROLL for (int i_ = 0; i_ < (RJ); i_++) {                               \
+                        (p)[i_][j_] = _mm512_dpbusd_epi32((p)[i_][j_], lo_[i_], xl_);        \
+                        (p)[i_][j_] = _mm512_dpbusd_epi32((p)[i_][j_], hi_[i_], xh_);        \
+                    }                                                                        \
                 } else {                                                                     \
-                    s16_[j_] = _mm512_add_epi16(s16_[j_], _mm512_maddubs_epi16(lo_, xl_));   \
-                    s16_[j_] = _mm512_add_epi16(s16_[j_], _mm512_maddubs_epi16(hi_, xh_));   \
+                    s16_[j_] = _mm512_add_epi16(s16_[j_], _mm512_maddubs_epi16(lo_[0], xl_)); \
+                    s16_[j_] = _mm512_add_epi16(s16_[j_], _mm512_maddubs_epi16(hi_[0], xh_)); \
                     if (u_ == 3 || ((FIVE) && u_ == 1)) {                                    \
-                        (p)[j_] = _mm512_add_epi32((p)[j_], _mm512_madd_epi16(s16_[j_], _mm512_set1_epi16(1))); \
+                        (p)[0][j_] = _mm512_add_epi32((p)[0][j_], _mm512_madd_epi16(s16_[j_], _mm512_set1_epi16(1))); \
                         s16_[j_] = _mm512_setzero_si512();                                   \
                     }                                                                        \
                 }                                                                            \
@@ -340,6 +355,21 @@ static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(co
         }                                                                                     \
     }
 
+/* The same where VNNI's bodies take rows in pairs (OKV_X16_DOTS_512):
+ * NAME2 is NAME's two-row body, for the pairs of a tile's rows by 3 or 4
+ * columns (Q4_K 5632x2048 by 3, one thread of a Zen 4: 198-200 -> 219-230
+ * GFLOP/s; by 1 and 2 one row at a time, as OKV_X16_SWEEPS_PAIRS). */
+#define OKV_X16_TILE_ENTRY_PAIRS(TARGET, NAME, NAME2, tile_fn)                                \
+    TARGET void tile_fn(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {        \
+        const int even = nr & ~1;                                                             \
+        switch (nc) {                                                                         \
+        case 4: NAME2(c, r0, even, c0, 4); NAME(c, r0 + even, nr - even, c0, 4); break;       \
+        case 3: NAME2(c, r0, even, c0, 3); NAME(c, r0 + even, nr - even, c0, 3); break;       \
+        case 2: NAME(c, r0, nr, c0, 2); break;                                                \
+        default: NAME(c, r0, nr, c0, 1); break;                                               \
+        }                                                                                     \
+    }
+
 /* Bytes of activations one sweep of a block pass keeps in L1 (48 KiB on
  * Zen 5 and recent Intel cores, 32 KiB on Zen 4), beside the weights'
  * lines passing through (Q6_K has a budget of its own: q6_Kx16.c). */
@@ -384,9 +414,88 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
         }                                                                                     \
     } while (0)
 
+/* OKV_X16_SWEEPS for VNNI's bodies that take rows in pairs (NAME2, NAME's
+ * two-row body): sweeps of 5 or 4 columns two rows at a time, 8 columns as
+ * two sweeps of 4 (two rows' accumulators for 8 would fill every register),
+ * 2 and 1 column a row at a time (by 1 and 2 columns the pairs ran level or
+ * up to 10 % behind: the weights, not the activations, bound those).
+ * bench/matmul, one thread of a Zen 4 (AVX-512 VNNI), GFLOP/s before ->
+ * after: by 5 columns (verifying 4 drafted tokens) Q4_K 5632x2048 234-236 ->
+ * 285-288, Q4_0 251 -> 270, Q6_K 173 -> 212, at k = 5632 (sweeps of 4 + 1)
+ * Q4_K 184-187 -> 208-218, Q6_K 111 -> 144; by 64 Q4_0 5632x2048 (8 a
+ * sweep before) 268-273 -> 322-330, Q4_K 254-258 -> 278-283, 2048x5632
+ * Q4_K 221-225 -> 288, Q6_K 152 -> 198.  Q8_0's pairs ran behind at
+ * k = 5632 (its rows are twice as long; 165 -> 103 by 5), so it keeps one
+ * row. */
+#define OKV_X16_SWEEPS_PAIRS(NAME, NAME2, budget)                                             \
+    do {                                                                                      \
+        const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
+        const int64_t most_ = okv_x16_sweep_cols(fit_ < 5 ? fit_ : 5);                        \
+        for (int64_t j_ = c0; j_ < c1;) {                                                     \
+            const int64_t m_ = c1 - j_;                                                       \
+            const int nc_ = most_ == 5 && m_ >= 8 && m_ % 4 == 0 ? 4 : okv_x16_sweep_cols(m_ < most_ ? m_ : most_); \
+            const int64_t pairs_end_ = nc_ == 5 || nc_ == 4 ? r1 - (r1 - r0) % 2 : r0;        \
+            for (int64_t r_ = r0; r_ < pairs_end_; r_ += 2) {                                 \
+                if (nc_ == 5) NAME2(c, r_, 2, j_, 5);                                         \
+                else NAME2(c, r_, 2, j_, 4);                                                  \
+            }                                                                                 \
+            for (int64_t r_ = pairs_end_; r_ < r1; r_++) {                                    \
+                switch (nc_) {                                                                \
+                case 5: NAME(c, r_, 1, j_, 5); break;                                         \
+                case 4: NAME(c, r_, 1, j_, 4); break;                                         \
+                case 2: NAME(c, r_, 1, j_, 2); break;                                         \
+                default: NAME(c, r_, 1, j_, 1); break;                                        \
+                }                                                                             \
+            }                                                                                 \
+            j_ += nc_;                                                                        \
+        }                                                                                     \
+    } while (0)
+
+#define OKV_X16_BLOCK_ENTRY_PAIRS_BUDGET(TARGET, NAME, NAME2, block_fn, budget)              \
+    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
+        OKV_X16_SWEEPS_PAIRS(NAME, NAME2, budget);                                            \
+    }
+#define OKV_X16_BLOCK_ENTRY_PAIRS(TARGET, NAME, NAME2, block_fn) \
+    OKV_X16_BLOCK_ENTRY_PAIRS_BUDGET(TARGET, NAME, NAME2, block_fn, OKV_X16_SWEEP_BYTES)
 #define OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, budget)                            \
     TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
         OKV_X16_SWEEPS(NAME, budget);                                                         \
+    }
+/* The same with a two-row body NAME2(c, r, c0, NC) for sweeps of 1 to 5
+ * columns (8 keep NAME's one row: two rows' accumulators would fill every
+ * register). */
+#define OKV_X16_SWEEPS2(NAME, NAME2, budget)                                                  \
+    do {                                                                                      \
+        const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
+        const int64_t most_ = okv_x16_sweep_cols(fit_);                                       \
+        for (int64_t j_ = c0; j_ < c1;) {                                                     \
+            const int nc_ = okv_x16_sweep_cols(c1 - j_ < most_ ? c1 - j_ : most_);            \
+            int64_t r_ = r0;                                                                  \
+            if (nc_ < 8)                                                                      \
+                for (; r_ + 2 <= r1; r_ += 2) {                                               \
+                    switch (nc_) {                                                            \
+                    case 5: NAME2(c, r_, j_, 5); break;                                       \
+                    case 4: NAME2(c, r_, j_, 4); break;                                       \
+                    case 2: NAME2(c, r_, j_, 2); break;                                       \
+                    default: NAME2(c, r_, j_, 1); break;                                      \
+                    }                                                                         \
+                }                                                                             \
+            for (; r_ < r1; r_++) {                                                           \
+                switch (nc_) {                                                                \
+                case 8: NAME(c, r_, 1, j_, 8); break;                                         \
+                case 5: NAME(c, r_, 1, j_, 5); break;                                         \
+                case 4: NAME(c, r_, 1, j_, 4); break;                                         \
+                case 2: NAME(c, r_, 1, j_, 2); break;                                         \
+                default: NAME(c, r_, 1, j_, 1); break;                                        \
+                }                                                                             \
+            }                                                                                 \
+            j_ += nc_;                                                                        \
+        }                                                                                     \
+    } while (0)
+
+#define OKV_X16_BLOCK_ENTRY2(TARGET, NAME, NAME2, block_fn)                                   \
+    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
+        OKV_X16_SWEEPS2(NAME, NAME2, OKV_X16_SWEEP_BYTES);                                    \
     }
 #define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn) \
     OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, OKV_X16_SWEEP_BYTES)
