@@ -271,36 +271,57 @@ OKV_TARGET_AVXVNNI void okv_mm_block_mxfp4x16_avxvnni(const okv_mm_ctx *c, int64
 }
 
 /* The AVX-512 body, with VNNI's dot product or BW's (the same lanes): one
- * group into acc[j] for NC columns, its four 64-byte vectors of nibbles at
- * qs + u * qstride and its exponents at e, loaded under masks qm and em (a
- * whole group: all ones, which the compiler drops; the compact last group:
- * its lanes, the rest zero, as the whole group it stands for). */
+ * group of RJ rows (1 or 2; BW: 1) into acc[i][j] for NC columns, row i's
+ * four 64-byte vectors of nibbles at qs[i] + u * qstride and its exponents
+ * at e[i], loaded under masks qm and em (a whole group: all ones, which the
+ * compiler drops; the compact last group: its lanes, the rest zero, as the
+ * whole group it stands for).  Two rows share each activation vector's
+ * load (x16.h's OKV_X16_DOTS_512 says why). */
 #define GROUP_AVX512(name, TARGET, VNNI)                                                                   \
-    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *qs, int64_t qstride,       \
-                                                                  __mmask64 qm, const uint8_t *e, __mmask16 em, \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *const *qs, const int RJ,   \
+                                                                  int64_t qstride, __mmask64 qm,           \
+                                                                  const uint8_t *const *e, __mmask16 em,   \
                                                                   const block_act_q8_0x16 *const *xs, int64_t g, \
-                                                                  const int NC, __m512 *acc) {              \
+                                                                  const int NC, __m512 acc[][OKV_X16_MAX_COLS]) { \
         const __m512i low4 = _mm512_set1_epi8(0x0F), ones = _mm512_set1_epi16(1);                         \
         const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)okv_mxfp4_values)); \
         const __m512i utable = _mm512_xor_si512(table, _mm512_set1_epi8((char)0x80)); /* value + 128 */  \
-        __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                               \
+        __m512i p[2][OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                            \
         UNROLL for (int j = 0; j < NC; j++) {                                                             \
-            p[j] = (VNNI) ? _mm512_slli_epi32(_mm512_loadu_si512(xs[j][g].c8), 4) : _mm512_setzero_si512(); \
+            UNROLL for (int i = 0; i < RJ; i++)                                                           \
+                p[i][j] = (VNNI) ? _mm512_slli_epi32(_mm512_loadu_si512(xs[j][g].c8), 4) : _mm512_setzero_si512(); \
             s16[j] = _mm512_setzero_si512();                                                              \
         }                                                                                                 \
         UNROLL for (int u = 0; u < 4; u++) {                                                              \
-            const __m512i wv = _mm512_maskz_loadu_epi8(qm, qs + u * qstride);                             \
-            const __m512i ilo = _mm512_and_si512(wv, low4);                                               \
-            const __m512i ihi = _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4);                         \
-            if (VNNI) { /* w + 128 times x, and -128 sum(x) from p's start */                             \
-                const __m512i ulo = _mm512_shuffle_epi8(utable, ilo), uhi = _mm512_shuffle_epi8(utable, ihi); \
+            __m512i ilo[2], ihi[2];                                                                       \
+            UNROLL for (int i = 0; i < RJ; i++) {                                                         \
+                const __m512i wv = _mm512_maskz_loadu_epi8(qm, qs[i] + u * qstride);                      \
+                ilo[i] = _mm512_and_si512(wv, low4);                                                      \
+                ihi[i] = _mm512_and_si512(_mm512_srli_epi16(wv, 4), low4);                                \
+            }                                                                                             \
+            if (VNNI && RJ > 1) { /* one chain per row and column: 2 NC of them */                        \
+                __m512i ulo[2], uhi[2];                                                                   \
+                UNROLL for (int i = 0; i < RJ; i++) {                                                     \
+                    ulo[i] = _mm512_shuffle_epi8(utable, ilo[i]);                                         \
+                    uhi[i] = _mm512_shuffle_epi8(utable, ihi[i]);                                         \
+                }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
-                    p[j] = _mm512_dpbusd_epi32(p[j], ulo, _mm512_loadu_si512(xs[j][g].qs[2 * u]));        \
+                    __m512i xl = _mm512_loadu_si512(xs[j][g].qs[2 * u]), xh = _mm512_loadu_si512(xs[j][g].qs[2 * u + 1]); \
+                    __asm__("" : "+v"(xl), "+v"(xh)); /* one load for both rows */                        \
+                    UNROLL for (int i = 0; i < RJ; i++)                                                   \
+                        p[i][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p[i][j], ulo[i], xl), uhi[i], xh); \
+                }                                                                                         \
+                continue;                                                                                 \
+            }                                                                                             \
+            if (VNNI) { /* w + 128 times x, and -128 sum(x) from p's start */                             \
+                const __m512i ulo = _mm512_shuffle_epi8(utable, ilo[0]), uhi = _mm512_shuffle_epi8(utable, ihi[0]); \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    p[0][j] = _mm512_dpbusd_epi32(p[0][j], ulo, _mm512_loadu_si512(xs[j][g].qs[2 * u]));  \
                     s16[j] = _mm512_dpbusd_epi32(s16[j], uhi, _mm512_loadu_si512(xs[j][g].qs[2 * u + 1])); \
                 }                                                                                         \
                 continue;                                                                                 \
             }                                                                                             \
-            const __m512i lo = _mm512_shuffle_epi8(table, ilo), hi = _mm512_shuffle_epi8(table, ihi);     \
+            const __m512i lo = _mm512_shuffle_epi8(table, ilo[0]), hi = _mm512_shuffle_epi8(table, ihi[0]); \
             const __m512i alo = _mm512_abs_epi8(lo), ahi = _mm512_abs_epi8(hi);                           \
             const __mmask64 nlo = _mm512_movepi8_mask(lo), nhi = _mm512_movepi8_mask(hi);                 \
             UNROLL for (int j = 0; j < NC; j++) {                                                         \
@@ -312,48 +333,65 @@ OKV_TARGET_AVXVNNI void okv_mm_block_mxfp4x16_avxvnni(const okv_mm_ctx *c, int64
                 s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(ahi, xh));                         \
             }                                                                                             \
         }                                                                                                 \
-        /* VNNI: s16 holds the high nibbles' int32 sums (two chains, not one) */                          \
-        UNROLL for (int j = 0; j < NC; j++)                                                               \
-            p[j] = (VNNI) ? _mm512_add_epi32(p[j], s16[j]) : _mm512_madd_epi16(s16[j], ones);              \
-        const __m512i e32 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(em, e));                            \
-        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e32, _mm512_set1_epi32(1)), 23);         \
-        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e32);                        \
-        const __m512 sw = _mm512_castsi512_ps(                                                            \
-            _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(e32, _mm512_set1_epi32(2)), sub));       \
-        UNROLL for (int j = 0; j < NC; j++)                                                               \
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), acc[j]); \
+        /* one row with VNNI: s16 holds the high nibbles' int32 sums (two \
+         * chains, not one; exact, so the same sums as two rows' one chain) */ \
+        if (RJ == 1)                                                                                      \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                p[0][j] = (VNNI) ? _mm512_add_epi32(p[0][j], s16[j]) : _mm512_madd_epi16(s16[j], ones);    \
+        UNROLL for (int i = 0; i < RJ; i++) {                                                             \
+            const __m512i e32 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(em, e[i]));                     \
+            const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e32, _mm512_set1_epi32(1)), 23);     \
+            const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e32);                    \
+            const __m512 sw = _mm512_castsi512_ps(                                                        \
+                _mm512_mask_mov_epi32(normal, _mm512_cmplt_epu32_mask(e32, _mm512_set1_epi32(2)), sub));   \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i][j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), acc[i][j]); \
+        }                                                                                                 \
     }
 
-/* Rows: the whole groups, then the compact one if any. */
-#define TILE_AVX512(name, group, TARGET)                                                                   \
+/* Rows, RJ at a time (NR a multiple of RJ): the whole groups, then the
+ * compact one if any. */
+#define TILE_AVX512(name, group, TARGET, RJ)                                                               \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_mxfp4x16_tail_blocks(c->k);                                                    \
-        for (int r = 0; r < NR; r++) {                                                                    \
-            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+        for (int r = 0; r < NR; r += (RJ)) {                                                              \
+            __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
+            const uint8_t *qs[RJ], *e[RJ];                                                                \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
             for (int64_t g = 0; g < nw; g++) {                                                            \
-                const block_mxfp4x16 *w = wr[r] + g;                                                      \
-                for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                group(w->qs[0], 64, ~(__mmask64)0, w->e, (__mmask16)0xFFFF, xs, g, NC, acc);              \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    const block_mxfp4x16 *w = wr[r + i] + g;                                              \
+                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    qs[i] = w->qs[0];                                                                     \
+                    e[i] = w->e;                                                                          \
+                }                                                                                         \
+                group(qs, RJ, 64, ~(__mmask64)0, e, (__mmask16)0xFFFF, xs, g, NC, acc);                   \
             }                                                                                             \
             if (ng > nw) { /* nt blocks */                                                                \
-                const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
-                for (int l = 0; l < 192; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                group(t + nt, 4 * nt, ((__mmask64)1 << (4 * nt)) - 1, t, (__mmask16)((1u << nt) - 1), xs, nw, NC, acc); \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    const uint8_t *t = (const uint8_t *)(wr[r + i] + nw);                                 \
+                    for (int l = 0; l < 192; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    qs[i] = t + nt;                                                                       \
+                    e[i] = t;                                                                             \
+                }                                                                                         \
+                group(qs, RJ, 4 * nt, ((__mmask64)1 << (4 * nt)) - 1, e, (__mmask16)((1u << nt) - 1), xs, nw, NC, acc); \
             }                                                                                             \
-            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
     }
 
 GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
 GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
-TILE_AVX512(tile_avx512, group_avx512, OKV_TARGET_AVX512)
-TILE_AVX512(tile_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI)
+TILE_AVX512(tile_avx512, group_avx512, OKV_TARGET_AVX512, 1)
+TILE_AVX512(tile_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+TILE_AVX512(tile2_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI, 2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_mxfp4x16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_mxfp4x16_avx512vnni)
+OKV_X16_TILE_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile_avx512vnni, tile2_avx512vnni, okv_mm_tile_mxfp4x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_mxfp4x16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_mxfp4x16_avx512vnni)
+OKV_X16_BLOCK_ENTRY_PAIRS(OKV_TARGET_AVX512VNNI, tile_avx512vnni, tile2_avx512vnni, okv_mm_block_mxfp4x16_avx512vnni)
 #endif /* OKV_X86 */

@@ -424,9 +424,9 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
  * 285-288, Q4_0 251 -> 270, Q6_K 173 -> 212, at k = 5632 (sweeps of 4 + 1)
  * Q4_K 184-187 -> 208-218, Q6_K 111 -> 144; by 64 Q4_0 5632x2048 (8 a
  * sweep before) 268-273 -> 322-330, Q4_K 254-258 -> 278-283, 2048x5632
- * Q4_K 221-225 -> 288, Q6_K 152 -> 198.  Q8_0's pairs ran behind at
- * k = 5632 (its rows are twice as long; 165 -> 103 by 5), so it keeps one
- * row. */
+ * Q4_K 221-225 -> 288, Q6_K 152 -> 198; MXFP4 by 5 247 -> 308.  Q8_0's
+ * and Q5_0's pairs ran behind at k = 5632 (Q8_0 by 5 165 -> 103: its rows
+ * are twice as long; Q5_0 by 3 197 -> 161), so those keep one row. */
 #define OKV_X16_SWEEPS_PAIRS(NAME, NAME2, budget)                                             \
     do {                                                                                      \
         const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
