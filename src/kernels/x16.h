@@ -384,6 +384,17 @@ enum { OKV_X16_SWEEP_BYTES = 32768 };
  * sweep (Zen 5). */
 static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5 : n >= 4 ? 4 : n >= 2 ? 2 : 1; }
 
+/* One row r of a sweep: NAME's one-row body by nc (5, 4, 2 or 1) columns from j. */
+#define OKV_X16_SWEEP_ROW(NAME, r, j, nc)                                                     \
+    do {                                                                                      \
+        switch (nc) {                                                                         \
+        case 5: NAME(c, r, 1, j, 5); break;                                                   \
+        case 4: NAME(c, r, 1, j, 4); break;                                                   \
+        case 2: NAME(c, r, 1, j, 2); break;                                                   \
+        default: NAME(c, r, 1, j, 1); break;                                                  \
+        }                                                                                     \
+    } while (0)
+
 /* A block pass from the same body: up to 8 columns at a time swept over
  * every row of the range (their activations in L1, the rows from L2), so
  * each row's nibbles are unpacked once per sweep.  5 columns (verifying 4
@@ -402,17 +413,19 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
         for (int64_t j_ = c0; j_ < c1;) {                                                     \
             const int nc_ = okv_x16_sweep_cols(c1 - j_ < most_ ? c1 - j_ : most_);            \
             for (int64_t r_ = r0; r_ < r1; r_++) {                                            \
-                switch (nc_) {                                                                \
-                case 8: NAME(c, r_, 1, j_, 8); break;                                         \
-                case 5: NAME(c, r_, 1, j_, 5); break;                                         \
-                case 4: NAME(c, r_, 1, j_, 4); break;                                         \
-                case 2: NAME(c, r_, 1, j_, 2); break;                                         \
-                default: NAME(c, r_, 1, j_, 1); break;                                        \
-                }                                                                             \
+                if (nc_ == 8) NAME(c, r_, 1, j_, 8);                                          \
+                else OKV_X16_SWEEP_ROW(NAME, r_, j_, nc_);                                    \
             }                                                                                 \
             j_ += nc_;                                                                        \
         }                                                                                     \
     } while (0)
+
+#define OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, budget)                            \
+    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
+        OKV_X16_SWEEPS(NAME, budget);                                                         \
+    }
+#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn) \
+    OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, OKV_X16_SWEEP_BYTES)
 
 /* OKV_X16_SWEEPS for VNNI's bodies that take rows in pairs (NAME2, NAME's
  * two-row body): sweeps of 5 or 4 columns two rows at a time, 8 columns as
@@ -439,14 +452,7 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
                 if (nc_ == 5) NAME2(c, r_, 2, j_, 5);                                         \
                 else NAME2(c, r_, 2, j_, 4);                                                  \
             }                                                                                 \
-            for (int64_t r_ = pairs_end_; r_ < r1; r_++) {                                    \
-                switch (nc_) {                                                                \
-                case 5: NAME(c, r_, 1, j_, 5); break;                                         \
-                case 4: NAME(c, r_, 1, j_, 4); break;                                         \
-                case 2: NAME(c, r_, 1, j_, 2); break;                                         \
-                default: NAME(c, r_, 1, j_, 1); break;                                        \
-                }                                                                             \
-            }                                                                                 \
+            for (int64_t r_ = pairs_end_; r_ < r1; r_++) OKV_X16_SWEEP_ROW(NAME, r_, j_, nc_);   \
             j_ += nc_;                                                                        \
         }                                                                                     \
     } while (0)
@@ -457,48 +463,6 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
     }
 #define OKV_X16_BLOCK_ENTRY_PAIRS(TARGET, NAME, NAME2, block_fn) \
     OKV_X16_BLOCK_ENTRY_PAIRS_BUDGET(TARGET, NAME, NAME2, block_fn, OKV_X16_SWEEP_BYTES)
-#define OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, budget)                            \
-    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
-        OKV_X16_SWEEPS(NAME, budget);                                                         \
-    }
-/* The same with a two-row body NAME2(c, r, c0, NC) for sweeps of 1 to 5
- * columns (8 keep NAME's one row: two rows' accumulators would fill every
- * register). */
-#define OKV_X16_SWEEPS2(NAME, NAME2, budget)                                                  \
-    do {                                                                                      \
-        const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
-        const int64_t most_ = okv_x16_sweep_cols(fit_);                                       \
-        for (int64_t j_ = c0; j_ < c1;) {                                                     \
-            const int nc_ = okv_x16_sweep_cols(c1 - j_ < most_ ? c1 - j_ : most_);            \
-            int64_t r_ = r0;                                                                  \
-            if (nc_ < 8)                                                                      \
-                for (; r_ + 2 <= r1; r_ += 2) {                                               \
-                    switch (nc_) {                                                            \
-                    case 5: NAME2(c, r_, j_, 5); break;                                       \
-                    case 4: NAME2(c, r_, j_, 4); break;                                       \
-                    case 2: NAME2(c, r_, j_, 2); break;                                       \
-                    default: NAME2(c, r_, j_, 1); break;                                      \
-                    }                                                                         \
-                }                                                                             \
-            for (; r_ < r1; r_++) {                                                           \
-                switch (nc_) {                                                                \
-                case 8: NAME(c, r_, 1, j_, 8); break;                                         \
-                case 5: NAME(c, r_, 1, j_, 5); break;                                         \
-                case 4: NAME(c, r_, 1, j_, 4); break;                                         \
-                case 2: NAME(c, r_, 1, j_, 2); break;                                         \
-                default: NAME(c, r_, 1, j_, 1); break;                                        \
-                }                                                                             \
-            }                                                                                 \
-            j_ += nc_;                                                                        \
-        }                                                                                     \
-    } while (0)
-
-#define OKV_X16_BLOCK_ENTRY2(TARGET, NAME, NAME2, block_fn)                                   \
-    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
-        OKV_X16_SWEEPS2(NAME, NAME2, OKV_X16_SWEEP_BYTES);                                    \
-    }
-#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn) \
-    OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, OKV_X16_SWEEP_BYTES)
 
 /* The same sweeps through the AVX2 tiles of Q4_0, Q8_0, Q4_K and Q5_K
  * (up to 8 columns: their bodies keep the columns' float sums in registers
