@@ -306,8 +306,8 @@ OKV_TARGET_AVXVNNI void okv_mm_block_mxfp4x16_avxvnni(const okv_mm_ctx *c, int64
                     uhi[i] = _mm512_shuffle_epi8(utable, ihi[i]);                                         \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
-                    __m512i xl = _mm512_loadu_si512(xs[j][g].qs[2 * u]), xh = _mm512_loadu_si512(xs[j][g].qs[2 * u + 1]); \
-                    __asm__("" : "+v"(xl), "+v"(xh)); /* one load for both rows */                        \
+                    const __m512i xl = okv_x16_load_act512(xs[j][g].qs[2 * u], RJ);                       \
+                    const __m512i xh = okv_x16_load_act512(xs[j][g].qs[2 * u + 1], RJ);                   \
                     UNROLL for (int i = 0; i < RJ; i++)                                                   \
                         p[i][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p[i][j], ulo[i], xl), uhi[i], xh); \
                 }                                                                                         \

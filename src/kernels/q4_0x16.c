@@ -357,8 +357,8 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q4_0x16_avxvnni(const okv_mm_ctx *c, int64_
                 hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);                                  \
             }                                                                                             \
             UNROLL for (int j = 0; j < NC; j++) {                                                         \
-                __m512i xl = _mm512_loadu_si512(x[j]->qs[2 * u]), xh = _mm512_loadu_si512(x[j]->qs[2 * u + 1]); \
-                if (RJ > 1) __asm__("" : "+v"(xl), "+v"(xh)); /* one load for both rows */                \
+                const __m512i xl = okv_x16_load_act512(x[j]->qs[2 * u], RJ);                              \
+                const __m512i xh = okv_x16_load_act512(x[j]->qs[2 * u + 1], RJ);                          \
                 if (VNNI) {                                                                               \
                     UNROLL for (int i = 0; i < RJ; i++) {                                                 \
                         p[i][j] = _mm512_dpbusd_epi32(p[i][j], lo[i], xl);                                \

@@ -238,8 +238,8 @@ OKV_TARGET_AVX2 void okv_mm_block_q6_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, 
                     __m512i p[RJ];                                                                        \
                     UNROLL for (int i = 0; i < (RJ); i++) p[i] = _mm512_loadu_si512(xs[j][g].c32);        \
                     UNROLL for (int v = 0; v < 4; v += 2) {                                               \
-                        __m512i x0 = _mm512_loadu_si512(xq[v]), x1 = _mm512_loadu_si512(xq[v + 1]);         \
-                        if ((RJ) > 1) __asm__("" : "+v"(x0), "+v"(x1)); /* one load for both rows */      \
+                        const __m512i x0 = okv_x16_load_act512(xq[v], (RJ));                              \
+                        const __m512i x1 = okv_x16_load_act512(xq[v + 1], (RJ));                          \
                         UNROLL for (int i = 0; i < (RJ); i++) {                                           \
                             if (VNNI) {                                                                   \
                                 p[i] = _mm512_dpbusd_epi32(p[i], wv[i][v], x0);                           \

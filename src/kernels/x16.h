@@ -125,6 +125,17 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
     return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
 }
 
+/* A 64-byte activation vector for the vpdpbusd of `rows` rows (1 or 2):
+ * for two, loaded once into a register both use (the empty asm: GCC
+ * otherwise folds the load into each vpdpbusd, a load a row; a Zen 4 loads
+ * one 64-byte vector a cycle, and by several columns one row's products
+ * were bound by those loads, not by vpdpbusd). */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512i okv_x16_load_act512(const void *p, int rows) {
+    __m512i v = _mm512_loadu_si512(p);
+    if (rows > 1) __asm__("" : "+v"(v));
+    return v;
+}
+
 /* The integer dots of one group for RJ rows (1 or 2), p[i][j] (j < NC) +=
  * lane l's sum over its 32 values of row i's weight times activation, for
  * column j's activation vectors xq[j] (int8_t [8][64]).  Row i's weights
@@ -133,7 +144,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
  * 4 + u for the high one: Q5_K).
  *
  * With VNNI one vpdpbusd per 64 products.  Two rows meet each activation
- * vector, loaded once into a register, with both rows' weights: one
+ * vector, loaded once (okv_x16_load_act512), with both rows' weights: one
  * 64-byte load per two vpdpbusd, where one row takes a load with each
  * (OKV_X16_SWEEPS_PAIRS says where that pays).
  * Without VNNI (AVX-512BW, AVX2), maddubs makes int16 pair sums, which are
@@ -163,11 +174,8 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 __m256i okv_x16_per
                 }                                                                            \
             }                                                                                \
             UNROLL for (int j_ = 0; j_ < (NC); j_++) {                                       \
-                __m512i xl_ = _mm512_loadu_si512((xq)[j_][2 * u_]);                          \
-                __m512i xh_ = _mm512_loadu_si512((xq)[j_][2 * u_ + 1]);                      \
-                /* in registers for two rows (GCC otherwise folded the load \
-                 * into each vpdpbusd, loading it twice) */                                  \
-                if ((RJ) > 1) __asm__("" : "+v"(xl_), "+v"(xh_));                            \
+                const __m512i xl_ = okv_x16_load_act512((xq)[j_][2 * u_], (RJ));              \
+                const __m512i xh_ = okv_x16_load_act512((xq)[j_][2 * u_ + 1], (RJ));          \
                 if (VNNI) {                                                                  \
                     UNROLL for (int i_ = 0; i_ < (RJ); i_++) {                               \
                         (p)[i_][j_] = _mm512_dpbusd_epi32((p)[i_][j_], lo_[i_], xl_);        \
