@@ -180,7 +180,7 @@ AVX2 __m256 scales8_avx2(const uint8_t *e) {
             }                                                                                             \
             if (ng > nw) { /* nt blocks */                                                                \
                 const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
-                for (int l = 0; l < 17 * nt; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1); \
+                okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD_AVX2, 17 * nt);                      \
                 uint8_t et[OKV_X16_BLOCKS];                                                               \
                 _mm_storeu_si128((__m128i *)et, _mm_and_si128(_mm_loadu_si128((const __m128i *)t), emask)); \
                 group(t + nt, 4 * nt, mask, et, xs, nw, NC, acc);                                         \
@@ -374,7 +374,7 @@ OKV_TARGET_AVXVNNI void okv_mm_block_mxfp4x16_avxvnni(const okv_mm_ctx *c, int64
             if (ng > nw) { /* nt blocks */                                                                \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const uint8_t *t = (const uint8_t *)(wr[r + i] + nw);                                 \
-                    for (int l = 0; l < 192; l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD, 17 * nt);                       \
                     qs[i] = t + nt;                                                                       \
                     e[i] = t;                                                                             \
                 }                                                                                         \

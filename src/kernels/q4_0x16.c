@@ -188,7 +188,7 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
                 half_avx2((const uint8_t *)w, OKV_X16_BLOCKS, 0, mask[half], x, half, 1, acc[half]);
         }
         if (nt)
-            for (int l = 0; l < 18 * nt + 64; l += 64) _mm_prefetch((const char *)(wr[r] + nw) + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
+            okv_x16_prefetch_tail((const char *)(wr[r] + nw) + OKV_X16_AHEAD_AVX2, 18 * nt);
         x[0] = xs[0] + nw;
         UNROLL for (int half = 0; half < 2; half++)
             if (tail_half(nt, half)) half_avx2((const uint8_t *)(wr[r] + nw), nt, 1, mask[half], x, half, 1, acc[half]);
@@ -227,8 +227,7 @@ AVX2 void tile1_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, 
                 }                                                                                         \
                 if (tail_half(nt, half)) {                                                                \
                     if (half == 0)                                                                        \
-                        for (int l = 0; l < 18 * nt + 64; l += 64)                                        \
-                            _mm_prefetch((const char *)(wr[r] + nw) + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1); \
+                        okv_x16_prefetch_tail((const char *)(wr[r] + nw) + OKV_X16_AHEAD_AVX2, 18 * nt);    \
                     UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                \
                     HALF((const uint8_t *)(wr[r] + nw), nt, 1, mask[half], x, half, NC, acc);             \
                 }                                                                                         \
@@ -408,7 +407,7 @@ GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
             if (nt) {                                                                                     \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     t[i] = (const uint8_t *)(wr[r + i] + nw);                                             \
-                    for (int l = 0; l < 18 * nt + 64; l += 64) _mm_prefetch((const char *)t[i] + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    okv_x16_prefetch_tail((const char *)t[i] + OKV_X16_AHEAD, 18 * nt);                    \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                    \
                 GROUP(t, RJ, nt, 1, (__mmask16)((1u << nt) - 1), x, NC, acc);                             \

@@ -153,6 +153,7 @@ AVX2 void tile_avx2(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, c
                 half_avx2((const uint8_t *)w, OKV_X16_BLOCKS, 0, mask[half], w->d, x, half, NC, acc);
             }
             if (nt > 8 * half) {
+                if (half == 0) okv_x16_prefetch_tail(tail + OKV_X16_AHEAD_AVX2, nt * (int)sizeof(block_q5_0));
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;
                 half_avx2(tail, nt, 1, mask[half], (const okv_f16 *)tail, x, half, NC, acc);
             }
@@ -275,6 +276,7 @@ GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
                 GROUP((const uint8_t *)w, OKV_X16_BLOCKS, (__mmask16)0xFFFF, x, NC, acc);                 \
             }                                                                                             \
             if (nt) {                                                                                     \
+                okv_x16_prefetch_tail((const char *)(wr[r] + nw) + OKV_X16_AHEAD, nt * (int)sizeof(block_q5_0)); \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                    \
                 GROUP((const uint8_t *)(wr[r] + nw), nt, (__mmask16)((1u << nt) - 1), x, NC, acc);        \
             }                                                                                             \

@@ -128,8 +128,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
         }
         if (ng > nw) { /* nt blocks, in Q8_0's bytes */
             const uint8_t *t = (const uint8_t *)(wr[r] + nw);
-            for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)
-                _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);
+            okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD_AVX2, nt * (int)sizeof(block_q8_0));
             group1_avx2((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, (const okv_f16 *)t, xs, nw, NC, acc);
         }
         UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx2(acc[j][0], acc[j][1]);
@@ -215,8 +214,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX2 void tile1_avx2(con
                 }                                                                                         \
                 if (ng > nw) {                                                                            \
                     if (half == 0)                                                                        \
-                        for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64)                        \
-                            _mm_prefetch((const char *)t + OKV_X16_AHEAD_AVX2 + l, _MM_HINT_T1);               \
+                        okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD_AVX2, nt * (int)sizeof(block_q8_0)); \
                     halfn((const int8_t *)t + nt * sizeof(okv_f16), 4 * nt, mask, (const okv_f16 *)t, xs, nw, half, NC, acc); \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) lanes[half][j] = acc[j];                              \
@@ -429,7 +427,7 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q8_0x16_avxvnni(const okv_mm_ctx *c, int64_
             }                                                                                             \
             if (ng > nw) { /* nt blocks, in Q8_0's bytes */                                               \
                 const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
-                for (int l = 0; l < nt * (int)sizeof(block_q8_0); l += 64) _mm_prefetch((const char *)t + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD, nt * (int)sizeof(block_q8_0));      \
                 group((const int8_t *)t + 2 * nt, 4 * nt, ((__mmask64)1 << (4 * nt)) - 1, (const okv_f16 *)t,     \
                       (__mmask16)((1u << nt) - 1), xs, nw, NC, acc);                                      \
             }                                                                                             \
