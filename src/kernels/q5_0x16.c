@@ -209,55 +209,67 @@ OKV_TARGET_AVX2 void okv_mm_block_q5_0x16_avx2(const okv_mm_ctx *c, int64_t r_be
     });
 }
 
-/* One group of n blocks at t (m: its lanes) of one row by NC columns into
- * acc, with VNNI's dot product or BW's (the same lanes): the parts read in
- * place, the compact last group's with its lanes' mask, as for AVX2. */
+/* One group of n blocks at t[i] (m: its lanes) of each of RJ rows (1 or 2;
+ * BW: 1) by NC columns into acc[i], with VNNI's dot product or BW's (the
+ * same lanes): the parts read in place, the compact last group's with its
+ * lanes' mask, as for AVX2.  Two rows share each activation vector's load
+ * (x16.h's OKV_X16_DOTS_512 says why). */
 #define GROUP_AVX512(name, TARGET, VNNI)                                                                   \
-    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *t, const int n, __mmask16 m, \
-                                                                  const block_act_q8_0x16 *const *x, const int NC, \
-                                                                  __m512 acc[]) {                          \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *const *t, const int RJ, const int n, \
+                                                                  __mmask16 m, const block_act_q8_0x16 *const *x, \
+                                                                  const int NC, __m512 acc[][OKV_X16_MAX_COLS]) { \
         const __m512i low4 = _mm512_set1_epi8(0x0F);                                                      \
-        const __m512i hb = _mm512_maskz_loadu_epi32(m, QH(t, n));                                          \
-        __m512i p[OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                               \
+        __m512i hb[2], p[2][OKV_X16_MAX_COLS], s16[OKV_X16_MAX_COLS];                                     \
+        UNROLL for (int i = 0; i < RJ; i++) hb[i] = _mm512_maskz_loadu_epi32(m, QH(t[i], n));              \
         UNROLL for (int j = 0; j < NC; j++) {                                                             \
             const __m512i c8 = _mm512_loadu_si512(x[j]->c8);                                              \
-            p[j] = _mm512_add_epi32(c8, c8);                                                              \
+            UNROLL for (int i = 0; i < RJ; i++) p[i][j] = _mm512_add_epi32(c8, c8);                       \
             s16[j] = _mm512_setzero_si512();                                                              \
         }                                                                                                 \
         UNROLL for (int u = 0; u < 4; u++) {                                                              \
-            const __m512i v = _mm512_maskz_loadu_epi32(m, QS(t, n, u));                                   \
-            /* hu: only bits u and 4 + u of each byte, so the shifts below put \
-             * one of them at bit 4 and nothing above it; vpternlogd (0xE4: A \
-             * where C, else B) takes the nibble from v and bit 4 from hu */  \
-            const __m512i hu = _mm512_and_si512(hb, _mm512_set1_epi8((char)(0x11 << u)));                 \
-            const __m512i lo = _mm512_ternarylogic_epi32(v, _mm512_sll_epi16(hu, _mm_cvtsi32_si128(4 - u)), low4, 0xE4); \
-            const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), _mm512_srl_epi16(hu, _mm_cvtsi32_si128(u)), \
-                                                         low4, 0xE4);                                     \
+            __m512i lo[2], hi[2];                                                                         \
+            UNROLL for (int i = 0; i < RJ; i++) {                                                         \
+                const __m512i v = _mm512_maskz_loadu_epi32(m, QS(t[i], n, u));                            \
+                /* hu: only bits u and 4 + u of each byte, so the shifts \
+                 * below put one of them at bit 4 and nothing above it; \
+                 * vpternlogd (0xE4: A where C, else B) takes the nibble from \
+                 * v and bit 4 from hu */                                                                 \
+                const __m512i hu = _mm512_and_si512(hb[i], _mm512_set1_epi8((char)(0x11 << u)));          \
+                lo[i] = _mm512_ternarylogic_epi32(v, _mm512_sll_epi16(hu, _mm_cvtsi32_si128(4 - u)), low4, 0xE4); \
+                hi[i] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), _mm512_srl_epi16(hu, _mm_cvtsi32_si128(u)), \
+                                                  low4, 0xE4);                                            \
+            }                                                                                             \
             UNROLL for (int j = 0; j < NC; j++) {                                                         \
-                const __m512i xl = _mm512_loadu_si512(x[j]->qs[2 * u]), xh = _mm512_loadu_si512(x[j]->qs[2 * u + 1]); \
+                const __m512i xl = okv_x16_load_act512(x[j]->qs[2 * u], RJ);                              \
+                const __m512i xh = okv_x16_load_act512(x[j]->qs[2 * u + 1], RJ);                          \
                 if (VNNI) {                                                                               \
-                    p[j] = _mm512_dpbusd_epi32(p[j], lo, xl);                                             \
-                    p[j] = _mm512_dpbusd_epi32(p[j], hi, xh);                                             \
+                    UNROLL for (int i = 0; i < RJ; i++) {                                                 \
+                        p[i][j] = _mm512_dpbusd_epi32(p[i][j], lo[i], xl);                                \
+                        p[i][j] = _mm512_dpbusd_epi32(p[i][j], hi[i], xh);                                \
+                    }                                                                                     \
                 } else {                                                                                  \
-                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(lo, xl));                      \
-                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(hi, xh));                      \
+                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(lo[0], xl));                   \
+                    s16[j] = _mm512_add_epi16(s16[j], _mm512_maddubs_epi16(hi[0], xh));                   \
                     if (u % 2 == 1) {                                                                     \
-                        p[j] = _mm512_add_epi32(p[j], _mm512_madd_epi16(s16[j], _mm512_set1_epi16(1)));   \
+                        p[0][j] = _mm512_add_epi32(p[0][j], _mm512_madd_epi16(s16[j], _mm512_set1_epi16(1))); \
                         s16[j] = _mm512_setzero_si512();                                                  \
                     }                                                                                     \
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
-        const __m512 sw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, t));                                \
-        UNROLL for (int j = 0; j < NC; j++)                                                               \
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(x[j]->d)), acc[j]); \
+        UNROLL for (int i = 0; i < RJ; i++) {                                                             \
+            const __m512 sw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, t[i]));                         \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i][j]), _mm512_mul_ps(sw, _mm512_loadu_ps(x[j]->d)), acc[i][j]); \
+        }                                                                                                 \
     }
 
 GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
 GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
 
-/* The AVX-512 tiles, 1 to 8 columns (x16.h's sweeps). */
-#define TILE_AVX512(name, TARGET, GROUP)                                                                   \
+/* The AVX-512 tiles, 1 to 8 columns (x16.h's sweeps), RJ rows at a time
+ * (NR a multiple of RJ): the whole groups, then the compact one. */
+#define TILE_AVX512(name, TARGET, GROUP, RJ)                                                               \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
@@ -265,30 +277,52 @@ GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_q5_0x16_tail_blocks(c->k);                                                     \
         const block_act_q8_0x16 *x[OKV_X16_MAX_COLS];                                                     \
-        for (int r = 0; r < NR; r++) {                                                                    \
-            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+        for (int r = 0; r < NR; r += (RJ)) {                                                              \
+            __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
+            const uint8_t *t[RJ];                                                                         \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
             for (int64_t g = 0; g < nw; g++) {                                                            \
-                const block_q5_0x16 *w = wr[r] + g;                                                       \
-                for (int l = 0; l < (int)sizeof *w; l += 64)                                              \
-                    _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1);                       \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    t[i] = (const uint8_t *)(wr[r + i] + g);                                              \
+                    for (int l = 0; l < (int)sizeof(block_q5_0x16); l += 64)                              \
+                        _mm_prefetch((const char *)t[i] + OKV_X16_AHEAD + l, _MM_HINT_T1);                \
+                }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + g;                                     \
-                GROUP((const uint8_t *)w, OKV_X16_BLOCKS, (__mmask16)0xFFFF, x, NC, acc);                 \
+                GROUP(t, RJ, OKV_X16_BLOCKS, (__mmask16)0xFFFF, x, NC, acc);                              \
             }                                                                                             \
             if (nt) {                                                                                     \
-                okv_x16_prefetch_tail((const char *)(wr[r] + nw) + OKV_X16_AHEAD, nt * (int)sizeof(block_q5_0)); \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    t[i] = (const uint8_t *)(wr[r + i] + nw);                                             \
+                    okv_x16_prefetch_tail((const char *)t[i] + OKV_X16_AHEAD, nt * (int)sizeof(block_q5_0)); \
+                }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                    \
-                GROUP((const uint8_t *)(wr[r] + nw), nt, (__mmask16)((1u << nt) - 1), x, NC, acc);        \
+                GROUP(t, RJ, nt, (__mmask16)((1u << nt) - 1), x, NC, acc);                                \
             }                                                                                             \
-            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
     }
 
-TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, group_avx512)
-TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, group_avx512vnni)
+TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, group_avx512, 1)
+TILE_AVX512(tile_avx512vnni, OKV_TARGET_AVX512VNNI, group_avx512vnni, 1)
+TILE_AVX512(tile2_avx512vnni, OKV_TARGET_AVX512VNNI, group_avx512vnni, 2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q5_0x16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q5_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q5_0x16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q5_0x16_avx512vnni)
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q5_0x16_avx512vnni)
+
+/* VNNI's rows in pairs (x16.h's OKV_X16_SWEEPS_PAIRS), except by 5 to 7
+ * columns where their activations overfill a sweep (k = 5632: 4 + 1) and
+ * the pairs ran behind.  bench/matmul, one thread of a Zen 4, 2048 rows,
+ * GFLOP/s one row -> pairs, three alternations: by 5 columns k = 2048
+ * 249 -> 293, 4096 237 -> 304, 5632 202 -> 186; by 8 k = 2048 262 -> 286,
+ * 5632 232 -> 243; by 64 k = 2048 273 -> 300, 4096 258 -> 311, 5632 244 ->
+ * 301.  The tiles (1 to 4 columns: decode) keep one row, as Q8_0's: its
+ * pairs by 3 and 4 columns ran behind (k = 5632 by 3: 197 -> 161). */
+OKV_TARGET_AVX512VNNI void okv_mm_block_q5_0x16_avx512vnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0,
+                                                          int64_t c1) {
+    if (c1 - c0 < 8 && OKV_X16_SWEEP_BYTES / (int64_t)c->xa_col < 5) OKV_X16_SWEEPS(tile_avx512vnni, OKV_X16_SWEEP_BYTES);
+    else OKV_X16_SWEEPS_PAIRS(tile_avx512vnni, tile2_avx512vnni, OKV_X16_SWEEP_BYTES);
+}
 
 #endif /* OKV_X86 */

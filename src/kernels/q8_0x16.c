@@ -376,72 +376,118 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q8_0x16_avxvnni(const okv_mm_ctx *c, int64_
 
 /* AVX-512: VNNI takes w + 128 (unsigned) and starts each lane at
  * -128 * its activation sum (16 * c8); BW moves w's sign onto x.  One
- * group into acc[j] for NC columns, its eight 64-byte vectors of values at
- * qs + v * qstride and its scales at d, loaded under masks qm and dm (a
- * whole group: all ones, which the compiler drops; the compact last group:
- * its lanes, the rest zero, as the whole group it stands for). */
+ * group of each of RJ rows (1 or 2; BW: 1) into acc[i][j] for NC columns,
+ * row i's eight 64-byte vectors of values at qs[i] + v * qstride and its
+ * scales at d[i], loaded under masks qm and dm (a whole group: all ones,
+ * which the compiler drops; the compact last group: its lanes, the rest
+ * zero, as the whole group it stands for).  Two rows share each activation
+ * vector's load (x16.h's OKV_X16_DOTS_512 says why). */
 #define GROUP_AVX512(name, TARGET, VNNI)                                                                   \
-    static inline __attribute__((always_inline)) TARGET void name(const int8_t *qs, int64_t qstride,        \
-                                                                  __mmask64 qm, const okv_f16 *d, __mmask16 dm, \
+    static inline __attribute__((always_inline)) TARGET void name(const int8_t *const *qs, const int RJ,    \
+                                                                  int64_t qstride, __mmask64 qm,           \
+                                                                  const okv_f16 *const *d, __mmask16 dm,   \
                                                                   const block_act_q8_0x16 *const *xs, int64_t g, \
-                                                                  const int NC, __m512 *acc) {              \
+                                                                  const int NC, __m512 acc[][OKV_X16_MAX_COLS]) { \
         const __m512i bias = _mm512_set1_epi8((char)0x80), ones = _mm512_set1_epi16(1);                   \
-        __m512i p[OKV_X16_MAX_COLS];                                                                      \
-        UNROLL for (int j = 0; j < NC; j++)                                                               \
-            p[j] = VNNI ? _mm512_slli_epi32(_mm512_loadu_si512(xs[j][g].c8), 4) : _mm512_setzero_si512();  \
+        __m512i p[2][OKV_X16_MAX_COLS];                                                                   \
+        UNROLL for (int j = 0; j < NC; j++) {                                                             \
+            p[0][j] = VNNI ? _mm512_slli_epi32(_mm512_loadu_si512(xs[j][g].c8), 4) : _mm512_setzero_si512(); \
+            if (RJ > 1) p[1][j] = p[0][j];                                                                \
+        }                                                                                                 \
         UNROLL for (int v = 0; v < 8; v++) {                                                              \
-            const __m512i wv = _mm512_maskz_loadu_epi8(qm, qs + v * qstride);                             \
             if (VNNI) {                                                                                   \
-                const __m512i wu = _mm512_xor_si512(wv, bias);                                            \
-                UNROLL for (int j = 0; j < NC; j++)                                                       \
-                    p[j] = _mm512_dpbusd_epi32(p[j], wu, _mm512_loadu_si512(xs[j][g].qs[v]));             \
+                __m512i wu[2];                                                                            \
+                UNROLL for (int i = 0; i < RJ; i++)                                                       \
+                    wu[i] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(qm, qs[i] + v * qstride), bias);     \
+                UNROLL for (int j = 0; j < NC; j++) {                                                     \
+                    const __m512i xv = okv_x16_load_act512(xs[j][g].qs[v], RJ);                           \
+                    UNROLL for (int i = 0; i < RJ; i++) p[i][j] = _mm512_dpbusd_epi32(p[i][j], wu[i], xv); \
+                }                                                                                         \
             } else {                                                                                      \
+                const __m512i wv = _mm512_maskz_loadu_epi8(qm, qs[0] + v * qstride);                      \
                 const __m512i wa = _mm512_abs_epi8(wv);                                                   \
                 const __mmask64 neg = _mm512_movepi8_mask(wv);                                            \
                 UNROLL for (int j = 0; j < NC; j++) {                                                     \
                     const __m512i xv = _mm512_loadu_si512(xs[j][g].qs[v]);                                \
                     const __m512i xsgn = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);       \
-                    p[j] = _mm512_add_epi32(p[j], _mm512_madd_epi16(_mm512_maddubs_epi16(wa, xsgn), ones)); \
+                    p[0][j] = _mm512_add_epi32(p[0][j], _mm512_madd_epi16(_mm512_maddubs_epi16(wa, xsgn), ones)); \
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
-        const __m512 sw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(dm, d));                               \
-        UNROLL for (int j = 0; j < NC; j++)                                                               \
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), acc[j]); \
+        UNROLL for (int i = 0; i < RJ; i++) {                                                             \
+            const __m512 sw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(dm, d[i]));                        \
+            UNROLL for (int j = 0; j < NC; j++)                                                           \
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i][j]), _mm512_mul_ps(sw, _mm512_loadu_ps(xs[j][g].d)), acc[i][j]); \
+        }                                                                                                 \
     }
 
-/* Rows: the whole groups, then the compact one if any. */
-#define TILE_AVX512(name, group, TARGET)                                                                   \
+/* RJ rows at a time (NR a multiple of RJ): the whole groups, then the
+ * compact one if any. */
+#define TILE_AVX512(name, group, TARGET, RJ)                                                               \
     static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
                                                                   int64_t c0, const int NC) {              \
         TILE_SETUP();                                                                                     \
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
-        for (int r = 0; r < NR; r++) {                                                                    \
-            __m512 acc[OKV_X16_MAX_COLS];                                                                 \
-            UNROLL for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();                             \
+        for (int r = 0; r < NR; r += (RJ)) {                                                              \
+            __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
+            const int8_t *q[RJ];                                                                          \
+            const okv_f16 *d[RJ];                                                                         \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
             for (int64_t g = 0; g < nw; g++) {                                                            \
-                const block_q8_0x16 *w = wr[r] + g;                                                       \
-                for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
-                group(w->qs[0], 64, ~(__mmask64)0, w->d, (__mmask16)0xFFFF, xs, g, NC, acc);              \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    const block_q8_0x16 *w = wr[r + i] + g;                                               \
+                    for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    q[i] = w->qs[0];                                                                      \
+                    d[i] = w->d;                                                                          \
+                }                                                                                         \
+                group(q, RJ, 64, ~(__mmask64)0, d, (__mmask16)0xFFFF, xs, g, NC, acc);                    \
             }                                                                                             \
             if (ng > nw) { /* nt blocks, in Q8_0's bytes */                                               \
-                const uint8_t *t = (const uint8_t *)(wr[r] + nw);                                         \
-                okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD, nt * (int)sizeof(block_q8_0));      \
-                group((const int8_t *)t + 2 * nt, 4 * nt, ((__mmask64)1 << (4 * nt)) - 1, (const okv_f16 *)t,     \
-                      (__mmask16)((1u << nt) - 1), xs, nw, NC, acc);                                      \
+                UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
+                    const uint8_t *t = (const uint8_t *)(wr[r + i] + nw);                                 \
+                    okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD, nt * (int)sizeof(block_q8_0));  \
+                    q[i] = (const int8_t *)t + 2 * nt;                                                    \
+                    d[i] = (const okv_f16 *)t;                                                            \
+                }                                                                                         \
+                group(q, RJ, 4 * nt, ((__mmask64)1 << (4 * nt)) - 1, d, (__mmask16)((1u << nt) - 1), xs, nw, NC, acc); \
             }                                                                                             \
-            UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[j]); \
+            UNROLL for (int i = 0; i < (RJ); i++)                                                         \
+                UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
     }
 
 GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
 GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
-TILE_AVX512(tile_avx512, group_avx512, OKV_TARGET_AVX512)
-TILE_AVX512(tile_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI)
+TILE_AVX512(tile_avx512, group_avx512, OKV_TARGET_AVX512, 1)
+TILE_AVX512(tile_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
+TILE_AVX512(tile2_avx512vnni, group_avx512vnni, OKV_TARGET_AVX512VNNI, 2)
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_tile_q8_0x16_avx512)
-OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q8_0x16_avx512vnni)
 OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q8_0x16_avx512)
-OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_block_q8_0x16_avx512vnni)
+
+OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q8_0x16_avx512vnni)
+
+/* VNNI's rows in pairs (x16.h's OKV_X16_SWEEPS_PAIRS) pay for Q8_0 only
+ * where the products are bound by the loads, not by the weights' stream:
+ * its rows are twice Q4_0's bytes, and two rows' streams by 3, 4 and 8
+ * columns, or where two rows' weights and a sweep's activations overfill
+ * L1, ran behind.  bench/matmul, one thread of a Zen 4, 2048 rows, GFLOP/s
+ * one row -> pairs, three alternations: by 5 columns (verifying 4 drafted
+ * tokens) k = 2048 226 -> 257, k = 2880 212 -> 227, k = 4096 level, k = 5632
+ * 168 -> 103 (sweeps of 4 + 1: 28 KiB of activations beside 12 KiB of two
+ * rows); by 64 (prefill) k = 2048 253 -> 298, 2880 224 -> 272, 4096 248 ->
+ * 311, 5632 224 -> 175; by 16 k = 2048 255 -> 267, 4096 230 -> 263; but by
+ * 8 k = 2048 250 -> 226 (sweeps of 4 + 4 where one row takes all 8), by 4
+ * (the tiles) 191 -> 173, by 3 140 -> 118. */
+OKV_TARGET_AVX512VNNI void okv_mm_block_q8_0x16_avx512vnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0,
+                                                          int64_t c1) {
+    const int64_t n = c1 - c0;
+    const int64_t sweep = n >= 8 ? 4 : 5; /* the pairs' sweep width */
+    if ((n < 8 || n >= 16) && sweep * (int64_t)c->xa_col + 2 * (int64_t)c->wrow <= OKV_X16_SWEEP_BYTES)
+        OKV_X16_SWEEPS_PAIRS(tile_avx512vnni, tile2_avx512vnni, OKV_X16_SWEEP_BYTES);
+    else
+        OKV_X16_SWEEPS(tile_avx512vnni, OKV_X16_SWEEP_BYTES);
+}
 
 #endif /* OKV_X86 */
