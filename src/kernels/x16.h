@@ -457,7 +457,8 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
  * sweep before) 268-273 -> 322-330, Q4_K 254-258 -> 278-283, 2048x5632
  * Q4_K 221-225 -> 288, Q6_K 152 -> 198; MXFP4 by 5 247 -> 308.  Q8_0's
  * and Q5_0's pairs ran behind at k = 5632 (Q8_0 by 5 165 -> 103: its rows
- * are twice as long; Q5_0 by 3 197 -> 161), so those keep one row. */
+ * are twice as long; Q5_0 by 3 197 -> 161), so they pair by rules of their
+ * own (q8_0x16.c, q5_0x16.c). */
 #define OKV_X16_SWEEPS_PAIRS(NAME, NAME2, budget)                                             \
     do {                                                                                      \
         const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
