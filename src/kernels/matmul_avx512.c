@@ -1,7 +1,8 @@
 /* AVX-512 kernels: the 32-value legacy formats come from
  * matmul_avx512_tmpl.h in a BW and a VNNI build; the K-quants (ggml's
- * layout) are written here, BW only, and the float ones are shared (VNNI
- * adds nothing there).  The sixteen-wide layouts are in their own files. */
+ * layout) are written here, BW only but for Q2_K's and Q3_K's VNNI tiles,
+ * and the float ones are shared (VNNI adds nothing there).  The
+ * sixteen-wide layouts are in their own files. */
 #include <immintrin.h>
 
 #include "kernels/cpu.h"
@@ -341,56 +342,77 @@ KERNEL void q6_K_dot512(const block_q6_K *x, const block_q8_K *const *y, __m512i
 /* Q2_K (hm NULL) and Q3_K: per half (qs[32h..32h+31]), bit pairs 0 and 2 give
  * values [128h .. +63], pairs 4 and 6 [128h+64 .. +127] (groups of 16 in
  * order); Q3_K adds 4 * bit 4h + s of hmask and takes 4 off through the
- * bsums.  sc16: the 16 scales; mn16: Q2_K's mins. */
-KERNEL void q23_K_dot512(const uint8_t *qs, const uint8_t *hm, __m256i sc16, __m256i mn16,
-                         const block_q8_K *const *y, __m512i *sumi, __m256i *mins, const int NC) {
-    const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
-    const __m512i s02 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), s46 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6);
-    const __m512i hmv = hm ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)hm)) : _mm512_setzero_si512();
-    UNROLL for (int j = 0; j < NC; j++) {
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)y[j]->bsums);
-        if (hm) {
-            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 2);
-            sumi[j] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));
-            mins[j] = _mm256_setzero_si256();
-        } else {
-            sumi[j] = _mm512_setzero_si512();
-            mins[j] = _mm256_madd_epi16(mn16, bs);
-        }
+ * bsums.  sc16: the 16 scales; mn16: Q2_K's mins.  With VNNI, vpdpwssd
+ * takes the scales' madd and the add in one: the same int32 sums of the
+ * same int16 factors (maddubs's pair sums, at most 2 * 7 * 128, and the
+ * scales), two instructions per 64 products where BW takes three. */
+#define Q23_K_DOT512(name, TARGET, VNNI)                                                                   \
+    static inline __attribute__((always_inline)) TARGET void name(const uint8_t *qs, const uint8_t *hm, __m256i sc16, \
+                                                                  __m256i mn16, const block_q8_K *const *y, \
+                                                                  __m512i *sumi, __m256i *mins, const int NC) { \
+        const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);                                \
+        const __m512i s02 = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2), s46 = _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6); \
+        const __m512i hmv = hm ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)hm)) : _mm512_setzero_si512(); \
+        UNROLL for (int j = 0; j < NC; j++) {                                                             \
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)y[j]->bsums);                          \
+            if (hm) {                                                                                     \
+                const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 2);                   \
+                sumi[j] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), corr));         \
+                mins[j] = _mm256_setzero_si256();                                                         \
+            } else {                                                                                      \
+                sumi[j] = _mm512_setzero_si512();                                                         \
+                mins[j] = _mm256_madd_epi16(mn16, bs);                                                    \
+            }                                                                                             \
+        }                                                                                                 \
+        UNROLL for (int h = 0; h < 2; h++) {                                                              \
+            const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h))); \
+            __m512i a = _mm512_and_si512(_mm512_srlv_epi64(bits, s02), m3);                               \
+            __m512i b = _mm512_and_si512(_mm512_srlv_epi64(bits, s46), m3);                               \
+            if (hm) {                                                                                     \
+                const __m512i ha = _mm512_setr_epi64(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1); \
+                const __m512i hb = _mm512_add_epi64(ha, _mm512_set1_epi64(2));                            \
+                a = _mm512_or_si512(a, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmv, ha), one), 2)); \
+                b = _mm512_or_si512(b, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmv, hb), one), 2)); \
+            }                                                                                             \
+            const __m512i sa = scales_by_16(sc16, 8 * h), sb = scales_by_16(sc16, 8 * h + 4);             \
+            UNROLL for (int j = 0; j < NC; j++) {                                                         \
+                const __m512i xa = _mm512_loadu_si512(y[j]->qs + 128 * h);                                \
+                const __m512i xb = _mm512_loadu_si512(y[j]->qs + 128 * h + 64);                           \
+                if (VNNI) {                                                                               \
+                    sumi[j] = _mm512_dpwssd_epi32(sumi[j], _mm512_maddubs_epi16(a, xa), sa);              \
+                    sumi[j] = _mm512_dpwssd_epi32(sumi[j], _mm512_maddubs_epi16(b, xb), sb);              \
+                } else {                                                                                  \
+                    sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sa, _mm512_maddubs_epi16(a, xa))); \
+                    sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sb, _mm512_maddubs_epi16(b, xb))); \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
     }
-    UNROLL for (int h = 0; h < 2; h++) {
-        const __m512i bits = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * h)));
-        __m512i a = _mm512_and_si512(_mm512_srlv_epi64(bits, s02), m3);
-        __m512i b = _mm512_and_si512(_mm512_srlv_epi64(bits, s46), m3);
-        if (hm) {
-            const __m512i ha = _mm512_setr_epi64(4 * h, 4 * h, 4 * h, 4 * h, 4 * h + 1, 4 * h + 1, 4 * h + 1, 4 * h + 1);
-            const __m512i hb = _mm512_add_epi64(ha, _mm512_set1_epi64(2));
-            a = _mm512_or_si512(a, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmv, ha), one), 2));
-            b = _mm512_or_si512(b, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(hmv, hb), one), 2));
-        }
-        const __m512i sa = scales_by_16(sc16, 8 * h), sb = scales_by_16(sc16, 8 * h + 4);
-        UNROLL for (int j = 0; j < NC; j++) {
-            const __m512i xa = _mm512_loadu_si512(y[j]->qs + 128 * h);
-            const __m512i xb = _mm512_loadu_si512(y[j]->qs + 128 * h + 64);
-            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sa, _mm512_maddubs_epi16(a, xa)));
-            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_madd_epi16(sb, _mm512_maddubs_epi16(b, xb)));
-        }
+
+Q23_K_DOT512(q23_K_dot512, OKV_TARGET_AVX512, 0)
+Q23_K_DOT512(q23_K_dot512_vnni, OKV_TARGET_AVX512VNNI, 1)
+
+#define Q2_K_DOT512(name, TARGET, DOT23)                                                                   \
+    static inline __attribute__((always_inline)) TARGET void name(const block_q2_K *x, const block_q8_K *const *y, \
+                                                                  __m512i *sumi, __m256i *mins, const int NC) { \
+        const __m128i raw = _mm_loadu_si128((const __m128i *)x->scales), low4 = _mm_set1_epi8(0x0F);      \
+        DOT23(x->qs, NULL, _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)),                                \
+              _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)), y, sumi, mins, NC);      \
     }
-}
+#define Q3_K_DOT512(name, TARGET, DOT23)                                                                   \
+    static inline __attribute__((always_inline)) TARGET void name(const block_q3_K *x, const block_q8_K *const *y, \
+                                                                  __m512i *sumi, __m256i *mins, const int NC) { \
+        DOT23(x->qs, x->hmask, _mm256_cvtepi8_epi16(kq_q3_K_scales(x->scales)), _mm256_setzero_si256(), y, sumi, \
+              mins, NC);                                                                                  \
+    }
+Q2_K_DOT512(q2_K_dot512, OKV_TARGET_AVX512, q23_K_dot512)
+Q2_K_DOT512(q2_K_dot512_vnni, OKV_TARGET_AVX512VNNI, q23_K_dot512_vnni)
+Q3_K_DOT512(q3_K_dot512, OKV_TARGET_AVX512, q23_K_dot512)
+Q3_K_DOT512(q3_K_dot512_vnni, OKV_TARGET_AVX512VNNI, q23_K_dot512_vnni)
 
-KERNEL void q2_K_dot512(const block_q2_K *x, const block_q8_K *const *y, __m512i *sumi, __m256i *mins, const int NC) {
-    const __m128i raw = _mm_loadu_si128((const __m128i *)x->scales), low4 = _mm_set1_epi8(0x0F);
-    q23_K_dot512(x->qs, NULL, _mm256_cvtepu8_epi16(_mm_and_si128(raw, low4)),
-                 _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), low4)), y, sumi, mins, NC);
-}
-
-KERNEL void q3_K_dot512(const block_q3_K *x, const block_q8_K *const *y, __m512i *sumi, __m256i *mins, const int NC) {
-    q23_K_dot512(x->qs, x->hmask, _mm256_cvtepi8_epi16(kq_q3_K_scales(x->scales)), _mm256_setzero_si256(), y, sumi,
-                 mins, NC);
-}
-
-#define KQ512_TILE(name, block_t, DOT, HAS_MIN, DMIN)                                                   \
-    KERNEL void name(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {         \
+#define KQ512_TILE(name, TARGET, block_t, DOT, HAS_MIN, DMIN)                                           \
+    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                  int64_t c0, const int NC) {           \
         const int64_t nb = c->k / OKV_QK_K;                                                             \
         __m512 acc[MM_TR][MM_TC];                                                                       \
         UNROLL for (int r = 0; r < NR; r++)                                                             \
@@ -427,14 +449,21 @@ KERNEL void q3_K_dot512(const block_q3_K *x, const block_q8_K *const *y, __m512i
 #define DMIN_OF(x) _cvtsh_ss((x)->dmin)
 #define NO_DMIN(x) 0.0f
 
-KQ512_TILE(q4_K_tile, block_q4_K, Q4_K_DOT, 1, DMIN_OF)
-KQ512_TILE(q5_K_tile, block_q5_K, Q5_K_DOT, 1, DMIN_OF)
-KQ512_TILE(q6_K_tile, block_q6_K, Q6_K_DOT, 0, NO_DMIN)
-KQ512_TILE(q2_K_tile, block_q2_K, Q2_K_DOT, 1, DMIN_OF)
-KQ512_TILE(q3_K_tile, block_q3_K, Q3_K_DOT, 0, NO_DMIN)
+#define Q2_K_DOT_VNNI(x, y, sumi, mins, NC) q2_K_dot512_vnni(x, y, sumi, mins, NC)
+#define Q3_K_DOT_VNNI(x, y, sumi, mins, NC) q3_K_dot512_vnni(x, y, sumi, mins, NC)
+
+KQ512_TILE(q4_K_tile, OKV_TARGET_AVX512, block_q4_K, Q4_K_DOT, 1, DMIN_OF)
+KQ512_TILE(q5_K_tile, OKV_TARGET_AVX512, block_q5_K, Q5_K_DOT, 1, DMIN_OF)
+KQ512_TILE(q6_K_tile, OKV_TARGET_AVX512, block_q6_K, Q6_K_DOT, 0, NO_DMIN)
+KQ512_TILE(q2_K_tile, OKV_TARGET_AVX512, block_q2_K, Q2_K_DOT, 1, DMIN_OF)
+KQ512_TILE(q3_K_tile, OKV_TARGET_AVX512, block_q3_K, Q3_K_DOT, 0, NO_DMIN)
+KQ512_TILE(q2_K_tile_vnni, OKV_TARGET_AVX512VNNI, block_q2_K, Q2_K_DOT_VNNI, 1, DMIN_OF)
+KQ512_TILE(q3_K_tile_vnni, OKV_TARGET_AVX512VNNI, block_q3_K, Q3_K_DOT_VNNI, 0, NO_DMIN)
 
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q4_K_avx512, q4_K_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q5_K_avx512, q5_K_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q6_K_avx512, q6_K_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q2_K_avx512, q2_K_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_q3_K_avx512, q3_K_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512VNNI, okv_mm_tile_q2_K_avx512vnni, q2_K_tile_vnni)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512VNNI, okv_mm_tile_q3_K_avx512vnni, q3_K_tile_vnni)

@@ -87,10 +87,11 @@ typedef void (*okv_mm_block_fn)(const okv_mm_ctx *c, int64_t r0, int64_t r1, int
 
 /* The kernels, one per weight type and ISA; kernels/wtype.c lists them.
  * Scalar, AVX2 and AVX512 have every runnable type; AVX512_VNNI, of ggml's
- * layouts, only the legacy 32-value formats (vpdpbusd replaces maddubs +
- * madd there; ggml's K-quants need the 16-bit step for their scales) and
- * uses AVX512's for the others; the sixteen-wide layouts (K-quants
- * included) have VNNI kernels of their own. */
+ * layouts, the legacy 32-value formats (vpdpbusd replaces maddubs + madd
+ * there) and Q2_K and Q3_K (whose 16-value scales keep the 16-bit step:
+ * vpdpwssd takes their madd and add in one), and uses AVX512's for the
+ * others (ggml's Q4_K, Q5_K and Q6_K rows are repacked sixteen wide); the
+ * sixteen-wide layouts (K-quants included) have VNNI kernels of their own. */
 #define OKV_MM_TILE(name) void name(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc)
 #define OKV_MM_BLOCK(name) void name(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
 #define OKV_MM_TILES_OF(isa)                                                                        \
@@ -110,6 +111,8 @@ OKV_MM_TILE(okv_mm_tile_q4_1_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_0_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_q5_1_avx512vnni);
 OKV_MM_TILE(okv_mm_tile_mxfp4_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q2_K_avx512vnni);
+OKV_MM_TILE(okv_mm_tile_q3_K_avx512vnni);
 /* Q4_0 sixteen blocks wide (kernels/q4_0x16.h), every ISA its own. */
 OKV_MM_TILE(okv_mm_tile_q4_0x16_scalar);
 OKV_MM_TILE(okv_mm_tile_q4_0x16_avx2);
