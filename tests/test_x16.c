@@ -516,13 +516,20 @@ int main(void) {
      * time (x16.h): 9 = 8 + 1, 7 = 5 + 2, 22 = 8 + 8 + 5 + 1; at 5632 (11
      * groups) 4 columns' activations fill a sweep: 11 = 4 + 4 + 2 + 1
      * (AVX-512); AVX2's Q4_0, Q8_0, Q4_K and Q5_K sweep up to k = 3072
-     * (2880: 5 at a time, 17 = 5 + 5 + 5 + 2) and run 5632 in strips */
+     * (2880: 5 at a time, 17 = 5 + 5 + 5 + 2) and run 5632 in strips;
+     * AVX-512's sweeps whose columns outgrow the budget go in parts of
+     * the groups (x16.h's okv_x16_part): 5632 by 5 (2 parts, 11 = 5 + 5 +
+     * 1), 5728 (a compact group of 3 blocks in the last part) and 8192 by
+     * 4 (2 parts), 14336 (3 parts); 531 rows make items of 72 rows (a
+     * thread takes 8: matmul.c), more than a block of parts (64 + 8), and
+     * a last one of 27 (pairs and one) */
     static const int64_t shapes[][3] = {{1, 512, 1},  {5, 512, 3},   {16, 1024, 8}, {37, 2048, 5}, {8, 1536, 17},
                                         {13, 512, 64}, {7, 768, 9},  {3, 1280, 2},  {9, 2304, 16}, {5, 544, 4},
                                         {6, 96, 3},    {11, 1024, 7}, {6, 1536, 22}, {4, 2880, 1}, {3, 2880, 6},
                                         {5, 32, 2},    {4, 480, 5},   {3, 992, 3},   {7, 2880, 17},
                                         {3, 5632, 11}, {5, 896, 1},  {4, 896, 6},   {4, 1152, 1},  {6, 1152, 9},
-                                        {5, 4352, 7},  {3, 3616, 6}, {2, 4352, 1},  {3, 672, 5},   {2, 800, 3}};
+                                        {5, 4352, 7},  {3, 3616, 6}, {2, 4352, 1},  {3, 672, 5},   {2, 800, 3},
+                                        {531, 5728, 6}, {66, 8192, 8}, {5, 14336, 5}};
     /* the compact rows hold the ggml blocks' bytes, no more */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         CHECK(okv_wtype_row_size(OKV_WT_Q4_0X16, shapes[i][1]) == okv_ggml_row_size(OKV_GGML_Q4_0, shapes[i][1]) &&

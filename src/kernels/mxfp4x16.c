@@ -350,31 +350,39 @@ OKV_TARGET_AVXVNNI void okv_mm_block_mxfp4x16_avxvnni(const okv_mm_ctx *c, int64
     }
 
 /* Rows, RJ at a time (NR a multiple of RJ): the whole groups, then the
- * compact one if any. */
+ * compact one if any; NAME_part runs a part of the whole groups
+ * (okv_x16_part; NULL: all, then the compact one and the outputs). */
 #define TILE_AVX512(name, group, TARGET, RJ)                                                               \
-    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
-                                                                  int64_t c0, const int NC) {              \
+    static inline __attribute__((always_inline)) TARGET void name##_part(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                         int64_t c0, const int NC,        \
+                                                                         const okv_x16_part *part) {      \
         TILE_SETUP();                                                                                     \
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_mxfp4x16_tail_blocks(c->k);                                                    \
+        const int64_t ahead = okv_x16_part_ahead(part);                                                   \
         for (int r = 0; r < NR; r += (RJ)) {                                                              \
             __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
             const uint8_t *qs[RJ], *e[RJ];                                                                \
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
-                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
-            for (int64_t g = 0; g < nw; g++) {                                                            \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = okv_x16_part_acc512(part, r0 + r + i, j); \
+            for (int64_t g = okv_x16_part_g0(part), ge = okv_x16_part_g1(part, nw); g < ge; g++) {        \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const block_mxfp4x16 *w = wr[r + i] + g;                                              \
-                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)w + ahead + l, _MM_HINT_T1);         \
                     qs[i] = w->qs[0];                                                                     \
                     e[i] = w->e;                                                                          \
                 }                                                                                         \
                 group(qs, RJ, 64, ~(__mmask64)0, e, (__mmask16)0xFFFF, xs, g, NC, acc);                   \
             }                                                                                             \
+            if (!okv_x16_part_last(part)) {                                                               \
+                UNROLL for (int i = 0; i < (RJ); i++)                                                     \
+                    UNROLL for (int j = 0; j < NC; j++) okv_x16_part_park512(part, r0 + r + i, j, acc[i][j]); \
+                continue;                                                                                 \
+            }                                                                                             \
             if (ng > nw) { /* nt blocks */                                                                \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const uint8_t *t = (const uint8_t *)(wr[r + i] + nw);                                 \
-                    okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD, 17 * nt);                       \
+                    okv_x16_prefetch_tail((const char *)t + ahead, 17 * nt);                               \
                     qs[i] = t + nt;                                                                       \
                     e[i] = t;                                                                             \
                 }                                                                                         \
@@ -383,6 +391,11 @@ OKV_TARGET_AVXVNNI void okv_mm_block_mxfp4x16_avxvnni(const okv_mm_ctx *c, int64
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
                 UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
+    }                                                                                                     \
+    /* (the whole row; unused where a pass only takes the parts) */                                    \
+    static inline __attribute__((always_inline, unused)) TARGET void name(const okv_mm_ctx *c, int64_t r0, \
+                                                                          const int NR, int64_t c0, const int NC) { \
+        name##_part(c, r0, NR, c0, NC, NULL);                                                             \
     }
 
 GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)

@@ -382,32 +382,40 @@ GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
 GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
 
 /* The AVX-512 tiles, 1 to 8 columns (x16.h's sweeps), RJ rows at a time
- * (NR a multiple of RJ): the whole groups, then the compact one. */
+ * (NR a multiple of RJ): the whole groups, then the compact one; NAME_part
+ * runs a part of the whole groups (okv_x16_part; NULL: all, then the
+ * compact one and the outputs). */
 #define TILE_AVX512(name, TARGET, GROUP, RJ)                                                               \
-    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
-                                                                  int64_t c0, const int NC) {              \
+    static inline __attribute__((always_inline)) TARGET void name##_part(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                         int64_t c0, const int NC,        \
+                                                                         const okv_x16_part *part) {      \
         TILE_SETUP();                                                                                     \
         (void)ng;                                                                                         \
-        const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
+        const int64_t nw = c->k / OKV_X16_VALUES, ahead = okv_x16_part_ahead(part);                       \
         const int nt = okv_q4_0x16_tail_blocks(c->k);                                                     \
         const block_act_q8_0x16 *x[OKV_X16_MAX_COLS];                                                     \
         for (int r = 0; r < NR; r += (RJ)) {                                                              \
             __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
             const uint8_t *t[RJ];                                                                         \
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
-                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
-            for (int64_t g = 0; g < nw; g++) {                                                            \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = okv_x16_part_acc512(part, r0 + r + i, j); \
+            for (int64_t g = okv_x16_part_g0(part), ge = okv_x16_part_g1(part, nw); g < ge; g++) {        \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     t[i] = (const uint8_t *)(wr[r + i] + g);                                              \
-                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)t[i] + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    for (int l = 0; l < 320; l += 64) _mm_prefetch((const char *)t[i] + ahead + l, _MM_HINT_T1); \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + g;                                     \
                 GROUP(t, RJ, OKV_X16_BLOCKS, 0, (__mmask16)0xFFFF, x, NC, acc);                           \
             }                                                                                             \
+            if (!okv_x16_part_last(part)) {                                                               \
+                UNROLL for (int i = 0; i < (RJ); i++)                                                     \
+                    UNROLL for (int j = 0; j < NC; j++) okv_x16_part_park512(part, r0 + r + i, j, acc[i][j]); \
+                continue;                                                                                 \
+            }                                                                                             \
             if (nt) {                                                                                     \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     t[i] = (const uint8_t *)(wr[r + i] + nw);                                             \
-                    okv_x16_prefetch_tail((const char *)t[i] + OKV_X16_AHEAD, 18 * nt);                    \
+                    okv_x16_prefetch_tail((const char *)t[i] + ahead, 18 * nt);                           \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + nw;                                    \
                 GROUP(t, RJ, nt, 1, (__mmask16)((1u << nt) - 1), x, NC, acc);                             \
@@ -415,6 +423,11 @@ GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
                 UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
+    }                                                                                                     \
+    /* (the whole row; unused where a pass only takes the parts) */                                    \
+    static inline __attribute__((always_inline, unused)) TARGET void name(const okv_mm_ctx *c, int64_t r0, \
+                                                                          const int NR, int64_t c0, const int NC) { \
+        name##_part(c, r0, NR, c0, NC, NULL);                                                             \
     }
 
 TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, group_avx512, 1)

@@ -385,23 +385,27 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
 }
 
 /* The AVX-512 body, with VNNI's dot product or BW's (the same lanes), and
- * Q5_K's fifth bits when FIVE: rows RJ at a time (NR a multiple of RJ). */
+ * Q5_K's fifth bits when FIVE: rows RJ at a time (NR a multiple of RJ);
+ * NAME_part runs a part of the whole groups (okv_x16_part; NULL: all, then
+ * the half one and the outputs). */
 #define TILE_AVX512(name, TARGET, VNNI, FIVE, RJ)                                                         \
-    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
-                                                                  int64_t c0, const int NC) {              \
+    static inline __attribute__((always_inline)) TARGET void name##_part(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                         int64_t c0, const int NC,        \
+                                                                         const okv_x16_part *part) {      \
         TILE_SETUP(FIVE);                                                                                 \
+        const int64_t ahead = okv_x16_part_ahead(part);                                                   \
         const int8_t (*xq[OKV_X16_MAX_COLS])[64];                                                         \
         for (int r1 = 0; r1 < NR; r1 += (RJ)) {                                                           \
             __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
-                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
-            for (int64_t g = 0; g < nw; g++) {                                                            \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = okv_x16_part_acc512(part, r0 + r1 + i, j); \
+            for (int64_t g = okv_x16_part_g0(part), ge = okv_x16_part_g1(part, nw); g < ge; g++) {        \
                 const block_q4_Kx16 *wi[RJ];                                                              \
                 const uint8_t (*qs[RJ])[64], *wqh[RJ];                                                     \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const int r = r1 + i;                                                                 \
                     GROUP(FIVE);                                                                          \
-                    for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + ahead + l, _MM_HINT_T1);         \
                     wi[i] = w;                                                                            \
                     qs[i] = w->qs;                                                                        \
                     wqh[i] = qh;                                                                          \
@@ -421,12 +425,17 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
                     }                                                                                     \
                 }                                                                                         \
             }                                                                                             \
+            if (!okv_x16_part_last(part)) {                                                               \
+                UNROLL for (int i = 0; i < (RJ); i++)                                                     \
+                    UNROLL for (int j = 0; j < NC; j++) okv_x16_part_park512(part, r0 + r1 + i, j, acc[i][j]); \
+                continue;                                                                                 \
+            }                                                                                             \
             UNROLL for (int i = 0; i < (RJ); i++) {                                                       \
                 const int r = r1 + i;                                                                     \
                 if (ng > nw) { /* the half group: lanes 0-7, AVX2's operations on them */                \
                     const int64_t g = nw;                                                                 \
                     HALF_GROUP(FIVE);                                                                     \
-                    for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    for (size_t l = 0; l < gs / 2 + 64; l += 64) _mm_prefetch((const char *)h + ahead + l, _MM_HINT_T1); \
                     __m256 lo[OKV_X16_MAX_COLS];                                                          \
                     UNROLL for (int j = 0; j < NC; j++) {                                                 \
                         lo[j] = _mm512_castps512_ps256(acc[i][j]);                                        \
@@ -438,6 +447,11 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
                 UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = okv_x16_sum16_avx512(acc[i][j]); \
             }                                                                                             \
         }                                                                                                 \
+    }                                                                                                     \
+    /* (the whole row; unused where a pass only takes the parts) */                                    \
+    static inline __attribute__((always_inline, unused)) TARGET void name(const okv_mm_ctx *c, int64_t r0, \
+                                                                          const int NR, int64_t c0, const int NC) { \
+        name##_part(c, r0, NR, c0, NC, NULL);                                                             \
     }
 
 TILE_AVX512(tile4_avx512, OKV_TARGET_AVX512, 0, 0, 1)

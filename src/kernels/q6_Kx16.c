@@ -210,22 +210,25 @@ OKV_TARGET_AVX2 void okv_mm_block_q6_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, 
 /* The AVX-512 body: VNNI's dot product, or BW's maddubs pairs added two
  * vectors at a time as int16 (the same exact lanes); rows RJ at a time (NR
  * a multiple of RJ; BW: 1), two rows sharing each activation vector's load
- * (x16.h's OKV_X16_DOTS_512 says why). */
+ * (x16.h's OKV_X16_DOTS_512 says why); NAME_part runs a part of the groups
+ * (okv_x16_part; NULL: all, then the outputs). */
 #define TILE_AVX512(name, TARGET, VNNI, RJ)                                                               \
-    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
-                                                                  int64_t c0, const int NC) {              \
+    static inline __attribute__((always_inline)) TARGET void name##_part(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                         int64_t c0, const int NC,        \
+                                                                         const okv_x16_part *part) {      \
         TILE_SETUP();                                                                                     \
         const __m512i ones = _mm512_set1_epi16(1);                                                        \
+        const int64_t ahead = okv_x16_part_ahead(part);                                                   \
         for (int r = 0; r < NR; r += (RJ)) {                                                              \
             __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
-                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
-            for (int64_t g = 0; g < ng; g++) {                                                            \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = okv_x16_part_acc512(part, r0 + r + i, j); \
+            for (int64_t g = okv_x16_part_g0(part), ge = okv_x16_part_g1(part, ng); g < ge; g++) {        \
                 __m512i wv[RJ][4];                                                                        \
                 __m512 dsc[RJ];                                                                           \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const block_q6_Kx16 *w = wr[r + i] + g;                                               \
-                    for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + ahead + l, _MM_HINT_T1);         \
                     const __m512i l0 = _mm512_loadu_si512(w->ql[0]), l1 = _mm512_loadu_si512(w->ql[1]);    \
                     const __m512i h = _mm512_loadu_si512(w->qh);                                          \
                     Q6_VALUES(wv[i], l0, l1, h, _mm512_and_si512, _mm512_slli_epi16, _mm512_srli_epi16, SET1_512, \
@@ -256,9 +259,19 @@ OKV_TARGET_AVX2 void okv_mm_block_q6_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, 
                         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[i]), _mm512_mul_ps(dsc[i], xd), acc[i][j]); \
                 }                                                                                         \
             }                                                                                             \
+            if (!okv_x16_part_last(part)) {                                                               \
+                UNROLL for (int i = 0; i < (RJ); i++)                                                     \
+                    UNROLL for (int j = 0; j < NC; j++) okv_x16_part_park512(part, r0 + r + i, j, acc[i][j]); \
+                continue;                                                                                 \
+            }                                                                                             \
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
                 UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
+    }                                                                                                     \
+    /* (the whole row; unused where a pass only takes the parts) */                                    \
+    static inline __attribute__((always_inline, unused)) TARGET void name(const okv_mm_ctx *c, int64_t r0, \
+                                                                          const int NR, int64_t c0, const int NC) { \
+        name##_part(c, r0, NR, c0, NC, NULL);                                                             \
     }
 
 TILE_AVX512(tile_avx512, OKV_TARGET_AVX512, 0, 1)

@@ -422,32 +422,40 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q8_0x16_avxvnni(const okv_mm_ctx *c, int64_
     }
 
 /* RJ rows at a time (NR a multiple of RJ): the whole groups, then the
- * compact one if any. */
+ * compact one if any; NAME_part runs a part of the whole groups
+ * (okv_x16_part; NULL: all, then the compact one and the outputs). */
 #define TILE_AVX512(name, group, TARGET, RJ)                                                               \
-    static inline __attribute__((always_inline)) TARGET void name(const okv_mm_ctx *c, int64_t r0, const int NR, \
-                                                                  int64_t c0, const int NC) {              \
+    static inline __attribute__((always_inline)) TARGET void name##_part(const okv_mm_ctx *c, int64_t r0, const int NR, \
+                                                                         int64_t c0, const int NC,        \
+                                                                         const okv_x16_part *part) {      \
         TILE_SETUP();                                                                                     \
         const int64_t nw = c->k / OKV_X16_VALUES;                                                         \
         const int nt = okv_q8_0x16_tail_blocks(c->k);                                                     \
+        const int64_t ahead = okv_x16_part_ahead(part);                                                   \
         for (int r = 0; r < NR; r += (RJ)) {                                                              \
             __m512 acc[RJ][OKV_X16_MAX_COLS];                                                             \
             const int8_t *q[RJ];                                                                          \
             const okv_f16 *d[RJ];                                                                         \
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
-                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = _mm512_setzero_ps();                      \
-            for (int64_t g = 0; g < nw; g++) {                                                            \
+                UNROLL for (int j = 0; j < NC; j++) acc[i][j] = okv_x16_part_acc512(part, r0 + r + i, j); \
+            for (int64_t g = okv_x16_part_g0(part), ge = okv_x16_part_g1(part, nw); g < ge; g++) {        \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const block_q8_0x16 *w = wr[r + i] + g;                                               \
-                    for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + OKV_X16_AHEAD + l, _MM_HINT_T1); \
+                    for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + ahead + l, _MM_HINT_T1); \
                     q[i] = w->qs[0];                                                                      \
                     d[i] = w->d;                                                                          \
                 }                                                                                         \
                 group(q, RJ, 64, ~(__mmask64)0, d, (__mmask16)0xFFFF, xs, g, NC, acc);                    \
             }                                                                                             \
+            if (!okv_x16_part_last(part)) {                                                               \
+                UNROLL for (int i = 0; i < (RJ); i++)                                                     \
+                    UNROLL for (int j = 0; j < NC; j++) okv_x16_part_park512(part, r0 + r + i, j, acc[i][j]); \
+                continue;                                                                                 \
+            }                                                                                             \
             if (ng > nw) { /* nt blocks, in Q8_0's bytes */                                               \
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const uint8_t *t = (const uint8_t *)(wr[r + i] + nw);                                 \
-                    okv_x16_prefetch_tail((const char *)t + OKV_X16_AHEAD, nt * (int)sizeof(block_q8_0));  \
+                    okv_x16_prefetch_tail((const char *)t + ahead, nt * (int)sizeof(block_q8_0));  \
                     q[i] = (const int8_t *)t + 2 * nt;                                                    \
                     d[i] = (const okv_f16 *)t;                                                            \
                 }                                                                                         \
@@ -456,6 +464,11 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q8_0x16_avxvnni(const okv_mm_ctx *c, int64_
             UNROLL for (int i = 0; i < (RJ); i++)                                                         \
                 UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r + i] = okv_x16_sum16_avx512(acc[i][j]); \
         }                                                                                                 \
+    }                                                                                                     \
+    /* (the whole row; unused where a pass only takes the parts) */                                    \
+    static inline __attribute__((always_inline, unused)) TARGET void name(const okv_mm_ctx *c, int64_t r0, \
+                                                                          const int NR, int64_t c0, const int NC) { \
+        name##_part(c, r0, NR, c0, NC, NULL);                                                             \
     }
 
 GROUP_AVX512(group_avx512, OKV_TARGET_AVX512, 0)
@@ -468,7 +481,7 @@ OKV_X16_BLOCK_ENTRY(OKV_TARGET_AVX512, tile_avx512, okv_mm_block_q8_0x16_avx512)
 
 OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q8_0x16_avx512vnni)
 
-/* VNNI's rows in pairs (x16.h's OKV_X16_SWEEPS_PAIRS) pay for Q8_0 only
+/* VNNI's rows in pairs (x16.h's OKV_X16_SWEEPS_PARTS) pay for Q8_0 only
  * where the products are bound by the loads, not by the weights' stream:
  * its rows are twice Q4_0's bytes, and two rows' streams by 3, 4 and 8
  * columns, or where two rows' weights and a sweep's activations overfill
@@ -485,9 +498,9 @@ OKV_TARGET_AVX512VNNI void okv_mm_block_q8_0x16_avx512vnni(const okv_mm_ctx *c, 
     const int64_t n = c1 - c0;
     const int64_t sweep = n >= 8 ? 4 : 5; /* the pairs' sweep width */
     if ((n < 8 || n >= 16) && sweep * (int64_t)c->xa_col + 2 * (int64_t)c->wrow <= OKV_X16_SWEEP_BYTES)
-        OKV_X16_SWEEPS_PAIRS(tile_avx512vnni, tile2_avx512vnni, OKV_X16_SWEEP_BYTES);
+        OKV_X16_SWEEPS_PARTS(tile_avx512vnni, tile2_avx512vnni, OKV_X16_SWEEP_BYTES, 1);
     else
-        OKV_X16_SWEEPS(tile_avx512vnni, OKV_X16_SWEEP_BYTES);
+        OKV_X16_SWEEPS_PARTS(tile_avx512vnni, tile_avx512vnni, OKV_X16_SWEEP_BYTES, 0);
 }
 
 #endif /* OKV_X86 */

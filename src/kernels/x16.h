@@ -64,6 +64,44 @@ static inline int32_t okv_x16_dot_scalar(const uint8_t qs[4][64], const uint8_t 
     return p;
 }
 
+/* A part of each row's whole groups, for the sweeps whose columns'
+ * activations outgrow the budget: 5 columns (verifying 4 drafted tokens) of
+ * k = 5632 (TinyLlama's FFN down), or 4 of k = 8192 or 14336 (the FFN down
+ * products of Llama 3.2 and Llama 3 8B), went a few columns at a time, each
+ * row unpacked once per sweep (Q4_0 2048x14336 by 64 columns, one thread
+ * of a Zen 4: 132 GFLOP/s against 295 at k = 5632).  Split into parts that
+ * fit, a sweep takes each part of a block of rows in turn: a body runs
+ * groups [g0, g1) of its rows (g1 < 0: from g0 to the end, the compact
+ * group included, and stores the outputs), its float accumulators coming
+ * from park where g0 > 0 and going back there where g1 >= 0.  Each output
+ * still adds its groups in order, so the bits are those of one pass. */
+typedef struct okv_x16_part {
+    int64_t g0, g1;
+    int64_t r0;    /* the row whose accumulators start park */
+    int64_t ahead; /* the bodies' prefetch distance: the same part of a later row */
+    float *park;   /* [OKV_X16_PART_ROWS][OKV_X16_MAX_COLS][16], 64-byte aligned */
+} okv_x16_part;
+
+/* Rows in a block whose accumulators park between parts: 64 bytes a row
+ * and column (20 KiB for 5 columns, from L1 or L2), while the block's
+ * weights stay in L2 between its parts. */
+enum { OKV_X16_PART_ROWS = 64 };
+
+/* The parts a sweep of activations of `bytes` takes for a budget: the
+ * fewest that fit, at most one per whole group. */
+static inline int64_t okv_x16_parts(int64_t bytes, int64_t budget, int64_t k) {
+    const int64_t p = (bytes + budget - 1) / budget, nw = k / 512;
+    return p < nw ? p : nw < 1 ? 1 : nw;
+}
+
+/* What a body reads of its part (NULL: the whole row). */
+static inline int64_t okv_x16_part_g0(const okv_x16_part *part) { return part ? part->g0 : 0; }
+static inline int64_t okv_x16_part_g1(const okv_x16_part *part, int64_t nw) {
+    return part && part->g1 >= 0 ? part->g1 : nw;
+}
+static inline int okv_x16_part_last(const okv_x16_part *part) { return !part || part->g1 < 0; }
+static inline int64_t okv_x16_part_ahead(const okv_x16_part *part) { return part ? part->ahead : OKV_X16_AHEAD; }
+
 #if defined(OKV_X86)
 #include <immintrin.h>
 
@@ -136,6 +174,18 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512i okv_x16_l
     return v;
 }
 
+/* A body's float accumulator for row `row`, column j at the start of its
+ * part (zero at the row's start; okv_x16_part), and its parking at the end. */
+static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 okv_x16_part_acc512(const okv_x16_part *part,
+                                                                                       int64_t row, int j) {
+    return part && part->g0 > 0 ? _mm512_load_ps(part->park + ((row - part->r0) * OKV_X16_MAX_COLS + j) * 16)
+                                : _mm512_setzero_ps();
+}
+static inline __attribute__((always_inline)) OKV_TARGET_AVX512 void okv_x16_part_park512(const okv_x16_part *part,
+                                                                                      int64_t row, int j, __m512 a) {
+    _mm512_store_ps(part->park + ((row - part->r0) * OKV_X16_MAX_COLS + j) * 16, a);
+}
+
 /* The integer dots of one group for RJ rows (1 or 2), p[i][j] (j < NC) +=
  * lane l's sum over its 32 values of row i's weight times activation, for
  * column j's activation vectors xq[j] (int8_t [8][64]).  Row i's weights
@@ -146,7 +196,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512i okv_x16_l
  * With VNNI one vpdpbusd per 64 products.  Two rows meet each activation
  * vector, loaded once (okv_x16_load_act512), with both rows' weights: one
  * 64-byte load per two vpdpbusd, where one row takes a load with each
- * (OKV_X16_SWEEPS_PAIRS says where that pays).
+ * (OKV_X16_SWEEPS_PARTS says where that pays).
  * Without VNNI (AVX-512BW, AVX2), maddubs makes int16 pair sums, which are
  * added as int16 before one madd widens them: 16 products of 4-bit weights
  * (at most 15 * 127 each) or 8 of 5-bit ones (31 * 127) stay within int16,
@@ -376,7 +426,7 @@ static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(co
 /* The same where VNNI's bodies take rows in pairs (OKV_X16_DOTS_512):
  * NAME2 is NAME's two-row body, for the pairs of a tile's rows by 3 or 4
  * columns (Q4_K 5632x2048 by 3, one thread of a Zen 4: 198-200 -> 219-230
- * GFLOP/s; by 1 and 2 one row at a time, as OKV_X16_SWEEPS_PAIRS). */
+ * GFLOP/s; by 1 and 2 one row at a time, as OKV_X16_SWEEPS_PARTS). */
 #define OKV_X16_TILE_ENTRY_PAIRS(TARGET, NAME, NAME2, tile_fn)                                \
     TARGET void tile_fn(const okv_mm_ctx *c, int64_t r0, int nr, int64_t c0, int nc) {        \
         const int even = nr & ~1;                                                             \
@@ -413,7 +463,8 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
         }                                                                                     \
     } while (0)
 
-/* A block pass from the same body: up to 8 columns at a time swept over
+/* AVX2's block passes from the same body (the AVX-512 ones take
+ * OKV_X16_SWEEPS_PARTS, below): up to 8 columns at a time swept over
  * every row of the range (their activations in L1, the rows from L2), so
  * each row's nibbles are unpacked once per sweep.  5 columns (verifying 4
  * drafted tokens) swept as 4 and then 1 unpacked every row twice (Q4_0 one
@@ -438,47 +489,81 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
         }                                                                                     \
     } while (0)
 
-#define OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, budget)                            \
-    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
-        OKV_X16_SWEEPS(NAME, budget);                                                         \
-    }
-#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn) \
-    OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, OKV_X16_SWEEP_BYTES)
-
-/* OKV_X16_SWEEPS for VNNI's bodies that take rows in pairs (NAME2, NAME's
- * two-row body): sweeps of 5 or 4 columns two rows at a time, 8 columns as
- * two sweeps of 4 (two rows' accumulators for 8 would fill every register),
- * 2 and 1 column a row at a time (by 1 and 2 columns the pairs ran level or
- * up to 10 % behind: the weights, not the activations, bound those).
- * bench/matmul, one thread of a Zen 4 (AVX-512 VNNI), GFLOP/s before ->
- * after: by 5 columns (verifying 4 drafted tokens) Q4_K 5632x2048 234-236 ->
- * 285-288, Q4_0 251 -> 270, Q6_K 173 -> 212, at k = 5632 (sweeps of 4 + 1)
- * Q4_K 184-187 -> 208-218, Q6_K 111 -> 144; by 64 Q4_0 5632x2048 (8 a
- * sweep before) 268-273 -> 322-330, Q4_K 254-258 -> 278-283, 2048x5632
- * Q4_K 221-225 -> 288, Q6_K 152 -> 198; MXFP4 by 5 247 -> 308.  Q8_0's
- * and Q5_0's pairs ran behind at k = 5632 (Q8_0 by 5 165 -> 103: its rows
- * are twice as long; Q5_0 by 3 197 -> 161), so they pair by rules of their
- * own (q8_0x16.c, q5_0x16.c). */
-#define OKV_X16_SWEEPS_PAIRS(NAME, NAME2, budget)                                             \
+/* The AVX-512 block passes' sweeps, from bodies that run a part of a row
+ * (NAME_part; with PAIRS, NAME2_part is its two-row body).  One row at a
+ * time, as OKV_X16_SWEEPS.  In pairs, sweeps of 5 or 4 columns two rows at
+ * a time, 8 columns as two sweeps of 4 (two rows' accumulators for 8 would
+ * fill every register), 2 and 1 column a row at a time (by 1 and 2 columns
+ * the pairs ran level or up to 10 % behind: the weights, not the
+ * activations, bound those).  bench/matmul, one thread of a Zen 4 (AVX-512
+ * VNNI), GFLOP/s one row -> pairs: by 5 columns (verifying 4 drafted
+ * tokens) Q4_K 5632x2048 234-236 -> 285-288, Q4_0 251 -> 270, Q6_K 173 ->
+ * 212, at k = 5632 (sweeps of 4 + 1 then) Q4_K 184-187 -> 208-218, Q6_K 111
+ * -> 144; by 64 Q4_0 5632x2048 (8 a sweep before) 268-273 -> 322-330, Q4_K
+ * 254-258 -> 278-283, 2048x5632 Q4_K 221-225 -> 288, Q6_K 152 -> 198;
+ * MXFP4 by 5 247 -> 308.  Q8_0's and Q5_0's pairs ran behind at k = 5632
+ * (Q8_0 by 5 165 -> 103: its rows are twice as long; Q5_0 by 3 197 -> 161),
+ * so they pair by rules of their own (q8_0x16.c, q5_0x16.c).
+ *
+ * A sweep takes 5 columns for 5 to 7 and at least 4 from 8 on, and where
+ * their activations outgrow the budget it goes in parts (okv_x16_part):
+ * rows in blocks of OKV_X16_PART_ROWS, each block's rows taking one part
+ * after the other.  Before, a sweep took no more columns than fit: 4 + 1
+ * for 5 at k = 5632, 2 at a time at k = 8192 and 1 at 14336.  Q4_0, one
+ * thread of a Zen 4, GFLOP/s, three alternations: 2048x5632 by 5 166-174
+ * -> 186-190; 2048x8192 by 5 189-192 -> 235-240, by 64 182-189 -> 254-259;
+ * 2048x14336 by 5 134-136 -> 175-177, by 64 130-136 -> 253-305. */
+#define OKV_X16_SWEEPS_PARTS(NAME, NAME2, budget, PAIRS)                                      \
     do {                                                                                      \
-        const int64_t fit_ = (budget) / (int64_t)c->xa_col;                                   \
-        const int64_t most_ = okv_x16_sweep_cols(fit_ < 5 ? fit_ : 5);                        \
+        _Alignas(64) float park_[OKV_X16_PART_ROWS * OKV_X16_MAX_COLS * 16];                  \
+        const int64_t nw_ = c->k / 512, fit_ = (budget) / (int64_t)c->xa_col;                 \
         for (int64_t j_ = c0; j_ < c1;) {                                                     \
             const int64_t m_ = c1 - j_;                                                       \
-            const int nc_ = most_ == 5 && m_ >= 8 && m_ % 4 == 0 ? 4 : okv_x16_sweep_cols(m_ < most_ ? m_ : most_); \
-            const int64_t pairs_end_ = nc_ == 5 || nc_ == 4 ? r1 - (r1 - r0) % 2 : r0;        \
-            for (int64_t r_ = r0; r_ < pairs_end_; r_ += 2) {                                 \
-                if (nc_ == 5) NAME2(c, r_, 2, j_, 5);                                         \
-                else NAME2(c, r_, 2, j_, 4);                                                  \
+            const int nc_ = (PAIRS) && m_ >= 8 && m_ % 4 == 0 ? 4                             \
+                            : (PAIRS) || m_ < 8 ? okv_x16_sweep_cols(m_ < 5 ? m_ : 5)         \
+                                                : okv_x16_sweep_cols(fit_ < 4 ? 4 : fit_ < m_ ? fit_ : m_); \
+            const int64_t parts_ = okv_x16_parts(nc_ * (int64_t)c->xa_col, (budget), c->k);   \
+            /* a part's bytes of a row are about wrow / parts_: OKV_X16_AHEAD of them on */   \
+            const int64_t rows_ahead_ = (OKV_X16_AHEAD * parts_ + (int64_t)c->wrow - 1) / (int64_t)c->wrow; \
+            for (int64_t rb_ = r0; rb_ < r1; rb_ += OKV_X16_PART_ROWS) {                      \
+                const int64_t re_ = r1 - rb_ < OKV_X16_PART_ROWS ? r1 : rb_ + OKV_X16_PART_ROWS; \
+                for (int64_t p_ = 0; p_ < parts_; p_++) {                                     \
+                    const okv_x16_part part_ = {.g0 = nw_ * p_ / parts_,                      \
+                                                .g1 = p_ + 1 < parts_ ? nw_ * (p_ + 1) / parts_ : -1, \
+                                                .r0 = rb_, .ahead = rows_ahead_ * (int64_t)c->wrow, .park = park_}; \
+                    const okv_x16_part *pp_ = parts_ > 1 ? &part_ : NULL;                     \
+                    const int64_t pairs_end_ = (PAIRS) && (nc_ == 5 || nc_ == 4) ? re_ - (re_ - rb_) % 2 : rb_; \
+                    for (int64_t r_ = rb_; r_ < pairs_end_; r_ += 2) {                        \
+                        if (nc_ == 5) NAME2##_part(c, r_, 2, j_, 5, pp_);                     \
+                        else NAME2##_part(c, r_, 2, j_, 4, pp_);                              \
+                    }                                                                         \
+                    for (int64_t r_ = pairs_end_; r_ < re_; r_++) {                           \
+                        switch (nc_) {                                                        \
+                        case 8: /* (not built for pairs, which never take 8) */         \
+                            if (!(PAIRS)) NAME##_part(c, r_, 1, j_, 8, pp_);                  \
+                            break;                                                            \
+                        case 5: NAME##_part(c, r_, 1, j_, 5, pp_); break;                     \
+                        case 4: NAME##_part(c, r_, 1, j_, 4, pp_); break;                     \
+                        case 2: NAME##_part(c, r_, 1, j_, 2, pp_); break;                     \
+                        default: NAME##_part(c, r_, 1, j_, 1, pp_); break;                    \
+                        }                                                                     \
+                    }                                                                         \
+                }                                                                             \
             }                                                                                 \
-            for (int64_t r_ = pairs_end_; r_ < r1; r_++) OKV_X16_SWEEP_ROW(NAME, r_, j_, nc_);   \
             j_ += nc_;                                                                        \
         }                                                                                     \
     } while (0)
 
+/* A block pass's entry: one row at a time, or in pairs (NAME2). */
+#define OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, budget)                            \
+    TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
+        OKV_X16_SWEEPS_PARTS(NAME, NAME, budget, 0);                                          \
+    }
+#define OKV_X16_BLOCK_ENTRY(TARGET, NAME, block_fn) \
+    OKV_X16_BLOCK_ENTRY_BUDGET(TARGET, NAME, block_fn, OKV_X16_SWEEP_BYTES)
 #define OKV_X16_BLOCK_ENTRY_PAIRS_BUDGET(TARGET, NAME, NAME2, block_fn, budget)              \
     TARGET void block_fn(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) { \
-        OKV_X16_SWEEPS_PAIRS(NAME, NAME2, budget);                                            \
+        OKV_X16_SWEEPS_PARTS(NAME, NAME2, budget, 1);                                         \
     }
 #define OKV_X16_BLOCK_ENTRY_PAIRS(TARGET, NAME, NAME2, block_fn) \
     OKV_X16_BLOCK_ENTRY_PAIRS_BUDGET(TARGET, NAME, NAME2, block_fn, OKV_X16_SWEEP_BYTES)
