@@ -23,8 +23,11 @@
 #   BENCH_SHAPE   tinyllama-1.1b (default), gemma3-1b (Gemma 3 1B's: rows of
 #                 1152 values, which end in a part of a 512-value group in
 #                 offkv's layouts, a 262144-token tied output, 5 of 6 layers
-#                 sliding over 512 positions) or small (4 layers, n_embd 512:
-#                 for working on the script; its numbers mean little)
+#                 sliding over 512 positions), llama3-8b (Llama 3 8B's shape
+#                 cut to 4 of its 32 layers, with a 32000-token vocabulary:
+#                 rows of 14336 values in the FFN down, wider than one sweep
+#                 of the block passes takes in L1) or small (4 layers, n_embd
+#                 512: for working on the script; its numbers mean little)
 #   BENCH_FA      llama.cpp flash attention: auto (default, llama.cpp's CPU
 #                 default), on or off
 #   BENCH_MOE     1 (default): also two mixture-of-experts rows, cut to a
@@ -107,8 +110,9 @@ case $SHAPE in
 tinyllama-1.1b) shape="--n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 --n-vocab 32000" ;;
 gemma3-1b) shape="--arch gemma3 --n-embd 1152 --n-layer 26 --n-head 4 --n-head-kv 1 --head-dim 256 --n-ff 6912
                   --n-vocab 262144 --sliding-window 512 --rope-base 1000000 --rope-base-swa 10000 --ctx 32768" ;;
+llama3-8b) shape="--n-embd 4096 --n-layer 4 --n-head 32 --n-head-kv 8 --n-ff 14336 --n-vocab 32000 --rope-base 500000 --ctx 8192" ;;
 small) shape="--n-embd 512 --n-layer 4 --n-head 8 --n-head-kv 4 --n-ff 1408 --n-vocab 32000" ;;
-*) die "BENCH_SHAPE '$SHAPE': expected tinyllama-1.1b, gemma3-1b or small" ;;
+*) die "BENCH_SHAPE '$SHAPE': expected tinyllama-1.1b, gemma3-1b, llama3-8b or small" ;;
 esac
 mkdir -p "$CACHE/models"
 models=""
