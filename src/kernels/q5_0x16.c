@@ -327,11 +327,11 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q5_0x16_a
 
 /* VNNI's rows in pairs (x16.h's OKV_X16_SWEEPS_PARTS), except by 5 to 7
  * columns where their activations overfill a sweep (k = 5632, then swept
- * as 4 + 1, now 5 in two parts) and the pairs ran behind.  bench/matmul, one thread of a Zen 4, 2048 rows,
- * GFLOP/s one row -> pairs, three alternations: by 5 columns k = 2048
- * 249 -> 293, 4096 237 -> 304, 5632 202 -> 186; by 8 k = 2048 262 -> 286,
- * 5632 232 -> 243; by 64 k = 2048 273 -> 300, 4096 258 -> 311, 5632 244 ->
- * 301.  The tiles (1 to 4 columns: decode) keep one row, as Q8_0's: its
+ * as 4 + 1, now 5 in two parts) and the pairs ran behind.  bench/matmul,
+ * one thread of a Zen 4, 2048 rows, GFLOP/s one row -> pairs, three
+ * alternations: by 5 columns k = 2048 249 -> 293, 4096 237 -> 304, 5632
+ * 202 -> 186; by 8 k = 2048 262 -> 286, 5632 232 -> 243; by 64 k = 2048
+ * 273 -> 300, 4096 258 -> 311, 5632 244 -> 301.  The tiles (1 to 4 columns: decode) keep one row, as Q8_0's: its
  * pairs by 3 and 4 columns ran behind (k = 5632 by 3: 197 -> 161). */
 OKV_TARGET_AVX512VNNI void okv_mm_block_q5_0x16_avx512vnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0,
                                                           int64_t c1) {
