@@ -483,24 +483,33 @@ OKV_X16_TILE_ENTRY(OKV_TARGET_AVX512VNNI, tile_avx512vnni, okv_mm_tile_q8_0x16_a
 
 /* VNNI's rows in pairs (x16.h's OKV_X16_SWEEPS_PARTS) pay for Q8_0 only
  * where the products are bound by the loads, not by the weights' stream:
- * its rows are twice Q4_0's bytes, and two rows' streams by 3, 4 and 8
- * columns, or where two rows' weights and a sweep's activations overfill
- * L1, ran behind.  bench/matmul, one thread of a Zen 4, 2048 rows, GFLOP/s
- * one row -> pairs, three alternations: by 5 columns (verifying 4 drafted
- * tokens) k = 2048 226 -> 257, k = 2880 212 -> 227, k = 4096 level, k = 5632
- * 168 -> 103 (sweeps of 4 + 1: 28 KiB of activations beside 12 KiB of two
- * rows); by 64 (prefill) k = 2048 253 -> 298, 2880 224 -> 272, 4096 248 ->
- * 311, 5632 224 -> 175; by 16 k = 2048 255 -> 267, 4096 230 -> 263; but by
- * 8 k = 2048 250 -> 226 (sweeps of 4 + 4 where one row takes all 8), by 4
- * (the tiles) 191 -> 173, by 3 140 -> 118. */
+ * its rows are twice Q4_0's bytes.  bench/matmul, one thread of a Zen 4,
+ * 2048 rows, GFLOP/s one row -> pairs, three alternations: by 5 columns
+ * (verifying 4 drafted tokens) k = 2048 226 -> 257, k = 2880 212 -> 227;
+ * by 64 (prefill) k = 2048 253 -> 298, 2880 224 -> 272, 4096 248 -> 311;
+ * by 16 k = 2048 255 -> 267, 4096 230 -> 263; but by 8 k = 2048 250 -> 226
+ * (sweeps of 4 + 4 where one row takes all 8), by 4 (the tiles) 191 ->
+ * 173, by 3 140 -> 118.
+ *
+ * A row streams about as many bytes as a column's activations (1.06
+ * against 1.25 a value), so the rows a sweep streams at once take L1 from
+ * its activations as much as a column does: by 5 columns at k = 5632
+ * pairs without parts ran at 103 against 168 (28 KiB of activations beside
+ * 12 KiB of two rows).  By 16 columns and more, and by fewer than 8, the
+ * parts count the streamed rows' bytes with the activations (pairs where
+ * fewer than 8 fit one part).  Old -> new, three alternations: by 64
+ * k = 5632 217-220 -> 274-283 (pairs in 2 parts, not one row in 1),
+ * 8192 217-221 -> 264 (pairs in 2), 14336 216 -> 274 (pairs in 4, not one
+ * row in 3); by 16 k = 5632 125 -> 229; by 5 k = 8192 101-140 -> 137-156,
+ * 14336 85-106 -> 144-175 (one row in 4 parts, not 3); by 8 and 12 the
+ * rows ran level or behind counted, so they are not. */
 OKV_TARGET_AVX512VNNI void okv_mm_block_q8_0x16_avx512vnni(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0,
                                                           int64_t c1) {
-    const int64_t n = c1 - c0;
-    const int64_t sweep = n >= 8 ? 4 : 5; /* the pairs' sweep width */
-    if ((n < 8 || n >= 16) && sweep * (int64_t)c->xa_col + 2 * (int64_t)c->wrow <= OKV_X16_SWEEP_BYTES)
-        OKV_X16_SWEEPS_PARTS(tile_avx512vnni, tile2_avx512vnni, OKV_X16_SWEEP_BYTES, 1);
+    const int64_t n = c1 - c0, row_bytes = n < 8 || n >= 16 ? (int64_t)c->wrow : 0;
+    if (n >= 16 || (n < 8 && 5 * (int64_t)c->xa_col + 2 * (int64_t)c->wrow <= OKV_X16_SWEEP_BYTES))
+        OKV_X16_SWEEPS_PARTS_ROWS(tile_avx512vnni, tile2_avx512vnni, OKV_X16_SWEEP_BYTES, 1, row_bytes);
     else
-        OKV_X16_SWEEPS_PARTS(tile_avx512vnni, tile_avx512vnni, OKV_X16_SWEEP_BYTES, 0);
+        OKV_X16_SWEEPS_PARTS_ROWS(tile_avx512vnni, tile_avx512vnni, OKV_X16_SWEEP_BYTES, 0, row_bytes);
 }
 
 #endif /* OKV_X86 */

@@ -513,7 +513,11 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
  * thread of a Zen 4, GFLOP/s, three alternations: 2048x5632 by 5 166-174
  * -> 186-190; 2048x8192 by 5 189-192 -> 235-240, by 64 182-189 -> 254-259;
  * 2048x14336 by 5 134-136 -> 175-177, by 64 130-136 -> 253-305. */
-#define OKV_X16_SWEEPS_PARTS(NAME, NAME2, budget, PAIRS)                                      \
+#define OKV_X16_SWEEPS_PARTS(NAME, NAME2, budget, PAIRS) OKV_X16_SWEEPS_PARTS_ROWS(NAME, NAME2, budget, PAIRS, 0)
+
+/* The same, where a sweep's parts also count row_bytes for each row it
+ * streams at once (one, or two in pairs): Q8_0's, q8_0x16.c says why. */
+#define OKV_X16_SWEEPS_PARTS_ROWS(NAME, NAME2, budget, PAIRS, row_bytes)                      \
     do {                                                                                      \
         _Alignas(64) float park_[OKV_X16_PART_ROWS * OKV_X16_MAX_COLS * 16];                  \
         const int64_t nw_ = c->k / 512, fit_ = (budget) / (int64_t)c->xa_col;                 \
@@ -522,7 +526,9 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
             const int nc_ = (PAIRS) && m_ >= 8 && m_ % 4 == 0 ? 4                             \
                             : (PAIRS) || m_ < 8 ? okv_x16_sweep_cols(m_ < 5 ? m_ : 5)         \
                                                 : okv_x16_sweep_cols(fit_ < 4 ? 4 : fit_ < m_ ? fit_ : m_); \
-            const int64_t parts_ = okv_x16_parts(nc_ * (int64_t)c->xa_col, (budget), c->k);   \
+            const int paired_ = (PAIRS) && (nc_ == 5 || nc_ == 4);                            \
+            const int64_t parts_ = okv_x16_parts(nc_ * (int64_t)c->xa_col + (paired_ ? 2 : 1) * (int64_t)(row_bytes), \
+                                                 (budget), c->k);                             \
             /* a part's bytes of a row are about wrow / parts_: OKV_X16_AHEAD of them on */   \
             const int64_t rows_ahead_ = (OKV_X16_AHEAD * parts_ + (int64_t)c->wrow - 1) / (int64_t)c->wrow; \
             for (int64_t rb_ = r0; rb_ < r1; rb_ += OKV_X16_PART_ROWS) {                      \
@@ -532,7 +538,7 @@ static inline int okv_x16_sweep_cols(int64_t n) { return n >= 8 ? 8 : n >= 5 ? 5
                                                 .g1 = p_ + 1 < parts_ ? nw_ * (p_ + 1) / parts_ : -1, \
                                                 .r0 = rb_, .ahead = rows_ahead_ * (int64_t)c->wrow, .park = park_}; \
                     const okv_x16_part *pp_ = parts_ > 1 ? &part_ : NULL;                     \
-                    const int64_t pairs_end_ = (PAIRS) && (nc_ == 5 || nc_ == 4) ? re_ - (re_ - rb_) % 2 : rb_; \
+                    const int64_t pairs_end_ = paired_ ? re_ - (re_ - rb_) % 2 : rb_;          \
                     for (int64_t r_ = rb_; r_ < pairs_end_; r_ += 2) {                        \
                         if (nc_ == 5) NAME2##_part(c, r_, 2, j_, 5, pp_);                     \
                         else NAME2##_part(c, r_, 2, j_, 4, pp_);                              \
