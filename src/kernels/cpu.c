@@ -28,6 +28,18 @@ static int has_avxvnni(void) {
     unsigned a, b, c, d;
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
 }
+
+/* AMD family 0x19 (Zen 3 and Zen 4; only Zen 4 has AVX-512): the family
+ * is leaf 1's base family plus its extended family where the base is 0xF. */
+static int probe_halves_512(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+    /* "AuthenticAMD" in EBX, EDX, ECX */
+    if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+    return family == 0x19;
+}
 #endif
 
 static int probe_isa(okv_isa isa) {
@@ -105,6 +117,27 @@ okv_isa okv_cpu_best_isa(void) {
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return (okv_isa)v;
+}
+
+int okv_cpu_halves_512(void) {
+    /* cached as okv_cpu_has_isa's mask is, for the same reason (CPUID traps
+     * in a virtual machine), and asked once per block pass */
+    static atomic_int cached = -1;
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+#if defined(__x86_64__) || defined(__i386__)
+        v = probe_halves_512();
+#else
+        v = 0;
+#endif
+        /* OKV_HALVES_512=1 or 0 overrides the table, so that either tile
+         * shape can be tested and timed on any machine; other values are
+         * ignored, as OKV_ISA's are */
+        const char *e = getenv("OKV_HALVES_512");
+        if (e && (!strcmp(e, "0") || !strcmp(e, "1"))) v = e[0] == '1';
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 const char *okv_isa_name(okv_isa isa) {

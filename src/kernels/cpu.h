@@ -71,6 +71,16 @@ okv_isa okv_cpu_best_isa(void);
 /* True if isa can run here (tests use it to try every path). */
 int okv_cpu_has_isa(okv_isa isa);
 
+/* True where the core runs each 512-bit vector operation as two 256-bit
+ * halves on its 256-bit units (AMD Zen 4, family 0x19): kernels whose best
+ * tile differs between such a core and one with full-width 512-bit units
+ * (Intel's AVX-512 cores, Zen 5's EPYC) ask this.  CPUID has no bit for it, so it is
+ * read off the vendor and family; Zen 5's laptop parts, which also split
+ * 512-bit operations, are not told apart (unmeasured there).  The
+ * environment variable OKV_HALVES_512 (1 or 0) overrides the table, for
+ * testing and timing either tile on any machine.  Read once. */
+int okv_cpu_halves_512(void);
+
 const char *okv_isa_name(okv_isa isa);
 
 /* The ISA okv_isa_name calls name; OKV_ISA_COUNT for any other string. */

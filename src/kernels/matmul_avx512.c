@@ -102,16 +102,19 @@ OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
  * once per column block into a small panel (PANEL_K elements of up to
  * PANEL_ROWS rows, in L1), instead of once per 4-column tile; the tiles
  * then read f32 weights, and with no conversions on the FMA ports a tile
- * of 4 rows by 3 columns runs near the FMA rate (tiles of 8 rows, 24
- * accumulators, ran 11-15 % slower on a Zen 4, whose 512-bit FMAs take
- * both of its 256-bit pipes: F16 5632 x 2048 by 512 columns, one thread,
- * 85-88 against 93-97 GFLOP/s).  The accumulators are
- * carried between panels in acc_buf.  Each output still sees the same FMAs
+ * of 8 rows by 3 columns (24 accumulators, 11 loads a step) runs near the
+ * FMA rate.  Not on a Zen 4, whose 512-bit FMAs take both of its 256-bit
+ * pipes (okv_cpu_halves_512): there 8-row tiles ran 11-15 % slower than
+ * 4-row ones (F16 5632 x 2048 by 512 columns, one thread, 85-88 against
+ * 93-97 GFLOP/s), where on a Zen 5's full-width units 4-row tiles ran
+ * 6-11 % slower than 8-row ones (4 x 4 and 8 x 2 tiles 4-5 %, panels of
+ * 256 or 1024 values 10 %).  The accumulators are carried between panels
+ * in acc_buf.  Each output still sees the same FMAs
  * on the same values in the same order as in float_tile (conversion to f32
  * is exact; the zero padding of the last panel meets the same zeroed
  * activations as float_tile's masked loads), so results are bit-identical
  * to it, as the tests check. */
-enum { PANEL_ROWS = 8, PANEL_K = 512, PANEL_TR = 4, PANEL_TC = 3 };
+enum { PANEL_ROWS = 8, PANEL_K = 512, PANEL_TC = 3 };
 
 typedef struct panel_ctx {
     const float *panel;   /* PANEL_ROWS rows of PANEL_K floats */
@@ -128,7 +131,7 @@ typedef struct panel_ctx {
 /* One 16-wide step at element i (lanes under m) of rows pr0 .. pr0+NR-1 of
  * the panel by the NC columns at xs, into acc. */
 KERNEL void panel_step(const panel_ctx *p, const float *const *xs, int pr0, const int NR, const int NC, int64_t i,
-                       __mmask16 m, __m512 acc[PANEL_TR][PANEL_TC]) {
+                       __mmask16 m, __m512 acc[PANEL_ROWS][PANEL_TC]) {
     __m512 xv[PANEL_TC];
     UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs[j] + i);
     UNROLL for (int r = 0; r < NR; r++) {
@@ -144,7 +147,7 @@ KERNEL void panel_step(const panel_ctx *p, const float *const *xs, int pr0, cons
  * The accumulators always come from and go back to acc_buf: with a
  * conditional start or end GCC keeps them in memory in the loop. */
 KERNEL void panel_tile(const panel_ctx *p, int pr0, const int NR, int jb, const int NC) {
-    __m512 acc[PANEL_TR][PANEL_TC];
+    __m512 acc[PANEL_ROWS][PANEL_TC];
     UNROLL for (int r = 0; r < NR; r++)
         UNROLL for (int j = 0; j < NC; j++) acc[r][j] = p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j];
     const float *xs[PANEL_TC];
@@ -157,14 +160,24 @@ KERNEL void panel_tile(const panel_ctx *p, int pr0, const int NR, int jb, const 
         UNROLL for (int j = 0; j < NC; j++) p->acc_buf[(pr0 + r) * MM_COL_BLOCK + jb + j] = acc[r][j];
 }
 
+/* Rows 0 .. nr-1 of the panel by columns jb .. jb+NC-1: strips of TR rows,
+ * then of 4, then single rows. */
+KERNEL void panel_strips(const panel_ctx *p, int nr, const int TR, int jb, const int NC) {
+    int r = 0;
+    for (; r + TR <= nr; r += TR) panel_tile(p, r, TR, jb, NC);
+    for (; r + 4 <= nr; r += 4) panel_tile(p, r, 4, jb, NC);
+    for (; r < nr; r++) panel_tile(p, r, 1, jb, NC);
+}
+
 /* nr rows of the panel (<= PANEL_ROWS) by nc columns, as the AVX2 block
  * pass: column tiles of 3, and of 2 for the last 2 or 4 columns (a 4x1 tile
- * has half the FMA chains), each over the panel's rows in strips of 4 (then
- * 1), so a tile's activations are read from L2 once.  The next panel's
+ * has half the FMA chains), each over the panel's rows in strips of TR (8,
+ * or 4 where 512-bit FMAs run in halves), so a tile's activations are read
+ * from L2 once.  The next panel's
  * weights stream into L2 meanwhile, a few lines before each column tile:
  * all 128 lines at once before the conversion, the conversion of the next
  * panel still waited on them (14% of an F16 prefill's samples on a Zen 5). */
-KERNEL void panel_pass(const panel_ctx *p, int nr, int nc) {
+KERNEL void panel_pass(const panel_ctx *p, int nr, int nc, const int TR) {
     okv_mm_prefetch pf = okv_mm_prefetch_start(p->next, p->wrow, p->pf_rows, p->pf_bytes);
     const int nc3 = nc - (nc % PANEL_TC == 1 && nc > 1 ? 4 : nc % PANEL_TC), tiles = nc3 / PANEL_TC;
     if (tiles == 0) /* a last block of 1 or 2 columns: no tiles of 3 to spread them over */
@@ -172,26 +185,17 @@ KERNEL void panel_pass(const panel_ctx *p, int nr, int nc) {
     int j = 0;
     for (int t = 0; j < nc3; j += PANEL_TC, t++) {
         okv_mm_prefetch_until(&pf, pf.lines * (t + 1) / tiles);
-        int r = 0;
-        for (; r + PANEL_TR <= nr; r += PANEL_TR) panel_tile(p, r, PANEL_TR, j, PANEL_TC);
-        for (; r < nr; r++) panel_tile(p, r, 1, j, PANEL_TC);
+        panel_strips(p, nr, TR, j, PANEL_TC);
     }
-    for (; j + 2 <= nc; j += 2) {
-        int r = 0;
-        for (; r + PANEL_TR <= nr; r += PANEL_TR) panel_tile(p, r, PANEL_TR, j, 2);
-        for (; r < nr; r++) panel_tile(p, r, 1, j, 2);
-    }
-    for (; j < nc; j++) {
-        int r = 0;
-        for (; r + PANEL_TR <= nr; r += PANEL_TR) panel_tile(p, r, PANEL_TR, j, 1);
-        for (; r < nr; r++) panel_tile(p, r, 1, j, 1);
-    }
+    for (; j + 2 <= nc; j += 2) panel_strips(p, nr, TR, j, 2);
+    for (; j < nc; j++) panel_strips(p, nr, TR, j, 1);
 }
 
 KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c0, int64_t c1) {
     _Alignas(64) float panel[PANEL_ROWS * PANEL_K];
     __m512 acc_buf[PANEL_ROWS * MM_COL_BLOCK];
     const int nc = (int)(c1 - c0);
+    const int halves = okv_cpu_halves_512();
     for (int64_t r0 = r_begin; r0 < r_end; r0 += PANEL_ROWS) {
         const int nr = (int)(r_end - r0 < PANEL_ROWS ? r_end - r0 : PANEL_ROWS);
         for (int r = 0; r < nr; r++)
@@ -215,7 +219,11 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
                                  .acc_buf = acc_buf, .next = nrows > 0 ? c->w + nr0 * c->wrow + nk * wbytes : NULL,
                                  .wrow = c->wrow, .pf_rows = nrows > 0 ? (int)nrows : 0,
                                  .pf_bytes = (c->k - nk < PANEL_K ? c->k - nk : PANEL_K) * wbytes};
-            panel_pass(&p, nr, nc);
+            /* two calls, so that the tile height is a constant in each */
+            if (halves)
+                panel_pass(&p, nr, nc, 4);
+            else
+                panel_pass(&p, nr, nc, 8);
         }
         /* column by column, as the AVX2 block pass (matmul_avx2.c says why) */
         for (int j = 0; j < nc; j++)
