@@ -527,18 +527,20 @@ int main(void) {
     /* odd block counts (3, 7) take the AVX-512 single-block tail; rows 37
      * and 67 leave partial row tiles; n 9 leaves a partial column tile */
     const shape qshapes[] = {{1, 32, 1}, {5, 64, 3}, {37, 96, 1}, {67, 320, 9}, {8, 224, 5}, {13, 32, 4}};
-    /* n >= 16 takes the AVX-512 block pass, n >= 10 AVX2's panels: k 1100
+    /* n >= 16 takes the AVX-512 panels, n >= 10 AVX2's: k 1100
      * spans three weight panels and ends in a partial step, n 70 two column
      * blocks, rows 29 every strip height; k 5 leaves AVX2's panels empty
      * (all of it the scalar tail), k 521 a panel of 8 and a tail of 1, n 11
      * column tiles of 3 and one of 2, n 70's first block (64) two of 2 at the
-     * end.  From 2 to 9 columns AVX2 sweeps strips of
-     * rows by every column: n 2 to 9 each once, rows that leave every strip
-     * height a remainder (29, 30, 25: past a 12-row strip too), n 65 a last
+     * end.  From 2 to 9 columns AVX2 sweeps strips of rows by every column,
+     * AVX-512 from 2 to 15 (past 6 in sweeps over 12-row strips): n 2 to 9
+     * each once, 11, 12, 13 and 15, rows that leave every strip height a
+     * remainder (29, 30, 25, 19: past a 12-row strip too), n 65 a last
      * column block of 1 */
     const shape fshapes[] = {{1, 16, 1},   {5, 37, 3},     {37, 96, 1},   {67, 320, 9},  {9, 19, 6},
                              {4, 33, 4},   {29, 1100, 70}, {7, 5, 12},    {13, 521, 11}, {29, 37, 2},
-                             {30, 521, 5}, {25, 40, 7},    {13, 96, 8},   {9, 24, 65}};
+                             {30, 521, 5}, {25, 40, 7},    {13, 96, 8},   {9, 24, 65},   {19, 70, 13},
+                             {21, 50, 15}};
     /* the same for the 256-value K-quant blocks */
     const shape kshapes[] = {{1, 256, 1}, {5, 512, 3}, {37, 768, 1}, {67, 1280, 9}, {8, 256, 5}, {13, 2304, 4}};
     for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {

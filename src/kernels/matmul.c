@@ -14,17 +14,6 @@
 #include "kernels/x16mm.h"
 #include "threads/pool.h"
 
-/* Fewest columns for which a kernel's block pass is used: with 8 columns
- * the panel conversion cost more than it saved (F16 5632x2048, one thread:
- * ~50 against ~70 GFLOP/s), with 16 it gained ~10%. */
-enum { MM_BLOCK_MIN_N = 16 };
-
-/* The same for AVX2's float block pass: its panels from 10 columns on, and
- * below that strips of rows by every column (matmul_avx2.c's fsmall_block),
- * which convert each weight once where the 4x4 tiles (21 registers of
- * AVX2's 16) spilled and converted it once per 4 columns. */
-enum { MM_BLOCK_MIN_N_AVX2 = 2 };
-
 /* Row chunks per thread and column block: enough that a thread that starts
  * late costs little, few enough that taking one (an atomic add) is noise. */
 enum { MM_CHUNKS_PER_THREAD = 8 };
@@ -260,12 +249,11 @@ static void run_format(okv_isa kern, okv_threadpool *pool, const okv_mm_op *ops,
         /* each: the op's column of x, and its slot in the activations */
         const int64_t xc = each ? o : 0, ac = each && f != OKV_ACT_F32 ? slot++ : 0;
         job.tile[i] = okv_wtype_tile(op->wtype, kern);
-        /* a block pass converts each float weight once per column block,
-         * which pays from a few columns on; decode keeps the plain tiles */
-        const int64_t min_n = okv_wtype_get(op->wtype)->block_min_n ? okv_wtype_get(op->wtype)->block_min_n
-                              : kern == OKV_ISA_AVX2 || kern == OKV_ISA_AVXVNNI ? MM_BLOCK_MIN_N_AVX2
-                                                                       : MM_BLOCK_MIN_N;
-        job.block[i] = n >= min_n ? okv_wtype_block(op->wtype, kern) : NULL;
+        /* a block pass reads each weight once for all the block's columns,
+         * which pays from its type's block_min_n columns on; decode (one
+         * column) keeps the plain tiles */
+        const int64_t min_n = okv_wtype_get(op->wtype)->block_min_n;
+        job.block[i] = n >= (min_n > 2 ? min_n : 2) ? okv_wtype_block(op->wtype, kern) : NULL;
         job.ctx[i] = (okv_mm_ctx){.w = op->w, .wrow = okv_wtype_row_size(op->wtype, k), .rows = op->rows,
                                   .k = k, .n = n, .x = x + xc * k, .y = op->y};
         if (f == OKV_ACT_Q8_0) {

@@ -98,6 +98,107 @@ OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f32_avx512, f32_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f16_avx512, f16_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
 
+/* Few columns (batched decode, speculative verification: 2 to FS_MAX_N;
+ * the panels below take 16 and more, where they gain ~10 %, and with 8
+ * their conversion cost more than it saved: F16 5632x2048, one thread,
+ * ~50 against ~70 GFLOP/s): the 4x4 tiles read and converted each weight
+ * once per 4 columns (8 columns as two tiles of 4, 5 as 4 + 1).  Here a
+ * strip of NR rows takes up to FS_SWEEP columns at once: each 16-wide step
+ * converts the strip's NR weight vectors once and, column by column, loads
+ * an activation vector for NR FMAs (NR * NC accumulators, NR weights and one
+ * activation), or where the strip is taller than wide holds the NC
+ * activations and converts a weight at a time (NR * NC + NC + 1): at most
+ * 29 of the 32 registers (4 rows by 6 columns).  Each output gets
+ * float_tile's FMAs in float_tile's order and its final sum, so the bits
+ * are the tile's. */
+enum { FS_MAX_N = 15, FS_SWEEP = 6 };
+
+KERNEL void fsmall_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
+                        int64_t i, __mmask16 m, __m512 acc[4][FS_SWEEP]) {
+    if (NR > NC) {
+        __m512 xv[FS_SWEEP];
+        UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs[j] + i);
+        UNROLL for (int r = 0; r < NR; r++) {
+            const __m512 wv = load16(wtype, rows[r], i, m);
+            UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
+        }
+        return;
+    }
+    __m512 wv[4];
+    UNROLL for (int r = 0; r < NR; r++) wv[r] = load16(wtype, rows[r], i, m);
+    UNROLL for (int j = 0; j < NC; j++) {
+        const __m512 xv = _mm512_maskz_loadu_ps(m, xs[j] + i);
+        UNROLL for (int r = 0; r < NR; r++) acc[r][j] = _mm512_fmadd_ps(wv[r], xv, acc[r][j]);
+    }
+}
+
+KERNEL void fsmall_strip(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    const uint8_t *rows[4];
+    const float *xs[FS_SWEEP];
+    UNROLL for (int r = 0; r < NR; r++) rows[r] = c->w + (r0 + r) * c->wrow;
+    UNROLL for (int j = 0; j < NC; j++) xs[j] = c->x + (c0 + j) * c->k;
+    __m512 acc[4][FS_SWEEP];
+    UNROLL for (int r = 0; r < NR; r++)
+        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
+    const int64_t k = c->k, k16 = k & ~(int64_t)15;
+    const int64_t wsize = wtype == OKV_GGML_F32 ? 4 : 2;
+    const int64_t ahead = okv_mm_float_ahead(c->wrow, NR);
+    int64_t i = 0;
+    /* one prefetch per 64-byte line of each row, as float_tile */
+    for (; i < k16; i += 16) {
+        if (((wsize * i) & 63) == 0)
+            UNROLL for (int r = 0; r < NR; r++)
+                _mm_prefetch((const char *)rows[r] + wsize * i + ahead, _MM_HINT_T1);
+        fsmall_step(wtype, rows, xs, NR, NC, i, (__mmask16)0xFFFF, acc);
+    }
+    if (i < k) fsmall_step(wtype, rows, xs, NR, NC, i, (__mmask16)((1u << (k - i)) - 1), acc);
+    UNROLL for (int j = 0; j < NC; j++)
+        UNROLL for (int r = 0; r < NR; r++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+/* Rows r_begin .. r_end-1 in strips of 4 (the rest one by one), by the NC
+ * columns from c0: the tiles' height, whose 4 weight streams the prefetch
+ * distance is set for (strips of 8 rows by 2 columns and of 6 rows by 4
+ * ran 1-11 % slower in decodes of 2 and of 4 sequences). */
+KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c0, const int NC) {
+    int64_t r = r_begin;
+    for (; r + 4 <= r_end; r += 4) fsmall_strip(wtype, c, r, 4, c0, NC);
+    for (; r < r_end; r++) fsmall_strip(wtype, c, r, 1, c0, NC);
+}
+
+/* Column counts past FS_SWEEP in sweeps of as even a width over strips of
+ * FS_STRIP rows, whose weights come from L1 or L2 after the first sweep:
+ * one sweep of 8 columns over 3-row strips (28 registers) ran 6-8 % slower
+ * than the 4x4 tiles, two of 4 over 12 rows 27-31 % faster (F16 5632 x
+ * 2048, one thread of a Zen 5). */
+enum { FS_STRIP = 12 };
+
+/* n (1 to FS_SWEEP) as a constant for fsmall_step */
+KERNEL void fsmall_cols(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t n) {
+    switch (n) {
+    case 1: fsmall_rows(wtype, c, r0, r1, c0, 1); break;
+    case 2: fsmall_rows(wtype, c, r0, r1, c0, 2); break;
+    case 3: fsmall_rows(wtype, c, r0, r1, c0, 3); break;
+    case 4: fsmall_rows(wtype, c, r0, r1, c0, 4); break;
+    case 5: fsmall_rows(wtype, c, r0, r1, c0, 5); break;
+    default: fsmall_rows(wtype, c, r0, r1, c0, 6); break;
+    }
+}
+
+KERNEL void fsmall_block(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const int64_t n = c1 - c0;
+    if (n <= FS_SWEEP) {
+        fsmall_cols(wtype, c, r0, r1, c0, n);
+        return;
+    }
+    const int64_t sweeps = (n + FS_SWEEP - 1) / FS_SWEEP;
+    for (int64_t r = r0; r < r1; r += FS_STRIP) {
+        const int64_t re = r1 - r < FS_STRIP ? r1 : r + FS_STRIP;
+        for (int64_t s = 0; s < sweeps; s++)
+            fsmall_cols(wtype, c, r, re, c0 + n * s / sweeps, n * (s + 1) / sweeps - n * s / sweeps);
+    }
+}
+
 /* The block pass for float weights: each weight row is converted to f32
  * once per column block into a small panel (PANEL_K elements of up to
  * PANEL_ROWS rows, in L1), instead of once per 4-column tile; the tiles
@@ -232,15 +333,19 @@ KERNEL void float_block(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
     }
 }
 
-OKV_TARGET_AVX512 void okv_mm_block_f32_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    float_block(OKV_GGML_F32, c, r0, r1, c0, c1);
-}
-OKV_TARGET_AVX512 void okv_mm_block_f16_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    float_block(OKV_GGML_F16, c, r0, r1, c0, c1);
-}
-OKV_TARGET_AVX512 void okv_mm_block_bf16_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    float_block(OKV_GGML_BF16, c, r0, r1, c0, c1);
-}
+/* The block pass of the float types: fsmall_block up to FS_MAX_N columns
+ * (matmul.c sends a single column to the tiles), float_block's panels from
+ * there on (a short last column block of a wide product included: the bits
+ * are the same either way). */
+#define FLOAT_BLOCK(kind, wtype)                                                                      \
+    OKV_TARGET_AVX512 void okv_mm_block_##kind##_avx512(const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, \
+                                                       int64_t c1) {                                   \
+        if (c1 - c0 <= FS_MAX_N) fsmall_block(wtype, c, r0, r1, c0, c1);                              \
+        else float_block(wtype, c, r0, r1, c0, c1);                                                    \
+    }
+FLOAT_BLOCK(f32, OKV_GGML_F32)
+FLOAT_BLOCK(f16, OKV_GGML_F16)
+FLOAT_BLOCK(bf16, OKV_GGML_BF16)
 
 /* ---- K-quants, 64 values per 512-bit step ----
  *

@@ -24,9 +24,11 @@ static void bf16_to_float(const void *src, float *dst, int64_t k) { okv_bf16_to_
 #define TILES_SIMD(t) {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512}
 #define TILES_VNNI(t) \
     {okv_mm_tile_##t##_scalar, okv_mm_tile_##t##_avx2, okv_mm_tile_##t##_avx512, okv_mm_tile_##t##_avx512vnni}
+/* the float block passes take strips of rows by every column up to 9
+ * (AVX2) or 15 (AVX-512) columns, panels past that: from 2 columns on */
 #define FLOAT(t) .act = OKV_ACT_F32, .to_float = t##_to_float, .tile = TILES_SIMD(t), \
                  .block_pass = {[OKV_ISA_AVX2] = okv_mm_block_##t##_avx2, [OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, \
-                                [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}
+                                [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512}, .block_min_n = 2
 /* a sixteen-wide layout: every ISA's tiles, AVX-512's block passes */
 #define X16(t) .tile = TILES_VNNI(t), \
                .block_pass = {[OKV_ISA_AVX512] = okv_mm_block_##t##_avx512, [OKV_ISA_AVX512_VNNI] = okv_mm_block_##t##_avx512vnni}

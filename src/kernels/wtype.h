@@ -60,7 +60,7 @@ typedef struct okv_wtype {
     okv_act_fmt act;
     okv_mm_tile_fn tile[OKV_ISA_COUNT];   /* NULL: that ISA uses the one it includes (okv_isa_fallback) */
     okv_mm_block_fn block_pass[OKV_ISA_COUNT]; /* optional */
-    int64_t block_min_n;       /* fewest columns that take the block pass; 0: the driver's default */
+    int64_t block_min_n;       /* fewest columns that take the block pass (never fewer than 2) */
     size_t half_size;          /* 0, or a row's last block holding block / 2 values takes these
                                   bytes, not size (q4_Kx16.h's block_q4_Kx8) */
     size_t tail_unit;          /* 0, or a row's last, partial block is stored compactly in this
