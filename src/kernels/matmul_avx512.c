@@ -169,8 +169,8 @@ KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
 /* Column counts past FS_SWEEP in sweeps of as even a width over strips of
  * FS_STRIP rows, whose weights come from L1 or L2 after the first sweep:
  * one sweep of 8 columns over 3-row strips (28 registers) ran 6-8 % slower
- * than the 4x4 tiles, two of 4 over 12 rows 27-31 % faster (F16 5632 x
- * 2048, one thread of a Zen 5). */
+ * than the 4x4 tiles, two of 4 over 12 rows 4-11 % faster, 12 columns as
+ * two of 6 27-28 % (F16 5632 x 2048, one thread of a Zen 5). */
 enum { FS_STRIP = 12 };
 
 /* n (1 to FS_SWEEP) as a constant for fsmall_step */
