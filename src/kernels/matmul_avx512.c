@@ -44,76 +44,24 @@ KERNEL __m512 load16(int wtype, const uint8_t *row, int64_t i, __mmask16 m) {
     return _mm512_maskz_loadu_ps(m, row + 4 * i);
 }
 
-/* One 16-wide step of a tile at element i; row and column pointers come
- * hoisted, as GCC otherwise reloads and remultiplies them on every step. */
-KERNEL void float_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
-                       int64_t i, __mmask16 m, __m512 acc[MM_TR][MM_TC]) {
-    __m512 xv[MM_TC];
-    UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs[j] + i);
-    UNROLL for (int r = 0; r < NR; r++) {
-        const __m512 wv = load16(wtype, rows[r], i, m);
-        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_fmadd_ps(wv, xv[j], acc[r][j]);
-    }
-}
-
-KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    const uint8_t *rows[MM_TR];
-    const float *xs[MM_TC];
-    UNROLL for (int r = 0; r < NR; r++) rows[r] = c->w + (r0 + r) * c->wrow;
-    UNROLL for (int j = 0; j < NC; j++) xs[j] = c->x + (c0 + j) * c->k;
-    __m512 acc[MM_TR][MM_TC];
-    UNROLL for (int r = 0; r < NR; r++)
-        UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
-    const int64_t k = c->k, k16 = k & ~(int64_t)15;
-    const int64_t wsize = wtype == OKV_GGML_F32 ? 4 : 2;
-    const int64_t ahead = okv_mm_float_ahead(c->wrow, NR);
-    int64_t i = 0;
-    /* One prefetch per 64-byte line of each row, into L2 (matmul_impl.h
-     * says how far ahead; the AVX2 float tile issues one per 16 elements):
-     * 1 KiB ahead into L1 on every step left F16 decode on a Zen 4 at
-     * 8.7-9.1 t/s (TinyLlama-1.1B shape, 2 threads; 8 KiB ahead into L2:
-     * 11.7-12.8, no prefetch 10.7, same-minute A/B). */
-    for (; i < k16; i += 16) {
-        if (((wsize * i) & 63) == 0)
-            UNROLL for (int r = 0; r < NR; r++)
-                _mm_prefetch((const char *)rows[r] + wsize * i + ahead, _MM_HINT_T1);
-        float_step(wtype, rows, xs, NR, NC, i, (__mmask16)0xFFFF, acc);
-    }
-    if (i < k) float_step(wtype, rows, xs, NR, NC, i, (__mmask16)((1u << (k - i)) - 1), acc);
-    UNROLL for (int r = 0; r < NR; r++)
-        UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
-}
-
-KERNEL void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F32, c, r0, NR, c0, NC);
-}
-KERNEL void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F16, c, r0, NR, c0, NC);
-}
-KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
-}
-
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f32_avx512, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f16_avx512, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
-
 /* Few columns (batched decode, speculative verification: 2 to FS_MAX_N;
  * the panels below take 16 and more, where they gain ~10 %, and with 8
  * their conversion cost more than it saved: F16 5632x2048, one thread,
- * ~50 against ~70 GFLOP/s): the 4x4 tiles read and converted each weight
- * once per 4 columns (8 columns as two tiles of 4, 5 as 4 + 1).  Here a
+ * ~50 against ~70 GFLOP/s): tiles of at most 4x4 read and convert each
+ * weight once per 4 columns (8 columns as two tiles of 4, 5 as 4 + 1).  Here a
  * strip of NR rows takes up to FS_SWEEP columns at once: each 16-wide step
  * converts the strip's NR weight vectors once and, column by column, loads
  * an activation vector for NR FMAs (NR * NC accumulators, NR weights and one
  * activation), or where the strip is taller than wide holds the NC
  * activations and converts a weight at a time (NR * NC + NC + 1): at most
- * 29 of the 32 registers (4 rows by 6 columns).  Each output gets
- * float_tile's FMAs in float_tile's order and its final sum, so the bits
- * are the tile's. */
+ * 29 of the 32 registers (4 rows by 6 columns).  The tiles of decode (one
+ * column, MM_TR x MM_TC at most) are such strips too, so every output gets
+ * the same FMAs in the same order and the same final sum whatever the
+ * column count: the bits are the same. */
 enum { FS_MAX_N = 15, FS_SWEEP = 6 };
 
-KERNEL void fsmall_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
+/* One 16-wide step of a strip at element i (lanes under m). */
+KERNEL void float_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
                         int64_t i, __mmask16 m, __m512 acc[4][FS_SWEEP]) {
     if (NR > NC) {
         __m512 xv[FS_SWEEP];
@@ -132,7 +80,8 @@ KERNEL void fsmall_step(int wtype, const uint8_t *const *rows, const float *cons
     }
 }
 
-KERNEL void fsmall_strip(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+/* Rows r0 .. r0+NR-1 (NR <= 4) by the NC (<= FS_SWEEP) columns from c0. */
+KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
     const uint8_t *rows[4];
     const float *xs[FS_SWEEP];
     UNROLL for (int r = 0; r < NR; r++) rows[r] = c->w + (r0 + r) * c->wrow;
@@ -144,17 +93,35 @@ KERNEL void fsmall_strip(int wtype, const okv_mm_ctx *c, int64_t r0, const int N
     const int64_t wsize = wtype == OKV_GGML_F32 ? 4 : 2;
     const int64_t ahead = okv_mm_float_ahead(c->wrow, NR);
     int64_t i = 0;
-    /* one prefetch per 64-byte line of each row, as float_tile */
+    /* One prefetch per 64-byte line of each row, into L2 (matmul_impl.h
+     * says how far ahead; the AVX2 float tile issues one per 16 elements):
+     * 1 KiB ahead into L1 on every step left F16 decode on a Zen 4 at
+     * 8.7-9.1 t/s (TinyLlama-1.1B shape, 2 threads; 8 KiB ahead into L2:
+     * 11.7-12.8, no prefetch 10.7, same-minute A/B). */
     for (; i < k16; i += 16) {
         if (((wsize * i) & 63) == 0)
             UNROLL for (int r = 0; r < NR; r++)
                 _mm_prefetch((const char *)rows[r] + wsize * i + ahead, _MM_HINT_T1);
-        fsmall_step(wtype, rows, xs, NR, NC, i, (__mmask16)0xFFFF, acc);
+        float_step(wtype, rows, xs, NR, NC, i, (__mmask16)0xFFFF, acc);
     }
-    if (i < k) fsmall_step(wtype, rows, xs, NR, NC, i, (__mmask16)((1u << (k - i)) - 1), acc);
+    if (i < k) float_step(wtype, rows, xs, NR, NC, i, (__mmask16)((1u << (k - i)) - 1), acc);
     UNROLL for (int j = 0; j < NC; j++)
         UNROLL for (int r = 0; r < NR; r++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
+
+KERNEL void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    float_tile(OKV_GGML_F32, c, r0, NR, c0, NC);
+}
+KERNEL void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    float_tile(OKV_GGML_F16, c, r0, NR, c0, NC);
+}
+KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
+    float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
+}
+
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f32_avx512, f32_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f16_avx512, f16_tile)
+OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
 
 /* Rows r_begin .. r_end-1 in strips of 4 (the rest one by one), by the NC
  * columns from c0: the tiles' height, whose 4 weight streams the prefetch
@@ -162,8 +129,8 @@ KERNEL void fsmall_strip(int wtype, const okv_mm_ctx *c, int64_t r0, const int N
  * ran 1-11 % slower in decodes of 2 and of 4 sequences). */
 KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c0, const int NC) {
     int64_t r = r_begin;
-    for (; r + 4 <= r_end; r += 4) fsmall_strip(wtype, c, r, 4, c0, NC);
-    for (; r < r_end; r++) fsmall_strip(wtype, c, r, 1, c0, NC);
+    for (; r + 4 <= r_end; r += 4) float_tile(wtype, c, r, 4, c0, NC);
+    for (; r < r_end; r++) float_tile(wtype, c, r, 1, c0, NC);
 }
 
 /* Column counts past FS_SWEEP in sweeps of as even a width over strips of
