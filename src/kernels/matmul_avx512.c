@@ -54,15 +54,15 @@ KERNEL __m512 load16(int wtype, const uint8_t *row, int64_t i, __mmask16 m) {
  * an activation vector for NR FMAs (NR * NC accumulators, NR weights and one
  * activation), or where the strip is taller than wide holds the NC
  * activations and converts a weight at a time (NR * NC + NC + 1): at most
- * 29 of the 32 registers (4 rows by 6 columns).  The tiles of decode (one
- * column, MM_TR x MM_TC at most) are such strips too, so every output gets
- * the same FMAs in the same order and the same final sum whatever the
- * column count: the bits are the same. */
-enum { FS_MAX_N = 15, FS_SWEEP = 6 };
+ * 29 of the 32 registers (4 rows by 6 columns, or 6 by 4).  The tiles of
+ * decode (one column, MM_TR x MM_TC at most) are such strips too, so every
+ * output gets the same FMAs in the same order and the same final sum
+ * whatever the column count: the bits are the same. */
+enum { FS_MAX_N = 15, FS_SWEEP = 6, FS_ROWS = 6 };
 
 /* One 16-wide step of a strip at element i (lanes under m). */
 KERNEL void float_step(int wtype, const uint8_t *const *rows, const float *const *xs, const int NR, const int NC,
-                        int64_t i, __mmask16 m, __m512 acc[4][FS_SWEEP]) {
+                        int64_t i, __mmask16 m, __m512 acc[FS_ROWS][FS_SWEEP]) {
     if (NR > NC) {
         __m512 xv[FS_SWEEP];
         UNROLL for (int j = 0; j < NC; j++) xv[j] = _mm512_maskz_loadu_ps(m, xs[j] + i);
@@ -72,7 +72,7 @@ KERNEL void float_step(int wtype, const uint8_t *const *rows, const float *const
         }
         return;
     }
-    __m512 wv[4];
+    __m512 wv[FS_ROWS];
     UNROLL for (int r = 0; r < NR; r++) wv[r] = load16(wtype, rows[r], i, m);
     UNROLL for (int j = 0; j < NC; j++) {
         const __m512 xv = _mm512_maskz_loadu_ps(m, xs[j] + i);
@@ -80,13 +80,13 @@ KERNEL void float_step(int wtype, const uint8_t *const *rows, const float *const
     }
 }
 
-/* Rows r0 .. r0+NR-1 (NR <= 4) by the NC (<= FS_SWEEP) columns from c0. */
+/* Rows r0 .. r0+NR-1 (NR <= FS_ROWS) by the NC (<= FS_SWEEP) columns from c0. */
 KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    const uint8_t *rows[4];
+    const uint8_t *rows[FS_ROWS];
     const float *xs[FS_SWEEP];
     UNROLL for (int r = 0; r < NR; r++) rows[r] = c->w + (r0 + r) * c->wrow;
     UNROLL for (int j = 0; j < NC; j++) xs[j] = c->x + (c0 + j) * c->k;
-    __m512 acc[4][FS_SWEEP];
+    __m512 acc[FS_ROWS][FS_SWEEP];
     UNROLL for (int r = 0; r < NR; r++)
         UNROLL for (int j = 0; j < NC; j++) acc[r][j] = _mm512_setzero_ps();
     const int64_t k = c->k, k16 = k & ~(int64_t)15;
@@ -123,13 +123,14 @@ OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f32_avx512, f32_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f16_avx512, f16_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
 
-/* Rows r_begin .. r_end-1 in strips of 4 (the rest one by one), by the NC
- * columns from c0: the tiles' height, whose 4 weight streams the prefetch
- * distance is set for (strips of 8 rows by 2 columns and of 6 rows by 4
- * ran 1-11 % slower in decodes of 2 and of 4 sequences). */
-KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, int64_t c0, const int NC) {
+/* Rows r_begin .. r_end-1 in strips of NR (then of 4, the rest one by
+ * one), by the NC columns from c0. */
+KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t r_end, const int NR, int64_t c0,
+                        const int NC) {
     int64_t r = r_begin;
-    for (; r + 4 <= r_end; r += 4) float_tile(wtype, c, r, 4, c0, NC);
+    for (; r + NR <= r_end; r += NR) float_tile(wtype, c, r, NR, c0, NC);
+    if (NR > 4)
+        for (; r + 4 <= r_end; r += 4) float_tile(wtype, c, r, 4, c0, NC);
     for (; r < r_end; r++) float_tile(wtype, c, r, 1, c0, NC);
 }
 
@@ -137,32 +138,47 @@ KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
  * FS_STRIP rows, whose weights come from L1 or L2 after the first sweep:
  * one sweep of 8 columns over 3-row strips (28 registers) ran 6-8 % slower
  * than the 4x4 tiles, two of 4 over 12 rows 4-11 % faster, 12 columns as
- * two of 6 27-28 % (F16 5632 x 2048, one thread of a Zen 5). */
+ * two of 6 27-28 % (F16 5632 x 2048, one thread of a Zen 5).  Sweeps of 4
+ * in 6-row tiles then: 8 columns another 6-16 %, 7 (4 + 3) level to +4 %,
+ * and 8 sequences of TinyLlama F16 decoded in 76-77 ms steps, not 84-85
+ * (build/bench/batch, 2 threads, the same Zen 5). */
 enum { FS_STRIP = 12 };
 
-/* n (1 to FS_SWEEP) as a constant for fsmall_step */
-KERNEL void fsmall_cols(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t n) {
+/* n (1 to FS_SWEEP) columns as a constant for float_tile, in strips of 4
+ * rows, or of 6 in a sweep of up to 4 columns (swept), whose later sweeps
+ * read the weights from L1 or L2: 6 rows take an activation load per 6
+ * FMAs where 4 take one per 4 (measured above).  Without sweeps, the
+ * weights all from memory, strips stay at 4 rows, whose weight streams the
+ * prefetch distance is set for: strips of 8 rows by 2 columns and of 6
+ * rows by 4 ran 1-11 % slower in decodes of 2 and of 4 sequences. */
+KERNEL void fsmall_cols(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t n, int swept) {
     switch (n) {
-    case 1: fsmall_rows(wtype, c, r0, r1, c0, 1); break;
-    case 2: fsmall_rows(wtype, c, r0, r1, c0, 2); break;
-    case 3: fsmall_rows(wtype, c, r0, r1, c0, 3); break;
-    case 4: fsmall_rows(wtype, c, r0, r1, c0, 4); break;
-    case 5: fsmall_rows(wtype, c, r0, r1, c0, 5); break;
-    default: fsmall_rows(wtype, c, r0, r1, c0, 6); break;
+    case 1: fsmall_rows(wtype, c, r0, r1, 4, c0, 1); break;
+    case 2: fsmall_rows(wtype, c, r0, r1, 4, c0, 2); break;
+    case 3:
+        if (swept) fsmall_rows(wtype, c, r0, r1, 6, c0, 3);
+        else fsmall_rows(wtype, c, r0, r1, 4, c0, 3);
+        break;
+    case 4:
+        if (swept) fsmall_rows(wtype, c, r0, r1, 6, c0, 4);
+        else fsmall_rows(wtype, c, r0, r1, 4, c0, 4);
+        break;
+    case 5: fsmall_rows(wtype, c, r0, r1, 4, c0, 5); break;
+    default: fsmall_rows(wtype, c, r0, r1, 4, c0, 6); break;
     }
 }
 
 KERNEL void fsmall_block(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     const int64_t n = c1 - c0;
     if (n <= FS_SWEEP) {
-        fsmall_cols(wtype, c, r0, r1, c0, n);
+        fsmall_cols(wtype, c, r0, r1, c0, n, 0);
         return;
     }
     const int64_t sweeps = (n + FS_SWEEP - 1) / FS_SWEEP;
     for (int64_t r = r0; r < r1; r += FS_STRIP) {
         const int64_t re = r1 - r < FS_STRIP ? r1 : r + FS_STRIP;
         for (int64_t s = 0; s < sweeps; s++)
-            fsmall_cols(wtype, c, r, re, c0 + n * s / sweeps, n * (s + 1) / sweeps - n * s / sweeps);
+            fsmall_cols(wtype, c, r, re, c0 + n * s / sweeps, n * (s + 1) / sweeps - n * s / sweeps, 1);
     }
 }
 
