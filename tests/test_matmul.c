@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "kernels/cpu.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
@@ -507,12 +508,36 @@ static void test_isa_levels(void) {
     }
 }
 
+/* okv_cpu_amd_halves_512's table on signatures of real processors (CPUID
+ * leaf 1 EAX), so that a slip in the family or model arithmetic shows. */
+static void test_halves_table(void) {
+    static const struct {
+        unsigned sig;
+        int halves;
+        const char *what;
+    } cpus[] = {
+        {0x00A00F11, 1, "EPYC 7003 (Zen 3, family 0x19 model 0x01)"},
+        {0x00A10F11, 1, "EPYC 9004 (Zen 4, family 0x19 model 0x11)"},
+        {0x00A60F12, 1, "Ryzen 7000 (Zen 4, family 0x19 model 0x61)"},
+        {0x00B00F21, 0, "EPYC 9005 (Zen 5, family 0x1A model 0x02)"},
+        {0x00B40F40, 0, "Ryzen 9000 (Zen 5, family 0x1A model 0x44)"},
+        {0x00B20F40, 1, "Ryzen AI 300 Strix Point (Zen 5, family 0x1A model 0x24)"},
+        {0x00B60F00, 1, "Ryzen AI 300 Krackan Point (Zen 5, family 0x1A model 0x60)"},
+        {0x00B70F00, 0, "Ryzen AI Max Strix Halo (Zen 5, family 0x1A model 0x70)"},
+        {0x00830F10, 0, "EPYC 7002 (Zen 2, family 0x17 model 0x31)"},
+    };
+    for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++)
+        CHECK(okv_cpu_amd_halves_512(cpus[i].sig) == cpus[i].halves, "%s (%08x): halves %d, expected %d", cpus[i].what,
+              cpus[i].sig, okv_cpu_amd_halves_512(cpus[i].sig), cpus[i].halves);
+}
+
 int main(void) {
     okv_threadpool *pools[3];
     for (int i = 0; i < 3; i++) pools[i] = okv_threadpool_create(i + 1, NULL);
     if (!pools[0] || !pools[1] || !pools[2]) { fprintf(stderr, "thread pools\n"); return 1; }
     printf("best kernel: %s\n", okv_isa_name(okv_cpu_best_isa()));
     test_isa_levels();
+    test_halves_table();
     test_act_quantizers();
     test_q8_K_quantizers();
     test_errors();
@@ -533,14 +558,15 @@ int main(void) {
      * (all of it the scalar tail), k 521 a panel of 8 and a tail of 1, n 11
      * column tiles of 3 and one of 2, n 70's first block (64) two of 2 at the
      * end.  From 2 to 9 columns AVX2 sweeps strips of rows by every column,
-     * AVX-512 from 2 to 15 (past 6 in sweeps over 12-row strips): n 2 to 9
-     * each once, 11, 12, 13 and 15, rows that leave every strip height a
-     * remainder (29, 30, 25, 19: past a 12-row strip too), n 65 a last
+     * AVX-512 from 2 to 15 (past 6 in sweeps over 12-row strips, of 6-row
+     * tiles up to 4 columns): n 2 to 9 each once, 11, 12, 13 and 15, rows
+     * that leave every strip height a remainder (29, 30, 25, 19: past a
+     * 12-row strip too; 23 rows by 8: 6 + 6, then 6 + 4 + 1), n 65 a last
      * column block of 1 */
     const shape fshapes[] = {{1, 16, 1},   {5, 37, 3},     {37, 96, 1},   {67, 320, 9},  {9, 19, 6},
                              {4, 33, 4},   {29, 1100, 70}, {7, 5, 12},    {13, 521, 11}, {29, 37, 2},
                              {30, 521, 5}, {25, 40, 7},    {13, 96, 8},   {9, 24, 65},   {19, 70, 13},
-                             {21, 50, 15}};
+                             {21, 50, 15}, {23, 96, 8}};
     /* the same for the 256-value K-quant blocks */
     const shape kshapes[] = {{1, 256, 1}, {5, 512, 3}, {37, 768, 1}, {67, 1280, 9}, {8, 256, 5}, {13, 2304, 4}};
     for (size_t ti = 0; ti < sizeof TYPES / sizeof TYPES[0]; ti++) {

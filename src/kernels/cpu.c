@@ -29,16 +29,12 @@ static int has_avxvnni(void) {
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
 }
 
-/* AMD family 0x19 (Zen 3 and Zen 4; only Zen 4 has AVX-512): the family
- * is leaf 1's base family plus its extended family where the base is 0xF. */
 static int probe_halves_512(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
     /* "AuthenticAMD" in EBX, EDX, ECX */
     if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u) return 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-    const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
-    return family == 0x19;
+    return __get_cpuid(1, &a, &b, &c, &d) && okv_cpu_amd_halves_512(a);
 }
 #endif
 
@@ -117,6 +113,17 @@ okv_isa okv_cpu_best_isa(void) {
         atomic_store_explicit(&cached, v, memory_order_relaxed);
     }
     return (okv_isa)v;
+}
+
+int okv_cpu_amd_halves_512(unsigned signature) {
+    /* the family is the base family plus the extended one where the base
+     * is 0xF; the model has the extended model as its high nibble there */
+    const unsigned base = (signature >> 8) & 0xF;
+    const unsigned family = base == 0xF ? base + ((signature >> 20) & 0xFF) : base;
+    const unsigned model = ((signature >> 4) & 0xF) | (base == 0xF ? ((signature >> 16) & 0xF) << 4 : 0);
+    if (family == 0x19) return 1; /* Zen 3 (no AVX-512) and Zen 4 */
+    /* Zen 5: full width but in Strix Point and Krackan Point */
+    return family == 0x1A && ((model >= 0x20 && model <= 0x2F) || (model >= 0x60 && model <= 0x6F));
 }
 
 int okv_cpu_halves_512(void) {

@@ -72,14 +72,23 @@ okv_isa okv_cpu_best_isa(void);
 int okv_cpu_has_isa(okv_isa isa);
 
 /* True where the core runs each 512-bit vector operation as two 256-bit
- * halves on its 256-bit units (AMD Zen 4, family 0x19): kernels whose best
- * tile differs between such a core and one with full-width 512-bit units
- * (Intel's AVX-512 cores, Zen 5's EPYC) ask this.  CPUID has no bit for it, so it is
- * read off the vendor and family; Zen 5's laptop parts, which also split
- * 512-bit operations, are not told apart (unmeasured there).  The
- * environment variable OKV_HALVES_512 (1 or 0) overrides the table, for
- * testing and timing either tile on any machine.  Read once. */
+ * halves on its 256-bit units (okv_cpu_amd_halves_512's AMD cores):
+ * kernels whose best tile differs between such a core and one with
+ * full-width 512-bit units (Intel's AVX-512 cores, Zen 5's EPYC and
+ * desktop parts) ask this.  CPUID has no bit for it, so it is read off the
+ * vendor, family and model.  The environment variable OKV_HALVES_512 (1 or
+ * 0) overrides the table, for testing and timing either tile on any
+ * machine.  Read once. */
 int okv_cpu_halves_512(void);
+
+/* The table behind it for an AMD processor whose CPUID leaf 1 EAX (its
+ * signature: stepping, model, family and their extensions) is signature:
+ * family 0x19 (Zen 3, Zen 4), and the Zen 5 laptop parts of family 0x1A
+ * whose vector units are 256 bits wide, Strix Point (models 0x20-0x2F)
+ * and Krackan Point (0x60-0x6F); not Zen 5's EPYC, desktop or Strix Halo
+ * parts, which have full-width units (only the EPYC and Zen 4 were
+ * measured: the laptop rows follow public descriptions of those cores). */
+int okv_cpu_amd_halves_512(unsigned signature);
 
 const char *okv_isa_name(okv_isa isa);
 
