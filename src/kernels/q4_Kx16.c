@@ -406,6 +406,7 @@ static inline __attribute__((always_inline)) OKV_TARGET_AVX512 __m512 scaled_byt
                     const int r = r1 + i;                                                                 \
                     GROUP(FIVE);                                                                          \
                     for (size_t l = 0; l < gs + 64; l += 64) _mm_prefetch((const char *)w + ahead + l, _MM_HINT_T1);         \
+                    okv_x16_prefetch_l1(c->n, NC, w, gs);                                               \
                     wi[i] = w;                                                                            \
                     qs[i] = w->qs;                                                                        \
                     wqh[i] = qh;                                                                          \

@@ -291,6 +291,7 @@ GROUP_AVX512(group_avx512vnni, OKV_TARGET_AVX512VNNI, 1)
                     t[i] = (const uint8_t *)(wr[r + i] + g);                                              \
                     for (int l = 0; l < (int)sizeof(block_q5_0x16); l += 64)                              \
                         _mm_prefetch((const char *)t[i] + ahead + l, _MM_HINT_T1);                \
+                    okv_x16_prefetch_l1(c->n, NC, t[i], sizeof(block_q5_0x16));                         \
                 }                                                                                         \
                 UNROLL for (int j = 0; j < NC; j++) x[j] = xs[j] + g;                                     \
                 GROUP(t, RJ, OKV_X16_BLOCKS, (__mmask16)0xFFFF, x, NC, acc);                              \

@@ -229,6 +229,7 @@ OKV_TARGET_AVX2 void okv_mm_block_q6_Kx16_avx2(const okv_mm_ctx *c, int64_t r0, 
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const block_q6_Kx16 *w = wr[r + i] + g;                                               \
                     for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)w + ahead + l, _MM_HINT_T1);         \
+                    okv_x16_prefetch_l1(c->n, NC, w, sizeof *w);                                        \
                     const __m512i l0 = _mm512_loadu_si512(w->ql[0]), l1 = _mm512_loadu_si512(w->ql[1]);    \
                     const __m512i h = _mm512_loadu_si512(w->qh);                                          \
                     Q6_VALUES(wv[i], l0, l1, h, _mm512_and_si512, _mm512_slli_epi16, _mm512_srli_epi16, SET1_512, \

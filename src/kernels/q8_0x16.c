@@ -442,6 +442,7 @@ OKV_TARGET_AVXVNNI void okv_mm_block_q8_0x16_avxvnni(const okv_mm_ctx *c, int64_
                 UNROLL for (int i = 0; i < (RJ); i++) {                                                   \
                     const block_q8_0x16 *w = wr[r + i] + g;                                               \
                     for (int l = 0; l < 576; l += 64) _mm_prefetch((const char *)w + ahead + l, _MM_HINT_T1); \
+                    okv_x16_prefetch_l1(c->n, NC, w, sizeof *w);                                        \
                     q[i] = w->qs[0];                                                                      \
                     d[i] = w->d;                                                                          \
                 }                                                                                         \

@@ -358,6 +358,24 @@ static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(co
         _mm_prefetch((const char *)group + OKV_X16_STRIP * wrow + l, _MM_HINT_T1);
 }
 
+/* The group two on from the one at group (bytes long, in one row) into
+ * L1, for the AVX-512 bodies' products of 2 to OKV_X16_MAX_COLS columns
+ * (n: the product's, nc: this body's): they are compute-bound, and a weight
+ * load that waits on L2 holds up every column's dot products behind it.
+ * `offkv bench --verify 5` on the TinyLlama shape, Zen 5, this build and
+ * the one before at once, one thread on each core, then swapped: Q4_0
+ * +2-26 % (six rounds), Q4_K_M +5-8 %, Q8_0 and Q6_K +3-4 %;
+ * `build/bench/matmul` by 5, Q5_0 and MXFP4 +11-13 %.  Not for one column
+ * (decode, bound by the stream from memory: 3-5 % slower with it) nor for
+ * prefill's wider products (Q8_0 pp512 -4-5 % in turns: the lines took L1
+ * from the activations the sweeps keep there). */
+static inline __attribute__((always_inline)) void okv_x16_prefetch_l1(int64_t n, int nc, const void *group,
+                                                                      size_t bytes) {
+    if (nc < 2 || n > OKV_X16_MAX_COLS) return;
+    const uintptr_t at = (uintptr_t)group + 2 * bytes;
+    for (uintptr_t line = at & ~(uintptr_t)63; line < at + bytes; line += 64) _mm_prefetch((const char *)line, _MM_HINT_T0);
+}
+
 #endif /* OKV_X86 */
 
 /* A kernel body's hoisted pointers: wr[r], row r0 + r's first group (of
