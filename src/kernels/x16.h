@@ -358,8 +358,9 @@ static inline __attribute__((always_inline)) void okv_x16_prefetch_next_strip(co
         _mm_prefetch((const char *)group + OKV_X16_STRIP * wrow + l, _MM_HINT_T1);
 }
 
-/* The group two on from the one at group (bytes long, in one row) into
- * L1, for the AVX-512 bodies' products of 2 to OKV_X16_MAX_COLS columns
+/* The group two on from the one at group (bytes long; past a row's end it
+ * is the next row's or nothing's, and a prefetch never faults) into L1,
+ * for the AVX-512 bodies' products of 2 to OKV_X16_MAX_COLS columns
  * (n: the product's, nc: this body's): they are compute-bound, and a weight
  * load that waits on L2 holds up every column's dot products behind it.
  * `offkv bench --verify 5` on the TinyLlama shape, Zen 5, this build and
