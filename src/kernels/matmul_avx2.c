@@ -380,15 +380,7 @@ KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR,
         UNROLL for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = float_finish(wtype, acc[r][j], rows[r], xs[j], k8, k);
 }
 
-KERNEL void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F32, c, r0, NR, c0, NC);
-}
-KERNEL void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F16, c, r0, NR, c0, NC);
-}
-KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
-}
+OKV_MM_FLOAT_TILES(KERNEL, OKV_TARGET_AVX2, avx2, float_tile)
 
 /* The block pass for float weights (prefill), as AVX-512's (matmul_avx512.c):
  * each weight row is converted to f32 once per column block into a panel
@@ -636,7 +628,6 @@ KERNEL void fsmall_block(int wtype, const okv_mm_ctx *c, int64_t r0, int64_t r1,
 FLOAT_BLOCK(f32, OKV_GGML_F32)
 FLOAT_BLOCK(f16, OKV_GGML_F16)
 FLOAT_BLOCK(bf16, OKV_GGML_BF16)
-
 
 /* ---- The legacy formats beside Q4_0 and Q8_0 ---- */
 
@@ -938,9 +929,6 @@ KQ_TILE(q4_K_tile, block_q4_K, Q4_K_DOT, 1, DMIN_OF)
 KQ_TILE(q5_K_tile, block_q5_K, Q5_K_DOT, 1, DMIN_OF)
 KQ_TILE(q6_K_tile, block_q6_K, Q6_K_DOT, 0, NO_DMIN)
 
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_f32_avx2, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_f16_avx2, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_bf16_avx2, bf16_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q4_1_avx2, q4_1_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q5_0_avx2, q5_0_tile)
 OKV_MM_DISPATCH(OKV_TARGET_AVX2, okv_mm_tile_q5_1_avx2, q5_1_tile)

@@ -109,19 +109,7 @@ KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR,
         UNROLL for (int r = 0; r < NR; r++) c->y[(c0 + j) * c->rows + r0 + r] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
-KERNEL void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F32, c, r0, NR, c0, NC);
-}
-KERNEL void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F16, c, r0, NR, c0, NC);
-}
-KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
-}
-
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f32_avx512, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_f16_avx512, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_AVX512, okv_mm_tile_bf16_avx512, bf16_tile)
+OKV_MM_FLOAT_TILES(KERNEL, OKV_TARGET_AVX512, avx512, float_tile)
 
 /* Rows r_begin .. r_end-1 in strips of NR (then of 4, the rest one by
  * one), by the NC columns from c0. */

@@ -245,4 +245,22 @@ void okv_mm_quantize_q8_K(okv_isa kern, const float *x, block_q8_K *y, int64_t k
         }                                                                                  \
     }
 
+/* The float types' tiles of an ISA from its float_tile(wtype, c, r0, NR,
+ * c0, NC) body: f32_tile, f16_tile and bf16_tile (qual: their inline
+ * qualifiers), and their dispatchers okv_mm_tile_f32_<isa> and so on
+ * (attr: the ISA's target attribute). */
+#define OKV_MM_FLOAT_TILES(qual, attr, isa, float_tile)                                            \
+    qual void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) { \
+        float_tile(OKV_GGML_F32, c, r0, NR, c0, NC);                                               \
+    }                                                                                              \
+    qual void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) { \
+        float_tile(OKV_GGML_F16, c, r0, NR, c0, NC);                                               \
+    }                                                                                              \
+    qual void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) { \
+        float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);                                              \
+    }                                                                                              \
+    OKV_MM_DISPATCH(attr, okv_mm_tile_f32_##isa, f32_tile)                                         \
+    OKV_MM_DISPATCH(attr, okv_mm_tile_f16_##isa, f16_tile)                                         \
+    OKV_MM_DISPATCH(attr, okv_mm_tile_bf16_##isa, bf16_tile)
+
 #endif

@@ -66,18 +66,6 @@ KERNEL void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const int NR,
     }
 }
 
-KERNEL void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F32, c, r0, NR, c0, NC);
-}
-KERNEL void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F16, c, r0, NR, c0, NC);
-}
-KERNEL void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
-}
-
-OKV_MM_DISPATCH(OKV_TARGET_NEON, okv_mm_tile_f32_neon, f32_tile)
-OKV_MM_DISPATCH(OKV_TARGET_NEON, okv_mm_tile_f16_neon, f16_tile)
-OKV_MM_DISPATCH(OKV_TARGET_NEON, okv_mm_tile_bf16_neon, bf16_tile)
+OKV_MM_FLOAT_TILES(KERNEL, OKV_TARGET_NEON, neon, float_tile)
 
 #endif /* OKV_ARM */

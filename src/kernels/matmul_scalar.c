@@ -113,15 +113,7 @@ ALWAYS_INLINE void float_tile(int wtype, const okv_mm_ctx *c, int64_t r0, const 
         for (int j = 0; j < NC; j++) c->y[(c0 + j) * c->rows + r0 + r] = acc[r][j];
 }
 
-ALWAYS_INLINE void f32_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F32, c, r0, NR, c0, NC);
-}
-ALWAYS_INLINE void f16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_F16, c, r0, NR, c0, NC);
-}
-ALWAYS_INLINE void bf16_tile(const okv_mm_ctx *c, int64_t r0, const int NR, int64_t c0, const int NC) {
-    float_tile(OKV_GGML_BF16, c, r0, NR, c0, NC);
-}
+OKV_MM_FLOAT_TILES(ALWAYS_INLINE, , scalar, float_tile)
 
 /* The legacy formats beside Q4_0/Q8_0, one 32-value block decoded to its
  * integer values (offset applied where the format is symmetric), scale d
@@ -309,9 +301,6 @@ TYPED_TILE(q6_K_tile, kq_tile, OKV_GGML_Q6_K)
 OKV_MM_DISPATCH(, okv_mm_tile_q8_0_scalar, q8_0_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_q4_0_scalar, q4_0_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_mxfp4_scalar, mxfp4_tile)
-OKV_MM_DISPATCH(, okv_mm_tile_f32_scalar, f32_tile)
-OKV_MM_DISPATCH(, okv_mm_tile_f16_scalar, f16_tile)
-OKV_MM_DISPATCH(, okv_mm_tile_bf16_scalar, bf16_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_q4_1_scalar, q4_1_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_q5_0_scalar, q5_0_tile)
 OKV_MM_DISPATCH(, okv_mm_tile_q5_1_scalar, q5_1_tile)
