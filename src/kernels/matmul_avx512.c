@@ -47,8 +47,8 @@ KERNEL __m512 load16(int wtype, const uint8_t *row, int64_t i, __mmask16 m) {
 /* Few columns (batched decode, speculative verification: 2 to FS_MAX_N;
  * the panels below take 16 and more, where they gain ~10 %, and with 8
  * their conversion cost more than it saved: F16 5632x2048, one thread,
- * ~50 against ~70 GFLOP/s): tiles of at most 4x4 read and convert each
- * weight once per 4 columns (8 columns as two tiles of 4, 5 as 4 + 1).  Here a
+ * ~50 against ~70 GFLOP/s): where 4x4 tiles read and converted each
+ * weight once per 4 columns (8 columns as two tiles of 4, 5 as 4 + 1), a
  * strip of NR rows takes up to FS_SWEEP columns at once: each 16-wide step
  * converts the strip's NR weight vectors once and, column by column, loads
  * an activation vector for NR FMAs (NR * NC accumulators, NR weights and one
@@ -128,8 +128,8 @@ KERNEL void fsmall_rows(int wtype, const okv_mm_ctx *c, int64_t r_begin, int64_t
  * than the 4x4 tiles, two of 4 over 12 rows 4-11 % faster, 12 columns as
  * two of 6 27-28 % (F16 5632 x 2048, one thread of a Zen 5).  Sweeps of 4
  * in 6-row tiles then: 8 columns another 6-16 %, 7 (4 + 3) level to +4 %,
- * and 8 sequences of TinyLlama F16 decoded in 76-77 ms steps, not 84-85
- * (build/bench/batch, 2 threads, the same Zen 5). */
+ * and 8 sequences of TinyLlama F16 decoded in 76-90 ms steps, not 84-91
+ * (build/bench/batch, 2 threads, the same Zen 5, four pairs in turns). */
 enum { FS_STRIP = 12 };
 
 /* n (1 to FS_SWEEP) columns as a constant for float_tile, in strips of 4
