@@ -9,7 +9,8 @@
  * cut lines) get a verdict, and every refusal is a 4xx/5xx of OpenAI's
  * shape.  Anthropic's Messages bodies (anthropic.c) likewise: mutated,
  * each is translated into an OpenAI chat body that the parser takes, or
- * refused with a 400 in Anthropic's error shape.  OKV_FUZZ_SECONDS=N runs
+ * refused with a 400 in Anthropic's error shape; Responses API bodies
+ * (responses.c) the same, refused in OpenAI's.  OKV_FUZZ_SECONDS=N runs
  * rounds for N seconds instead of the fixed count (make check-deep: 600). */
 #include <time.h>
 #include <math.h>
@@ -75,6 +76,24 @@ static const char *const anthropic_seeds[] = {
     "\"content\":\"x\"}],\"tool_choice\":{\"type\":\"any\"}}",
 };
 static const bool anthropic_seed_parses[] = {true, true, true, false, false};
+
+/* Responses API bodies: items of every kind offkv takes, and ones it
+ * refuses (a stored response, an image, a built-in tool). */
+static const char *const responses_seeds[] = {
+    "{\"model\":\"m\",\"input\":\"hi\",\"max_output_tokens\":5,\"temperature\":0,\"store\":false}",
+    "{\"instructions\":\"be brief\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"q\"}]},"
+    "{\"type\":\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"t\"}]},{\"type\":\"function_call\","
+    "\"call_id\":\"c1\",\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"},{\"type\":\"function_call_output\",\"call_id\":"
+    "\"c1\",\"output\":\"r\"}],\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}],"
+    "\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},\"stream\":true,\"parallel_tool_calls\":false}",
+    "{\"input\":[{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"ok\"}]},"
+    "{\"role\":\"developer\",\"content\":\"x\"}],\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"s\","
+    "\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}}},\"reasoning\":{\"effort\":\"low\"}}",
+    "{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}",
+    "{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"u\"}]}]}",
+    "{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}",
+};
+static const bool responses_seed_parses[] = {true, true, true, false, false, false};
 
 /* Request heads for the gate: valid ones and the hostile ones of issue 15. */
 static const char *const heads[] = {
@@ -144,19 +163,25 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
 
 /* An Anthropic body: an OpenAI chat body the parser takes (a request in
  * range, as probe checks), or a 400 / 500 in Anthropic's error shape. */
+/* A translator's chat body o (freed): in range as probe checks, and
+ * *accepted when the parser takes it (else its refusal is a 400). */
+static bool probe_translated(char *o, bool *accepted) {
+    srv_fail f;
+    memset(&f, 0, sizeof f);
+    bool ok = probe(SRV_CHAT, o, strlen(o));
+    srv_request r;
+    if ((*accepted = srv_request_parse(SRV_CHAT, o, strlen(o), &r, &f))) srv_request_clear(&r);
+    else ok = ok && f.status == 400;
+    free(o);
+    return ok;
+}
+
 static bool probe_anthropic(const char *body, size_t len, bool *accepted) {
     srv_fail f;
     memset(&f, 0, sizeof f);
     char *o = srv_anthropic_request(body, len, (len & 1) != 0, &f);
     *accepted = false;
-    if (o) {
-        const bool ok = probe(SRV_CHAT, o, strlen(o));
-        srv_request r;
-        if ((*accepted = srv_request_parse(SRV_CHAT, o, strlen(o), &r, &f))) srv_request_clear(&r);
-        else if (f.status != 400) return false;
-        free(o);
-        return ok;
-    }
+    if (o) return probe_translated(o, accepted);
     if (f.status != 400 && f.status != 500) return false;
     char *e = srv_anthropic_error_json(&f);
     cJSON *j = e ? cJSON_Parse(e) : NULL;
@@ -164,6 +189,23 @@ static bool probe_anthropic(const char *body, size_t len, bool *accepted) {
     const bool ok = cJSON_IsString(type) && !strcmp(type->valuestring, "error") &&
                     cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "message")) &&
                     cJSON_IsString(cJSON_GetObjectItemCaseSensitive(err, "type"));
+    cJSON_Delete(j);
+    free(e);
+    return ok;
+}
+
+/* A Responses API body: an OpenAI chat body the parser takes (a request in
+ * range, as probe checks), or a 400 / 500 in OpenAI's error shape. */
+static bool probe_responses(const char *body, size_t len, bool *accepted) {
+    srv_fail f;
+    memset(&f, 0, sizeof f);
+    char *o = srv_responses_request(body, len, &f);
+    *accepted = false;
+    if (o) return probe_translated(o, accepted);
+    if ((f.status != 400 && f.status != 500) || !f.message[0]) return false;
+    char *e = srv_error_json(&f);
+    cJSON *j = e ? cJSON_Parse(e) : NULL;
+    const bool ok = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"), "message"));
     cJSON_Delete(j);
     free(e);
     return ok;
@@ -235,7 +277,7 @@ int main(void) {
     const char *dur = getenv("OKV_FUZZ_SECONDS");
     const double limit = dur ? atof(dur) : 0, t_start = seconds();
     static char buf[CAP];
-    int accepted = 0, refused = 0, bad = 0, anthropic_accepted = 0;
+    int accepted = 0, refused = 0, bad = 0, anthropic_accepted = 0, responses_accepted = 0;
     int round = 0;
     for (; limit > 0 ? seconds() - t_start < limit : round < ROUNDS; round++) {
         const char *seed = seeds[below(sizeof seeds / sizeof seeds[0])];
@@ -260,17 +302,20 @@ int main(void) {
             }
             CHECK(ok, "round %d", round);
         }
-        /* An Anthropic body, bent the same ways. */
-        {
-            const size_t an = mutate(buf, anthropic_seeds[below(sizeof anthropic_seeds / sizeof anthropic_seeds[0])], CAP);
+        /* An Anthropic body and a Responses API body, bent the same ways. */
+        for (int api = 0; api < 2; api++) {
+            const char *seed2 = api ? responses_seeds[below(sizeof responses_seeds / sizeof responses_seeds[0])]
+                                    : anthropic_seeds[below(sizeof anthropic_seeds / sizeof anthropic_seeds[0])];
+            const size_t an = mutate(buf, seed2, CAP);
             char *exact = malloc(an ? an : 1);
             memcpy(exact, buf, an);
             bool taken;
-            const bool aok = probe_anthropic(exact, an, &taken);
+            const bool aok = api ? probe_responses(exact, an, &taken) : probe_anthropic(exact, an, &taken);
             free(exact);
-            if (taken) anthropic_accepted++;
-            if (!aok && bad++ < 5) fprintf(stderr, "anthropic contract broken (%zu bytes): %.*s\n", an, (int)an, buf);
-            CHECK(aok, "anthropic round %d", round);
+            if (taken) ++*(api ? &responses_accepted : &anthropic_accepted);
+            if (!aok && bad++ < 5)
+                fprintf(stderr, "%s contract broken (%zu bytes): %.*s\n", api ? "responses" : "anthropic", an, (int)an, buf);
+            CHECK(aok, "%s round %d", api ? "responses" : "anthropic", round);
         }
         /* A head, bent the same ways (bytes flipped, runs cut, truncated). */
         const char *hs = heads[below(sizeof heads / sizeof heads[0])];
@@ -305,13 +350,16 @@ int main(void) {
         CHECK(parsed == seed_parses[i], "seed %zu: parsed %d: %s", i, parsed, parsed ? "" : f.message);
         if (parsed) srv_request_clear(&r);
     }
-    for (size_t i = 0; i < sizeof anthropic_seeds / sizeof anthropic_seeds[0]; i++) {
+    for (size_t i = 0; i < sizeof anthropic_seeds / sizeof anthropic_seeds[0] + sizeof responses_seeds / sizeof responses_seeds[0]; i++) {
+        const size_t na = sizeof anthropic_seeds / sizeof anthropic_seeds[0];
+        const char *seed = i < na ? anthropic_seeds[i] : responses_seeds[i - na];
         bool taken;
-        CHECK(probe_anthropic(anthropic_seeds[i], strlen(anthropic_seeds[i]), &taken), "anthropic seed %zu", i);
-        CHECK(taken == anthropic_seed_parses[i], "anthropic seed %zu: taken %d", i, taken);
+        CHECK(i < na ? probe_anthropic(seed, strlen(seed), &taken) : probe_responses(seed, strlen(seed), &taken), "seed %s", seed);
+        CHECK(taken == (i < na ? anthropic_seed_parses[i] : responses_seed_parses[i - na]), "seed %s: taken %d", seed, taken);
     }
-    printf("%d rounds in %.1f s: %d bodies accepted, %d refused; %d Anthropic bodies accepted\n", round,
-           seconds() - t_start, accepted, refused, anthropic_accepted);
+    printf("%d rounds in %.1f s: %d bodies accepted, %d refused; %d Anthropic and %d Responses bodies accepted\n", round,
+           seconds() - t_start, accepted, refused, anthropic_accepted, responses_accepted);
+    CHECK(responses_accepted > 20, "the Responses mutations reach acceptance (%d)", responses_accepted);
     CHECK(anthropic_accepted > 20, "the Anthropic mutations reach acceptance (%d)", anthropic_accepted);
     CHECK(accepted > 100 && refused > 1000, "the mutations reach both outcomes (%d, %d)", accepted, refused);
     return check_done();

@@ -138,7 +138,7 @@ int main(void) {
 
     /* a whole answer: a call whose arguments are no object stays text, and
      * only a tool_use block makes tool_uses */
-    const srv_anthropic_usage u = {.input = 10, .cached = 4, .output = 3};
+    const srv_usage u = {.input = 10, .cached = 4, .output = 3};
     cJSON *msg = cJSON_Parse("{\"role\":\"assistant\",\"content\":\"hi\",\"reasoning_content\":\"hm\",\"tool_calls\":["
                              "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}},"
                              "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"[1,2]\"}}]}");

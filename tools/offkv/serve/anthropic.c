@@ -19,31 +19,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonput.h"
 #include "server.h"
-
-/* cJSON adds that check: a failed add (out of memory) leaves an object a
- * field short and leaks an item it did not take. */
-static bool put_str(cJSON *o, const char *k, const char *v) { return o && cJSON_AddStringToObject(o, k, v); }
-static bool put_num(cJSON *o, const char *k, double v) { return o && cJSON_AddNumberToObject(o, k, v); }
-
-/* Adds item (taken: freed when it cannot be added) to o as k. */
-static bool put(cJSON *o, const char *k, cJSON *item) {
-    if (o && item && cJSON_AddItemToObject(o, k, item)) return true;
-    cJSON_Delete(item);
-    return false;
-}
-
-static bool push(cJSON *a, cJSON *item) {
-    if (a && item && cJSON_AddItemToArray(a, item)) return true;
-    cJSON_Delete(item);
-    return false;
-}
-
-static bool replace(cJSON *o, const char *k, cJSON *item) {
-    if (o && item && cJSON_ReplaceItemInObjectCaseSensitive(o, k, item)) return true;
-    cJSON_Delete(item);
-    return false;
-}
 
 static bool oom(srv_fail *f) {
     srv_fail_set(f, 500, "server_error", NULL, "out of memory for the request");
@@ -146,7 +123,7 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
         return oom(f);
     }
     if (cJSON_IsString(content)) {
-        if (put(turn, "content", cJSON_CreateString(content->valuestring)) && push(out, turn)) return true;
+        if (srv_put(turn, "content", cJSON_CreateString(content->valuestring)) && srv_push(out, turn)) return true;
         return oom(f); /* push freed turn */
     }
     if (!cJSON_IsArray(content)) {
@@ -186,7 +163,7 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
             ok = args && fn && cJSON_AddStringToObject(c, "id", id->valuestring) && cJSON_AddStringToObject(c, "type", "function") &&
                  cJSON_AddStringToObject(fn, "name", name->valuestring) && cJSON_AddStringToObject(fn, "arguments", args);
             free(args);
-            if (ok) ok = push(calls, c) || oom(f);
+            if (ok) ok = srv_push(calls, c) || oom(f);
             else {
                 cJSON_Delete(c);
                 oom(f);
@@ -211,10 +188,10 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
             if (!ok) oom(f);
             else ok = result_text(cJSON_GetObjectItemCaseSensitive(b, "content"), i, j, tparts, f);
             if (ok) {
-                if (!put(tr, "content", tparts)) { /* put freed tparts */
+                if (!srv_put(tr, "content", tparts)) { /* put freed tparts */
                     cJSON_Delete(tr);
                     ok = oom(f);
-                } else if (!push(out, tr)) { /* push freed tr */
+                } else if (!srv_push(out, tr)) { /* push freed tr */
                     ok = oom(f);
                 }
             } else {
@@ -247,16 +224,16 @@ static bool one_message(const cJSON *prev, const cJSON *m, int i, cJSON *out, sr
      * string methods on the content: null would fail them) */
     if (ok && (!user || parts->child || j == 0)) {
         /* (put and push free what they cannot add) */
-        bool added = put(turn, "content", parts);
+        bool added = srv_put(turn, "content", parts);
         parts = NULL;
-        if (added && thinking) added = put_str(turn, "reasoning_content", thinking);
-        if (added && calls->child) added = put(turn, "tool_calls", calls);
+        if (added && thinking) added = srv_put_str(turn, "reasoning_content", thinking);
+        if (added && calls->child) added = srv_put(turn, "tool_calls", calls);
         else cJSON_Delete(calls);
         calls = NULL;
         if (!added) {
             cJSON_Delete(turn);
             ok = oom(f);
-        } else if (!push(out, turn)) {
+        } else if (!srv_push(out, turn)) {
             ok = oom(f);
         }
         turn = NULL;
@@ -293,10 +270,10 @@ static bool system_turn(const cJSON *sys, cJSON *out, srv_fail *f) {
     if (!ok) {
         cJSON_Delete(parts);
         cJSON_Delete(turn);
-    } else if (!put(turn, "content", parts)) { /* put freed parts */
+    } else if (!srv_put(turn, "content", parts)) { /* put freed parts */
         cJSON_Delete(turn);
         ok = oom(f);
-    } else if (!push(out, turn)) { /* push freed turn */
+    } else if (!srv_push(out, turn)) { /* push freed turn */
         ok = oom(f);
     }
     return ok;
@@ -359,11 +336,11 @@ static bool tools_to_openai(const cJSON *root, cJSON *o, srv_fail *f) {
                 cJSON_Delete(ot);
                 return oom(f);
             }
-            if (!put(fn, "parameters", sc)) { /* put freed sc */
+            if (!srv_put(fn, "parameters", sc)) { /* put freed sc */
                 cJSON_Delete(ot);
                 return oom(f);
             }
-            if (!push(out, ot)) return oom(f); /* push freed ot */
+            if (!srv_push(out, ot)) return oom(f); /* push freed ot */
             i++;
         }
     }
@@ -422,7 +399,7 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     for (int k = 0; ok && same[k] && !count; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, same[k]);
         cJSON *d = v ? cJSON_Duplicate(v, true) : NULL;
-        if (v && !put(o, same[k], d)) ok = oom(f);
+        if (v && !srv_put(o, same[k], d)) ok = oom(f);
     }
     const cJSON *ss = cJSON_GetObjectItemCaseSensitive(root, "stop_sequences");
     if (ok && ss && !cJSON_IsNull(ss) && !count) {
@@ -439,7 +416,7 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
                     ok = srv_bad(f, "stop_sequences", "a stop sequence is %zu bytes, more than %d", strlen(s->valuestring),
                              (int)SRV_MAX_STOP_BYTES);
             }
-            if (ok && !put(o, "stop", cJSON_Duplicate(ss, true))) ok = oom(f);
+            if (ok && !srv_put(o, "stop", cJSON_Duplicate(ss, true))) ok = oom(f);
         }
     }
     if (ok) ok = tools_to_openai(root, o, f);
@@ -503,11 +480,11 @@ char *srv_anthropic_error_json(const srv_fail *f) {
  * so every builder below checks each add and gives up (NULL, false) rather
  * than send a message or an event without one. */
 
-static cJSON *usage_json(const srv_anthropic_usage *u) {
+static cJSON *usage_json(const srv_usage *u) {
     cJSON *o = cJSON_CreateObject();
     /* Anthropic counts cache reads apart: input_tokens is what was read anew */
-    if (put_num(o, "input_tokens", (double)(u->input - u->cached)) && put_num(o, "cache_creation_input_tokens", 0) &&
-        put_num(o, "cache_read_input_tokens", (double)u->cached) && put_num(o, "output_tokens", (double)u->output))
+    if (srv_put_num(o, "input_tokens", (double)(u->input - u->cached)) && srv_put_num(o, "cache_creation_input_tokens", 0) &&
+        srv_put_num(o, "cache_read_input_tokens", (double)u->cached) && srv_put_num(o, "output_tokens", (double)u->output))
         return o;
     cJSON_Delete(o);
     return NULL;
@@ -525,7 +502,7 @@ static cJSON *call_input(const char *args) {
 /* {"type": type, key: text} (a thinking block with its empty signature). */
 static cJSON *text_block(const char *type, const char *key, const char *text) {
     cJSON *b = cJSON_CreateObject();
-    if (put_str(b, "type", type) && put_str(b, key, text) && (strcmp(type, "thinking") != 0 || put_str(b, "signature", "")))
+    if (srv_put_str(b, "type", type) && srv_put_str(b, key, text) && (strcmp(type, "thinking") != 0 || srv_put_str(b, "signature", "")))
         return b;
     cJSON_Delete(b);
     return NULL;
@@ -534,26 +511,26 @@ static cJSON *text_block(const char *type, const char *key, const char *text) {
 /* {"type": "tool_use", id, name, input} (input taken). */
 static cJSON *tool_use_block(const char *id, const char *name, cJSON *input) {
     cJSON *b = cJSON_CreateObject();
-    if (!put_str(b, "type", "tool_use") || !put_str(b, "id", id) || !put_str(b, "name", name)) {
+    if (!srv_put_str(b, "type", "tool_use") || !srv_put_str(b, "id", id) || !srv_put_str(b, "name", name)) {
         cJSON_Delete(input);
         cJSON_Delete(b);
         return NULL;
     }
-    if (put(b, "input", input)) return b;
+    if (srv_put(b, "input", input)) return b;
     cJSON_Delete(b);
     return NULL;
 }
 
-cJSON *srv_anthropic_message(const cJSON *msg, const char *id, const char *model, const srv_anthropic_usage *u,
+cJSON *srv_anthropic_message(const cJSON *msg, const char *id, const char *model, const srv_usage *u,
                              int *tool_uses) {
     cJSON *r = cJSON_CreateObject(), *content = NULL;
-    bool ok = put_str(r, "id", id) && put_str(r, "type", "message") && put_str(r, "role", "assistant") &&
-              put_str(r, "model", model) && put(r, "content", content = cJSON_CreateArray());
+    bool ok = srv_put_str(r, "id", id) && srv_put_str(r, "type", "message") && srv_put_str(r, "role", "assistant") &&
+              srv_put_str(r, "model", model) && srv_put(r, "content", content = cJSON_CreateArray());
     const cJSON *reasoning = cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content"),
                 *text = cJSON_GetObjectItemCaseSensitive(msg, "content"), *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
     if (ok && cJSON_IsString(reasoning) && reasoning->valuestring[0])
-        ok = push(content, text_block("thinking", "thinking", reasoning->valuestring));
-    if (ok && cJSON_IsString(text) && text->valuestring[0]) ok = push(content, text_block("text", "text", text->valuestring));
+        ok = srv_push(content, text_block("thinking", "thinking", reasoning->valuestring));
+    if (ok && cJSON_IsString(text) && text->valuestring[0]) ok = srv_push(content, text_block("text", "text", text->valuestring));
     int uses = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, calls) {
@@ -564,16 +541,16 @@ cJSON *srv_anthropic_message(const cJSON *msg, const char *id, const char *model
         const char *a = cJSON_IsString(args) ? args->valuestring : "";
         cJSON *in = call_input(a);
         if (in) {
-            ok = push(content, tool_use_block(cJSON_IsString(cid) ? cid->valuestring : "",
+            ok = srv_push(content, tool_use_block(cJSON_IsString(cid) ? cid->valuestring : "",
                                               cJSON_IsString(name) ? name->valuestring : "", in));
             uses++;
         } else {
             /* arguments that are no object cannot be an input: kept as text, not lost */
-            ok = push(content, text_block("text", "text", a));
+            ok = srv_push(content, text_block("text", "text", a));
         }
     }
-    ok = ok && put(r, "stop_reason", cJSON_CreateNull()) && put(r, "stop_sequence", cJSON_CreateNull()) &&
-         put(r, "usage", usage_json(u));
+    ok = ok && srv_put(r, "stop_reason", cJSON_CreateNull()) && srv_put(r, "stop_sequence", cJSON_CreateNull()) &&
+         srv_put(r, "usage", usage_json(u));
     if (!ok) {
         cJSON_Delete(r);
         return NULL;
@@ -583,55 +560,41 @@ cJSON *srv_anthropic_message(const cJSON *msg, const char *id, const char *model
 }
 
 bool srv_anthropic_set_stop(cJSON *message, const char *stop_reason, const char *stop_sequence) {
-    return replace(message, "stop_reason", cJSON_CreateString(stop_reason)) &&
-           replace(message, "stop_sequence", stop_sequence ? cJSON_CreateString(stop_sequence) : cJSON_CreateNull());
+    return srv_replace(message, "stop_reason", cJSON_CreateString(stop_reason)) &&
+           srv_replace(message, "stop_sequence", stop_sequence ? cJSON_CreateString(stop_sequence) : cJSON_CreateNull());
 }
 
 /* Appends "event: NAME\ndata: JSON\n\n" (deleting data; NULL: out of memory). */
 static bool event(srv_anthropic_stream *st, const char *name, cJSON *data) {
-    char *s = data ? cJSON_PrintUnformatted(data) : NULL;
-    cJSON_Delete(data);
-    bool ok = s && wire_append_text(st->out, st->n, st->cap, "event: ", 7) &&
-              wire_append_text(st->out, st->n, st->cap, name, strlen(name)) &&
-              wire_append_text(st->out, st->n, st->cap, "\ndata: ", 7) && wire_append_text(st->out, st->n, st->cap, s, strlen(s)) &&
-              wire_append_text(st->out, st->n, st->cap, "\n\n", 2);
-    free(s);
-    return ok;
-}
-
-static cJSON *typed(const char *type) {
-    cJSON *o = cJSON_CreateObject();
-    if (put_str(o, "type", type)) return o;
-    cJSON_Delete(o);
-    return NULL;
+    return wire_sse_event(st->out, st->n, st->cap, name, data);
 }
 
 static cJSON *indexed(const char *type, int index) {
-    cJSON *o = typed(type);
-    if (put_num(o, "index", index)) return o;
+    cJSON *o = srv_typed(type);
+    if (srv_put_num(o, "index", index)) return o;
     cJSON_Delete(o);
     return NULL;
 }
 
 /* content_block_delta of the open block: {"type": dtype, key: text}. */
 static bool delta_event(srv_anthropic_stream *st, const char *dtype, const char *key, const char *text) {
-    cJSON *e = indexed("content_block_delta", st->index), *d = typed(dtype);
-    if (!put_str(d, key, text)) {
+    cJSON *e = indexed("content_block_delta", st->index), *d = srv_typed(dtype);
+    if (!srv_put_str(d, key, text)) {
         cJSON_Delete(d);
         d = NULL;
     }
-    if (!put(e, "delta", d)) {
+    if (!srv_put(e, "delta", d)) {
         cJSON_Delete(e);
         e = NULL;
     }
     return event(st, "content_block_delta", e);
 }
 
-bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_anthropic_usage *u) {
+bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_usage *u) {
     st->open = SRV_BLOCK_NONE;
     st->index = -1;
-    cJSON *e = typed("message_start");
-    if (!put(e, "message", srv_anthropic_message(NULL, id, model, u, NULL))) {
+    cJSON *e = srv_typed("message_start");
+    if (!srv_put(e, "message", srv_anthropic_message(NULL, id, model, u, NULL))) {
         cJSON_Delete(e);
         e = NULL;
     }
@@ -656,7 +619,7 @@ static bool open_block(srv_anthropic_stream *st, int kind, cJSON *block) {
     st->open = kind;
     st->index++;
     cJSON *e = indexed("content_block_start", st->index);
-    if (!put(e, "content_block", block)) {
+    if (!srv_put(e, "content_block", block)) {
         cJSON_Delete(e);
         e = NULL;
     }
@@ -724,22 +687,22 @@ bool srv_anthropic_delta(srv_anthropic_stream *st, const cJSON *d) {
 bool srv_anthropic_finish(srv_anthropic_stream *st) { return flush_call(st) && close_block(st); }
 
 bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
-                       const srv_anthropic_usage *u) {
+                       const srv_usage *u) {
     if (!srv_anthropic_finish(st)) return false;
-    cJSON *e = typed("message_delta"), *d = cJSON_CreateObject();
-    if (!put_str(d, "stop_reason", stop_reason) ||
-        !put(d, "stop_sequence", stop_sequence ? cJSON_CreateString(stop_sequence) : cJSON_CreateNull())) {
+    cJSON *e = srv_typed("message_delta"), *d = cJSON_CreateObject();
+    if (!srv_put_str(d, "stop_reason", stop_reason) ||
+        !srv_put(d, "stop_sequence", stop_sequence ? cJSON_CreateString(stop_sequence) : cJSON_CreateNull())) {
         cJSON_Delete(d);
         d = NULL;
     }
-    if (!put(e, "delta", d) || !put(e, "usage", usage_json(u))) {
+    if (!srv_put(e, "delta", d) || !srv_put(e, "usage", usage_json(u))) {
         cJSON_Delete(e);
         e = NULL;
     }
-    return event(st, "message_delta", e) && event(st, "message_stop", typed("message_stop"));
+    return event(st, "message_delta", e) && event(st, "message_stop", srv_typed("message_stop"));
 }
 
-bool srv_anthropic_ping(srv_anthropic_stream *st) { return event(st, "ping", typed("ping")); }
+bool srv_anthropic_ping(srv_anthropic_stream *st) { return event(st, "ping", srv_typed("ping")); }
 
 bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f) {
     char *s = srv_anthropic_error_json(f);

@@ -240,6 +240,16 @@ bool wire_append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t 
     return true;
 }
 
+bool wire_sse_event(char **out, size_t *n, size_t *cap, const char *name, cJSON *data) {
+    char *s = data ? cJSON_PrintUnformatted(data) : NULL;
+    bool ok = s && wire_append_text(out, n, cap, "event: ", 7) && wire_append_text(out, n, cap, name, strlen(name)) &&
+              wire_append_text(out, n, cap, "\ndata: ", 7) && wire_append_text(out, n, cap, s, strlen(s)) &&
+              wire_append_text(out, n, cap, "\n\n", 2);
+    free(s);
+    cJSON_Delete(data); /* last: name may be one of its strings */
+    return ok;
+}
+
 static enum MHD_Result metrics(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
     (void)cc;
     srv_sched_stats st;
@@ -365,6 +375,7 @@ static const struct route {
     {"/v1/models", false, 0, openai_models},
     {"/v1/chat/completions", true, BODY, openai_chat_completions},
     {"/v1/completions", true, BODY, openai_completions},
+    {"/v1/responses", true, BODY, openai_responses},
     {"/v1/messages", true, BODY, anthropic_messages},
     {"/v1/messages/count_tokens", true, BODY, anthropic_count_tokens},
     {"/apply-template", true, BODY, openai_apply_template},

@@ -61,6 +61,7 @@ typedef struct call {
     uint32_t progress_seen[SRV_MAX_PROMPTS];
     char client[64];                /* the peer's address, for the log */
     srv_anthropic_stream as;        /* Anthropic's stream: its blocks */
+    srv_responses rs;               /* the Responses API's answer: its items */
     char *stops[SRV_MAX_STOPS];     /* Anthropic's answers name the stop sequence that ended them */
     int n_stops;
 } call;
@@ -74,6 +75,7 @@ static void call_free(call *k) {
     for (int i = 0; i < SRV_MAX_PROMPTS; i++) srv_chat_stream_free(&k->cs[i]);
     for (int i = 0; i < k->n_stops; i++) free(k->stops[i]);
     srv_anthropic_stream_free(&k->as);
+    srv_responses_free(&k->rs);
     free(k);
 }
 
@@ -121,7 +123,7 @@ static void log_call(call *k, const char *how) {
                  (double)(g - (k->n < g ? k->n : g)) / (done - first));
     else if (done > 0) snprintf(times, sizeof times, "; done %.3f s", done);
     wire_log(k->srv, k->client, "%s %s: %d choice%s, prompt %lld tokens (%lld cached), %lld generated, %s%s", how,
-             k->api == SRV_API_ANTHROPIC ? "messages" : k->kind == SRV_CHAT ? "chat" : "completion", k->n, k->n == 1 ? "" : "s", (long long)p,
+             k->api == SRV_API_ANTHROPIC ? "messages" : k->api == SRV_API_RESPONSES ? "responses" : k->kind == SRV_CHAT ? "chat" : "completion", k->n, k->n == 1 ? "" : "s", (long long)p,
              (long long)cached, (long long)g, how_ended, times);
 }
 
@@ -145,11 +147,11 @@ static const char *anthropic_stop(call *k, bool called, const char **seq) {
     return "end_turn";
 }
 
-static srv_anthropic_usage anthropic_usage(call *k) {
+static srv_usage api_usage(call *k) {
     int64_t p, cached, g;
     double first, done;
     call_usage(k, &p, &cached, &g, &first, &done);
-    return (srv_anthropic_usage){.input = p, .cached = cached, .output = g};
+    return (srv_usage){.input = p, .cached = cached, .output = g};
 }
 
 /* OpenAI's usage: each prompt counted once however many choices (n) it
@@ -267,7 +269,7 @@ static enum MHD_Result answer_plain(call *k) {
         int uses = 0;
         const char *seq = NULL;
         cJSON *m = srv_chat_message(&k->cs[0], k->text[0] ? k->text[0] : "", &called);
-        const srv_anthropic_usage u = anthropic_usage(k);
+        const srv_usage u = api_usage(k);
         cJSON *r = m ? srv_anthropic_message(m, k->id, srv->model_name, &u, &uses) : NULL;
         cJSON_Delete(m);
         const char *why = r ? anthropic_stop(k, uses > 0, &seq) : NULL;
@@ -275,6 +277,17 @@ static enum MHD_Result answer_plain(call *k) {
             cJSON_Delete(r);
             r = NULL;
         }
+        if (r) log_call(k, "200");
+        call_free(k);
+        if (!r) return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
+        return wire_send_json(srv, conn, 200, r);
+    }
+    if (k->api == SRV_API_RESPONSES) {
+        bool called = false;
+        cJSON *m = srv_chat_message(&k->cs[0], k->text[0] ? k->text[0] : "", &called);
+        const srv_usage u = api_usage(k);
+        cJSON *r = m ? srv_responses_object(&k->rs, m, k->fin[0] == SRV_FINISH_LENGTH, &u) : NULL;
+        cJSON_Delete(m);
         if (r) log_call(k, "200");
         call_free(k);
         if (!r) return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
@@ -328,8 +341,22 @@ static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fi
         if (ok && fin != SRV_RUNNING && (ok = srv_anthropic_finish(&k->as))) {
             const char *seq;
             const char *why = anthropic_stop(k, k->as.tool_uses > 0, &seq);
-            const srv_anthropic_usage u = anthropic_usage(k);
+            const srv_usage u = api_usage(k);
             ok = srv_anthropic_end(&k->as, why, seq, &u);
+        }
+        return ok;
+    }
+    if (k->api == SRV_API_RESPONSES) {
+        /* the OpenAI delta, then its items' events, and at the end the
+         * whole response (no [DONE] in this API's stream either) */
+        cJSON *d = cJSON_CreateObject();
+        bool any = false;
+        bool ok = d && srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any) &&
+                  srv_responses_delta(&k->rs, d);
+        cJSON_Delete(d);
+        if (ok && fin != SRV_RUNNING) {
+            const srv_usage u = api_usage(k);
+            ok = srv_responses_end(&k->rs, fin == SRV_FINISH_LENGTH, &u);
         }
         return ok;
     }
@@ -450,14 +477,18 @@ static bool produce(call *k) {
                 k->done = true;
                 return srv_anthropic_error_event(&k->as, &f);
             }
+            if (k->api == SRV_API_RESPONSES) {
+                k->done = true;
+                return srv_responses_error_event(&k->rs, &f);
+            }
             char *e = srv_error_json(&f);
             bool ok = e && wire_append_text(&k->out, &k->n_out, &k->cap, "data: ", 6) &&
                       wire_append_text(&k->out, &k->n_out, &k->cap, e, strlen(e)) &&
                       wire_append_text(&k->out, &k->n_out, &k->cap, "\n\n", 2);
             free(e);
             if (!ok) return false;
-        } else if (k->api == SRV_API_ANTHROPIC) {
-            k->done = true; /* message_stop went with the finish */
+        } else if (k->api == SRV_API_ANTHROPIC || k->api == SRV_API_RESPONSES) {
+            k->done = true; /* message_stop or response.completed went with the finish */
             return true;
         } else if (k->include_usage) {
             cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
@@ -561,13 +592,19 @@ static enum MHD_Result answer_stream(call *k) {
         /* message_start first: the prompt is counted and, once it has a
          * sequence, its cached part known (message_delta has the final usage) */
         k->as = (srv_anthropic_stream){.out = &k->out, .n = &k->n_out, .cap = &k->cap};
-        const srv_anthropic_usage u = anthropic_usage(k);
+        const srv_usage u = api_usage(k);
         if (!srv_anthropic_start(&k->as, k->id, k->srv->model_name, &u)) {
             server *srv = k->srv;
             struct MHD_Connection *c = k->conn;
             call_free(k);
             return wire_fail_as(srv, c, k_api, 500, "server_error", NULL, "out of memory for the stream");
         }
+    }
+    if (k->api == SRV_API_RESPONSES && !srv_responses_start(&k->rs)) {
+        server *srv = k->srv;
+        struct MHD_Connection *c = k->conn;
+        call_free(k);
+        return wire_fail_as(srv, c, k_api, 500, "server_error", NULL, "out of memory for the stream");
     }
     wire_touch(k->srv, k->conn);
     k->t_sent = srv_now();
@@ -606,12 +643,14 @@ static int32_t *tokenize(server *srv, const char *text, bool special, size_t cap
     return ids;
 }
 
-/* Parses a request body for kind: Anthropic's through its OpenAI chat
- * form (srv_anthropic_request; count: count_tokens'). */
+/* Parses a request body for kind: Anthropic's and the Responses API's
+ * through their OpenAI chat form (srv_anthropic_request, count:
+ * count_tokens'; srv_responses_request). */
 static bool parse_request(srv_kind kind, srv_api api, bool count, const conn_ctx *cc, srv_request *req, srv_fail *f) {
-    if (api != SRV_API_ANTHROPIC) return srv_request_parse(kind, cc->body ? cc->body : "", cc->n, req, f);
+    if (api == SRV_API_OPENAI) return srv_request_parse(kind, cc->body ? cc->body : "", cc->n, req, f);
     memset(req, 0, sizeof *req);
-    char *body = srv_anthropic_request(cc->body ? cc->body : "", cc->n, count, f);
+    char *body = api == SRV_API_ANTHROPIC ? srv_anthropic_request(cc->body ? cc->body : "", cc->n, count, f)
+                                          : srv_responses_request(cc->body ? cc->body : "", cc->n, f);
     if (!body) return false;
     const bool ok = srv_request_parse(SRV_CHAT, body, strlen(body), req, f);
     free(body);
@@ -659,7 +698,16 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     k->created = (long long)time(NULL);
     const uint64_t id = atomic_fetch_add(&srv->next_id, 1);
     snprintf(k->id, sizeof k->id, "%s%" PRIx64 "%06" PRIx64,
-             api == SRV_API_ANTHROPIC ? "msg_" : kind == SRV_CHAT ? "chatcmpl-" : "cmpl-", (uint64_t)k->created, id);
+             api == SRV_API_ANTHROPIC ? "msg_" : api == SRV_API_RESPONSES ? "resp_" : kind == SRV_CHAT ? "chatcmpl-" : "cmpl-",
+             (uint64_t)k->created, id);
+    if (api == SRV_API_RESPONSES) {
+        memcpy(k->rs.id, k->id, sizeof k->rs.id);
+        k->rs.model = srv->model_name;
+        k->rs.created = k->created;
+        k->rs.out = &k->out;
+        k->rs.n = &k->n_out;
+        k->rs.cap = &k->cap;
+    }
     const int n_texts = kind == SRV_CHAT ? 1 : req.n_prompts;
     const char *param = kind == SRV_CHAT ? "messages" : "prompt";
     int status = 0;
@@ -856,6 +904,10 @@ enum MHD_Result openai_chat_completions(server *srv, struct MHD_Connection *c, c
 
 enum MHD_Result openai_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
     return completions(srv, c, SRV_COMPLETION, SRV_API_OPENAI, cc);
+}
+
+enum MHD_Result openai_responses(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    return completions(srv, c, SRV_CHAT, SRV_API_RESPONSES, cc);
 }
 
 enum MHD_Result anthropic_messages(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {

@@ -1,5 +1,6 @@
-/* offkv serve: an OpenAI-compatible HTTP server over offkv (and
- * Anthropic's Messages API).
+/* offkv serve: an OpenAI-compatible HTTP server over offkv (chat
+ * completions, completions and the Responses API; and Anthropic's
+ * Messages API).
  *
  * Its parts, each in its own file, so each can be tested alone:
  *   request.c   the request bodies (JSON, through cJSON) into srv_request,
@@ -11,6 +12,9 @@
  *   anthropic.c Anthropic's Messages API: its requests into OpenAI chat
  *               requests, the answers' OpenAI pieces into its blocks and
  *               events;
+ *   responses.c OpenAI's Responses API, the same way: its requests into
+ *               chat requests, the answers' pieces into its output items
+ *               and events;
  *   http.c, openai.c, lifecycle.c  the HTTP server (libmicrohttpd): the
  *               wire, the OpenAI shaping of answers and SSE, the process's
  *               life (server.h, internal to them, says what each offers).
@@ -116,7 +120,7 @@ enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
 
 /* Which API's shapes an answer takes: its errors' bodies (OpenAI's
  * {"error": {...}} or Anthropic's {"type": "error", ...}) and events. */
-typedef enum srv_api { SRV_API_OPENAI, SRV_API_ANTHROPIC } srv_api;
+typedef enum srv_api { SRV_API_OPENAI, SRV_API_ANTHROPIC, SRV_API_RESPONSES } srv_api;
 
 /* What a failed parse says: HTTP status, OpenAI's error type, the offending
  * parameter ("" when none) and a message naming it. */
@@ -266,6 +270,12 @@ struct cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *call
 bool srv_chat_needs_special(const srv_chat_stream *st);
 
 
+/* An answer's tokens: of the prompt (cached among them), generated (the usage
+ * of Anthropic's and the Responses API's answers). */
+typedef struct srv_usage {
+    int64_t input, cached, output;
+} srv_usage;
+
 /* ---- Anthropic's Messages API (anthropic.c) ---- */
 
 /* The body of the OpenAI chat request that an Anthropic Messages request
@@ -280,11 +290,6 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
  * overloaded_error, ...); malloc'd, NULL when out of memory. */
 char *srv_anthropic_error_json(const srv_fail *f);
 
-/* An answer's tokens: of the prompt (cached among them), generated. */
-typedef struct srv_anthropic_usage {
-    int64_t input, cached, output;
-} srv_anthropic_usage;
-
 /* The message of a whole answer from its OpenAI message (srv_chat_message;
  * NULL: no content): thinking, text and tool_use blocks in that order, a
  * call whose arguments are not a JSON object kept as a text block (not
@@ -292,7 +297,7 @@ typedef struct srv_anthropic_usage {
  * tool_use blocks.  stop_reason and stop_sequence are null: see
  * srv_anthropic_set_stop.  NULL when out of memory. */
 struct cJSON *srv_anthropic_message(const struct cJSON *msg, const char *id, const char *model,
-                                    const srv_anthropic_usage *u, int *tool_uses);
+                                    const srv_usage *u, int *tool_uses);
 
 /* Sets a message's stop_reason ("end_turn", "max_tokens", "stop_sequence"
  * or "tool_use") and stop_sequence (NULL: null); false when out of memory. */
@@ -315,7 +320,7 @@ typedef struct srv_anthropic_stream {
 
 /* message_start (stop_reason null, the usage so far).  Each function
  * below is false when out of memory. */
-bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_anthropic_usage *u);
+bool srv_anthropic_start(srv_anthropic_stream *st, const char *id, const char *model, const srv_usage *u);
 /* The events of one OpenAI chat delta (srv_chat_stream_feed's):
  * reasoning_content as thinking_delta, content as text_delta; a tool
  * call's pieces are gathered and go out whole when the next block or the
@@ -328,13 +333,72 @@ bool srv_anthropic_finish(srv_anthropic_stream *st);
 /* srv_anthropic_finish, then message_delta (stop_reason and stop_sequence
  * as srv_anthropic_set_stop's, the usage) and message_stop. */
 bool srv_anthropic_end(srv_anthropic_stream *st, const char *stop_reason, const char *stop_sequence,
-                       const srv_anthropic_usage *u);
+                       const srv_usage *u);
 /* An error event (a failed or cut-off generation), in place of the end. */
 bool srv_anthropic_error_event(srv_anthropic_stream *st, const srv_fail *f);
 /* A ping event (a stream kept alive while the prompt is read). */
 bool srv_anthropic_ping(srv_anthropic_stream *st);
 /* Frees what the stream holds (the call being read). */
 void srv_anthropic_stream_free(srv_anthropic_stream *st);
+
+/* ---- OpenAI's Responses API (responses.c) ---- */
+
+/* The body of the OpenAI chat request that a Responses request body (len
+ * bytes, any bytes) asks for, as malloc'd JSON text; NULL with *f set (400
+ * naming the field, 500 out of memory).  offkv keeps no responses:
+ * previous_response_id, conversation and item references are refused (the
+ * client sends the whole conversation, as with store: false). */
+char *srv_responses_request(const char *body, size_t len, srv_fail *f);
+
+enum { SRV_ITEM_REASONING, SRV_ITEM_MESSAGE, SRV_ITEM_CALL };
+
+/* One output item as it grows: reasoning text, message text or a
+ * function call's arguments in text. */
+typedef struct srv_responses_item {
+    int kind;                 /* SRV_ITEM_* */
+    char *call_id, *name;     /* a call's */
+    char *text;
+    size_t n, cap;
+} srv_responses_item;
+
+/* A response: its output items (from an answer's OpenAI message, or
+ * streamed deltas) and what its object and events say of it; the
+ * stream's events ("event: NAME\ndata: JSON\n\n") go to *out (*n bytes of
+ * *cap: a growing buffer, kept NUL-terminated). */
+typedef struct srv_responses {
+    char id[48];              /* resp_...; item ids are made from it */
+    const char *model;
+    long long created;
+    srv_responses_item *items;
+    int n_items, cap_items;
+    bool open;                /* the last item is still being streamed */
+    char **out;
+    size_t *n, *cap;
+    long long seq;            /* the next event's sequence_number */
+} srv_responses;
+
+/* The response object of a whole answer, from its OpenAI message
+ * (srv_chat_message): a reasoning item, a message item and a function_call
+ * item per call, in that order; status "completed", or "incomplete" with
+ * reason max_output_tokens when cut (length).  NULL when out of memory. */
+struct cJSON *srv_responses_object(srv_responses *r, const struct cJSON *msg, bool length,
+                                   const srv_usage *u);
+
+/* response.created and response.in_progress.  Each function below is
+ * false when out of memory. */
+bool srv_responses_start(srv_responses *r);
+/* The events of one OpenAI chat delta (srv_chat_stream_feed's):
+ * reasoning_content as a reasoning item's reasoning_text, content as a
+ * message item's output_text, each tool call as a function_call item, its
+ * arguments as they come; an item of another kind closes the open one. */
+bool srv_responses_delta(srv_responses *r, const struct cJSON *delta);
+/* Closes the open item, then response.completed (or response.incomplete
+ * when length) with the whole response. */
+bool srv_responses_end(srv_responses *r, bool length, const srv_usage *u);
+/* An error event (a failed or cut-off generation), in place of the end. */
+bool srv_responses_error_event(srv_responses *r, const srv_fail *f);
+/* Frees the items. */
+void srv_responses_free(srv_responses *r);
 
 /* ---- sequences and the decode loop (sched.c) ---- */
 

@@ -108,6 +108,11 @@ bool wire_client_gone(struct MHD_Connection *c, bool *probed);
  * out of memory. */
 bool wire_append_text(char **buf, size_t *n, size_t *cap, const char *s, size_t len);
 
+/* Appends a named Server-Sent Event, "event: NAME\ndata: JSON\n\n", to
+ * such a buffer, deleting data (name may be one of its strings); false
+ * when out of memory (data NULL: it could not be built). */
+bool wire_sse_event(char **out, size_t *n, size_t *cap, const char *name, cJSON *data);
+
 /* wire_send_error and wire_fail in api's error shape. */
 enum MHD_Result wire_send_error_as(server *srv, struct MHD_Connection *c, srv_api api, const srv_fail *f);
 enum MHD_Result wire_fail_as(server *srv, struct MHD_Connection *c, srv_api api, int status, const char *type,
@@ -124,6 +129,7 @@ enum MHD_Result openai_tokenize(server *srv, struct MHD_Connection *c, const con
 enum MHD_Result openai_detokenize(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result openai_props(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 /* Anthropic's POST /v1/messages and /v1/messages/count_tokens. */
+enum MHD_Result openai_responses(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result anthropic_messages(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result anthropic_count_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 
