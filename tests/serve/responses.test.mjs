@@ -14,8 +14,9 @@
 // up to its final response, which equals the plain answer), forced tool
 // calls (arguments passing the tool's schema in ajv, each call a
 // function_call item), structured output (text.format json_schema),
-// max_output_tokens (status incomplete), usage and the prompt cache, and
-// errors in OpenAI's shape through the client.
+// max_output_tokens (status incomplete), usage and the prompt cache,
+// /v1/responses/input_tokens (the prompt's count), and errors in OpenAI's
+// shape through the client.
 import path from 'node:path';
 import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
 
@@ -85,6 +86,10 @@ try {
     const r = await client.responses.create({ model: 'x', ...req, max_output_tokens: 24, temperature: 0, tool_choice: 'none',
       store: false });
     eq(r.usage.input_tokens, ref.usage.prompt_tokens, `${what}: input_tokens against the chat form's prompt_tokens`);
+    const count = await post(srv, '/v1/responses/input_tokens', { model: 'x', ...req, tool_choice: 'none' },
+      { Authorization: 'Bearer sekrit' });
+    eq([count.status, count.json?.object, count.json?.input_tokens], [200, 'response.input_tokens', ref.usage.prompt_tokens],
+      `${what}: /v1/responses/input_tokens`);
     eq(r.output_text, ref.choices[0].message.content ?? '', `${what}: the greedy answer against the chat form's`);
     eq(r.usage.output_tokens, ref.usage.completion_tokens, `${what}: output_tokens`);
     eq([r.object, r.id.startsWith('resp_'), r.status], ['response', true,

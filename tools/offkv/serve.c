@@ -11,8 +11,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: offkv serve -m MODEL [flags]\n"
             "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions, POST /v1/completions,\n"
-            "POST /v1/responses (stateless), GET /v1/models; Anthropic's POST /v1/messages and\n"
-            "/v1/messages/count_tokens;\n"
+            "POST /v1/responses (stateless) and /v1/responses/input_tokens, GET /v1/models;\n"
+            "Anthropic's POST /v1/messages and /v1/messages/count_tokens;\n"
             "llama.cpp's POST /tokenize, /detokenize, /apply-template and GET /props;\n"
             "GET /health, GET /metrics (Prometheus), GET / (a chat page).  Prints\n"
             "'listening on http://HOST:PORT' when ready; SIGINT or SIGTERM ends it (exit 0).\n\n"

@@ -376,6 +376,7 @@ static const struct route {
     {"/v1/chat/completions", true, BODY, openai_chat_completions},
     {"/v1/completions", true, BODY, openai_completions},
     {"/v1/responses", true, BODY, openai_responses},
+    {"/v1/responses/input_tokens", true, BODY, openai_responses_input_tokens},
     {"/v1/messages", true, BODY, anthropic_messages},
     {"/v1/messages/count_tokens", true, BODY, anthropic_count_tokens},
     {"/apply-template", true, BODY, openai_apply_template},

@@ -914,24 +914,52 @@ enum MHD_Result anthropic_messages(server *srv, struct MHD_Connection *c, const 
     return completions(srv, c, SRV_CHAT, SRV_API_ANTHROPIC, cc);
 }
 
-/* {"input_tokens": N}: the prompt a /v1/messages request with this body
- * would evaluate, rendered and tokenized as completions() does it. */
-enum MHD_Result anthropic_count_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+/* The number of tokens of the prompt a request of api with this body would
+ * evaluate, rendered and tokenized as completions() does it, in *n; false
+ * after sending the error.  No context cap here: a count may exceed it (a
+ * client checks before sending). */
+static bool count_prompt(server *srv, struct MHD_Connection *c, srv_api api, const conn_ctx *cc, size_t *n,
+                         enum MHD_Result *sent) {
     srv_request req;
     srv_fail f = {0};
-    if (!parse_request(SRV_CHAT, SRV_API_ANTHROPIC, true, cc, &req, &f)) return wire_send_error_as(srv, c, SRV_API_ANTHROPIC, &f);
+    if (!parse_request(SRV_CHAT, api, true, cc, &req, &f)) {
+        *sent = wire_send_error_as(srv, c, api, &f);
+        return false;
+    }
     char *rendered = srv_chat_render(srv->chat, &req, true, &f);
     srv_request_clear(&req);
-    if (!rendered) return wire_send_error_as(srv, c, SRV_API_ANTHROPIC, &f);
+    if (!rendered) {
+        *sent = wire_send_error_as(srv, c, api, &f);
+        return false;
+    }
     const char *text = srv_chat_model_text(srv->chat, rendered);
-    /* no context cap here: a count may exceed it (a client checks before sending) */
-    size_t n = 0;
-    int32_t *ids = tokenize(srv, text, true, strlen(text) + 8, &n);
+    int32_t *ids = tokenize(srv, text, true, strlen(text) + 8, n);
     free(rendered);
     const bool counted = ids != NULL;
     free(ids);
-    if (!counted) return wire_fail_as(srv, c, SRV_API_ANTHROPIC, 500, "server_error", NULL, "cannot tokenize the prompt");
+    if (!counted) *sent = wire_fail_as(srv, c, api, 500, "server_error", NULL, "cannot tokenize the prompt");
+    return counted;
+}
+
+/* {"input_tokens": N}: the prompt a /v1/messages request with this body
+ * would evaluate. */
+enum MHD_Result anthropic_count_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    size_t n = 0;
+    enum MHD_Result sent;
+    if (!count_prompt(srv, c, SRV_API_ANTHROPIC, cc, &n, &sent)) return sent;
     cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "input_tokens", (double)n);
+    return wire_send_json(srv, c, 200, r);
+}
+
+/* {"object": "response.input_tokens", "input_tokens": N}: the prompt a
+ * /v1/responses request with this body would evaluate. */
+enum MHD_Result openai_responses_input_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    size_t n = 0;
+    enum MHD_Result sent;
+    if (!count_prompt(srv, c, SRV_API_RESPONSES, cc, &n, &sent)) return sent;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "object", "response.input_tokens");
     cJSON_AddNumberToObject(r, "input_tokens", (double)n);
     return wire_send_json(srv, c, 200, r);
 }

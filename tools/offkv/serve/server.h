@@ -130,6 +130,7 @@ enum MHD_Result openai_detokenize(server *srv, struct MHD_Connection *c, const c
 enum MHD_Result openai_props(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 /* Anthropic's POST /v1/messages and /v1/messages/count_tokens. */
 enum MHD_Result openai_responses(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
+enum MHD_Result openai_responses_input_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result anthropic_messages(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result anthropic_count_tokens(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 
