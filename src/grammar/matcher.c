@@ -40,6 +40,7 @@
 typedef struct snode {
     const gelem *pos;
     const struct snode *next;
+    uint32_t hash; /* of the whole stack from here down (stack_hash) */
 } snode;
 
 typedef struct sset {
@@ -180,28 +181,34 @@ static void arena_free(arena *a) {
 
 /* ---- stacks ---- */
 
+/* A hash of a whole stack, made as it is pushed: equal stacks hash alike.
+ * A hash of the top four elements put every stack of a deeply nested,
+ * ambiguous grammar (r1 ::= | r2 r2, r2 ::= . r1 ...) in one bucket, and a
+ * mask then compared each new stack with all the others, deep, without a
+ * bound (a fuzzer's grammar of 83 bytes ran for minutes a token). */
+static uint32_t stack_hash(const snode *st) { return st ? st->hash : 0x9e3779b9u; }
+
 static const snode *spush(arena *a, const gelem *pos, const snode *next) {
     snode *n = arena_alloc(a, sizeof *n);
     if (!n) return NULL;
     n->pos = pos;
     n->next = next;
+    const uint64_t h = ((uint64_t)stack_hash(next) ^ (uint64_t)(uintptr_t)pos) * 0x9e3779b97f4a7c15ull;
+    n->hash = (uint32_t)(h ^ (h >> 29));
     return n;
 }
 
-static bool stack_eq(const snode *x, const snode *y) {
+/* Whether two stacks hold the same elements; each node compared is a unit
+ * of a's work (an ambiguous grammar's equal stacks can be deep, and many). */
+static bool stack_eq(arena *a, const snode *x, const snode *y) {
     while (x != y) {
-        if (!x || !y || x->pos != y->pos) return false;
+        if (!x || !y || x->pos != y->pos || x->hash != y->hash) return false;
+        a->work++;
+        a->total++;
         x = x->next;
         y = y->next;
     }
     return true;
-}
-
-/* Equal stacks hash alike: the top four elements. */
-static uint32_t stack_hash(const snode *st) {
-    uint64_t h = 1469598103934665603ull;
-    for (int k = 0; k < 4 && st; k++, st = st->next) h = (h ^ (uint64_t)(uintptr_t)st->pos) * 1099511628211ull;
-    return (uint32_t)(h ^ (h >> 32));
 }
 
 static bool sset_index(arena *a, sset *set) {
@@ -221,22 +228,22 @@ static bool sset_index(arena *a, sset *set) {
 }
 
 /* Whether set holds st: through its hash index when it has one. */
-static bool sset_has(const sset *set, const snode *st) {
+static bool sset_has(arena *a, const sset *set, const snode *st) {
     if (set->tab) {
         uint32_t h = stack_hash(st) & (uint32_t)(set->tcap - 1);
         for (; set->tab[h]; h = (h + 1) & (uint32_t)(set->tcap - 1))
-            if (stack_eq(set->s[set->tab[h] - 1], st)) return true;
+            if (stack_eq(a, set->s[set->tab[h] - 1], st)) return true;
         return false;
     }
     for (int32_t i = 0; i < set->n; i++)
-        if (stack_eq(set->s[i], st)) return true;
+        if (stack_eq(a, set->s[i], st)) return true;
     return false;
 }
 
 static bool sset_add(arena *a, sset *set, const snode *st) {
     /* Past a few stacks, a hash index keeps adding O(1), not O(n). */
     if (set->n >= 32 && (!set->tab || 2 * set->n >= set->tcap) && !sset_index(a, set)) return false;
-    if (sset_has(set, st)) return true;
+    if (sset_has(a, set, st)) return true;
     if (set->n == set->cap) {
         if (set->n >= MAX_STACKS) {
             a->limit = true;
@@ -874,7 +881,7 @@ typedef struct walk {
  * equality; the one with an index is looked up in (a scan for each stack
  * made comparing two sets of 20000 stacks take seconds, on the thread every
  * sequence shares). */
-static bool set_equal(const sset *a, const sset *b) {
+static bool set_equal(arena *ar, const sset *a, const sset *b) {
     if (a->n != b->n) return false;
     if (a->tab && !b->tab) {
         const sset *t = a;
@@ -882,7 +889,7 @@ static bool set_equal(const sset *a, const sset *b) {
         b = t;
     }
     for (int32_t i = 0; i < a->n; i++)
-        if (!sset_has(b, a->s[i])) return false;
+        if (!sset_has(ar, b, a->s[i])) return false;
     return true;
 }
 
@@ -933,7 +940,7 @@ static void loop_bytes(walk *w) {
         sset out;
         uint32_t pv;
         int pr;
-        if (step(m->g, &m->scratch, &m->stacks, 0, 0, (unsigned char)b, &out, &pv, &pr) && set_equal(&out, &m->stacks))
+        if (step(m->g, &m->scratch, &m->stacks, 0, 0, (unsigned char)b, &out, &pv, &pr) && set_equal(&m->scratch, &out, &m->stacks))
             w->loop[b >> 6] |= 1ull << (b & 63);
         arena_rewind(&m->scratch, mk);
     }
