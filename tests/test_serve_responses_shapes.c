@@ -105,6 +105,11 @@ static void requests(void) {
                "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"x\\n\\ny\",\"tool_calls\":[{\"id\":\"b\",\"type\":\"function\","
                "\"function\":{\"name\":\"g\",\"arguments\":\"2\"}}]},"
                "{\"role\":\"tool\",\"content\":[{\"type\":\"text\",\"text\":\"?\"}],\"tool_call_id\":\"zz\"}]}");
+    /* reasoning with no answer after it goes with no later one */
+    request_is("{\"input\":[{\"type\":\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"lost\"}]},"
+               "{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"a\"}]}",
+               "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"q\"}]},"
+               "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}]}");
     /* tools, tool_choice, text.format and reasoning.effort in the chat shapes */
     request_is("{\"input\":\"x\",\"parallel_tool_calls\":false,\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"description\":\"d\","
                "\"parameters\":{\"type\":\"object\"},\"strict\":true}],\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},"

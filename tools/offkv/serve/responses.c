@@ -129,14 +129,16 @@ static cJSON *content_parts(const cJSON *c, const char *where, int i, srv_fail *
     return NULL;
 }
 
-/* A new turn of role with content (taken), the reasoning gathered so far
- * when it is an assistant's. */
+/* A new turn of role with content (taken).  The reasoning gathered so
+ * far goes with it when it is an assistant's, and is dropped before any
+ * other (it thought towards an answer that never came: carried on, it
+ * would show as a later answer's). */
 static cJSON *add_turn(conv *cv, const char *role, cJSON *content, srv_fail *f) {
     cJSON *t = cJSON_CreateObject();
     bool ok = srv_put_str(t, "role", role) && srv_put(t, "content", content);
     content = NULL;
-    if (ok && !strcmp(role, "assistant") && cv->reasoning) {
-        ok = srv_put_str(t, "reasoning_content", cv->reasoning);
+    if (ok && cv->reasoning) {
+        if (!strcmp(role, "assistant")) ok = srv_put_str(t, "reasoning_content", cv->reasoning);
         free(cv->reasoning);
         cv->reasoning = NULL;
         cv->n_reasoning = cv->cap_reasoning = 0;
@@ -161,7 +163,7 @@ static bool message_item(conv *cv, const cJSON *it, int i, srv_fail *f) {
     cJSON *parts = content_parts(c, "content", i, f);
     if (!parts) return false;
     cJSON *t = add_turn(cv, roles[k], parts, f);
-    cv->asst = t && k == 3 ? t : NULL;
+    cv->asst = t && !strcmp(roles[k], "assistant") ? t : NULL;
     return t != NULL;
 }
 
