@@ -13,7 +13,8 @@
 // Answers: a plain response's and a stream's items (the stream's deltas add
 // up to its final response, which equals the plain answer), forced tool
 // calls (arguments passing the tool's schema in ajv, each call a
-// function_call item), structured output (text.format json_schema),
+// function_call item), an agent's turn (the answer's output items sent back
+// as input with the call's result), structured output (text.format json_schema),
 // max_output_tokens (status incomplete), usage and the prompt cache,
 // /v1/responses/input_tokens (the prompt's count), and errors in OpenAI's
 // shape through the client.
@@ -131,6 +132,30 @@ try {
         check(typeof c.call_id === 'string' && c.call_id.length > 0 && c.id.startsWith('fc_'), `T ${temperature} ${how}: ids`);
       }
     }
+  }
+
+  // An agent's turn: the answer's own output items sent back as input with
+  // the call's result (as OpenAI's docs show: input.concat(r.output)), which
+  // must mean the chat messages written from those items by hand.
+  {
+    const first = await client.responses.create({ model: 'x', input: 'Weather in Tokyo?', tools, tool_choice: 'required',
+      parallel_tool_calls: false, max_output_tokens: 400, temperature: 1 });
+    const call = first.output.find(i => i.type === 'function_call');
+    check(call !== undefined, `an agent's turn: a call to answer: ${JSON.stringify(first.output)}`);
+    const input2 = [{ role: 'user', content: 'Weather in Tokyo?' }, ...first.output,
+      { type: 'function_call_output', call_id: call?.call_id, output: 'Rain' }];
+    const again = await client.responses.create({ model: 'x', input: input2, tools, tool_choice: 'none', max_output_tokens: 16,
+      temperature: 0 });
+    const texts = k => first.output.filter(i => i.type === k).flatMap(i => i.content).map(p => p.text).join('');
+    const assistant = { role: 'assistant', content: texts('message'),
+      tool_calls: first.output.filter(i => i.type === 'function_call')
+        .map(i => ({ id: i.call_id, type: 'function', function: { name: i.name, arguments: i.arguments } })) };
+    if (texts('reasoning')) assistant.reasoning_content = texts('reasoning');
+    const ref = await client.chat.completions.create({ model: 'x', tools: chatTools, tool_choice: 'none', max_tokens: 16,
+      temperature: 0, messages: [{ role: 'user', content: 'Weather in Tokyo?' }, assistant,
+        { role: 'tool', tool_call_id: call?.call_id, name: 'get_weather', content: 'Rain' }] });
+    eq([again.usage.input_tokens, again.output_text], [ref.usage.prompt_tokens, ref.choices[0].message.content ?? ''],
+      "an agent's turn: the output items sent back mean the chat messages written from them");
   }
 
   // Structured output (text.format json_schema): every answer parses and
