@@ -12,16 +12,8 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "same_json.h"
 #include "serve/serve.h"
-
-/* Whether two JSON texts hold the same value (key order aside). */
-static bool same_json(const char *a, const char *b) {
-    cJSON *x = cJSON_Parse(a), *y = cJSON_Parse(b);
-    const bool same = x && y && cJSON_Compare(x, y, true);
-    cJSON_Delete(x);
-    cJSON_Delete(y);
-    return same;
-}
 
 static void request_is(const char *body, bool count, const char *want) {
     srv_fail f = {0};

@@ -20,19 +20,14 @@
 // from the cache), errors in Anthropic's shape and x-api-key (the pings of
 // --keepalive: keepalive.test.mjs).
 import path from 'node:path';
-import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
+import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED, WEATHER_SCHEMA, PICK_SCHEMA } from './lib.mjs';
 
 need('shared');
 const { default: Anthropic } = requireNpm('@anthropic-ai/sdk');
 const { default: OpenAI } = requireNpm('openai');
 const Ajv2020 = requireNpm('ajv/dist/2020').default;
 
-const weather = {
-  type: 'object',
-  properties: { city: { enum: ['Paris', 'Tokyo', 'Lima'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-  required: ['city', 'days'],
-  additionalProperties: false,
-};
+const weather = WEATHER_SCHEMA;
 const validWeather = new Ajv2020({ strict: true }).compile(weather);
 const tools = [{ name: 'get_weather', description: 'Weather forecast', input_schema: weather }];
 const openaiTools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather forecast', parameters: weather } }];
@@ -150,8 +145,7 @@ try {
 
   // Structured output (output_config.format): every answer parses and
   // passes the schema, from a random model.
-  const shape = { type: 'object', properties: { city: { enum: ['Paris', 'Lima'] }, n: { type: 'integer', minimum: 0,
-    maximum: 9 } }, required: ['city', 'n'], additionalProperties: false };
+  const shape = PICK_SCHEMA;
   const validShape = new Ajv2020({ strict: true }).compile(shape);
   for (const temperature of [1, 1.5]) {
     const m = await client.messages.create({ model: 'x', max_tokens: 200, temperature,

@@ -34,6 +34,17 @@ export function requireNpm(name) {
 
 export const MODEL = () => path.join(SHARED, 'models', 'stories260K.gguf');
 
+// Schemas the API tests share (anthropic, responses): a forecast tool's
+// parameters, and a small structured answer.
+export const WEATHER_SCHEMA = {
+  type: 'object',
+  properties: { city: { enum: ['Paris', 'Tokyo', 'Lima'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+export const PICK_SCHEMA = { type: 'object', properties: { city: { enum: ['Paris', 'Lima'] }, n: { type: 'integer',
+  minimum: 0, maximum: 9 } }, required: ['city', 'n'], additionalProperties: false };
+
 let failures = 0, passes = 0;
 export function check(cond, what) {
   if (cond) passes++;

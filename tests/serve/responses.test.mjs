@@ -19,18 +19,13 @@
 // /v1/responses/input_tokens (the prompt's count), and errors in OpenAI's
 // shape through the client.
 import path from 'node:path';
-import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
+import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED, WEATHER_SCHEMA, PICK_SCHEMA } from './lib.mjs';
 
 need('shared');
 const { default: OpenAI } = requireNpm('openai');
 const Ajv2020 = requireNpm('ajv/dist/2020').default;
 
-const weather = {
-  type: 'object',
-  properties: { city: { enum: ['Paris', 'Tokyo', 'Lima'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
-  required: ['city', 'days'],
-  additionalProperties: false,
-};
+const weather = WEATHER_SCHEMA;
 const validWeather = new Ajv2020({ strict: true }).compile(weather);
 const tools = [{ type: 'function', name: 'get_weather', description: 'Weather forecast', parameters: weather, strict: true }];
 const chatTools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather forecast', parameters: weather,
@@ -160,8 +155,7 @@ try {
 
   // Structured output (text.format json_schema): every answer parses and
   // passes the schema, from a random model.
-  const shape = { type: 'object', properties: { city: { enum: ['Paris', 'Lima'] }, n: { type: 'integer', minimum: 0,
-    maximum: 9 } }, required: ['city', 'n'], additionalProperties: false };
+  const shape = PICK_SCHEMA;
   const validShape = new Ajv2020({ strict: true }).compile(shape);
   for (const temperature of [1, 1.5]) {
     const r = await client.responses.create({ model: 'x', max_output_tokens: 200, temperature, input: 'Pick a city',

@@ -330,33 +330,25 @@ static bool sse(call *k, cJSON *j) {
  * answer's text goes through its parse (srv_chat_stream_feed): a piece
  * that adds nothing yet (the start of a tool call's markup) sends no chunk. */
 static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fin) {
-    if (k->api == SRV_API_ANTHROPIC) {
-        /* the OpenAI delta, then its Anthropic events (and at the end the
-         * message's: Anthropic's stream has no [DONE]) */
+    if (k->api != SRV_API_OPENAI) {
+        /* the OpenAI delta, then its events in the API's shape (Anthropic's
+         * blocks, the Responses API's items), and at the end the message's
+         * or the response's: neither stream has a [DONE] */
+        const bool anthropic = k->api == SRV_API_ANTHROPIC;
         cJSON *d = cJSON_CreateObject();
         bool any = false;
         bool ok = d && srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any) &&
-                  srv_anthropic_delta(&k->as, d);
-        cJSON_Delete(d);
-        if (ok && fin != SRV_RUNNING && (ok = srv_anthropic_finish(&k->as))) {
-            const char *seq;
-            const char *why = anthropic_stop(k, k->as.tool_uses > 0, &seq);
-            const srv_usage u = api_usage(k);
-            ok = srv_anthropic_end(&k->as, why, seq, &u);
-        }
-        return ok;
-    }
-    if (k->api == SRV_API_RESPONSES) {
-        /* the OpenAI delta, then its items' events, and at the end the
-         * whole response (no [DONE] in this API's stream either) */
-        cJSON *d = cJSON_CreateObject();
-        bool any = false;
-        bool ok = d && srv_chat_stream_feed(&k->cs[i], text ? text : "", text ? n_text : 0, fin != SRV_RUNNING, d, &any) &&
-                  srv_responses_delta(&k->rs, d);
+                  (anthropic ? srv_anthropic_delta(&k->as, d) : srv_responses_delta(&k->rs, d));
         cJSON_Delete(d);
         if (ok && fin != SRV_RUNNING) {
             const srv_usage u = api_usage(k);
-            ok = srv_responses_end(&k->rs, fin == SRV_FINISH_LENGTH, &u);
+            if (!anthropic) {
+                ok = srv_responses_end(&k->rs, fin == SRV_FINISH_LENGTH, &u);
+            } else if ((ok = srv_anthropic_finish(&k->as))) { /* tool_uses final: the last call went out */
+                const char *seq;
+                const char *why = anthropic_stop(k, k->as.tool_uses > 0, &seq);
+                ok = srv_anthropic_end(&k->as, why, seq, &u);
+            }
         }
         return ok;
     }
@@ -588,19 +580,18 @@ static enum MHD_Result answer_stream(call *k) {
                     "the server is shutting down: the request was not started; try again");
     }
     for (int i = 0; i < k->n; i++) k->fin[i] = SRV_RUNNING;
+    /* Anthropic's message_start first: the prompt is counted and, once it
+     * has a sequence, its cached part known (message_delta has the final
+     * usage); the Responses API's response.created and .in_progress */
+    bool started = true;
     if (k->api == SRV_API_ANTHROPIC) {
-        /* message_start first: the prompt is counted and, once it has a
-         * sequence, its cached part known (message_delta has the final usage) */
         k->as = (srv_anthropic_stream){.out = &k->out, .n = &k->n_out, .cap = &k->cap};
         const srv_usage u = api_usage(k);
-        if (!srv_anthropic_start(&k->as, k->id, k->srv->model_name, &u)) {
-            server *srv = k->srv;
-            struct MHD_Connection *c = k->conn;
-            call_free(k);
-            return wire_fail_as(srv, c, k_api, 500, "server_error", NULL, "out of memory for the stream");
-        }
+        started = srv_anthropic_start(&k->as, k->id, k->srv->model_name, &u);
+    } else if (k->api == SRV_API_RESPONSES) {
+        started = srv_responses_start(&k->rs);
     }
-    if (k->api == SRV_API_RESPONSES && !srv_responses_start(&k->rs)) {
+    if (!started) {
         server *srv = k->srv;
         struct MHD_Connection *c = k->conn;
         call_free(k);

@@ -241,6 +241,16 @@ static bool one_item(conv *cv, const cJSON *it, int i, srv_fail *f) {
                    "and reasoning items (it runs no tools itself)", i, t);
 }
 
+/* Copies src's fields of the NULL-ended keys that are there and not null
+ * into dst; false when out of memory. */
+static bool copy_keys(cJSON *dst, const cJSON *src, const char *const *keys) {
+    for (int k = 0; keys[k]; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(src, keys[k]);
+        if (v && !cJSON_IsNull(v) && !srv_put(dst, keys[k], cJSON_Duplicate(v, true))) return false;
+    }
+    return true;
+}
+
 /* tools and tool_choice in the chat shapes. */
 static bool tools_to_chat(const cJSON *root, cJSON *o, srv_fail *f) {
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
@@ -259,13 +269,8 @@ static bool tools_to_chat(const cJSON *root, cJSON *o, srv_fail *f) {
                                "({\"type\": \"function\", \"name\": ...})", i, type->valuestring);
             if (!cJSON_IsString(name)) return srv_bad(f, "tools", "tools[%d].name must be a string", i);
             cJSON *ot = cJSON_CreateObject(), *fn = ot ? cJSON_AddObjectToObject(ot, "function") : NULL;
-            bool ok = fn && srv_put_str(ot, "type", "function");
             static const char *const keys[] = {"name", "description", "parameters", "strict", NULL};
-            for (int k = 0; ok && keys[k]; k++) {
-                const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, keys[k]);
-                if (v && !cJSON_IsNull(v)) ok = srv_put(fn, keys[k], cJSON_Duplicate(v, true));
-            }
-            if (!ok) {
+            if (!(fn && srv_put_str(ot, "type", "function") && copy_keys(fn, t, keys))) {
                 cJSON_Delete(ot);
                 return oom(f);
             }
@@ -311,13 +316,8 @@ static bool format_to_chat(const cJSON *root, cJSON *o, srv_fail *f) {
         return srv_bad(f, "text", shape);
     }
     cJSON *js = rf ? cJSON_AddObjectToObject(rf, "json_schema") : NULL;
-    bool ok = js != NULL;
     static const char *const keys[] = {"name", "description", "schema", "strict", NULL};
-    for (int k = 0; ok && keys[k]; k++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(fmt, keys[k]);
-        if (v && !cJSON_IsNull(v)) ok = srv_put(js, keys[k], cJSON_Duplicate(v, true));
-    }
-    if (!ok) {
+    if (!(js && copy_keys(js, fmt, keys))) {
         cJSON_Delete(rf);
         return oom(f);
     }
