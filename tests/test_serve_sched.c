@@ -1,8 +1,9 @@
 /* The server's scheduler (tools/offkv/serve/sched.c) alone, issue 15:
  *  - every end-of-turn token is found and kept (the list grows instead of
  *    holding a fixed eight; a tokenizer refuses two tokens of one text, so
- *    a real vocabulary has at most EOS and the five other markers: all six
- *    must be there, in a vocabulary that has them all);
+ *    a real vocabulary has at most EOS and the seven other markers: all
+ *    eight must be there, in a vocabulary that has them all), but not
+ *    harmony's <|end|> where <|return|> and <|call|> end the turns;
  *  - t_queued is the time a job waited for a sequence (it was always 0);
  *  - srv_sched_stop ends a queued job as SRV_FINISH_SHUTDOWN, never
  *    admitted, and a running one as SRV_FINISH_SHUTDOWN, admitted, so the
@@ -17,12 +18,17 @@
 
 static char dir[4096];
 
-/* stories260K (its EOS is "</s>") with tokens 300..304 renamed to the
- * other end-of-turn markers and made control tokens, and 305..309 to texts
+/* stories260K (its EOS is "</s>") with tokens 300..306 renamed to the
+ * other end-of-turn markers and made control tokens, and 307..311 to texts
  * that only look like them. */
-static const char *const renamed[10] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
-                                        "<|eot_id|", "im_end", "<end_of_turn >", "<|END|>", "<|endoftext|>x"};
-static bool write_many_eog(const char *shared, const char *out) {
+static const char *const renamed[12] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>",
+                                        "<|endoftext|>", "<|return|>", "<|eot_id|", "im_end", "<end_of_turn >",
+                                        "<|END|>", "<|endoftext|>x"};
+/* Harmony's (gpt-oss): <|return|> and <|call|> end its turns, so <|end|>,
+ * which ends a message (reasoning, before the answer), must not. */
+static const char *const harmony[4] = {"<|end|>", "<|return|>", "<|call|>", "<|start|>"};
+
+static bool write_many_eog(const char *shared, const char *out, const char *const *names, int n_names) {
     char path[4200];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
     okv_error err;
@@ -42,8 +48,9 @@ static bool write_many_eog(const char *shared, const char *out) {
         int64_t t;
         ok = okv_gguf_array_str(g, "tokenizer.ggml.tokens", i, &p, &len, &err) == OKV_OK &&
              okv_gguf_array_i64(g, "tokenizer.ggml.token_type", i, &t, &err) == OKV_OK;
-        texts[i] = i >= 300 && i < 310 ? strdup(renamed[i - 300]) : strndup(p, len);
-        types[i] = i >= 300 && i < 310 ? 3 : (int32_t)t;
+        const bool named = i >= 300 && i < 300 + (uint64_t)n_names;
+        texts[i] = named ? strdup(names[i - 300]) : strndup(p, len);
+        types[i] = named ? 3 : (int32_t)t;
     }
     ok = ok && okv_gguf_writer_add_array(w, "tokenizer.ggml.tokens", OKV_GGUF_STRING, (const char *const *)texts, n, &err) == OKV_OK &&
          okv_gguf_writer_add_array(w, "tokenizer.ggml.token_type", OKV_GGUF_I32, types, n, &err) == OKV_OK &&
@@ -93,7 +100,8 @@ int main(void) {
     okv_error err;
     const srv_sched_config cfg = {.n_parallel = 1, .n_queue = 4, .capacity = 256, .chunk = 16, .n_threads = 1,
                                   .kv_type = "f16"};
-    if (write_many_eog(shared, eog_model)) {
+    for (int v = 0; v < 2; v++) {
+        if (!write_many_eog(shared, eog_model, v ? harmony : renamed, v ? 4 : 12)) continue;
         okv_model *m = okv_model_load(eog_model, NULL, &err);
         CHECK(m != NULL, "load: %s", err.message);
         srv_sched *s = m ? srv_sched_create(m, &cfg, &err) : NULL;
@@ -101,9 +109,14 @@ int main(void) {
         if (s) {
             const int32_t *ids;
             const int n = srv_sched_eog(s, &ids);
-            int marked = 0;
-            for (int i = 0; i < n; i++) marked += ids[i] >= 300 && ids[i] < 305;
-            CHECK(n == 6 && marked == 5, "end-of-turn tokens: %d (%d of the five renamed markers), want 6", n, marked);
+            int marked = 0, end = 0;
+            for (int i = 0; i < n; i++) marked += ids[i] >= 300 && ids[i] < (v ? 303 : 307), end += ids[i] == 300;
+            if (!v)
+                CHECK(n == 8 && marked == 7, "end-of-turn tokens: %d (%d of the seven renamed markers), want 8", n, marked);
+            else
+                CHECK(n == 3 && marked == 2 && !end,
+                      "harmony's end-of-turn tokens: %d (<|return|> and <|call|>: %d; <|end|> %s), want EOS, <|return|> "
+                      "and <|call|>", n, marked - end, end ? "among them" : "not");
         }
         srv_sched_free(s);
         okv_model_free(m);

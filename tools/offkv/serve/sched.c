@@ -172,23 +172,42 @@ static bool add_eog(srv_sched *s, int32_t id) {
     return true;
 }
 
+/* A control or user-defined token's text, or NULL. */
+static const char *marker_text(const srv_sched *s, int32_t id, size_t *len) {
+    const okv_token_type t = okv_tokenizer_token_type(s->tok, id);
+    return t == OKV_TOKEN_CONTROL || t == OKV_TOKEN_USER_DEFINED ? okv_tokenizer_token_text(s->tok, id, len) : NULL;
+}
+
+static bool is_marker(const char *text, size_t len, const char *marker) {
+    return text && len == strlen(marker) && memcmp(text, marker, len) == 0;
+}
+
 /* The tokens that end an assistant's turn: EOS, and the end-of-turn markers
  * of the chat formats served, when the vocabulary has them (however many:
- * a vocabulary may hold several tokens of one marker's text).  False when
- * out of memory. */
+ * a vocabulary may hold several tokens of one marker's text).  Harmony's
+ * (gpt-oss) <|end|> ends a message, not the turn: reasoning ends with it and
+ * the answer follows, so a vocabulary with <|return|> and <|call|>, which
+ * end its turns, keeps <|end|> going (llama.cpp's rule).  False when out of
+ * memory. */
 static bool find_eog(srv_sched *s) {
     const int32_t eos = okv_tokenizer_eos(s->tok);
     if (eos >= 0 && !add_eog(s, eos)) return false;
-    static const char *const markers[] = {"<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
-                                          "</s>"};
+    static const char *const markers[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>",
+                                          "<|endoftext|>", "</s>", "<|return|>", "<|call|>"};
+    bool has_return = false, has_call = false;
+    for (int32_t id = 0; id < s->n_vocab; id++) {
+        size_t len;
+        const char *text = marker_text(s, id, &len);
+        has_return = has_return || is_marker(text, len, "<|return|>");
+        has_call = has_call || is_marker(text, len, "<|call|>");
+    }
     for (int32_t id = 0; id < s->n_vocab; id++) {
         if (id == eos) continue;
-        okv_token_type t = okv_tokenizer_token_type(s->tok, id);
-        if (t != OKV_TOKEN_CONTROL && t != OKV_TOKEN_USER_DEFINED) continue;
         size_t len;
-        const char *text = okv_tokenizer_token_text(s->tok, id, &len);
+        const char *text = marker_text(s, id, &len);
+        if (has_return && has_call && is_marker(text, len, "<|end|>")) continue;
         for (size_t k = 0; k < sizeof markers / sizeof markers[0]; k++)
-            if (text && len == strlen(markers[k]) && memcmp(text, markers[k], len) == 0 && !add_eog(s, id)) return false;
+            if (is_marker(text, len, markers[k]) && !add_eog(s, id)) return false;
     }
     return true;
 }
