@@ -408,6 +408,10 @@ int main(void) {
     CHECK(!g || t, "stories260K tokenizer: %s", err.message);
     if (t) {
         CHECK_IDS(t, "Once upon a time", OKV_TOKENIZE_ADD_SPECIAL, 1, 403, 407, 261, 378);
+        /* The same sentence's tail as a continuation (the server's forced
+         * markup after generated text): no space prefix of its own, so it
+         * gets llama.cpp's ids of that tail within the whole. */
+        CHECK_IDS(t, " upon a time", OKV_TOKENIZE_CONTINUE, 407, 261, 378);
         okv_tokenizer_free(t);
     }
     okv_gguf_close(g);

@@ -59,6 +59,9 @@ typedef struct okv_vocab_desc {
 /* Encode flags. */
 #define OKV_TOKENIZE_ADD_SPECIAL 1u   /* add BOS/EOS where the vocabulary asks for them */
 #define OKV_TOKENIZE_PARSE_SPECIAL 2u /* control tokens' text in the input becomes those tokens */
+#define OKV_TOKENIZE_CONTINUE 4u      /* the text continues tokens already in the sequence: a llama
+                                         vocabulary adds no space prefix at its start (it still does
+                                         after each control token in it, as at a text's start) */
 
 /* Builds a tokenizer from desc.  An unknown model is OKV_ERR_UNSUPPORTED, as
  * is a gpt2 pre-tokenizer name this build does not know ("default",

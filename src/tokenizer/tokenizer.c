@@ -583,7 +583,7 @@ static okv_status encode(const okv_tokenizer *t, const char *text, size_t len, u
     if (!t || (!text && len) || !n_out || (!ids && max))
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: NULL %s",
                         !t ? "tokenizer" : !n_out ? "n_out" : (!text && len) ? "text" : "ids");
-    if (flags & ~(OKV_TOKENIZE_ADD_SPECIAL | OKV_TOKENIZE_PARSE_SPECIAL))
+    if (flags & ~(OKV_TOKENIZE_ADD_SPECIAL | OKV_TOKENIZE_PARSE_SPECIAL | OKV_TOKENIZE_CONTINUE))
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer_encode: unknown flags 0x%x", flags);
     *n_out = 0;
     bool add_special = flags & OKV_TOKENIZE_ADD_SPECIAL;
@@ -601,7 +601,7 @@ static okv_status encode(const okv_tokenizer *t, const char *text, size_t len, u
     okv_status st = OKV_OK;
     if (!partition(t, text, len, flags & OKV_TOKENIZE_PARSE_SPECIAL, &frags)) goto nomem;
     if (add_special && t->add_bos && !okv_tok_ids_push(&out, t->bos_id)) goto nomem;
-    bool prev_special = true;
+    bool prev_special = !(flags & OKV_TOKENIZE_CONTINUE);
     for (size_t f = 0; f < frags.n; f++) {
         fragment fr = frags.v[f];
         if (fr.id >= 0) {
