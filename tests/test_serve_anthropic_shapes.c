@@ -64,7 +64,7 @@ int main(void) {
                "\"max_tokens\":5,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":3,\"stream\":true,\"model\":\"m\",\"stop\":[\"x\"],"
                "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\",\"parameters\":{\"type\":\"object\"}}}],"
                "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},\"parallel_tool_calls\":false,"
-               "\"chat_template_kwargs\":{\"enable_thinking\":true}}");
+               "\"thinking_budget_tokens\":9,\"chat_template_kwargs\":{\"enable_thinking\":true}}");
     /* an assistant turn of only calls: content "" (Qwen3's template calls string methods on it) */
     request_is("{\"max_tokens\":1,\"tool_choice\":{\"type\":\"any\"},\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
                "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"i\",\"name\":\"g\",\"input\":{}}]},"
@@ -95,6 +95,10 @@ int main(void) {
                "{\"enable_thinking\":true,\"reasoning_effort\":\"max\"}}");
     refused("{\"max_tokens\":1,\"output_config\":{\"effort\":\"extreme\"},\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
             "'output_config.effort' must be one of");
+    refused("{\"max_tokens\":1,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":-1},\"messages\":[{\"role\":\"user\","
+            "\"content\":\"q\"}]}", "'thinking.budget_tokens' must be an integer");
+    refused("{\"max_tokens\":1,\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":\"9\"},\"messages\":[{\"role\":\"user\","
+            "\"content\":\"q\"}]}", "'thinking.budget_tokens' must be an integer");
     refused("{\"max_tokens\":1,\"output_config\":{\"effort\":3},\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
             "'output_config.effort' must be one of");
     request_is("{\"max_tokens\":2,\"output_format\":{\"type\":\"json_schema\",\"schema\":{\"type\":\"array\"}},"

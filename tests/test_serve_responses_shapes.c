@@ -50,13 +50,14 @@ static char *object_text(const char *msg, bool length, const srv_usage *u) {
 }
 
 static void object_is(const char *msg, bool length, const char *want) {
-    const srv_usage u = {.input = 10, .cached = 4, .output = 3};
+    const srv_usage u = {.input = 10, .cached = 4, .output = 3, .reasoning = 2};
     char *got = object_text(msg, length, &u);
     CHECK(got && same_json(got, want), "%s\n  got  %s\n  want %s", msg, got ? got : "(null)", want);
     free(got);
 }
 
-#define USAGE "\"usage\":{\"input_tokens\":10,\"input_tokens_details\":{\"cached_tokens\":4},\"output_tokens\":3,\"total_tokens\":13}"
+#define USAGE "\"usage\":{\"input_tokens\":10,\"input_tokens_details\":{\"cached_tokens\":4},\"output_tokens\":3," \
+              "\"output_tokens_details\":{\"reasoning_tokens\":2},\"total_tokens\":13}"
 #define HEAD "\"id\":\"resp_abc\",\"object\":\"response\",\"created_at\":7,\"error\":null,\"model\":\"m\","
 
 static void requests(void) {
@@ -185,7 +186,7 @@ static void stream_is(const char *const *deltas, int n_deltas, bool length, cons
     char *out = NULL;
     size_t n = 0, cap = 0;
     srv_responses r = fresh(&out, &n, &cap);
-    const srv_usage u = {.input = 10, .cached = 4, .output = 3};
+    const srv_usage u = {.input = 10, .cached = 4, .output = 3, .reasoning = 2};
     bool ok = srv_responses_start(&r);
     for (int i = 0; ok && i < n_deltas; i++) {
         cJSON *d = cJSON_Parse(deltas[i]);

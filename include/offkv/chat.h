@@ -130,6 +130,28 @@ typedef struct okv_chat_syntax {
  * a <think> open. */
 okv_chat_syntax okv_chat_template_syntax(const okv_chat_template *t, const char *prompt);
 
+/* Where an answer's reasoning begins and ends in a syntax's markup, for a
+ * caller that follows the answer as it is generated (to count its
+ * reasoning tokens, or to end reasoning at a budget).  The parser's own
+ * rules: <think> and Command R's <|START_THINKING|> count only at the
+ * answer's start (after white space), or the answer starts inside when the
+ * prompt left <think> open; gpt-oss reasons in every analysis message. */
+typedef struct okv_chat_reasoning_markup {
+    const char *open;   /* opens reasoning: "<think>", "<|START_THINKING|>",
+                           "<|channel|>analysis<|message|>"; NULL: the syntax has no reasoning */
+    bool leading;       /* open counts only at the answer's start, after white space; else anywhere */
+    bool starts_inside; /* the answer begins inside reasoning (syntax->think_open) */
+    const char *close;  /* ends it: "</think>", "<|END_THINKING|>", "<|end|>" */
+    const char *force;  /* what a caller appends to end reasoning early so that the answer follows
+                           and parses: "\n</think>\n\n", "<|END_THINKING|>", or gpt-oss's
+                           "<|end|><|start|>assistant<|channel|>final<|message|>" (its final
+                           channel: no tool call can follow) */
+} okv_chat_reasoning_markup;
+
+/* The reasoning markup of answers read with syntax (all NULL when it has
+ * none: the content format without think tags, Llama 3, Mistral, ...). */
+okv_chat_reasoning_markup okv_chat_reasoning(const okv_chat_syntax *syntax);
+
 /* The text that opens a tool call in format f ("<tool_call>",
  * "[TOOL_CALLS]", " to=functions.", "<｜tool▁calls▁begin｜>", ...), or ""
  * where a call is a bare JSON object at the start of the answer (Llama 3,

@@ -1237,6 +1237,32 @@ static void parse_gpt_oss(pm *p, const char *s, size_t n, bool partial) {
     }
 }
 
+okv_chat_reasoning_markup okv_chat_reasoning(const okv_chat_syntax *syntax) {
+    okv_chat_reasoning_markup m = {0};
+    if (!syntax) return m;
+    if (syntax->format == OKV_CHAT_FORMAT_GPT_OSS) {
+        /* parse_gpt_oss: each analysis message is reasoning, <|end|> ends a
+         * message and the next header follows */
+        m.open = "<|channel|>analysis<|message|>";
+        m.close = "<|end|>";
+        m.force = "<|end|><|start|>assistant<|channel|>final<|message|>";
+    } else if (syntax->think_tags) {
+        /* split_think; the newlines are Qwen 3's and DeepSeek R1's own around
+         * the tag, and the parser trims them */
+        m.open = "<think>";
+        m.leading = true;
+        m.starts_inside = syntax->think_open;
+        m.close = "</think>";
+        m.force = "\n</think>\n\n";
+    } else if (syntax->format == OKV_CHAT_FORMAT_COMMAND_R) {
+        m.open = "<|START_THINKING|>"; /* parse_command_r */
+        m.leading = true;
+        m.close = "<|END_THINKING|>";
+        m.force = "<|END_THINKING|>";
+    }
+    return m;
+}
+
 const char *okv_chat_tool_call_opener(okv_chat_format f) {
     switch (f) {
     case OKV_CHAT_FORMAT_HERMES:

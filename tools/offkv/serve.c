@@ -42,6 +42,10 @@ static void usage(FILE *f) {
             "  --max-per-client N      requests one client address may have answered at once (more get a\n"
             "                          503), and connections it may hold half-sent (a new one drops the\n"
             "                          oldest) (default 64)\n"
+            "  --reasoning-budget N    reasoning tokens a chat answer may spend before offkv ends its\n"
+            "                          reasoning with the template's markup (</think>, gpt-oss's switch to\n"
+            "                          its final channel); -1: no limit (default); a request's\n"
+            "                          thinking_budget_tokens (or Anthropic's budget_tokens) wins\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
             "  --quiet                 no line on stderr per answer (by default one for every generation,\n"
             "                          its tokens and times, and one for every error answer, each with\n"
@@ -59,6 +63,7 @@ int cmd_serve(int argc, char **argv) {
         .timeout = 15,
         .max_per_client = 64,
         .keepalive = 15,
+        .reasoning_budget = -1,
         .sched = {.n_parallel = 4, .n_queue = 64, .capacity = 0, .chunk = 128, .n_threads = cli_default_threads(),
                   .kv_type = "f16"},
     };
@@ -82,7 +87,7 @@ int cmd_serve(int argc, char **argv) {
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window") ||
               cli_is(a, "--timeout", "--max-per-client") || cli_is(a, "--keepalive", NULL) ||
-              cli_is(a, "--chat-template-file", NULL)))
+              cli_is(a, "--chat-template-file", "--reasoning-budget")))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -112,6 +117,7 @@ int cmd_serve(int argc, char **argv) {
         } else if (cli_is(a, "--max-body", NULL)) ok = cli_int(cmd, a, v, 64, 1 << 30, &max_body);
         else if (cli_is(a, "--timeout", NULL)) ok = cli_int(cmd, a, v, 1, 3600, &timeout);
         else if (cli_is(a, "--max-per-client", NULL)) ok = cli_int(cmd, a, v, 1, 1024, &cfg.max_per_client);
+        else if (cli_is(a, "--reasoning-budget", NULL)) ok = cli_int(cmd, a, v, -1, 1 << 30, &cfg.reasoning_budget);
         else if (cli_is(a, "--keepalive", NULL)) {
             ok = cli_float(cmd, a, v, 0, 3600, &keepalive);
             cfg.keepalive = keepalive;

@@ -13,6 +13,7 @@
  * execution: it runs no tools itself).  Fields that change nothing here
  * (metadata, cache_control, service_tier, a thinking block's signature)
  * are ignored, as the OpenAI endpoints ignore fields they do not know. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,7 +424,9 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
     if (ok && !count) ok = format_to_openai(root, o, f);
     /* thinking: the templates' common switch (Qwen3, SmolLM3, DeepSeek
      * V3.1 read enable_thinking), off when not asked for, as Anthropic's
-     * API thinks only when asked; budget_tokens is not enforced.
+     * API thinks only when asked; budget_tokens: llama.cpp's
+     * thinking_budget_tokens (the scheduler ends reasoning there; any
+     * count from 0, where Anthropic asks for 1024 or more).
      * output_config.effort: OpenAI's reasoning_effort, the variable
      * gpt-oss's template reads (template.c) */
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "thinking");
@@ -435,7 +438,15 @@ char *srv_anthropic_request(const char *body, size_t len, bool count, srv_fail *
         ok = srv_bad(f, "thinking", "'thinking' must be {\"type\": \"enabled\"}, {\"type\": \"adaptive\"} or {\"type\": \"disabled\"}");
     else if (ok && effort && !(cJSON_IsString(effort) && srv_effort_ok(effort->valuestring)))
         ok = srv_bad(f, "output_config", "'output_config.effort' must be one of %s", SRV_EFFORTS);
-    else if (ok) {
+    const cJSON *budget = cJSON_GetObjectItemCaseSensitive(th, "budget_tokens");
+    if (ok && !strcmp(t, "enabled") && budget && !cJSON_IsNull(budget)) {
+        if (!cJSON_IsNumber(budget) || budget->valuedouble != floor(budget->valuedouble) || budget->valuedouble < 0 ||
+            budget->valuedouble > (double)(1 << 30))
+            ok = srv_bad(f, "thinking", "'thinking.budget_tokens' must be an integer from 0 to %d", 1 << 30);
+        else if (!srv_put_num(o, "thinking_budget_tokens", budget->valuedouble))
+            ok = oom(f);
+    }
+    if (ok) {
         cJSON *kw = cJSON_AddObjectToObject(o, "chat_template_kwargs");
         if (!kw || !cJSON_AddBoolToObject(kw, "enable_thinking", strcmp(t, "disabled") != 0) ||
             (effort && !cJSON_AddStringToObject(kw, "reasoning_effort", effort->valuestring)))

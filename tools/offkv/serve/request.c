@@ -573,6 +573,13 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     /* max_completion_tokens is the newer name; when both are sent it wins. */
     if (given2) r->max_tokens = (int32_t)y;
     else if (given) r->max_tokens = (int32_t)x;
+    /* llama.cpp's per-request reasoning budget (chat: the template's markup
+     * says where reasoning is); -1 lifts the server's --reasoning-budget */
+    r->think_budget = -2;
+    if (kind == SRV_CHAT) {
+        if (!get_number(root, "thinking_budget_tokens", -1, 1 << 30, true, &given, &x, f)) goto out;
+        if (given) r->think_budget = (int32_t)x;
+    }
     if (!get_number(root, "temperature", 0, 2, false, &given, &x, f)) goto out;
     if (given) r->temperature = (float)x;
     if (!get_number(root, "top_p", 0, 1, false, &given, &x, f)) goto out;

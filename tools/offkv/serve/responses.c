@@ -462,6 +462,8 @@ static cJSON *usage_json(const srv_usage *u) {
     cJSON *o = cJSON_CreateObject(), *d;
     if (srv_put_num(o, "input_tokens", (double)u->input) && (d = cJSON_AddObjectToObject(o, "input_tokens_details")) &&
         srv_put_num(d, "cached_tokens", (double)u->cached) && srv_put_num(o, "output_tokens", (double)u->output) &&
+        (d = cJSON_AddObjectToObject(o, "output_tokens_details")) &&
+        srv_put_num(d, "reasoning_tokens", (double)u->reasoning) &&
         srv_put_num(o, "total_tokens", (double)(u->input + u->output)))
         return o;
     cJSON_Delete(o);

@@ -57,6 +57,7 @@ struct srv_job {
     piece_end *ends;                /* where each step's piece of text ends: one event each */
     size_t n_ends, cap_ends;
     int32_t n_gen, cached;
+    int32_t n_think;                /* generated tokens that were inside reasoning */
     int32_t n_read;                 /* prompt tokens in the cache (cached ones included) */
     uint32_t progress;              /* moves when n_read does, and at admission */
     double t_read;                  /* when n_read last moved, seconds since submission */
@@ -75,6 +76,10 @@ struct srv_job {
     okv_detok_stream us;
     char *held;                     /* text that may be the start of a stop string */
     size_t n_held, cap_held;
+    srv_reasoning rs;               /* where the answer stands in its reasoning markup */
+    int32_t think_budget;           /* -1: no limit */
+    int32_t *force;                 /* rs.m.force's tokens, appended once the budget is spent */
+    int32_t n_force, at_force;      /* at_force < n_force: appending them (at_force went in) */
 };
 
 typedef struct slot {
@@ -134,6 +139,7 @@ static void job_free(srv_job *j) {
     free(j->ends);
     free(j->held);
     free(j->lps);
+    free(j->force);
     okv_sampler_free(j->sampler);
     okv_grammar_matcher_free(j->gm);
     okv_grammar_free(j->grammar);
@@ -391,6 +397,22 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
              okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, p->special, err), err) == OKV_OK;
     }
     for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;
+    srv_reasoning_init(&j->rs, p->reasoning);
+    j->think_budget = j->rs.m.open ? p->think_budget : -1;
+    if (ok && j->think_budget >= 0) {
+        /* the markup that ends reasoning, its special tokens as tokens, as
+         * the answer's continuation (no SPM space before it) */
+        const char *f = j->rs.m.force;
+        const unsigned flags = OKV_TOKENIZE_PARSE_SPECIAL | OKV_TOKENIZE_CONTINUE;
+        size_t n = 0;
+        ok = okv_tokenizer_encode(s->tok, f, strlen(f), flags, NULL, 0, &n, err) == OKV_OK;
+        if (ok && !(j->force = malloc((n ? n : 1) * sizeof *j->force))) {
+            sched_fail(err, OKV_ERR_NOMEM, "out of memory");
+            ok = false;
+        }
+        ok = ok && okv_tokenizer_encode(s->tok, f, strlen(f), flags, j->force, n, &n, err) == OKV_OK;
+        j->n_force = j->at_force = (int32_t)n;
+    }
     if (!ok) {
         job_free(j);
         return NULL;
@@ -557,6 +579,7 @@ void srv_job_usage_get(srv_sched *s, srv_job *j, srv_job_usage *u) {
     u->prompt_tokens = j->n_prompt;
     u->completion_tokens = j->n_gen;
     u->cached_tokens = j->cached;
+    u->reasoning_tokens = j->n_think;
     u->t_first = j->t_first;
     u->t_done = j->t_done;
     /* Time in the queue: until admitted, or until now (or the end) for a job still (or last) queued. */
@@ -778,6 +801,7 @@ typedef struct outcome {
     srv_finish finish;
     int stop_hit;                   /* add_text's stop string (0: none) */
     bool made_token;                /* sampled a token that is not end-of-generation */
+    bool thought;                   /* ... generated inside reasoning */
     bool has_lp;
     srv_logprob lp;
     char error[256];
@@ -786,17 +810,29 @@ typedef struct outcome {
 /* After an eval: sample the next token of a sequence whose prompt is all
  * in, turn it into text, and decide whether the job ends. */
 static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
-    const int32_t id = okv_sampler_sample(j->sampler, sl->logits);
     bool oom = false, stop_string = false;
     okv_error aerr = {0};
-    if (id < 0) {
+    /* The reasoning budget spent while the answer still reasons: the
+     * markup that ends reasoning comes next, a token a step, in place of
+     * samples (the sampler takes each, as its penalties and a grammar
+     * must; a grammar that refuses one keeps the answer to itself). */
+    if (j->at_force == j->n_force && j->rs.inside && j->think_budget >= 0 && j->n_think >= j->think_budget)
+        j->at_force = 0;
+    int32_t id = -1;
+    bool forced = false;
+    if (j->at_force < j->n_force) {
+        id = j->force[j->at_force++];
+        forced = okv_sampler_accept(j->sampler, id, NULL) == OKV_OK;
+        if (!forced) id = -1, j->at_force = j->n_force;
+    }
+    if (!forced && (id = okv_sampler_sample(j->sampler, sl->logits)) < 0) {
         o->finish = SRV_FINISH_ERROR;
         snprintf(o->error, sizeof o->error, "%s",
                  id == OKV_SAMPLE_NAN ? "the model's logits hold NaN (broken weights or overflowed arithmetic)"
                                       : "the grammar allows no token of the vocabulary here");
         return;
     }
-    if (okv_sampler_accept(j->sampler, id, &aerr) != OKV_OK) {
+    if (!forced && okv_sampler_accept(j->sampler, id, &aerr) != OKV_OK) {
         o->finish = SRV_FINISH_ERROR;
         snprintf(o->error, sizeof o->error, "sampler: %.200s", aerr.message);
         return;
@@ -828,6 +864,8 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
                 srv_utf8_clean(utf, k, text, 3 * k + 8);
                 k = strlen(text);
             }
+            o->thought = j->rs.inside; /* a token that starts inside reasoning is part of it */
+            if (text) srv_reasoning_feed(&j->rs, text, k);
             if (!text) oom = true;
             else if ((o->stop_hit = add_text(j, text, k, &o->text, &o->n, &o->cap, &oom)))
                 o->finish = SRV_FINISH_STOP, stop_string = true;
@@ -904,6 +942,7 @@ static void apply_outcome(srv_sched *s, slot *sl, outcome *o) {
     if (o->made_token) {
         if (j->n_gen == 0) j->t_first = srv_now() - j->t_submit;
         j->n_gen++;
+        j->n_think += o->thought;
         s->stats.generated_tokens++;
     }
     if (o->finish == SRV_FINISH_ERROR) snprintf(j->error, sizeof j->error, "%s", o->error);

@@ -114,6 +114,9 @@ typedef struct srv_request {
     bool add_generation_prompt;
     char *continue_text;        /* continue_final_message (vLLM's and transformers' name): the final assistant
                                    turn's text, where the prompt ends so that the answer continues it; NULL: none */
+    int32_t think_budget;       /* thinking_budget_tokens (llama.cpp's name): reasoning tokens before the
+                                   template's markup ends reasoning; -1: no limit; -2: not given (the
+                                   server's --reasoning-budget) */
 } srv_request;
 
 enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
@@ -273,7 +276,7 @@ bool srv_chat_needs_special(const srv_chat_stream *st);
 /* An answer's tokens: of the prompt (cached among them), generated (the usage
  * of Anthropic's and the Responses API's answers). */
 typedef struct srv_usage {
-    int64_t input, cached, output;
+    int64_t input, cached, output, reasoning;
 } srv_usage;
 
 /* ---- Anthropic's Messages API (anthropic.c) ---- */
@@ -400,6 +403,26 @@ bool srv_responses_error_event(srv_responses *r, const srv_fail *f);
 /* Frees the items. */
 void srv_responses_free(srv_responses *r);
 
+/* ---- an answer's reasoning, followed as it is generated (reasoning.c) ---- */
+
+/* Where a growing answer stands in its reasoning markup
+ * (okv_chat_reasoning): fed each generated token's text, it says whether
+ * the answer is inside reasoning now, so that the scheduler counts the
+ * reasoning tokens (usage's reasoning_tokens) and ends reasoning at a
+ * budget (thinking_budget_tokens, Anthropic's budget_tokens). */
+typedef struct srv_reasoning {
+    okv_chat_reasoning_markup m; /* m.open NULL: never inside */
+    bool inside;
+    bool settled;  /* a leading opener can no longer come: past the answer's start, or closed */
+    size_t lead;   /* leading markup: bytes of m.open matched at the start */
+    char win[40];  /* the answer's last bytes, to find markup split across tokens */
+    size_t n_win;
+} srv_reasoning;
+
+void srv_reasoning_init(srv_reasoning *r, const okv_chat_reasoning_markup *m);
+/* Takes the next n bytes of the answer's text. */
+void srv_reasoning_feed(srv_reasoning *r, const char *text, size_t n);
+
 /* ---- sequences and the decode loop (sched.c) ---- */
 
 typedef struct srv_sched srv_sched;
@@ -448,6 +471,10 @@ typedef struct srv_job_params {
     bool trigger_think_open;
     int32_t top_logprobs;   /* -1: none */
     bool special;           /* control tokens come out as their text (the answer's markup is parsed) */
+    const okv_chat_reasoning_markup *reasoning; /* a chat answer's reasoning markup (copied; NULL: none):
+                                                   its tokens are counted (srv_job_usage.reasoning_tokens) */
+    int32_t think_budget;   /* with reasoning: after this many reasoning tokens, reasoning->force comes
+                               next, token by token, in place of samples; -1: no limit */
 } srv_job_params;
 
 /* Queues a job (copying what it needs).  NULL with *busy set when every
@@ -509,6 +536,7 @@ bool srv_job_wait_admitted(srv_sched *s, srv_job *j, int timeout_ms);
 
 typedef struct srv_job_usage {
     int32_t prompt_tokens, completion_tokens, cached_tokens;
+    int32_t reasoning_tokens;          /* of completion_tokens, those generated inside reasoning */
     bool admitted;                     /* had a sequence */
     double t_queued;                   /* seconds in the queue (so far, while queued) */
     double t_first, t_done;            /* seconds since submission */
@@ -642,6 +670,8 @@ typedef struct srv_config {
                                gets a ping, which clients skip and proxies count as traffic; 0: never */
     const char *chat_template;  /* NULL: the model's */
     const char *chat_template_file; /* NULL: none */
+    int32_t reasoning_budget; /* reasoning tokens a chat answer may spend when its request names no
+                                 thinking_budget_tokens; -1: no limit */
     srv_sched_config sched;
     const char *const *model_options; /* okv_model_load options: NULL-terminated key, value pairs; NULL: none */
     okv_model_progress load_progress; /* the load's progress, given load_progress_user; NULL: none */
