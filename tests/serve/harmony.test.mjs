@@ -9,7 +9,8 @@
 //    (while <|end|> counted as an end of turn, the answer stopped there:
 //    reasoning and no content); the first tokens are the unbudgeted
 //    answer's, the reasoning their text after the header, reasoning_tokens
-//    the budget plus the <|end|> that closes it;
+//    the budget plus the <|end|> that closes it; a stream's deltas add up
+//    to the same answer;
 //  - a forced tool call is read back as a call (finish_reason tool_calls).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -55,6 +56,17 @@ try {
   eq(b.json.usage.completion_tokens_details, { reasoning_tokens: B + 1 }, 'reasoning_tokens: the budget and the <|end|>');
   check(/^[a-z]{3,6}$/.test(m.content), `the answer goes on in the final channel: content ${JSON.stringify(m.content)}`);
   eq(b.json.choices[0].finish_reason, 'stop', 'and ends at the grammar\'s end');
+  const st = await fetch(srv.url + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 40, temperature: 0, grammar,
+      thinking_budget_tokens: B, stream: true }) });
+  let sr = '', sc = '';
+  for (const line of (await st.text()).split('\n')) {
+    if (!line.startsWith('data: {')) continue;
+    const d = JSON.parse(line.slice(6)).choices?.[0]?.delta;
+    sr += d?.reasoning_content ?? '';
+    sc += d?.content ?? '';
+  }
+  eq([sr, sc], [m.reasoning_content, m.content], 'streamed: the same reasoning and content');
 
   const tool = { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: {
     type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'], additionalProperties: false } } };
