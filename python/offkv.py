@@ -36,6 +36,7 @@ __all__ = ["OffkvError", "Model", "Context", "Sampler", "version", "load_library
 
 _ADD_SPECIAL = 1
 _PARSE_SPECIAL = 2
+_CONTINUE = 4
 _STATUS = ["OKV_OK", "OKV_ERR_INVALID", "OKV_ERR_POSITION", "OKV_ERR_NOMEM", "OKV_ERR_NOT_FOUND",
            "OKV_ERR_FORMAT", "OKV_ERR_IO", "OKV_ERR_UNSUPPORTED", "OKV_ERR_BUSY",
            "OKV_ERR_NUMERIC"]
@@ -395,11 +396,14 @@ class Model(_Handle):
         with self._lock:
             return load_library().okv_model_describe(self._live()).decode()
 
-    def tokenize(self, text, add_special=True, parse_special=False):
-        """Token ids of text (str or bytes); BOS/EOS as the vocabulary asks when add_special."""
+    def tokenize(self, text, add_special=True, parse_special=False, continuation=False):
+        """Token ids of text (str or bytes); BOS/EOS as the vocabulary asks when add_special.
+        continuation: the text continues tokens already in the sequence (no space prefix of
+        its own with a SentencePiece vocabulary)."""
         lib = load_library()
         data = _text("text", text)
-        flags = (_ADD_SPECIAL if add_special else 0) | (_PARSE_SPECIAL if parse_special else 0)
+        flags = ((_ADD_SPECIAL if add_special else 0) | (_PARSE_SPECIAL if parse_special else 0) |
+                 (_CONTINUE if continuation else 0))
         need = _SZ(0)
         err = _Error()
         with self._lock:

@@ -106,6 +106,9 @@ class TestOffkv(unittest.TestCase):
         self.assertEqual(ids[0], self.model.bos)
         self.assertEqual(self.model.tokenize(PROMPT, add_special=False), ids[1:])
         self.assertEqual(self.model.detokenize(ids[1:]), " " + PROMPT)
+        # the sentence's tail as a continuation: its ids within the whole
+        # (llama.cpp's, as test_tokenizer_spm holds them)
+        self.assertEqual(self.model.tokenize(" upon a time", add_special=False, continuation=True), ids[2:])
 
     def test_eval_rewind(self):
         ids = self.model.tokenize(PROMPT)
