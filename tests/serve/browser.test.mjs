@@ -1,10 +1,11 @@
 // The chat page in a real browser: Debian's chromium, headless, driven by
 // playwright-core.  Type a message, send it, see the answer stream in,
 // read the tokens/s, stop a second answer with Stop; a screenshot goes to
-// BUILD/serve-page.png.
+// BUILD/serve-page.png.  A thinking model's reasoning in its folding box
+// (BUILD/serve-page-thinking.png).
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { need, requireNpm, startServer, stopServer, check, eq, done, BIN } from './lib.mjs';
+import { need, requireNpm, startServer, stopServer, post, check, eq, done, BIN, SHARED } from './lib.mjs';
 
 need('shared');
 const CHROMIUM = process.env.OKV_CHROMIUM || '/usr/bin/chromium';
@@ -86,5 +87,44 @@ try {
 } finally {
   if (browser) await browser.close();
   eq(await stopServer(srv), { code: 0, signal: null }, 'exit 0');
+}
+
+// A thinking model: QwQ's template (its prompt opens <think>) on
+// stories260K, a reasoning budget from the address.  The reasoning streams
+// into a "Thinking" box above the answer, which folds once the answer
+// starts; both equal the API's answer to the same request.
+const think = await startServer(['--chat-template-file', path.join(SHARED, 'templates', 'src', 'Qwen-QwQ-32B.jinja')],
+  { model: path.join(SHARED, 'models', 'stories260K.gguf') });
+browser = null;
+try {
+  const kw = { chat_template_kwargs: { enable_thinking: true } };
+  const ref = await post(think, '/v1/chat/completions', { messages: [{ role: 'user', content: 'Once upon a time' }],
+    max_tokens: 40, temperature: 0, thinking_budget_tokens: 8, ...kw });
+  const m = ref.json.choices[0].message;
+  check(m.reasoning_content.length > 0 && m.content.length > 0, 'the API\'s answer has reasoning and content');
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', e => errors.push(String(e)));
+  await page.route('**/v1/chat/completions', route => {
+    const body = JSON.parse(route.request().postData());
+    return route.continue({ postData: JSON.stringify({ ...body, ...kw }) });
+  });
+  await page.goto(think.url + '/?max_tokens=40&temperature=0&thinking_budget_tokens=8');
+  await page.fill('#input', 'Once upon a time');
+  await page.click('#send');
+  await page.waitForFunction(() => document.querySelector('#send').disabled === false, null, { timeout: 120000 });
+  eq(await page.locator('.msg.think').count(), 1, 'a Thinking box');
+  eq(await page.textContent('.msg.think div'), m.reasoning_content.replace(/\s+$/, ''), 'it holds the reasoning');
+  eq(await page.textContent('.msg.assistant'), m.content, 'the answer bubble holds the content');
+  eq(await page.evaluate(() => document.querySelector('.msg.think').open), false, 'the box folded when the answer started');
+  eq(await page.evaluate(() => document.querySelector('.msg.think').nextElementSibling.className), 'msg assistant',
+    'the box sits above its answer');
+  await page.screenshot({ path: path.join(BIN, 'serve-page-thinking.png'), fullPage: false });
+  eq(errors, [], 'no script errors on the thinking page');
+} finally {
+  if (browser) await browser.close();
+  eq(await stopServer(think), { code: 0, signal: null }, 'exit 0 (thinking)');
 }
 done();

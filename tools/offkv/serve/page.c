@@ -1,5 +1,8 @@
 /* The chat page GET / serves: one self-contained HTML file (no CDN, no
- * build step), talking to /v1/chat/completions with stream: true. */
+ * build step), talking to /v1/chat/completions with stream: true.  A
+ * thinking model's reasoning streams into a folding "Thinking" box above
+ * its answer, so a long think shows progress; it folds once the answer
+ * starts. */
 #include "serve.h"
 
 const char srv_page_html[] =
@@ -15,6 +18,8 @@ const char srv_page_html[] =
     ".msg{max-width:46em;margin:.4em 0;padding:.5em .8em;border-radius:.6em;white-space:pre-wrap;word-wrap:break-word}\n"
     ".user{background:#dde8ff;margin-left:auto}.assistant{background:#fff;border:1px solid #ddd}\n"
     ".error{background:#fdd}\n"
+    ".think{background:#f0f0ea;border:1px dashed #bbb;color:#555;font-size:.92em}\n"
+    ".think summary{cursor:pointer;font-style:italic}\n"
     "form{display:flex;gap:.5em;padding:.8em;background:#eee;border-top:1px solid #ccc}\n"
     "textarea{flex:1;font:inherit;padding:.4em;resize:vertical;min-height:2.5em}\n"
     "button{font:inherit;padding:.4em 1em}\n"
@@ -33,11 +38,12 @@ const char srv_page_html[] =
     "const speed = document.getElementById('speed');\n"
     "const history = [];\n"
     "let controller = null;\n"
-    "/* Settings from the address: ?key=API_KEY&max_tokens=N&temperature=T. */\n"
+    "/* Settings from the address: ?key=API_KEY&max_tokens=N&temperature=T&thinking_budget_tokens=N. */\n"
     "const params = new URLSearchParams(location.search);\n"
     "const key = params.get('key');\n"
     "const settings = {};\n"
-    "for (const name of ['max_tokens', 'temperature']) if (params.has(name)) settings[name] = Number(params.get(name));\n"
+    "for (const name of ['max_tokens', 'temperature', 'thinking_budget_tokens'])\n"
+    "  if (params.has(name)) settings[name] = Number(params.get(name));\n"
     "const headers = {'Content-Type': 'application/json'};\n"
     "if (key) headers['Authorization'] = 'Bearer ' + key;\n"
     "fetch('/v1/models', {headers}).then(r => r.json()).then(j => {\n"
@@ -63,7 +69,7 @@ const char srv_page_html[] =
     "  send.disabled = true; stop.disabled = false;\n"
     "  /* The server sends a chunk per token: counting them gives the tokens\n"
     "     of an answer that was stopped before its usage came. */\n"
-    "  let answer = '', tokens = 0, chunks = 0, first = 0;\n"
+    "  let answer = '', thought = '', think = null, tokens = 0, chunks = 0, first = 0;\n"
     "  const t0 = performance.now();\n"
     "  try {\n"
     "    const r = await fetch('/v1/chat/completions', {method: 'POST', headers, signal: controller.signal,\n"
@@ -85,10 +91,21 @@ const char srv_page_html[] =
     "        if (j.error) throw new Error(j.error.message);\n"
     "        if (j.usage) tokens = j.usage.completion_tokens;\n"
     "        const c = j.choices && j.choices[0];\n"
-    "        if (c && c.delta && c.delta.content) {\n"
+    "        const d = c && c.delta;\n"
+    "        if (d && (d.content || d.reasoning_content)) {\n"
     "          if (!first) first = performance.now();\n"
     "          chunks++;\n"
-    "          answer += c.delta.content; out.textContent = answer; log.scrollTop = log.scrollHeight;\n"
+    "        }\n"
+    "        if (d && d.reasoning_content) {\n"
+    "          if (!think) {\n"
+    "            think = document.createElement('details'); think.className = 'msg think'; think.open = true;\n"
+    "            think.innerHTML = '<summary>Thinking</summary><div></div>'; log.insertBefore(think, out);\n"
+    "          }\n"
+    "          thought += d.reasoning_content; think.lastChild.textContent = thought; log.scrollTop = log.scrollHeight;\n"
+    "        }\n"
+    "        if (d && d.content) {\n"
+    "          if (think && think.open && !answer) think.open = false;\n"
+    "          answer += d.content; out.textContent = answer; log.scrollTop = log.scrollHeight;\n"
     "        }\n"
     "      }\n"
     "    }\n"
