@@ -273,8 +273,8 @@ struct cJSON *srv_chat_message(srv_chat_stream *st, const char *text, bool *call
 bool srv_chat_needs_special(const srv_chat_stream *st);
 
 
-/* An answer's tokens: of the prompt (cached among them), generated (the usage
- * of Anthropic's and the Responses API's answers). */
+/* An answer's tokens: of the prompt (cached among them), generated (those
+ * inside reasoning among them): the usage of every API's answers. */
 typedef struct srv_usage {
     int64_t input, cached, output, reasoning;
 } srv_usage;
