@@ -454,17 +454,85 @@ static void test_lazy_block(void) {
     }
     CHECK(bad == 0, "lazy matcher with a block: %d of %d judgements differ from the reference", bad, cases);
     okv_grammar *g = parse("root ::= \"x\"");
-    okv_grammar_matcher *eager = okv_grammar_matcher_create(g, &err), *lazy = okv_grammar_matcher_create_lazy(g, "x", 1, false, &err);
-    CHECK(okv_grammar_matcher_skip_block(eager, "<think>", "</think>", false, &err) == OKV_ERR_INVALID &&
-              strstr(err.message, "not lazy"),
-          "skip_block on an eager matcher: %s", err.message);
+    okv_grammar_matcher *lazy = okv_grammar_matcher_create_lazy(g, "x", 1, false, &err);
     CHECK(okv_grammar_matcher_skip_block(lazy, "", "</think>", false, &err) == OKV_ERR_INVALID, "an empty tag: %s", err.message);
     CHECK(okv_grammar_matcher_accept_bytes(lazy, "ab", 2) &&
               okv_grammar_matcher_skip_block(lazy, "<think>", "</think>", false, &err) == OKV_ERR_INVALID &&
               strstr(err.message, "read text"),
           "skip_block after text: %s", err.message);
-    okv_grammar_matcher_free(eager);
     okv_grammar_matcher_free(lazy);
+    okv_grammar_free(g);
+}
+
+/* The eager reference, from the rule: with inside, the text through the
+ * first </think> is free; else up to 4 bytes of white space, then either a
+ * prefix of <think> (waiting), or <think> and the text through the first
+ * </think> after it, or no block.  After the block (or none), up to 4
+ * bytes of white space are free and the grammar (a plain matcher) takes
+ * the rest; *end: whether the text may end there. */
+static bool eager_ref(const okv_grammar *g, const char *text, size_t n, bool inside, bool *end) {
+    okv_error err;
+    okv_grammar_matcher *m = okv_grammar_matcher_create(g, &err);
+    size_t e = 0;
+    bool waiting = false;
+    if (inside) {
+        e = block_end(text, n, true);
+        waiting = e == n && !(n >= 8 && !memcmp(text + n - 8, "</think>", 8));
+    } else {
+        size_t lead = 0;
+        while (lead < n && strchr(" \n\t\r", text[lead])) lead++;
+        if (lead <= 4) {
+            const size_t r = n - lead, c = r < 7 ? r : 7;
+            if (!memcmp(text + lead, "<think>", c)) {
+                e = r < 7 ? n : block_end(text, n, false);
+                waiting = e == n && !(r >= 15 && !memcmp(text + n - 8, "</think>", 8));
+            }
+        }
+    }
+    for (int k = 0; !waiting && k < 4 && e < n && strchr(" \n\t\r", text[e]); k++) e++;
+    const bool ok = waiting || okv_grammar_matcher_accept_bytes(m, text + e, n - e);
+    *end = okv_grammar_matcher_can_end(m);
+    okv_grammar_matcher_free(m);
+    return ok;
+}
+
+/* Matchers that are not lazy skip a leading <think> block too (structured
+ * output from a reasoning model: it thinks, then answers in the grammar):
+ * split at every byte, judged against eager_ref, whether the text may end
+ * included. */
+static void test_eager_block(void) {
+    static const char *const texts[] = {
+        "<think>any {x}</think>\n\n{ab}", "<think>x</think>{ab", "{ab}", " \n{ab}", "x{ab}", "reasoning</think> {a}",
+        "reasoning {a", "<think>x</think>x", "<thi", "<think></think>{}", "  <think>\n</think>\n\n{z}x",
+        "<think>a</think>\n\n\n\n{a}", "<think>a</think>\n\n\n\n\n{a}", " \t \t {b}", "\n\n\n\n<think>a</think>{b}",
+        "\n\n\n\n\n<think>a</think>{b}", "\n\n\n\n\n\n\n", NULL};
+    okv_grammar *g = parse("root ::= \"{\" [a-z]* \"}\"");
+    okv_error err;
+    int bad = 0, cases = 0;
+    for (size_t t = 0; g && texts[t]; t++) {
+        const size_t n = strlen(texts[t]);
+        for (int inside = 0; inside < 2; inside++)
+            for (size_t s = 0; s <= n; s++, cases++) {
+                okv_grammar_matcher *m = okv_grammar_matcher_create(g, &err);
+                CHECK_STATUS(okv_grammar_matcher_skip_block(m, "<think>", "</think>", inside, &err), OKV_OK, err);
+                bool e1, e2 = false, a2 = false, r2 = false;
+                const bool r1 = eager_ref(g, texts[t], s, inside, &e1);
+                const bool a1 = okv_grammar_matcher_accept_bytes(m, texts[t], s);
+                bool same = a1 == r1 && (!a1 || okv_grammar_matcher_can_end(m) == e1);
+                if (a1 && r1) {
+                    okv_grammar_matcher *c = okv_grammar_matcher_clone(m, &err);
+                    r2 = eager_ref(g, texts[t], n, inside, &e2);
+                    a2 = okv_grammar_matcher_accept_bytes(c, texts[t] + s, n - s);
+                    same = same && a2 == r2 && (!a2 || okv_grammar_matcher_can_end(c) == e2);
+                    okv_grammar_matcher_free(c);
+                }
+                if (!same && bad++ < 5)
+                    fprintf(stderr, "  '%s' (inside %d) split at %zu: eager %d %d, reference %d %d\n", texts[t], inside, s,
+                            a1, a2, r1, r2);
+                okv_grammar_matcher_free(m);
+            }
+    }
+    CHECK(bad == 0, "eager matcher with a block: %d of %d judgements differ from the reference", bad, cases);
     okv_grammar_free(g);
 }
 
@@ -511,6 +579,40 @@ static void test_mask_budget(void) {
         CHECK(wrong == 0, "every token the stopped mask allows, the grammar takes (%d of the first %d not)", wrong, seen);
     }
     free(allowed);
+    okv_grammar_matcher_free(m);
+    okv_grammar_free(g);
+    okv_grammar_vocab_free(v);
+    okv_tokenizer_free(tok);
+}
+
+/* A matcher that is not lazy, with a <think> block the prompt opened, on
+ * Qwen 3's vocabulary: control tokens (no text) are free in the block, and
+ * refused past it, where the grammar wants its first byte (a model that
+ * liked one looped on it forever); the end token waits for the grammar. */
+static void test_eager_block_tokens(void) {
+    okv_tokenizer *tok = shared_vocab("ggml-vocab-qwen3.gguf", "an eager block on a real vocabulary");
+    if (!tok) return;
+    okv_error err;
+    okv_grammar_vocab *v = okv_grammar_vocab_create(tok, NULL, 0, &err);
+    okv_grammar *g = parse("root ::= \"{\" [a-z]* \"}\"");
+    okv_grammar_matcher *m = g ? okv_grammar_matcher_create(g, &err) : NULL;
+    const int32_t im_start = 151644, eos = okv_tokenizer_eos(tok);
+    int32_t brace = -1, nl = -1;
+    size_t n = 0;
+    okv_tokenizer_encode(tok, "{", 1, 0, &brace, 1, &n, &err);
+    okv_tokenizer_encode(tok, "\n", 1, 0, &nl, 1, &n, &err);
+    if (m && v && okv_grammar_matcher_skip_block(m, "<think>", "</think>", true, &err) == OKV_OK) {
+        CHECK(okv_grammar_matcher_allows(m, v, im_start) && okv_grammar_matcher_allows(m, v, brace) &&
+                  !okv_grammar_matcher_allows(m, v, eos),
+              "in the block: a control token and any text, no end");
+        CHECK(okv_grammar_matcher_accept_bytes(m, "hmm</think>\n\n", 13), "the block closes");
+        CHECK(!okv_grammar_matcher_allows(m, v, im_start) && okv_grammar_matcher_allows(m, v, brace) &&
+                  okv_grammar_matcher_allows(m, v, nl) && !okv_grammar_matcher_allows(m, v, eos),
+              "past it: no control token, the grammar's first byte or a little white space, no end");
+        CHECK(okv_grammar_matcher_accept_bytes(m, "\n\n", 2) && !okv_grammar_matcher_allows(m, v, nl) &&
+                  okv_grammar_matcher_allows(m, v, brace),
+              "four bytes of white space, and no more");
+    }
     okv_grammar_matcher_free(m);
     okv_grammar_free(g);
     okv_grammar_vocab_free(v);
@@ -667,7 +769,9 @@ int main(void) {
     test_utf8();
     test_lazy();
     test_lazy_block();
+    test_eager_block();
     test_mask_budget();
     test_mask_qwen();
+    test_eager_block_tokens();
     return check_done();
 }

@@ -127,8 +127,9 @@ static void check_case(size_t i, const gcase *c, bool think, bool think_open) {
     if (g) {
         okv_grammar_matcher *m = c->mode ? okv_grammar_matcher_create_lazy(g, trig.text, strlen(trig.text), trig.anchored, &err)
                                          : okv_grammar_matcher_create(g, &err);
-        if (c->mode && trig.think) /* as the server's scheduler does */
-            CHECK_STATUS(okv_grammar_matcher_skip_block(m, "<think>", "</think>", trig.think_open, &err), OKV_OK, err);
+        const okv_chat_reasoning_markup rm = okv_chat_reasoning(&syn);
+        if (rm.open && rm.leading && (c->mode || rm.starts_inside)) /* as the server's scheduler does */
+            CHECK_STATUS(okv_grammar_matcher_skip_block(m, rm.open, rm.close, rm.starts_inside, &err), OKV_OK, err);
         const bool ok = okv_grammar_matcher_accept_bytes(m, c->text, strlen(c->text)) && okv_grammar_matcher_can_end(m);
         CHECK(ok == c->ok, "case %zu (%s %s%s%s): want %s: %s", i, okv_chat_format_name(c->fmt), c->mode ? "lazy" : "forced",
               c->par ? " parallel" : "", think_open ? " think-open" : think ? " think" : "", c->ok ? "accepted" : "refused", c->text);

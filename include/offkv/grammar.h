@@ -144,17 +144,21 @@ okv_grammar_matcher *okv_grammar_matcher_create(const okv_grammar *g, okv_error 
 okv_grammar_matcher *okv_grammar_matcher_create_lazy(const okv_grammar *g, const char *trigger, size_t len,
                                                      bool anchored, okv_error *err);
 
-/* Makes lazy matcher m skip a leading block before it looks for its
- * trigger, the way okv_chat_parse reads reasoning in <think> tags: with
- * inside (the prompt ended in the block), the text through the first
- * close_tag is free; else, when the text begins (after ASCII whitespace)
- * with open_tag, the text through the first close_tag after it.  A trigger
- * in the block does not count (a reasoning model that writes a tool call's
- * opener while it thinks); the trigger is looked for in what follows
- * (anchored: at its start, after whitespace).  Call it before m reads any
- * text; okv_grammar_matcher_reset and _clone keep it.  OKV_ERR_INVALID for
- * a NULL m or tag, an empty tag, or m not lazy or not at its start;
- * OKV_ERR_NOMEM. */
+/* Makes matcher m skip a leading block, the way okv_chat_parse reads
+ * reasoning in <think> tags: with inside (the prompt ended in the block),
+ * the text through the first close_tag is free; else, when the text begins
+ * (after ASCII whitespace) with open_tag, the text through the first
+ * close_tag after it.  A lazy matcher looks for its trigger in what follows
+ * (anchored: at its start, after whitespace); a trigger in the block does
+ * not count (a reasoning model that writes a tool call's opener while it
+ * thinks).  A matcher that is not lazy holds what follows to its grammar,
+ * after at most 4 bytes of ASCII whitespace (a reasoning model thinks,
+ * then answers in the grammar: structured output), and takes at most 4
+ * bytes of it before open_tag too;
+ * until then only the grammar's start decides whether the text may end.
+ * Call it before m reads any text; okv_grammar_matcher_reset and _clone
+ * keep it.  OKV_ERR_INVALID for a NULL m or tag, an empty tag, or m not at
+ * its start; OKV_ERR_NOMEM. */
 okv_status okv_grammar_matcher_skip_block(okv_grammar_matcher *m, const char *open_tag, const char *close_tag,
                                           bool inside, okv_error *err);
 

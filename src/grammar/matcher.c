@@ -96,8 +96,9 @@ struct okv_grammar_matcher {
     char *trig; /* NULL: not lazy */
     size_t trig_n;
     bool anchored;
-    int lazy;   /* LZ_ON: the grammar is on (or not lazy); LZ_WAIT; LZ_OFF: free for good;
-                   LZ_BLK_START / LZ_BLK_IN: before LZ_WAIT, a leading block skipped */
+    int lazy;   /* LZ_ON: the grammar is on (or not lazy); LZ_WAIT (not lazy: past a skipped block, white
+                   space before the grammar); LZ_OFF: free for good; LZ_BLK_START / LZ_BLK_IN: before
+                   LZ_WAIT, a leading block skipped */
     char *pend; /* while waiting, the text that may still begin the trigger: the tail shorter than the
                    trigger (anchored: all of it, whitespace then a prefix of the trigger) */
     size_t pend_n, pend_cap;
@@ -109,6 +110,7 @@ struct okv_grammar_matcher {
     size_t blk_open_n, blk_close_n;
     bool blk_inside;
     bool has_read; /* text came since the start (skip_block must come before) */
+    size_t ws_n;   /* not lazy, past the block: the white space read since it (POST_BLOCK_WS of it free) */
     char *bpend; /* in the block phases, the text that may still begin the open or close tag */
     size_t bpend_n, bpend_cap;
     char *bbuf; /* bpend + the next piece */
@@ -116,6 +118,10 @@ struct okv_grammar_matcher {
 };
 
 enum { LZ_ON, LZ_WAIT, LZ_OFF, LZ_BLK_START, LZ_BLK_IN };
+/* White space a matcher that is not lazy lets pass between its block and
+ * its grammar: the "\n\n" models write after </think>, and no more (free
+ * white space let a model that likes newlines never start its answer). */
+#define POST_BLOCK_WS 4
 enum { LK_FOUND, LK_WAIT, LK_OFF, LK_NOMEM };
 /* A text waiting for an anchored trigger longer than this is not going to
  * start with it (only whitespace came): the matcher turns free. */
@@ -469,11 +475,11 @@ static bool commit(okv_grammar_matcher *m, const sset *set, uint32_t pval, int p
     return true;
 }
 
-/* Where a lazy matcher starts: in its block phase, else waiting. */
+/* Where a matcher starts: in its block phase, else waiting for its
+ * trigger, else (not lazy) with the grammar on. */
 static int lazy_start(const okv_grammar_matcher *m) {
-    if (!m->trig) return LZ_ON;
-    if (!m->blk_open) return LZ_WAIT;
-    return m->blk_inside ? LZ_BLK_IN : LZ_BLK_START;
+    if (m->blk_open) return m->blk_inside ? LZ_BLK_IN : LZ_BLK_START;
+    return m->trig ? LZ_WAIT : LZ_ON;
 }
 
 void okv_grammar_matcher_reset(okv_grammar_matcher *m) {
@@ -481,6 +487,7 @@ void okv_grammar_matcher_reset(okv_grammar_matcher *m) {
     m->lazy = lazy_start(m);
     m->pend_n = 0;
     m->bpend_n = 0;
+    m->ws_n = 0;
     m->has_read = false;
     arena_reset(&m->scratch);
     const okv_grammar *g = m->g;
@@ -601,7 +608,6 @@ okv_status okv_grammar_matcher_skip_block(okv_grammar_matcher *m, const char *op
                                           bool inside, okv_error *err) {
     if (!m || !open_tag || !close_tag || !*open_tag || !*close_tag)
         return okv_fail(err, OKV_ERR_INVALID, "skip_block: a NULL matcher or an empty tag");
-    if (!m->trig) return okv_fail(err, OKV_ERR_INVALID, "skip_block: the matcher is not lazy");
     if (m->has_read)
         return okv_fail(err, OKV_ERR_INVALID, "skip_block: the matcher has read text already");
     char *o = dup_bytes(open_tag, strlen(open_tag)), *c = dup_bytes(close_tag, strlen(close_tag));
@@ -681,6 +687,7 @@ okv_grammar_matcher *okv_grammar_matcher_clone(const okv_grammar_matcher *src, o
     }
     m->lazy = src->lazy;
     m->has_read = src->has_read;
+    m->ws_n = src->ws_n;
     return m;
 }
 
@@ -702,9 +709,28 @@ static bool run_bytes(okv_grammar_matcher *m, const unsigned char *b, size_t len
 }
 
 /* A waiting lazy matcher over len more bytes: free text, or the trigger
- * and the grammar from it on (check: only whether it would be accepted). */
+ * and the grammar from it on; a matcher that is not lazy, past its skipped
+ * block: white space, then the grammar from the first other byte (check:
+ * only whether it would be accepted). */
 static bool lazy_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bool check) {
     if (m->lazy == LZ_OFF) return true;
+    sset out;
+    uint32_t pv;
+    int pr;
+    if (!m->trig) {
+        size_t i = 0;
+        while (i < len && is_ws(bytes[i]) && m->ws_n + i < POST_BLOCK_WS) i++;
+        if (i == len) {
+            if (!check) m->ws_n += len;
+            return true;
+        }
+        arena_reset(&m->scratch);
+        if (!run_bytes(m, (const unsigned char *)bytes + i, len - i, &out, &pv, &pr)) return false;
+        if (check) return true;
+        if (!commit(m, &out, pv, pr)) return false;
+        m->lazy = LZ_ON;
+        return true;
+    }
     size_t at = 0, keep = 0;
     switch (lazy_look(m, bytes, len, &at, &keep)) {
     case LK_NOMEM: return false;
@@ -715,9 +741,6 @@ static bool lazy_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, bo
     default: break;
     }
     arena_reset(&m->scratch);
-    sset out;
-    uint32_t pv;
-    int pr;
     const size_t n = m->pend_n + len;
     if (!run_bytes(m, (const unsigned char *)m->tbuf + at, n - at, &out, &pv, &pr)) return false;
     if (check) return true;
@@ -744,7 +767,8 @@ static bool block_bytes(okv_grammar_matcher *m, const char *bytes, size_t len, b
         size_t i = 0;
         while (i < n && is_ws(t[i])) i++;
         const size_t r = n - i, c = r < m->blk_open_n ? r : m->blk_open_n;
-        if (memcmp(t + i, m->blk_open, c) != 0 || n > MAX_ANCHOR_WAIT) {
+        /* not lazy: no more white space before the block than after it */
+        if (memcmp(t + i, m->blk_open, c) != 0 || n > MAX_ANCHOR_WAIT || (!m->trig && i > POST_BLOCK_WS)) {
             state = LZ_WAIT; /* no block: all of the text looks for the trigger */
         } else if (r >= m->blk_open_n) {
             state = LZ_BLK_IN;
@@ -818,7 +842,9 @@ bool okv_grammar_matcher_accept_bytes(okv_grammar_matcher *m, const char *bytes,
 }
 
 bool okv_grammar_matcher_can_end(const okv_grammar_matcher *m) {
-    if (m && m->lazy != LZ_ON) return true;
+    /* a lazy matcher's free text may end anywhere; one that is not lazy,
+     * before its grammar is on, where the grammar's start may */
+    if (m && m->lazy != LZ_ON && m->trig) return true;
     if (!m || m->prem) return false;
     for (int32_t i = 0; i < m->stacks.n; i++)
         if (!m->stacks.s[i]) return true;
@@ -832,11 +858,16 @@ bool okv_grammar_matcher_must_end(const okv_grammar_matcher *m) {
     return true;
 }
 
+/* Whether a token without text (a control token) may come now: while the
+ * text is free (a lazy matcher's wait, a skipped block), not where a
+ * grammar (or a matcher that is not lazy, past its block) wants bytes. */
+static bool textless_ok(const okv_grammar_matcher *m) { return m->lazy != LZ_ON && (m->trig || m->lazy != LZ_WAIT); }
+
 bool okv_grammar_matcher_allows(okv_grammar_matcher *m, const okv_grammar_vocab *v, int32_t id) {
     if (!m || !v || id < 0 || id >= v->n_tokens) return false;
     if (v->is_end[id]) return okv_grammar_matcher_can_end(m);
-    if (m->lazy != LZ_ON) return v->len[id] == 0 || wait_bytes(m, v->bytes + v->off[id], v->len[id], true);
-    if (v->len[id] == 0) return false;
+    if (v->len[id] == 0) return textless_ok(m);
+    if (m->lazy != LZ_ON) return wait_bytes(m, v->bytes + v->off[id], v->len[id], true);
     arena_reset(&m->scratch);
     sset out;
     uint32_t pv;
@@ -855,7 +886,7 @@ okv_status okv_grammar_matcher_accept_token(okv_grammar_matcher *m, const okv_gr
             return okv_fail(err, OKV_ERR_INVALID, "end token %d before the grammar is complete", (int)id);
         return OKV_OK;
     }
-    if (v->len[id] == 0 && m->lazy != LZ_ON) return OKV_OK; /* free text: a control token */
+    if (v->len[id] == 0 && textless_ok(m)) return OKV_OK; /* free text: a control token */
     if (v->len[id] == 0) return okv_fail(err, OKV_ERR_INVALID, "token %d has no text; the grammar refuses it", (int)id);
     if (!okv_grammar_matcher_accept_bytes(m, v->bytes + v->off[id], v->len[id])) {
         if (m->scratch.oom || m->next.oom) return okv_fail(err, OKV_ERR_NOMEM, "grammar matcher state");

@@ -2,7 +2,8 @@
 // thinking_budget_tokens on /v1/chat/completions, Anthropic's
 // thinking.budget_tokens on /v1/messages, and the server's
 // --reasoning-budget; usage's completion_tokens_details.reasoning_tokens
-// (chat) and output_tokens_details.reasoning_tokens (Responses).
+// (chat) and output_tokens_details.reasoning_tokens (Responses); a
+// json_schema answer after the reasoning.
 // QwQ's real template, whose prompt leaves <think> open, on stories260K (a
 // trained tiny model: greedy, it writes text and never "</think>").
 //
@@ -13,9 +14,12 @@
 // /v1/completions; reasoning_tokens is the count of tokens up to the one
 // that completes "</think>", read off the answer's own logprobs tokens.
 import path from 'node:path';
-import { need, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
+import { need, requireNpm, startServer, stopServer, post, check, eq, done, SHARED } from './lib.mjs';
 
 need('shared');
+const Ajv2020 = requireNpm('ajv/dist/2020').default;
+const validA = new Ajv2020({ strict: true }).compile({ type: 'object', properties: { a: { type: 'string', maxLength: 10 } },
+  required: ['a'], additionalProperties: false });
 
 const N = 8, MAX = 40;
 const FORCE = '\n</think>\n\n';
@@ -63,6 +67,22 @@ try {
   eq(ref.status, 200, 'the reference continuation');
   check(m.content.length > 0, `the budgeted answer has content: ${JSON.stringify(m.content)}`);
   eq(m.content, ref.json.choices[0].text.replace(/^\s+/, ''), 'content: the raw prompt\'s greedy continuation after the markup');
+
+  // Structured output from a reasoning model: the schema holds what follows
+  // the reasoning (the grammar skips the block the prompt opened), so the
+  // budgeted answer thinks N tokens, then answers JSON that passes the
+  // schema (from its first token the grammar put the JSON inside the
+  // reasoning, and content was empty).
+  const schema = { type: 'object', properties: { a: { type: 'string', maxLength: 10 } }, required: ['a'],
+    additionalProperties: false };
+  const js = await chat({ max_tokens: 100, thinking_budget_tokens: N, response_format: { type: 'json_schema',
+    json_schema: { name: 'x', schema } } });
+  const jm = js.json.choices[0].message;
+  eq(jm.reasoning_content, cut.json.choices[0].message.reasoning_content, 'json_schema: the reasoning is the free answer\'s N tokens');
+  let parsed = null;
+  try { parsed = JSON.parse(jm.content); } catch { /* checked below */ }
+  check(parsed && validA(parsed), `json_schema: the content passes the schema: ${JSON.stringify(jm.content)}`);
+  eq(js.json.choices[0].finish_reason, 'stop', 'json_schema: the answer ends with the JSON');
 
   // Budget 0: reasoning ends before it starts.
   const z = await chat({ thinking_budget_tokens: 0 });

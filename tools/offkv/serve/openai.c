@@ -793,8 +793,6 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .grammar = req.grammar,
             .trigger = trigger.text,
             .trigger_anchored = trigger.anchored,
-            .trigger_think = trigger.think,
-            .trigger_think_open = trigger.think_open,
             .top_logprobs = req.top_logprobs,
             .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
             .reasoning = kind == SRV_CHAT ? &reasoning : NULL,

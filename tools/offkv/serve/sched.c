@@ -387,17 +387,26 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
               (j->sampler = okv_sampler_create(&sp, s->n_vocab, err)) != NULL &&
               okv_sampler_set_controls(j->sampler, &ctl, err) == OKV_OK &&
               okv_sampler_set_logit_bias(j->sampler, p->bias_ids, p->bias, p->n_bias, err) == OKV_OK;
+    srv_reasoning_init(&j->rs, p->reasoning);
+    /* A chat answer's grammar skips its leading reasoning block: a lazy
+     * one (tool_choice auto) whether the prompt opened the block or the
+     * model does, so that a call's opener written while it thinks is no
+     * call; another (a client's schema, a forced call) where the prompt
+     * opened it (QwQ, DeepSeek R1): the model reasons, then answers in the
+     * grammar (from the first token, their JSON landed inside the
+     * reasoning and the content was empty).  After a prompt that did not
+     * open one, such a grammar holds the answer from its first token. */
+    const okv_chat_reasoning_markup *rm = &j->rs.m;
     if (ok && p->grammar) {
         ok = (j->grammar = okv_grammar_parse(p->grammar, strlen(p->grammar), NULL, err)) != NULL &&
              (j->gm = p->trigger ? okv_grammar_matcher_create_lazy(j->grammar, p->trigger, strlen(p->trigger),
                                                                    p->trigger_anchored, err)
                                  : okv_grammar_matcher_create(j->grammar, err)) != NULL &&
-             (!p->trigger || !p->trigger_think ||
-              okv_grammar_matcher_skip_block(j->gm, "<think>", "</think>", p->trigger_think_open, err) == OKV_OK) &&
+             (!rm->open || !rm->leading || !(p->trigger || rm->starts_inside) ||
+              okv_grammar_matcher_skip_block(j->gm, rm->open, rm->close, rm->starts_inside, err) == OKV_OK) &&
              okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, p->special, err), err) == OKV_OK;
     }
     for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;
-    srv_reasoning_init(&j->rs, p->reasoning);
     j->think_budget = j->rs.m.open ? p->think_budget : -1;
     if (ok && j->think_budget >= 0) {
         /* the markup that ends reasoning, its special tokens as tokens, as

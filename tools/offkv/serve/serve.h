@@ -203,8 +203,6 @@ bool srv_bad(srv_fail *f, const char *param, const char *fmt, ...) __attribute__
 typedef struct srv_trigger {
     const char *text; /* the format's opener, or "{" for a bare JSON call (static) */
     bool anchored;    /* only at the answer's start (Llama 3, generic) */
-    bool think;       /* not in a leading <think> block (okv_grammar_matcher_skip_block) */
-    bool think_open;  /* the answer starts inside that block */
     char skipped[512]; /* what of the tools' schemas the lazy grammar takes as no constraint ("" when all holds):
                           "TOOL#PATH: keyword 'K'", ... (okv_json_schemas_to_gbnf_loose) */
 } srv_trigger;
@@ -218,8 +216,9 @@ bool srv_grammar_usable(const char *gbnf, size_t len, okv_error *err);
  * tool's "parameters" schema.  parallel_tool_calls false: exactly one
  * call; else one or more, joined the format's way (gpt-oss and Llama 3
  * write one).  lazy false (tool_choice "required" or named): the answer is
- * the calls, from its first token; after a prompt that leaves the model
- * inside <think> (syn->think_open), reasoning and "</think>" first.  lazy
+ * the calls, from its first token (after a prompt that opened a reasoning
+ * block, from its end: the scheduler's matcher skips it,
+ * srv_job_params.reasoning).  lazy
  * true (tool_choice "auto"): the grammar's sentences start at the format's
  * opener, *trig says where it switches on
  * (okv_grammar_matcher_create_lazy), and the generic format may answer
@@ -467,12 +466,14 @@ typedef struct srv_job_params {
     const char *grammar;    /* GBNF (parsed per job); NULL: none */
     const char *trigger;    /* non-NULL: the grammar is lazy, on from this text (a tool call's opener) */
     bool trigger_anchored;  /* the trigger counts only at the answer's start */
-    bool trigger_think;     /* ... and not in a leading <think> block (one already open: trigger_think_open) */
-    bool trigger_think_open;
     int32_t top_logprobs;   /* -1: none */
     bool special;           /* control tokens come out as their text (the answer's markup is parsed) */
     const okv_chat_reasoning_markup *reasoning; /* a chat answer's reasoning markup (copied; NULL: none):
-                                                   its tokens are counted (srv_job_usage.reasoning_tokens) */
+                                                   its tokens are counted (srv_job_usage.reasoning_tokens),
+                                                   and a grammar skips a leading block of it
+                                                   (okv_grammar_matcher_skip_block): a lazy one's trigger
+                                                   does not count in it; another, where the prompt opened
+                                                   the block, holds what follows it */
     int32_t think_budget;   /* with reasoning: after this many reasoning tokens, reasoning->force comes
                                next, token by token, in place of samples; -1: no limit */
 } srv_job_params;

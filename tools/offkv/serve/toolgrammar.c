@@ -118,21 +118,6 @@ static const char RESPONSE_RULES[] =
     "\nresponse ::= \"{\\\"response\\\": \\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\/bfnrt] | "
     "\"\\\\u\" [0-9a-fA-F]{4} )* \"\\\"}\"\n";
 
-/* Reasoning first, for a forced call after a prompt that ends inside
- * <think> (QwQ, DeepSeek R1, Qwen 3 with enable_thinking): any text
- * without "</think>", then "</think>", so the call lands after the
- * reasoning, where the parser reads calls.  think-K: K bytes of
- * "</think>" matched so far, a DFA that never matches all 8. */
-static const char THINK_RULES[] =
-    "\nthink ::= [^<] think | \"<\" think-1 | \"\""
-    "\nthink-1 ::= [^/<] think | \"<\" think-1 | \"/\" think-2 | \"\""
-    "\nthink-2 ::= [^t<] think | \"<\" think-1 | \"t\" think-3 | \"\""
-    "\nthink-3 ::= [^h<] think | \"<\" think-1 | \"h\" think-4 | \"\""
-    "\nthink-4 ::= [^i<] think | \"<\" think-1 | \"i\" think-5 | \"\""
-    "\nthink-5 ::= [^n<] think | \"<\" think-1 | \"n\" think-6 | \"\""
-    "\nthink-6 ::= [^k<] think | \"<\" think-1 | \"k\" think-7 | \"\""
-    "\nthink-7 ::= [^><] think | \"<\" think-1 | \"\"\n";
-
 /* The converter's skipped list with each rule name tool-K# (several
  * schemas) as the tool's own name, and a single schema's # as its name. */
 static void name_tools(const char *in, const char *const *fn, int k, char *out, size_t cap) {
@@ -160,8 +145,6 @@ static void name_tools(const char *in, const char *const *fn, int k, char *out, 
 
 char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bool lazy, srv_trigger *trig, srv_fail *f) {
     const okv_chat_format format = syn->format;
-    /* gpt-oss reasons in its analysis channel, which its frames allow */
-    const bool think = !lazy && syn->think_tags && syn->think_open && format != OKV_CHAT_FORMAT_GPT_OSS;
     frame fr[2];
     const int n_fr = call_frames(format, lazy, r->parallel_tool_calls, fr);
     f->status = 0;
@@ -178,10 +161,6 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
         /* a bare JSON call (Llama 3, generic) opens the answer */
         trig->anchored = !op || !*op;
         trig->text = trig->anchored ? "{" : op;
-        /* an opener the model writes while it reasons is not a call (the
-         * parser reads it as reasoning) */
-        trig->think = syn->think_tags && format != OKV_CHAT_FORMAT_GPT_OSS;
-        trig->think_open = syn->think_open;
     }
     cJSON *tools = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
     int nt = cJSON_GetArraySize(tools), k = 0;
@@ -246,10 +225,9 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
     /* root ::= form-0 | form-1 [| response]; form-F ::= open call-F (sep call-F)* close;
      * call-F ::= call-F-0 | call-F-1 ...; call-F-K ::= head NAME mid tool-K tail */
     char buf[96];
-    const char *root = think ? "root ::= think \"</think>\" [ \\t\\r\\n]{0,4} ( form-0" : "root ::= form-0";
+    const char *root = "root ::= form-0";
     oom = oom || !put(&out, &n, &cap, root, strlen(root)) || (n_fr > 1 && !put(&out, &n, &cap, " | form-1", 9)) ||
-          (lazy && format == OKV_CHAT_FORMAT_GENERIC && !put(&out, &n, &cap, " | response", 11)) ||
-          (think && !put(&out, &n, &cap, " )", 2));
+          (lazy && format == OKV_CHAT_FORMAT_GENERIC && !put(&out, &n, &cap, " | response", 11));
     for (int F = 0; F < n_fr && !oom; F++) {
         const frame *w = &fr[F];
         const bool many = w->multi && r->parallel_tool_calls;
@@ -284,7 +262,6 @@ char *srv_tool_call_grammar(const srv_request *r, const okv_chat_syntax *syn, bo
         }
     }
     if (lazy && format == OKV_CHAT_FORMAT_GENERIC) oom = oom || !put(&out, &n, &cap, RESPONSE_RULES, strlen(RESPONSE_RULES));
-    if (think) oom = oom || !put(&out, &n, &cap, THINK_RULES, strlen(THINK_RULES));
     oom = oom || !put(&out, &n, &cap, "\n", 1) || !put(&out, &n, &cap, prims, strlen(prims));
     if (oom) {
         free(out);
