@@ -2,8 +2,10 @@
  * takes both from any request).
  *
  * Input: a mode byte, then text up to a NUL, then bytes to match.  Mode
- * even: the text is GBNF; odd: a JSON Schema, whose GBNF must then parse
- * (a converter output the parser refuses is a bug).  A refusal must carry
+ * bit 0 clear: the text is GBNF; set: a JSON Schema, whose GBNF must then
+ * parse (a converter output the parser refuses is a bug).  Bit 1: the
+ * matcher skips a leading <think> block first (bit 2: the prompt opened
+ * it), as the server's does for reasoning models.  A refusal must carry
  * a status and a message.  An accepted grammar gets a matcher that reads
  * the bytes one at a time, and at each step the vocabulary mask must agree
  * with asking token by token, over a small vocabulary of bytes, pairs and
@@ -48,13 +50,16 @@ static void make_vocab(void) {
     if (!vocab) __builtin_trap(); /* the fixed vocabulary above must build */
 }
 
-static void run(const okv_grammar *g, const uint8_t *bytes, size_t n) {
+static void run(const okv_grammar *g, const uint8_t *bytes, size_t n, int mode) {
     okv_error err;
     okv_grammar_matcher *m = okv_grammar_matcher_create(g, &err);
     if (!m) {
         if (err.status == OKV_OK) __builtin_trap();
         return;
     }
+    if ((mode & 2) && okv_grammar_matcher_skip_block(m, "<think>", "</think>", mode & 4, &err) != OKV_OK &&
+        err.status != OKV_ERR_NOMEM)
+        __builtin_trap(); /* a fresh matcher takes a block */
     const int32_t nv = vocab ? okv_grammar_vocab_n_tokens(vocab) : 0;
     bool mask[128];
     for (size_t i = 0; i <= n && i < 64; i++) {
@@ -125,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         g = okv_grammar_parse((const char *)text, tlen, NULL, &err);
         if (!g && (err.status == OKV_OK || !err.message[0])) __builtin_trap();
     }
-    if (g) run(g, bytes, blen);
+    if (g) run(g, bytes, blen, data[0]);
     okv_grammar_free(g);
     free(gbnf);
     return 0;
