@@ -14,6 +14,22 @@ if (!existsSync(CHROMIUM)) {
   process.exit(77);
 }
 const { chromium } = requireNpm('playwright-core');
+
+// A headless chromium and a page in it whose every chat request gets the
+// fields of extra added; the page's script errors gather in errors.
+async function openPage(extra) {
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', e => errors.push(String(e)));
+  await page.route('**/v1/chat/completions', route => {
+    const body = JSON.parse(route.request().postData());
+    return route.continue({ postData: JSON.stringify({ ...body, ...extra }) });
+  });
+  return { browser, page, errors };
+}
+
 // tiny-llama (random weights, stories260K's vocabulary) rarely ends its
 // turn; rarely is not never (CI once saw the second answer end before
 // Stop could be pressed), so every request the page sends gets the
@@ -21,16 +37,9 @@ const { chromium } = requireNpm('playwright-core');
 const srv = await startServer(['--parallel', '2', '-c', '2048'], { model: path.join(process.env.OKV_SHARED, 'models', 'tiny-llama.gguf') });
 let browser;
 try {
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', e => errors.push(String(e)));
   // ignore_eos on every chat request the page sends (see above)
-  await page.route('**/v1/chat/completions', route => {
-    const body = JSON.parse(route.request().postData());
-    return route.continue({ postData: JSON.stringify({ ...body, ignore_eos: true }) });
-  });
+  const { page, errors, ...b } = await openPage({ ignore_eos: true });
+  browser = b.browser;
   // The network slowed (CDP) so that an answer takes about a second to
   // arrive: it is seen streaming in, and still arriving when Stop is pressed.
   const cdp = await page.context().newCDPSession(page);
@@ -102,15 +111,8 @@ try {
     max_tokens: 40, temperature: 0, thinking_budget_tokens: 8, ...kw });
   const m = ref.json.choices[0].message;
   check(m.reasoning_content.length > 0 && m.content.length > 0, 'the API\'s answer has reasoning and content');
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', e => errors.push(String(e)));
-  await page.route('**/v1/chat/completions', route => {
-    const body = JSON.parse(route.request().postData());
-    return route.continue({ postData: JSON.stringify({ ...body, ...kw }) });
-  });
+  const { page, errors, ...b } = await openPage(kw);
+  browser = b.browser;
   await page.goto(think.url + '/?max_tokens=40&temperature=0&thinking_budget_tokens=8');
   await page.fill('#input', 'Once upon a time');
   await page.click('#send');
