@@ -1,7 +1,7 @@
 // Reasoning budgets and reasoning token counts: llama.cpp's per-request
 // thinking_budget_tokens on /v1/chat/completions, Anthropic's
 // thinking.budget_tokens on /v1/messages, and the server's
-// --reasoning-budget; usage's completion_tokens_details.reasoning_tokens
+// --reasoning-budget; thinking_budget_message / --reasoning-budget-message; usage's completion_tokens_details.reasoning_tokens
 // (chat) and output_tokens_details.reasoning_tokens (Responses); a
 // json_schema answer after the reasoning.
 // QwQ's real template, whose prompt leaves <think> open, on stories260K (a
@@ -84,6 +84,20 @@ try {
   check(parsed && validA(parsed), `json_schema: the content passes the schema: ${JSON.stringify(jm.content)}`);
   eq(js.json.choices[0].finish_reason, 'stop', 'json_schema: the answer ends with the JSON');
 
+  // thinking_budget_message: text written before the markup, as the model's
+  // own (llama.cpp's name); the content continues from both.
+  const MSG = ' Time to answer.';
+  const wm = await chat({ thinking_budget_tokens: N, thinking_budget_message: MSG });
+  const wt = tokensOf(wm);
+  eq(wt.slice(0, N), tokensOf(cut), 'with a message: the first N tokens are the free answer\'s');
+  let wf = 0;
+  for (let s = ''; N + wf < wt.length && s.length < MSG.length + FORCE.length; wf++) s += wt[N + wf];
+  eq(wt.slice(N, N + wf).join(''), MSG + FORCE, 'with a message: the message, then the markup');
+  eq(wm.json.choices[0].message.reasoning_content, (tokensOf(cut).join('') + MSG).trim(), 'with a message: the reasoning ends with it');
+  const wref = await post(srv, '/v1/completions', { prompt: rendered + tokensOf(cut).join('') + MSG + FORCE,
+    max_tokens: MAX - N - wf, temperature: 0 });
+  eq(wm.json.choices[0].message.content, wref.json.choices[0].text.replace(/^\s+/, ''), 'with a message: content continues from it');
+
   // Budget 0: reasoning ends before it starts.
   const z = await chat({ thinking_budget_tokens: 0 });
   eq(z.json.choices[0].message.reasoning_content ?? '', '', 'budget 0: no reasoning');
@@ -118,6 +132,8 @@ try {
     ['-2', { thinking_budget_tokens: -2 }, 'thinking_budget_tokens'],
     ['1.5', { thinking_budget_tokens: 1.5 }, 'thinking_budget_tokens'],
     ['a string', { thinking_budget_tokens: '8' }, 'thinking_budget_tokens'],
+    ['message a number', { thinking_budget_tokens: 8, thinking_budget_message: 5 }, 'thinking_budget_message'],
+    ['message 5000 bytes', { thinking_budget_tokens: 8, thinking_budget_message: 'x'.repeat(5000) }, 'thinking_budget_message'],
   ]) {
     const r = await chat(body);
     eq([r.status, r.json?.error?.param], [400, param], `thinking_budget_tokens ${what}: 400 naming it`);
@@ -136,13 +152,17 @@ try {
 
 // The server's --reasoning-budget: the default for requests that name none;
 // a request's -1 lifts it.
-srv = await startServer(['--chat-template-file', template, '--reasoning-budget', String(N)], { model });
+srv = await startServer(['--chat-template-file', template, '--reasoning-budget', String(N), '--reasoning-budget-message',
+  ' Enough.'], { model });
 try {
   const chat = extra => post(srv, '/v1/chat/completions', { messages, max_tokens: MAX, temperature: 0, ...kw, ...extra });
   const d = await chat({});
   const cut = await chat({ max_tokens: N, thinking_budget_tokens: -1 });
-  eq(d.json.choices[0].message.reasoning_content, cut.json.choices[0].message.reasoning_content,
-    '--reasoning-budget: reasoning cut at N');
+  eq(d.json.choices[0].message.reasoning_content, cut.json.choices[0].message.reasoning_content + ' Enough.',
+    '--reasoning-budget: reasoning cut at N, then --reasoning-budget-message');
+  const own = await chat({ thinking_budget_message: ' Mine.' });
+  eq(own.json.choices[0].message.reasoning_content, cut.json.choices[0].message.reasoning_content + ' Mine.',
+    'a request\'s thinking_budget_message wins');
   check(d.json.choices[0].message.content.length > 0, '--reasoning-budget: then content');
   const lifted = await chat({ thinking_budget_tokens: -1 });
   eq(lifted.json.usage.completion_tokens_details, { reasoning_tokens: MAX }, 'thinking_budget_tokens -1 lifts it');

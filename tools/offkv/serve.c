@@ -46,6 +46,9 @@ static void usage(FILE *f) {
             "                          reasoning with the template's markup (</think>, gpt-oss's switch to\n"
             "                          its final channel); -1: no limit (default); a request's\n"
             "                          thinking_budget_tokens (or Anthropic's budget_tokens) wins\n"
+            "  --reasoning-budget-message TEXT\n"
+            "                          text written before that markup, as the model's own (e.g. \" Time to\n"
+            "                          answer.\"); a request's thinking_budget_message wins (default: none)\n"
             "  --sliding-window N      give every layer of a llama model a window of N positions\n"
             "  --quiet                 no line on stderr per answer (by default one for every generation,\n"
             "                          its tokens and times, and one for every error answer, each with\n"
@@ -87,7 +90,7 @@ int cmd_serve(int argc, char **argv) {
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "-t", "--threads") ||
               cli_is(a, "--chat-template", "--api-key") || cli_is(a, "--max-body", "--sliding-window") ||
               cli_is(a, "--timeout", "--max-per-client") || cli_is(a, "--keepalive", NULL) ||
-              cli_is(a, "--chat-template-file", "--reasoning-budget")))
+              cli_is(a, "--chat-template-file", "--reasoning-budget") || cli_is(a, "--reasoning-budget-message", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -118,6 +121,14 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(a, "--timeout", NULL)) ok = cli_int(cmd, a, v, 1, 3600, &timeout);
         else if (cli_is(a, "--max-per-client", NULL)) ok = cli_int(cmd, a, v, 1, 1024, &cfg.max_per_client);
         else if (cli_is(a, "--reasoning-budget", NULL)) ok = cli_int(cmd, a, v, -1, 1 << 30, &cfg.reasoning_budget);
+        else if (cli_is(a, "--reasoning-budget-message", NULL)) {
+            cfg.reasoning_budget_message = v;
+            if (strlen(v) > SRV_MAX_THINK_MESSAGE) {
+                cli_error(cmd, "bad value for --reasoning-budget-message: %zu bytes, more than %d", strlen(v),
+                          (int)SRV_MAX_THINK_MESSAGE);
+                ok = false;
+            }
+        }
         else if (cli_is(a, "--keepalive", NULL)) {
             ok = cli_float(cmd, a, v, 0, 3600, &keepalive);
             cfg.keepalive = keepalive;

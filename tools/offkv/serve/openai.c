@@ -797,6 +797,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
             .reasoning = kind == SRV_CHAT ? &reasoning : NULL,
             .think_budget = req.think_budget != -2 ? req.think_budget : srv->cfg->reasoning_budget,
+            .think_message = req.think_message ? req.think_message : srv->cfg->reasoning_budget_message,
         };
         bool busy = false;
         okv_error serr = {0};

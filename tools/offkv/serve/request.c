@@ -97,6 +97,7 @@ void srv_request_clear(srv_request *r) {
     free(r->bias_ids);
     free(r->bias);
     free(r->grammar);
+    free(r->think_message);
     srv_chat_request_clear(r);
     memset(r, 0, sizeof *r);
 }
@@ -579,6 +580,15 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     if (kind == SRV_CHAT) {
         if (!get_number(root, "thinking_budget_tokens", -1, 1 << 30, true, &given, &x, f)) goto out;
         if (given) r->think_budget = (int32_t)x;
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(root, "thinking_budget_message");
+        if (msg && !cJSON_IsNull(msg)) {
+            if (!take_string(msg, "thinking_budget_message", &r->think_message, f)) goto out;
+            if (strlen(r->think_message) > SRV_MAX_THINK_MESSAGE) {
+                srv_bad(f, "thinking_budget_message", "'thinking_budget_message' is %zu bytes, more than %d",
+                        strlen(r->think_message), SRV_MAX_THINK_MESSAGE);
+                goto out;
+            }
+        }
     }
     if (!get_number(root, "temperature", 0, 2, false, &given, &x, f)) goto out;
     if (given) r->temperature = (float)x;

@@ -78,7 +78,7 @@ struct srv_job {
     size_t n_held, cap_held;
     srv_reasoning rs;               /* where the answer stands in its reasoning markup */
     int32_t think_budget;           /* -1: no limit */
-    int32_t *force;                 /* rs.m.force's tokens, appended once the budget is spent */
+    int32_t *force;                 /* the budget message's and rs.m.force's tokens, appended once the budget is spent */
     int32_t n_force, at_force;      /* at_force < n_force: appending them (at_force went in) */
 };
 
@@ -409,18 +409,22 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
     for (int i = 0; ok && i < p->n_stops; i++) ok = (j->stops[j->n_stops++] = strdup(p->stops[i])) != NULL;
     j->think_budget = j->rs.m.open ? p->think_budget : -1;
     if (ok && j->think_budget >= 0) {
-        /* the markup that ends reasoning, its special tokens as tokens, as
-         * the answer's continuation (no SPM space before it) */
-        const char *f = j->rs.m.force;
-        const unsigned flags = OKV_TOKENIZE_PARSE_SPECIAL | OKV_TOKENIZE_CONTINUE;
-        size_t n = 0;
-        ok = okv_tokenizer_encode(s->tok, f, strlen(f), flags, NULL, 0, &n, err) == OKV_OK;
-        if (ok && !(j->force = malloc((n ? n : 1) * sizeof *j->force))) {
+        /* The message, plain text (a client's control tokens' names stay
+         * text), then the markup that ends reasoning, its special tokens as
+         * tokens; both as the answer's continuation (no SPM space). */
+        const char *msg = p->think_message ? p->think_message : "", *f = j->rs.m.force;
+        size_t nm = 0, nf = 0;
+        ok = okv_tokenizer_encode(s->tok, msg, strlen(msg), OKV_TOKENIZE_CONTINUE, NULL, 0, &nm, err) == OKV_OK &&
+             okv_tokenizer_encode(s->tok, f, strlen(f), OKV_TOKENIZE_PARSE_SPECIAL | OKV_TOKENIZE_CONTINUE, NULL, 0,
+                                  &nf, err) == OKV_OK;
+        if (ok && !(j->force = malloc((nm + nf ? nm + nf : 1) * sizeof *j->force))) {
             sched_fail(err, OKV_ERR_NOMEM, "out of memory");
             ok = false;
         }
-        ok = ok && okv_tokenizer_encode(s->tok, f, strlen(f), flags, j->force, n, &n, err) == OKV_OK;
-        j->n_force = j->at_force = (int32_t)n;
+        ok = ok && okv_tokenizer_encode(s->tok, msg, strlen(msg), OKV_TOKENIZE_CONTINUE, j->force, nm, &nm, err) == OKV_OK &&
+             okv_tokenizer_encode(s->tok, f, strlen(f), OKV_TOKENIZE_PARSE_SPECIAL | OKV_TOKENIZE_CONTINUE, j->force + nm,
+                                  nf, &nf, err) == OKV_OK;
+        j->n_force = j->at_force = (int32_t)(nm + nf);
     }
     if (!ok) {
         job_free(j);

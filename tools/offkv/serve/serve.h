@@ -76,8 +76,11 @@ okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt);
 /* ---- requests (request.c) ---- */
 
 /* SRV_MAX_STOP_BYTES: the longest stop string: every token is checked
- * against each one's tail in the one decode thread all sequences share. */
-enum { SRV_MAX_STOPS = 4, SRV_MAX_STOP_BYTES = 4096, SRV_MAX_PROMPTS = 16, SRV_MAX_TOP_LOGPROBS = 20 };
+ * against each one's tail in the one decode thread all sequences share.
+ * SRV_MAX_THINK_MESSAGE: the longest thinking_budget_message (its tokens
+ * go in one a step, as generated ones do). */
+enum { SRV_MAX_STOPS = 4, SRV_MAX_STOP_BYTES = 4096, SRV_MAX_PROMPTS = 16, SRV_MAX_TOP_LOGPROBS = 20,
+       SRV_MAX_THINK_MESSAGE = 4096 };
 
 typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 } srv_kind;
 
@@ -117,6 +120,8 @@ typedef struct srv_request {
     int32_t think_budget;       /* thinking_budget_tokens (llama.cpp's name): reasoning tokens before the
                                    template's markup ends reasoning; -1: no limit; -2: not given (the
                                    server's --reasoning-budget) */
+    char *think_message;        /* thinking_budget_message (llama.cpp's): text written before that markup;
+                                   NULL: not given (the server's --reasoning-budget-message) */
 } srv_request;
 
 enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
@@ -474,8 +479,10 @@ typedef struct srv_job_params {
                                                    (okv_grammar_matcher_skip_block): a lazy one's trigger
                                                    does not count in it; another, where the prompt opened
                                                    the block, holds what follows it */
-    int32_t think_budget;   /* with reasoning: after this many reasoning tokens, reasoning->force comes
-                               next, token by token, in place of samples; -1: no limit */
+    int32_t think_budget;   /* with reasoning: after this many reasoning tokens, think_message (plain text:
+                               its control tokens' names stay text) and reasoning->force come next, token
+                               by token, in place of samples; -1: no limit */
+    const char *think_message; /* NULL: none */
 } srv_job_params;
 
 /* Queues a job (copying what it needs).  NULL with *busy set when every
@@ -673,6 +680,8 @@ typedef struct srv_config {
     const char *chat_template_file; /* NULL: none */
     int32_t reasoning_budget; /* reasoning tokens a chat answer may spend when its request names no
                                  thinking_budget_tokens; -1: no limit */
+    const char *reasoning_budget_message; /* written before the closing markup when a request names no
+                                             thinking_budget_message; NULL: none */
     srv_sched_config sched;
     const char *const *model_options; /* okv_model_load options: NULL-terminated key, value pairs; NULL: none */
     okv_model_progress load_progress; /* the load's progress, given load_progress_user; NULL: none */
