@@ -54,6 +54,9 @@ try {
   const upTo = ft.slice(0, h + B).join('');
   eq(m.reasoning_content, upTo.slice(upTo.indexOf(HEADER) + HEADER.length), 'reasoning_content: the text after the header');
   eq(b.json.usage.completion_tokens_details, { reasoning_tokens: B + 1 }, 'reasoning_tokens: the budget and the <|end|>');
+  // logprobs name the control tokens as the answer's text has them
+  eq(bt.slice(h + B).join(''), '<|end|><|start|>assistant<|channel|>final<|message|>' + m.content,
+    'the logprobs\' tokens after the budget: the forced markup, control tokens named, then the content');
   check(/^[a-z]{3,6}$/.test(m.content), `the answer goes on in the final channel: content ${JSON.stringify(m.content)}`);
   eq(b.json.choices[0].finish_reason, 'stop', 'and ends at the grammar\'s end');
   const st = await fetch(srv.url + '/v1/chat/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },

@@ -216,7 +216,9 @@ static cJSON *choice_logprobs(call *k, int i) {
     if (k->top_logprobs < 0) return cJSON_CreateNull();
     srv_logprob *lp = NULL;
     const size_t n = srv_job_logprobs(k->srv->sched, k->jobs[i], k->consumed[i], &k->lp_consumed[i], &lp);
-    cJSON *j = srv_logprobs_json(okv_model_tokenizer(k->srv->model), k->kind, lp, n, &k->lp_offset[i]);
+    /* control tokens as the answer's text has them (a job that shows them) */
+    const bool special = k->kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]);
+    cJSON *j = srv_logprobs_json(okv_model_tokenizer(k->srv->model), k->kind, special, lp, n, &k->lp_offset[i]);
     free(lp);
     return j ? j : cJSON_CreateNull();
 }

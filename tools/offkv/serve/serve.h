@@ -591,8 +591,9 @@ struct cJSON;
 
 /* OpenAI's logprobs object of a choice for n records: chat's {content,
  * refusal} or the legacy completions' parallel arrays (text_offset counted
- * from *text_offset, which advances). */
-struct cJSON *srv_logprobs_json(const okv_tokenizer *tok, srv_kind kind, const srv_logprob *lp, size_t n,
+ * from *text_offset, which advances); special: control tokens as their
+ * text, as a job that shows them writes them (srv_job_params.special). */
+struct cJSON *srv_logprobs_json(const okv_tokenizer *tok, srv_kind kind, bool special, const srv_logprob *lp, size_t n,
                                 size_t *text_offset);
 
 /* llama.cpp's POST /tokenize and /detokenize: the JSON answer (malloc'd),

@@ -46,9 +46,9 @@ static cJSON *piece_string(const tpiece *t) {
 }
 
 /* {"token", "logprob", "bytes"} of one token (chat's shape). */
-static cJSON *token_entry(const okv_tokenizer *tok, int32_t id, float lp) {
+static cJSON *token_entry(const okv_tokenizer *tok, int32_t id, float lp, bool special) {
     tpiece t;
-    piece_get(&t, tok, id, false);
+    piece_get(&t, tok, id, special);
     cJSON *e = cJSON_CreateObject();
     cJSON_AddItemToObject(e, "token", piece_string(&t));
     cJSON_AddNumberToObject(e, "logprob", isfinite(lp) ? lp : -9999.0);
@@ -58,15 +58,16 @@ static cJSON *token_entry(const okv_tokenizer *tok, int32_t id, float lp) {
     return e;
 }
 
-cJSON *srv_logprobs_json(const okv_tokenizer *tok, srv_kind kind, const srv_logprob *lp, size_t n, size_t *text_offset) {
+cJSON *srv_logprobs_json(const okv_tokenizer *tok, srv_kind kind, bool special, const srv_logprob *lp, size_t n,
+                         size_t *text_offset) {
     cJSON *r = cJSON_CreateObject();
     if (kind == SRV_CHAT) {
         cJSON *content = cJSON_AddArrayToObject(r, "content");
         for (size_t i = 0; i < n; i++) {
-            cJSON *e = token_entry(tok, lp[i].id, lp[i].logprob);
+            cJSON *e = token_entry(tok, lp[i].id, lp[i].logprob, special);
             cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
             for (int32_t k = 0; k < lp[i].n_top; k++)
-                cJSON_AddItemToArray(top, token_entry(tok, lp[i].top_ids[k], lp[i].top_logprobs[k]));
+                cJSON_AddItemToArray(top, token_entry(tok, lp[i].top_ids[k], lp[i].top_logprobs[k], special));
             cJSON_AddItemToArray(content, e);
         }
         cJSON_AddNullToObject(r, "refusal");
@@ -77,14 +78,14 @@ cJSON *srv_logprobs_json(const okv_tokenizer *tok, srv_kind kind, const srv_logp
           *tops = cJSON_AddArrayToObject(r, "top_logprobs"), *offs = cJSON_AddArrayToObject(r, "text_offset");
     for (size_t i = 0; i < n; i++) {
         tpiece tp;
-        piece_get(&tp, tok, lp[i].id, false);
+        piece_get(&tp, tok, lp[i].id, special);
         const size_t len = tp.n;
         cJSON_AddItemToArray(tokens, piece_string(&tp));
         piece_free(&tp);
         cJSON_AddItemToArray(lps, cJSON_CreateNumber(isfinite(lp[i].logprob) ? lp[i].logprob : -9999.0));
         cJSON *t = cJSON_CreateObject();
         for (int32_t k = 0; k < lp[i].n_top; k++) {
-            piece_get(&tp, tok, lp[i].top_ids[k], false);
+            piece_get(&tp, tok, lp[i].top_ids[k], special);
             cJSON *key = piece_string(&tp);
             piece_free(&tp);
             const char *c2 = key && key->valuestring ? key->valuestring : "";
