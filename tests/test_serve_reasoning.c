@@ -9,7 +9,9 @@
  *  - each format's force text, appended to unfinished reasoning, makes an
  *    answer that okv_chat_parse (tested on real models' answers elsewhere)
  *    splits into exactly that reasoning and the content after it;
- *  - formats without reasoning markup are never inside. */
+ *  - formats without reasoning markup are never inside;
+ *  - whether an answer may open a block its prompt did not
+ *    (srv_reasoning_may_open), on real vocabularies. */
 #include <stdint.h>
 
 #include "check.h"
@@ -89,6 +91,18 @@ static void check_force(const char *what, const okv_chat_syntax *syn, const char
     okv_chat_msg_free(&msg);
 }
 
+/* The tokenizer of ../shared/vocab/ggml-vocab-NAME.gguf. */
+static okv_tokenizer *vocab(const char *shared, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
+    okv_error err = {0};
+    okv_gguf *g = okv_gguf_open(path, &err);
+    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
+    okv_gguf_close(g);
+    CHECK(t != NULL, "%s: %s", path, err.message);
+    return t;
+}
+
 int main(void) {
     const okv_chat_syntax qwen3 = {.format = OKV_CHAT_FORMAT_HERMES, .think_tags = true};
     const okv_chat_syntax qwq = {.format = OKV_CHAT_FORMAT_HERMES, .think_tags = true, .think_open = true};
@@ -122,5 +136,32 @@ int main(void) {
     check_force("deepseek r1", &r1, "\nhmm,", "hmm,", "Answer");
     check_force("gpt-oss", &harmony, "<|channel|>analysis<|message|>Need to answer", "Need to answer", "Sure.");
     check_force("command-r", &command_r, "<|START_THINKING|>plan it", "plan it", "");
+
+    /* Whether the answer may open a block its prompt did not: prompts as
+     * the shared templates render them with thinking on and off (Qwen 3's
+     * enable_thinking, SmolLM3's /no_think), and vocabularies with and
+     * without <think> as one token (Qwen 3's; Llama 3's has none). */
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("SKIP: srv_reasoning_may_open needs ../shared's vocabularies (OKV_SHARED)\n");
+        return check_done();
+    }
+    okv_tokenizer *tq = vocab(shared, "qwen3"), *tl = vocab(shared, "llama3");
+    const okv_chat_reasoning_markup mq = okv_chat_reasoning(&qwen3), mqq = okv_chat_reasoning(&qwq),
+                                     mh = okv_chat_reasoning(&harmony), mp = okv_chat_reasoning(&plain);
+    CHECK(srv_reasoning_may_open(&mq, "<|im_start|>assistant\n", tq), "qwen3 thinking on: the answer may open <think>");
+    CHECK(!srv_reasoning_may_open(&mq, "<|im_start|>assistant\n<think>\n\n</think>\n\n", tq),
+          "qwen3 thinking off: closed, no block");
+    CHECK(!srv_reasoning_may_open(&mq, "<|im_start|>assistant\n<think>\n\n</think>\n", tq), "smollm3 /no_think: closed");
+    CHECK(srv_reasoning_may_open(&mq, "</think>x", tq), "text after a close: not closed");
+    CHECK(!srv_reasoning_may_open(&mq, "<|im_start|>assistant\n", tl), "a vocabulary without a <think> token: no block");
+    CHECK(!srv_reasoning_may_open(&mqq, "<|im_start|>assistant\n<think>\n", tq),
+          "qwq: the prompt opened the block (none to open)");
+    CHECK(!srv_reasoning_may_open(&mh, "<|start|>assistant", tq), "gpt-oss: reasoning anywhere, not a leading block");
+    CHECK(!srv_reasoning_may_open(&mp, "x", tq) && !srv_reasoning_may_open(NULL, "x", tq) &&
+              !srv_reasoning_may_open(&mq, NULL, tq) && !srv_reasoning_may_open(&mq, "x", NULL),
+          "no markup, NULL markup, prompt or tokenizer: no block");
+    okv_tokenizer_free(tq);
+    okv_tokenizer_free(tl);
     return check_done();
 }

@@ -715,6 +715,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                           (int)n_vocab) == MHD_YES ? 1 : -1;
     srv_trigger trigger = {0};
     okv_chat_reasoning_markup reasoning = {0};
+    bool reasoning_may_open = false;
     for (int i = 0; i < n_texts && !status; i++) {
         char *rendered = NULL;
         const char *text;
@@ -726,6 +727,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             }
             okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
             reasoning = okv_chat_reasoning(&syn);
+            reasoning_may_open = srv_reasoning_may_open(&reasoning, rendered, okv_model_tokenizer(srv->model));
             /* tool_choice "required" or named: the answer is calls in the
              * template's format, arguments per the tool's schema, forced
              * from the first token (a grammar of the client's would fight it).
@@ -798,6 +800,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .top_logprobs = req.top_logprobs,
             .special = kind == SRV_CHAT && srv_chat_needs_special(&k->cs[0]),
             .reasoning = kind == SRV_CHAT ? &reasoning : NULL,
+            .reasoning_may_open = reasoning_may_open,
             .think_budget = req.think_budget != -2 ? req.think_budget : srv->cfg->reasoning_budget,
             .think_message = req.think_message ? req.think_message : srv->cfg->reasoning_budget_message,
         };

@@ -44,3 +44,15 @@ void srv_reasoning_feed(srv_reasoning *r, const char *text, size_t n) {
         }
     }
 }
+
+bool srv_reasoning_may_open(const okv_chat_reasoning_markup *m, const char *prompt, const okv_tokenizer *tok) {
+    if (!m || !m->open || !m->leading || m->starts_inside || !prompt || !tok) return false;
+    size_t n = strlen(prompt), k = strlen(m->close), ids = 0;
+    while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\t' || prompt[n - 1] == '\r')) n--;
+    if (n >= k && memcmp(prompt + n - k, m->close, k) == 0) return false;
+    okv_error err = {0};
+    int32_t id;
+    return okv_tokenizer_encode(tok, m->open, strlen(m->open), OKV_TOKENIZE_PARSE_SPECIAL | OKV_TOKENIZE_CONTINUE, &id,
+                                1, &ids, &err) == OKV_OK &&
+           ids == 1;
+}

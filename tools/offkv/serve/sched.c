@@ -388,21 +388,24 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
               okv_sampler_set_controls(j->sampler, &ctl, err) == OKV_OK &&
               okv_sampler_set_logit_bias(j->sampler, p->bias_ids, p->bias, p->n_bias, err) == OKV_OK;
     srv_reasoning_init(&j->rs, p->reasoning);
-    /* A chat answer's grammar skips its leading reasoning block: a lazy
-     * one (tool_choice auto) whether the prompt opened the block or the
-     * model does, so that a call's opener written while it thinks is no
-     * call; another (a client's schema, a forced call) where the prompt
-     * opened it (QwQ, DeepSeek R1): the model reasons, then answers in the
-     * grammar (from the first token, their JSON landed inside the
-     * reasoning and the content was empty).  After a prompt that did not
-     * open one, such a grammar holds the answer from its first token. */
+    /* A chat answer's grammar skips its leading reasoning block, whether
+     * the prompt opened it (QwQ, DeepSeek R1) or the model does (Qwen 3,
+     * SmolLM3, Command R7B thinking): a lazy one (tool_choice auto) so
+     * that a call's opener written while the model thinks is no call;
+     * another (a client's schema, a forced call) so that the model
+     * reasons, then answers in the grammar (held from the first token, the
+     * JSON landed inside the reasoning and the content was empty, or a
+     * hybrid model could not think at all).  Where no block may come (the
+     * prompt closed reasoning, or the vocabulary has no opener token:
+     * srv_reasoning_may_open), such a grammar holds the answer from its
+     * first token. */
     const okv_chat_reasoning_markup *rm = &j->rs.m;
     if (ok && p->grammar) {
         ok = (j->grammar = okv_grammar_parse(p->grammar, strlen(p->grammar), NULL, err)) != NULL &&
              (j->gm = p->trigger ? okv_grammar_matcher_create_lazy(j->grammar, p->trigger, strlen(p->trigger),
                                                                    p->trigger_anchored, err)
                                  : okv_grammar_matcher_create(j->grammar, err)) != NULL &&
-             (!rm->open || !rm->leading || !(p->trigger || rm->starts_inside) ||
+             (!rm->open || !rm->leading || !(p->trigger || rm->starts_inside || p->reasoning_may_open) ||
               okv_grammar_matcher_skip_block(j->gm, rm->open, rm->close, rm->starts_inside, err) == OKV_OK) &&
              okv_sampler_set_grammar(j->sampler, j->gm, grammar_vocab(s, p->special, err), err) == OKV_OK;
     }

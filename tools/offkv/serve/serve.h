@@ -426,6 +426,16 @@ typedef struct srv_reasoning {
 void srv_reasoning_init(srv_reasoning *r, const okv_chat_reasoning_markup *m);
 /* Takes the next n bytes of the answer's text. */
 void srv_reasoning_feed(srv_reasoning *r, const char *text, size_t n);
+/* Whether an answer may open a reasoning block that its prompt did not
+ * (Qwen 3, SmolLM3 and Command R7B thinking): m's opener counts at the
+ * answer's start, the rendered prompt did not close reasoning (it does not
+ * end, after white space, with m's close: Qwen 3 with enable_thinking false
+ * and SmolLM3's /no_think end in an empty <think></think>, Command R7B's in
+ * <|START_THINKING|><|END_THINKING|>), and tok has the opener as one token,
+ * as a model trained to reason does (one without spells it only by chance:
+ * a random model at a high temperature, into a block it never closes).
+ * False for a NULL argument. */
+bool srv_reasoning_may_open(const okv_chat_reasoning_markup *m, const char *prompt, const okv_tokenizer *tok);
 
 /* ---- sequences and the decode loop (sched.c) ---- */
 
@@ -477,8 +487,10 @@ typedef struct srv_job_params {
                                                    its tokens are counted (srv_job_usage.reasoning_tokens),
                                                    and a grammar skips a leading block of it
                                                    (okv_grammar_matcher_skip_block): a lazy one's trigger
-                                                   does not count in it; another, where the prompt opened
-                                                   the block, holds what follows it */
+                                                   does not count in it; another holds what follows it
+                                                   where the prompt opened the block or reasoning_may_open */
+    bool reasoning_may_open; /* the answer may open reasoning (srv_reasoning_may_open); else a grammar that
+                                is not lazy holds the answer from its first token, or the prompt's block's end */
     int32_t think_budget;   /* with reasoning: after this many reasoning tokens, think_message (plain text:
                                its control tokens' names stay text) and reasoning->force come next, token
                                by token, in place of samples; -1: no limit */
