@@ -106,6 +106,7 @@ _SIGNATURES = {
                                                     ctypes.POINTER(_SZ), _ERR]),
     "okv_tokenizer_bos": (_I32, [_P]),
     "okv_tokenizer_eos": (_I32, [_P]),
+    "okv_tokenizer_eog": (_I32P, [_P, _I32P]),
     "okv_sampler_create": (_P, [ctypes.POINTER(_SamplerParams), _I32, _ERR]),
     "okv_sampler_free": (None, [_P]),
     "okv_sampler_sample": (_I32, [_P, _FP]),
@@ -384,6 +385,10 @@ class Model(_Handle):
         self.arch = lib.okv_model_arch(self._m).decode()
         self.bos = int(lib.okv_tokenizer_bos(self._tok))
         self.eos = int(lib.okv_tokenizer_eos(self._tok))
+        n_eog = ctypes.c_int32(0)
+        eog = lib.okv_tokenizer_eog(self._tok, ctypes.byref(n_eog))
+        # the ids that end a generation: EOS and the turn ends (<|im_end|>, <|eot_id|>, ...)
+        self.eog = frozenset(int(eog[i]) for i in range(n_eog.value))
 
     def _live(self):
         """The model's handle; OffkvError once it is closed (its memory is gone)."""
@@ -446,7 +451,8 @@ class Model(_Handle):
         """Generates up to n tokens after prompt (BOS added as the vocabulary asks)
         and returns the text after the prompt: what `offkv run --no-display-prompt`
         prints with the same flags, without its final newline.  Stops early at
-        the end-of-sequence token or when the context is full.  seed None is a
+        a token that ends a generation (eog: EOS, <|im_end|>, <|eot_id|>, ...)
+        or when the context is full.  seed None is a
         random seed; temperature 0 is greedy.  progress: as Context.eval's, for
         the prompt."""
         self._live()
@@ -481,7 +487,7 @@ class Model(_Handle):
                 p = len(ids)
                 while len(out) < n:
                     tok = sampler.sample(logits)
-                    if tok == self.eos:
+                    if tok in self.eog:
                         break
                     out.append(self.token_bytes(tok))
                     if len(out) == n or p >= ctx.capacity:

@@ -96,6 +96,19 @@ class TestOffkv(unittest.TestCase):
                                      stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
                 self.assertEqual(text + "\n", out, arch)
 
+    def test_eog(self):
+        # the ids that end a generation: llama.cpp's set for Qwen 3's vocabulary
+        # (test_tokenizer_eog says where it comes from), on a random model with it
+        self.assertEqual(self.model.eog, {self.model.eos})
+        vocab = os.path.join(ROOT, "vocab", "ggml-vocab-qwen3.gguf")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "qwen3.gguf")
+            subprocess.run([os.path.join(BIN, "offkv"), "synth", "--arch", "qwen3", "--n-layer", "1", "--vocab", vocab,
+                            "-o", path], check=True, stderr=subprocess.DEVNULL)
+            with offkv.Model(path) as m:
+                self.assertEqual(m.eog, {128247, 151643, 151645, 151662, 151663, 151664})
+                self.assertIn(m.eos, m.eog)
+
     def test_sampled_matches_cli(self):
         a = self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1)
         self.assertEqual(a, self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1))

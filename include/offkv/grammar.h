@@ -101,7 +101,8 @@ const char *okv_gbnf_json_object(void);
 /* Builds the byte trie of a vocabulary's pieces (okv_tokenizer_token_to_piece
  * without specials).  Tokens whose piece is empty (control tokens) are never
  * allowed by a grammar, except the end tokens: end_ids[0..n_end) (NULL / 0:
- * the tokenizer's EOS), allowed exactly when the grammar may stop.  The
+ * the tokenizer's end-of-generation set, okv_tokenizer_eog), allowed
+ * exactly when the grammar may stop.  The
  * tokenizer is not kept.  Returns NULL on error; free with
  * okv_grammar_vocab_free. */
 okv_grammar_vocab *okv_grammar_vocab_create(const okv_tokenizer *tok, const int32_t *end_ids, int32_t n_end,

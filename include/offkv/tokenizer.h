@@ -14,6 +14,7 @@
 #ifndef OFFKV_TOKENIZER_H
 #define OFFKV_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "offkv/gguf.h"
@@ -54,6 +55,9 @@ typedef struct okv_vocab_desc {
     int add_bos;                /* 1/0, or -1 for the model's default */
     int add_eos;                /* 1/0, or -1 for the model's default */
     int add_space_prefix;       /* llama: 1/0, or -1 for the default (1) */
+    const int32_t *eog_ids;     /* ids the file says end a generation besides EOS (end of turn, end of
+                                   message, fill-in-the-middle pad/repo/file separators); NULL: none */
+    int32_t n_eog_ids;
 } okv_vocab_desc;
 
 /* Encode flags. */
@@ -151,6 +155,23 @@ int32_t okv_tokenizer_bos(const okv_tokenizer *tok);
 
 /* The end-of-sequence id, or -1 when the vocabulary has none. */
 int32_t okv_tokenizer_eos(const okv_tokenizer *tok);
+
+/* The ids that end a generation, ascending, as llama.cpp's end-of-generation
+ * set has them: EOS, the vocabulary's eog_ids (okv_tokenizer_from_gguf:
+ * tokenizer.ggml.eot_token_id, eom_token_id and fim_pad/rep/sep_token_id),
+ * and the tokens whose text ends a turn in a family's format (<|eot_id|>,
+ * <|im_end|>, <end_of_turn>, <|end|>, <|endoftext|>, <|return|>, <|call|>,
+ * </s>, <|end_of_text|>, <eos>, <turn|>, ...) or is a fill-in-the-middle
+ * separator (<|fim_pad|>, <|repo_name|>, <|file_sep|>, ...), whatever its
+ * type.  But where <|return|> and <|call|> end turns (gpt-oss's harmony),
+ * <|end|> ends a message only and is not in the set; nor is </s> where
+ * <|tool_response> is (Gemma 4); the EOS always is.  *n gets the count;
+ * the array lives as long as tok. */
+const int32_t *okv_tokenizer_eog(const okv_tokenizer *tok, int32_t *n);
+
+/* Whether id is in okv_tokenizer_eog's set (false for NULL tok or an id
+ * out of range). */
+bool okv_tokenizer_is_eog(const okv_tokenizer *tok, int32_t id);
 
 /* Whether OKV_TOKENIZE_ADD_SPECIAL adds a BOS (resp. EOS) with this
  * vocabulary: the file's add_bos_token/add_eos_token, else the model's

@@ -49,11 +49,7 @@ static okv_grammar_vocab *vocab_create(const okv_tokenizer *tok, const int32_t *
         return NULL;
     }
     const int32_t n = okv_tokenizer_n_vocab(tok);
-    const int32_t eos = okv_tokenizer_eos(tok);
-    if (!end_ids || n_end <= 0) {
-        end_ids = eos >= 0 ? &eos : NULL;
-        n_end = eos >= 0 ? 1 : 0;
-    }
+    if (!end_ids || n_end <= 0) end_ids = okv_tokenizer_eog(tok, &n_end);
     for (int32_t i = 0; i < n_end; i++) {
         if (end_ids[i] < 0 || end_ids[i] >= n) {
             okv_fail(err, OKV_ERR_INVALID, "end token %d outside the vocabulary (%d tokens)", (int)end_ids[i], (int)n);

@@ -167,6 +167,16 @@ okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err) {
         (st = read_flag(g, KEY("add_eos_token"), &d.add_eos, err)) ||
         (st = read_flag(g, KEY("add_space_prefix"), &d.add_space_prefix, err)))
         goto done;
+    /* The ends besides EOS that the file names (llama.cpp's keys). */
+    static const char *const eog_keys[] = {KEY("eot_token_id"), KEY("eom_token_id"), KEY("fim_pad_token_id"),
+                                           KEY("fim_rep_token_id"), KEY("fim_sep_token_id")};
+    int32_t eog[sizeof eog_keys / sizeof *eog_keys];
+    for (size_t k = 0; k < sizeof eog_keys / sizeof *eog_keys; k++) {
+        int32_t id = -1;
+        if ((st = read_id(g, eog_keys[k], n, &id, err))) goto done;
+        if (id >= 0) eog[d.n_eog_ids++] = id;
+    }
+    d.eog_ids = eog;
 
     t = okv_tokenizer_create(&d, err);
     goto done;

@@ -39,6 +39,8 @@ struct okv_tokenizer {
 
     int32_t bos_id, eos_id, unk_id, pad_id;
     bool add_bos, add_eos, add_space_prefix;
+    int32_t *eog; /* the ids that end a generation, ascending (eog.c) */
+    int32_t n_eog;
 
     /* Tokens split out of raw text before the model runs, longest first:
      * control, user-defined and unknown tokens (llama.cpp's special cache). */
@@ -82,6 +84,10 @@ static inline uint64_t tok_pair_hash(const str_table *tb, const char *l, size_t 
 
 /* Id of the token whose text is s[0..n), or -1. */
 int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n);
+
+/* Fills t->eog from t's texts, its EOS and d's eog_ids (eog.c); needs
+ * the texts and ids set. */
+okv_status okv_tok_build_eog(okv_tokenizer *t, const okv_vocab_desc *d, okv_error *err);
 
 /* Rank of merging left and right, or -1. */
 int32_t okv_tok_merge_rank(const okv_tokenizer *t, const char *l, size_t ln, const char *r, size_t rn);

@@ -122,6 +122,7 @@ void okv_tokenizer_free(okv_tokenizer *t) {
     free(t->by_text.slots);
     free(t->special);
     free(t->special_lex);
+    free(t->eog);
     free(t->merge_text);
     free(t->merges);
     free(t->by_merge.slots);
@@ -401,6 +402,8 @@ okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *d, okv_error *err) {
         st = okv_fail(err, OKV_ERR_INVALID, "tokenizer: add_eos is set but there is no eos_id");
         goto fail;
     }
+
+    if ((st = okv_tok_build_eog(t, d, err))) goto fail;
 
     t->special = malloc((size_t)n * sizeof *t->special);
     special_key *keys = malloc((size_t)n * sizeof *keys);

@@ -24,8 +24,9 @@ static void usage(FILE *f) {
             "prompt and generation speed and cache bytes go to stderr.\n\n"
             "  -m, --model FILE        GGUF model\n"
             "  -p, --prompt TEXT       prompt (default: empty, BOS only)\n"
-            "  -n, --n-predict N       tokens to generate at most (default 128); stops earlier at EOS or\n"
-            "                          when the context is full\n"
+            "  -n, --n-predict N       tokens to generate at most (default 128); stops earlier at a token\n"
+            "                          that ends a generation (EOS, <|im_end|>, <|eot_id|>, ...) or when\n"
+            "                          the context is full\n"
             "  --temp T                temperature; 0 = greedy (default 0.8)\n"
             "  --top-k K               keep the K most likely tokens; 0 = all (default 40)\n"
             "  --top-p P               keep the smallest set reaching probability P; 1 = all (default 0.95)\n"
@@ -396,7 +397,6 @@ int cmd_run(int argc, char **argv) {
      * line would overwrite the prompt's last line) */
     if (display_prompt && !put_text(cmd, prompt, strlen(prompt))) goto done;
 
-    const int32_t eos = okv_tokenizer_eos(tok);
     int32_t n_gen = 0, p = n_prompt;
     const char *stop = "n reached";
     okv_detok_stream us = {0};
@@ -418,8 +418,8 @@ int cmd_run(int argc, char **argv) {
         while (n_gen < n_predict) {
             bool ended = false;
             for (int32_t i = 0; i < n_out && !ended; i++) {
-                if (out[i] == eos) {
-                    stop = "end of sequence";
+                if (okv_tokenizer_is_eog(tok, out[i])) {
+                    stop = "end of generation";
                     ended = true;
                     break;
                 }
@@ -456,8 +456,8 @@ int cmd_run(int argc, char **argv) {
                 goto done;
             }
             seq[n_seq++] = id;
-            if (id == eos) {
-                stop = "end of sequence";
+            if (okv_tokenizer_is_eog(tok, id)) {
+                stop = "end of generation";
                 break;
             }
             n_gen++;

@@ -104,8 +104,8 @@ struct srv_sched {
     okv_threadpool *pool;
     okv_batch *batch;               /* one forward pass: a token per decoding sequence + cfg.chunk prompt tokens */
     okv_batch_seq *seqs;
-    int32_t *eog;                   /* tokens that end a turn */
-    int n_eog, cap_eog;
+    const int32_t *eog;             /* tokens that end a turn: the tokenizer's (okv_tokenizer_eog) */
+    int n_eog;
     pthread_mutex_t gv_mu;          /* guards gv's creation */
     okv_grammar_vocab *gv[2];       /* the vocabulary's trie, made for the first grammar; ends at eog;
                                        [1]: control tokens as their text, for jobs that show them */
@@ -166,58 +166,6 @@ static void job_end(srv_sched *s, srv_job *j, srv_finish f) {
     pthread_cond_broadcast(&j->cv);
 }
 
-static bool add_eog(srv_sched *s, int32_t id) {
-    if (s->n_eog == s->cap_eog) {
-        const int cap = s->cap_eog ? 2 * s->cap_eog : 8;
-        int32_t *p = realloc(s->eog, (size_t)cap * sizeof *p);
-        if (!p) return false;
-        s->eog = p;
-        s->cap_eog = cap;
-    }
-    s->eog[s->n_eog++] = id;
-    return true;
-}
-
-/* A control or user-defined token's text, or NULL. */
-static const char *marker_text(const srv_sched *s, int32_t id, size_t *len) {
-    const okv_token_type t = okv_tokenizer_token_type(s->tok, id);
-    return t == OKV_TOKEN_CONTROL || t == OKV_TOKEN_USER_DEFINED ? okv_tokenizer_token_text(s->tok, id, len) : NULL;
-}
-
-static bool is_marker(const char *text, size_t len, const char *marker) {
-    return text && len == strlen(marker) && memcmp(text, marker, len) == 0;
-}
-
-/* The tokens that end an assistant's turn: EOS, and the end-of-turn markers
- * of the chat formats served, when the vocabulary has them (however many:
- * a vocabulary may hold several tokens of one marker's text).  Harmony's
- * (gpt-oss) <|end|> ends a message, not the turn: reasoning ends with it and
- * the answer follows, so a vocabulary with <|return|> and <|call|>, which
- * end its turns, keeps <|end|> going (llama.cpp's rule).  False when out of
- * memory. */
-static bool find_eog(srv_sched *s) {
-    const int32_t eos = okv_tokenizer_eos(s->tok);
-    if (eos >= 0 && !add_eog(s, eos)) return false;
-    static const char *const markers[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>",
-                                          "<|endoftext|>", "</s>", "<|return|>", "<|call|>"};
-    bool has_return = false, has_call = false;
-    for (int32_t id = 0; id < s->n_vocab; id++) {
-        size_t len;
-        const char *text = marker_text(s, id, &len);
-        has_return = has_return || is_marker(text, len, "<|return|>");
-        has_call = has_call || is_marker(text, len, "<|call|>");
-    }
-    for (int32_t id = 0; id < s->n_vocab; id++) {
-        if (id == eos) continue;
-        size_t len;
-        const char *text = marker_text(s, id, &len);
-        if (has_return && has_call && is_marker(text, len, "<|end|>")) continue;
-        for (size_t k = 0; k < sizeof markers / sizeof markers[0]; k++)
-            if (is_marker(text, len, markers[k]) && !add_eog(s, id)) return false;
-    }
-    return true;
-}
-
 int srv_sched_eog(const srv_sched *s, const int32_t **ids) {
     *ids = s->eog;
     return s->n_eog;
@@ -230,11 +178,7 @@ static void sched_fail(okv_error *err, okv_status st, const char *msg) {
     snprintf(err->message, sizeof err->message, "%s", msg);
 }
 
-static bool is_eog(const srv_sched *s, int32_t id) {
-    for (int i = 0; i < s->n_eog; i++)
-        if (s->eog[i] == id) return true;
-    return false;
-}
+static bool is_eog(const srv_sched *s, int32_t id) { return okv_tokenizer_is_eog(s->tok, id); }
 
 static void *worker_main(void *arg);
 
@@ -252,7 +196,9 @@ srv_sched *srv_sched_create(okv_model *model, const srv_sched_config *cfg, okv_e
     pthread_mutex_init(&s->gv_mu, NULL);
     pthread_cond_init(&s->work, NULL);
     s->stats.n_parallel = cfg->n_parallel;
-    if (!find_eog(s)) goto nomem;
+    int32_t n_eog;
+    s->eog = okv_tokenizer_eog(s->tok, &n_eog);
+    s->n_eog = n_eog;
     s->slots = calloc((size_t)cfg->n_parallel, sizeof *s->slots);
     s->seqs = calloc((size_t)cfg->n_parallel, sizeof *s->seqs);
     if (!s->slots || !s->seqs) goto nomem;
@@ -339,7 +285,6 @@ void srv_sched_free(srv_sched *s) {
     }
     free(s->slots);
     free(s->seqs);
-    free(s->eog);
     okv_batch_free(s->batch);
     okv_threadpool_free(s->pool);
     okv_grammar_vocab_free(s->gv[0]);

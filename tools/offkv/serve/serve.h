@@ -622,8 +622,9 @@ typedef struct srv_props {
 /* GET /props as llama.cpp answers it; malloc'd, NULL when out of memory. */
 char *srv_props_answer(const srv_props *p);
 
-/* The tokens that end a turn (EOS and the chat formats' end-of-turn
- * markers): their count, *ids pointing at them (valid while s lives). */
+/* The tokens that end a turn (the tokenizer's end-of-generation set,
+ * okv_tokenizer_eog): their count, *ids pointing at them (valid while s
+ * lives). */
 int srv_sched_eog(const srv_sched *s, const int32_t **ids);
 
 /* ---- the door before the HTTP library (gate.c) ---- */
