@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "cli_run.h"
+#include "gguf_copy.h"
 #include "golden.h"
 #include "kernels/quant.h"
 #include "offkv/tokenizer.h"
@@ -566,6 +567,48 @@ static void test_warmup_families(void) {
 /* synth --vocab: the model tokenizes as the vocabulary file's own
  * tokenizer does (the reference: okv_tokenizer_from_gguf on that file),
  * with as many rows as it has tokens; a disagreeing --n-vocab is refused. */
+/* A file's tokenizer.ggml.eot_token_id ends run's generation: the same
+ * model with eot_token_id set to the token greedy decoding writes first
+ * (found here in-process: the argmax of the prompt's logits) writes
+ * nothing and says why; without the key it writes that token on. */
+static void test_file_eot(const char *model, okv_model *m) {
+    const okv_tokenizer *tok = okv_model_tokenizer(m);
+    okv_error err;
+    int32_t ids[16], pos[16];
+    size_t n = 0;
+    okv_context *ctx = okv_context_create(m, NULL, NULL, &err);
+    float *logits = malloc((size_t)okv_model_n_vocab(m) * sizeof *logits);
+    bool ok = ctx && logits && okv_tokenizer_encode(tok, "Once", 4, OKV_TOKENIZE_ADD_SPECIAL, ids, 16, &n, &err) == OKV_OK;
+    for (size_t i = 0; ok && i < n; i++) pos[i] = (int32_t)i;
+    ok = ok && okv_context_eval_last(ctx, ids, pos, (int32_t)n, logits, &err) == OKV_OK;
+    int32_t first = 0;
+    for (int32_t i = 1; ok && i < okv_model_n_vocab(m); i++)
+        if (logits[i] > logits[first]) first = i;
+    free(logits);
+    okv_context_free(ctx);
+    CHECK(ok && !okv_tokenizer_is_eog(tok, first), "greedy's first token %d (not an end without the key): %s",
+          (int)first, err.message);
+    if (!ok) return;
+    char with_eot[4200];
+    cli_path(with_eot, sizeof with_eot, "synth-qwen3-eot.gguf");
+    okv_gguf *g = okv_gguf_open(model, &err);
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    static const char *const skip[] = {"tokenizer.ggml.eot_token_id", "tokenizer.chat_template", NULL};
+    ok = g && w && copy_metadata_except(g, w, skip) && copy_tensors(g, w) &&
+         okv_gguf_writer_add_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)first, &err) == OKV_OK &&
+         okv_gguf_writer_write(w, with_eot, &err) == OKV_OK;
+    okv_gguf_writer_free(w);
+    okv_gguf_close(g);
+    CHECK(ok, "writing %s: %s", with_eot, err.message);
+    int rc = offkv("run", "-m", model, "-p", "Once", "-n", "3", "--temp", "0", "--no-display-prompt", NULL);
+    CHECK(rc == 0 && strlen(cli_out) > 1 && strstr(cli_err, "stopped: n reached"),
+          "without the key: three tokens: exit %d, '%s' (%s)", rc, cli_out, cli_err);
+    rc = offkv("run", "-m", with_eot, "-p", "Once", "-n", "3", "--temp", "0", "--no-display-prompt", NULL);
+    CHECK(rc == 0 && strcmp(cli_out, "\n") == 0 && strstr(cli_err, "stopped: end of generation"),
+          "eot_token_id %d: nothing, and why: exit %d, '%s' (%s)", (int)first, rc, cli_out, cli_err);
+    remove(with_eot);
+}
+
 static void test_synth_vocab(void) {
     const char *shared = check_shared_dir();
     if (!shared) { printf("skipped (synth --vocab): ../shared not found\n"); return; }
@@ -592,6 +635,7 @@ static void test_synth_vocab(void) {
         okv_tokenizer_encode(tok, text, strlen(text), 0, a, 128, &na, &err);
         okv_tokenizer_encode(ref, text, strlen(text), 0, b, 128, &nb, &err);
         CHECK(na > 0 && na == nb && memcmp(a, b, na * sizeof *a) == 0, "tokens: %zu vs %zu", na, nb);
+        test_file_eot(model, m);
     }
     okv_model_free(m);
     okv_tokenizer_free(ref);
