@@ -91,6 +91,32 @@ static void check_force(const char *what, const okv_chat_syntax *syn, const char
     okv_chat_msg_free(&msg);
 }
 
+/* prefix + force_tools + a call in the format's markup parses into that
+ * reasoning and the call (the tools' force leaves a call possible); where
+ * a syntax needs no other, force_tools is force. */
+static void check_force_tools(const char *what, const okv_chat_syntax *syn, const char *prefix, const char *reasoning,
+                              const char *call) {
+    const okv_chat_reasoning_markup m = okv_chat_reasoning(syn);
+    CHECK(m.force_tools != NULL, "%s: a force text for tools", what);
+    if (!m.force_tools) return;
+    srv_reasoning r;
+    srv_reasoning_init(&r, &m);
+    srv_reasoning_feed(&r, prefix, strlen(prefix));
+    srv_reasoning_feed(&r, m.force_tools, strlen(m.force_tools));
+    CHECK(!r.inside, "%s: force_tools ends reasoning", what);
+    char text[512];
+    snprintf(text, sizeof text, "%s%s%s", prefix, m.force_tools, call);
+    okv_chat_msg msg = {0};
+    okv_error err = {0};
+    CHECK_STATUS(okv_chat_parse(syn, text, strlen(text), false, &msg, &err), OKV_OK, err);
+    CHECK(msg.reasoning_content && !strcmp(msg.reasoning_content, reasoning), "%s: reasoning '%s', want '%s'", what,
+          msg.reasoning_content ? msg.reasoning_content : "(none)", reasoning);
+    CHECK(msg.n_tool_calls == 1 && !strcmp(msg.tool_calls[0].name, "get_weather") &&
+              !strcmp(msg.tool_calls[0].arguments, "{\"city\":\"Paris\"}"),
+          "%s: one call after force_tools (%d)", what, msg.n_tool_calls);
+    okv_chat_msg_free(&msg);
+}
+
 /* The tokenizer of ../shared/vocab/ggml-vocab-NAME.gguf. */
 static okv_tokenizer *vocab(const char *shared, const char *name) {
     char path[1024];
@@ -136,6 +162,16 @@ int main(void) {
     check_force("deepseek r1", &r1, "\nhmm,", "hmm,", "Answer");
     check_force("gpt-oss", &harmony, "<|channel|>analysis<|message|>Need to answer", "Need to answer", "Sure.");
     check_force("command-r", &command_r, "<|START_THINKING|>plan it", "plan it", "");
+    const okv_chat_syntax hermes3 = {.format = OKV_CHAT_FORMAT_HERMES, .think_tags = true};
+    check_force_tools("gpt-oss", &harmony, "<|channel|>analysis<|message|>Need weather", "Need weather",
+                      "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>");
+    check_force_tools("qwen3 hermes", &hermes3, "<think>\nNeed weather", "Need weather",
+                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>");
+    const okv_chat_reasoning_markup mh0 = okv_chat_reasoning(&harmony), mq0 = okv_chat_reasoning(&qwen3),
+                                     mc0 = okv_chat_reasoning(&command_r);
+    CHECK(strcmp(mh0.force_tools, mh0.force) != 0 && mq0.force_tools == mq0.force && mc0.force_tools == mc0.force &&
+              !okv_chat_reasoning(&plain).force_tools,
+          "force_tools differs from force for gpt-oss only (none without reasoning markup)");
 
     /* Whether the answer may open a block its prompt did not: prompts as
      * the shared templates render them with thinking on and off (Qwen 3's

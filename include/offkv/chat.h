@@ -146,6 +146,9 @@ typedef struct okv_chat_reasoning_markup {
                            and parses: "\n</think>\n\n", "<|END_THINKING|>", or gpt-oss's
                            "<|end|><|start|>assistant<|channel|>final<|message|>" (its final
                            channel: no tool call can follow) */
+    const char *force_tools; /* force for an answer that may still call a tool: gpt-oss's stops at
+                                "<|end|><|start|>assistant<|channel|>", so that the model chooses the
+                                final channel or commentary (a call); the others' is force */
 } okv_chat_reasoning_markup;
 
 /* The reasoning markup of answers read with syntax (all NULL when it has

@@ -1246,6 +1246,7 @@ okv_chat_reasoning_markup okv_chat_reasoning(const okv_chat_syntax *syntax) {
         m.open = "<|channel|>analysis<|message|>";
         m.close = "<|end|>";
         m.force = "<|end|><|start|>assistant<|channel|>final<|message|>";
+        m.force_tools = "<|end|><|start|>assistant<|channel|>";
     } else if (syntax->think_tags) {
         /* split_think; the newlines are Qwen 3's and DeepSeek R1's own around
          * the tag, and the parser trims them */
@@ -1260,6 +1261,7 @@ okv_chat_reasoning_markup okv_chat_reasoning(const okv_chat_syntax *syntax) {
         m.close = "<|END_THINKING|>";
         m.force = "<|END_THINKING|>";
     }
+    if (!m.force_tools) m.force_tools = m.force;
     return m;
 }
 

@@ -11,6 +11,9 @@
 //    answer's, the reasoning their text after the header, reasoning_tokens
 //    the budget plus the <|end|> that closes it; a stream's deltas add up
 //    to the same answer;
+//  - with tools offered, a budget's markup stops at <|channel|>: the model
+//    may call a tool after its cut analysis (sent to the final channel, it
+//    could not); without tools it goes on in the final channel;
 //  - a forced tool call is read back as a call (finish_reason tool_calls).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -73,6 +76,44 @@ try {
 
   const tool = { type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: {
     type: 'object', properties: { city: { type: 'string', maxLength: 8 } }, required: ['city'], additionalProperties: false } } };
+
+  // A budget with tools offered: the forced markup stops at <|channel|>, so
+  // the model may go on to a call (commentary) after its cut analysis;
+  // without tools it is sent to the final channel.  A grammar allows both
+  // channels, and a bias on "comment" (12606) makes the model choose
+  // commentary wherever it may (its analysis is "comment" too).
+  const COMMENT = 12606;
+  const both = `root ::= "${HEADER}" [a-z]+ "<|end|><|start|>assistant<|channel|>" ( "final<|message|>" [a-z]{3,6} | ` +
+    `"commentary to=functions.get_weather <|constrain|>json<|message|>{\\"city\\":\\"Paris\\"}<|call|>" )`;
+  const biased = extra => post(srv, '/v1/chat/completions', { messages: [{ role: 'user', content: 'weather in Paris' }],
+    max_tokens: 80, temperature: 0, logprobs: true, grammar: both, logit_bias: { [COMMENT]: 100 },
+    thinking_budget_tokens: B, ...extra });
+  const wt = await biased({ tools: [tool], tool_choice: 'auto' });
+  eq(wt.status, 200, 'a budget with tools: 200');
+  // where the header ends in this answer (another prompt: other tokens)
+  const headerEnd = toks => {
+    let k = 0;
+    for (let s = ''; k < toks.length && !s.includes(HEADER); k++) s += toks[k];
+    return k;
+  };
+  const wm = wt.json.choices[0].message, wtoks = tokensOf(wt), wh = headerEnd(wtoks);
+  const wUpTo = wtoks.slice(0, wh + B).join('');
+  eq(wm.reasoning_content, wUpTo.slice(wUpTo.indexOf(HEADER) + HEADER.length), 'with tools: the analysis, cut at the budget');
+  check(wm.reasoning_content.endsWith('comment'.repeat(B)), `with tools: the biased analysis: ${wm.reasoning_content}`);
+  eq(wtoks.slice(wh + B, wh + B + 4).join(''), '<|end|><|start|>assistant<|channel|>',
+    'with tools: the forced markup ends at <|channel|>');
+  eq(wtoks[wh + B + 4], 'comment', 'then the model names the channel');
+  eq([wm.tool_calls?.length, wm.tool_calls?.[0]?.function?.name, wm.tool_calls?.[0]?.function?.arguments,
+    wt.json.choices[0].finish_reason], [1, 'get_weather', '{"city":"Paris"}', 'tool_calls'],
+  'with tools: the call after the cut analysis');
+  const nt = await biased({});
+  eq(nt.status, 200, 'the same budget without tools: 200');
+  const nm = nt.json.choices[0].message;
+  check(!nm.tool_calls && /^[a-z]{3,6}$/.test(nm.content),
+    `without tools: the final channel, no call: ${JSON.stringify(nm)}`);
+  const ntoks = tokensOf(nt);
+  eq(ntoks.slice(headerEnd(ntoks) + B).join(''), '<|end|><|start|>assistant<|channel|>final<|message|>' + nm.content,
+    'without tools: the forced markup names the final channel');
   const t = await post(srv, '/v1/chat/completions', { messages: [{ role: 'user', content: 'weather in Paris' }],
     max_tokens: 80, temperature: 0, tools: [tool], tool_choice: 'required' });
   eq(t.status, 200, 'a forced call');

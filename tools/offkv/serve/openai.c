@@ -727,6 +727,10 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             }
             okv_chat_syntax syn = srv_chat_syntax(srv->chat, rendered);
             reasoning = okv_chat_reasoning(&syn);
+            /* A budget that cuts reasoning short leaves a call possible where
+             * the client offers tools (gpt-oss: the model names the channel,
+             * final or commentary; forced into final, it could call none). */
+            if (req.tools_json && req.tool_choice != SRV_TOOLS_NONE) reasoning.force = reasoning.force_tools;
             reasoning_may_open = srv_reasoning_may_open(&reasoning, rendered, okv_model_tokenizer(srv->model));
             /* tool_choice "required" or named: the answer is calls in the
              * template's format, arguments per the tool's schema, forced
