@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "serve/serve.h"
+#include "tokenizer_util.h"
 
 static bool ws_only(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -67,66 +68,36 @@ static void check_follow(const char *what, const okv_chat_syntax *syn, const cha
 }
 
 /* prefix (reasoning so far, its opener included unless the prompt opened
- * it) + the force text + content parses into that reasoning and content. */
-static void check_force(const char *what, const okv_chat_syntax *syn, const char *prefix, const char *reasoning,
-                        const char *content) {
+ * it) + the force text + tail parses into that reasoning and tail: with
+ * tools, force_tools and a get_weather call in the format's markup (the
+ * tools' force leaves a call possible), else force and the content. */
+static void check_force(const char *what, const okv_chat_syntax *syn, bool tools, const char *prefix,
+                        const char *reasoning, const char *tail) {
     const okv_chat_reasoning_markup m = okv_chat_reasoning(syn);
-    CHECK(m.force != NULL, "%s: a force text", what);
-    if (!m.force) return;
+    const char *f = tools ? m.force_tools : m.force;
+    CHECK(f != NULL, "%s: a force text%s", what, tools ? " for tools" : "");
+    if (!f) return;
     srv_reasoning r;
     srv_reasoning_init(&r, &m);
     srv_reasoning_feed(&r, prefix, strlen(prefix));
     CHECK(r.inside, "%s: inside after '%s'", what, prefix);
-    srv_reasoning_feed(&r, m.force, strlen(m.force));
+    srv_reasoning_feed(&r, f, strlen(f));
     CHECK(!r.inside, "%s: the force text ends reasoning", what);
     char text[512];
-    snprintf(text, sizeof text, "%s%s%s", prefix, m.force, content);
+    snprintf(text, sizeof text, "%s%s%s", prefix, f, tail);
     okv_chat_msg msg = {0};
     okv_error err = {0};
     CHECK_STATUS(okv_chat_parse(syn, text, strlen(text), false, &msg, &err), OKV_OK, err);
     CHECK(msg.reasoning_content && !strcmp(msg.reasoning_content, reasoning), "%s: reasoning '%s', want '%s'", what,
           msg.reasoning_content ? msg.reasoning_content : "(none)", reasoning);
-    CHECK(msg.content && !strcmp(msg.content, content), "%s: content '%s', want '%s'", what,
-          msg.content ? msg.content : "(null)", content);
+    if (tools)
+        CHECK(msg.n_tool_calls == 1 && !strcmp(msg.tool_calls[0].name, "get_weather") &&
+                  !strcmp(msg.tool_calls[0].arguments, "{\"city\":\"Paris\"}"),
+              "%s: one call after force_tools (%d)", what, msg.n_tool_calls);
+    else
+        CHECK(msg.content && !strcmp(msg.content, tail), "%s: content '%s', want '%s'", what,
+              msg.content ? msg.content : "(null)", tail);
     okv_chat_msg_free(&msg);
-}
-
-/* prefix + force_tools + a call in the format's markup parses into that
- * reasoning and the call (the tools' force leaves a call possible); where
- * a syntax needs no other, force_tools is force. */
-static void check_force_tools(const char *what, const okv_chat_syntax *syn, const char *prefix, const char *reasoning,
-                              const char *call) {
-    const okv_chat_reasoning_markup m = okv_chat_reasoning(syn);
-    CHECK(m.force_tools != NULL, "%s: a force text for tools", what);
-    if (!m.force_tools) return;
-    srv_reasoning r;
-    srv_reasoning_init(&r, &m);
-    srv_reasoning_feed(&r, prefix, strlen(prefix));
-    srv_reasoning_feed(&r, m.force_tools, strlen(m.force_tools));
-    CHECK(!r.inside, "%s: force_tools ends reasoning", what);
-    char text[512];
-    snprintf(text, sizeof text, "%s%s%s", prefix, m.force_tools, call);
-    okv_chat_msg msg = {0};
-    okv_error err = {0};
-    CHECK_STATUS(okv_chat_parse(syn, text, strlen(text), false, &msg, &err), OKV_OK, err);
-    CHECK(msg.reasoning_content && !strcmp(msg.reasoning_content, reasoning), "%s: reasoning '%s', want '%s'", what,
-          msg.reasoning_content ? msg.reasoning_content : "(none)", reasoning);
-    CHECK(msg.n_tool_calls == 1 && !strcmp(msg.tool_calls[0].name, "get_weather") &&
-              !strcmp(msg.tool_calls[0].arguments, "{\"city\":\"Paris\"}"),
-          "%s: one call after force_tools (%d)", what, msg.n_tool_calls);
-    okv_chat_msg_free(&msg);
-}
-
-/* The tokenizer of ../shared/vocab/ggml-vocab-NAME.gguf. */
-static okv_tokenizer *vocab(const char *shared, const char *name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
-    okv_error err = {0};
-    okv_gguf *g = okv_gguf_open(path, &err);
-    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
-    okv_gguf_close(g);
-    CHECK(t != NULL, "%s: %s", path, err.message);
-    return t;
 }
 
 int main(void) {
@@ -157,15 +128,15 @@ int main(void) {
     CHECK(!okv_chat_reasoning(&llama3).open && !okv_chat_reasoning(&plain).open && !okv_chat_reasoning(NULL).open,
           "formats without reasoning markup have none");
 
-    check_force("qwen3", &qwen3, "<think>\nThe user greets", "The user greets", "Hello!");
-    check_force("qwq", &qwq, "Let me think", "Let me think", "Hi.");
-    check_force("deepseek r1", &r1, "\nhmm,", "hmm,", "Answer");
-    check_force("gpt-oss", &harmony, "<|channel|>analysis<|message|>Need to answer", "Need to answer", "Sure.");
-    check_force("command-r", &command_r, "<|START_THINKING|>plan it", "plan it", "");
+    check_force("qwen3", &qwen3, false, "<think>\nThe user greets", "The user greets", "Hello!");
+    check_force("qwq", &qwq, false, "Let me think", "Let me think", "Hi.");
+    check_force("deepseek r1", &r1, false, "\nhmm,", "hmm,", "Answer");
+    check_force("gpt-oss", &harmony, false, "<|channel|>analysis<|message|>Need to answer", "Need to answer", "Sure.");
+    check_force("command-r", &command_r, false, "<|START_THINKING|>plan it", "plan it", "");
     const okv_chat_syntax hermes3 = {.format = OKV_CHAT_FORMAT_HERMES, .think_tags = true};
-    check_force_tools("gpt-oss", &harmony, "<|channel|>analysis<|message|>Need weather", "Need weather",
+    check_force("gpt-oss", &harmony, true, "<|channel|>analysis<|message|>Need weather", "Need weather",
                       "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>");
-    check_force_tools("qwen3 hermes", &hermes3, "<think>\nNeed weather", "Need weather",
+    check_force("qwen3 hermes", &hermes3, true, "<think>\nNeed weather", "Need weather",
                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>");
     const okv_chat_reasoning_markup mh0 = okv_chat_reasoning(&harmony), mq0 = okv_chat_reasoning(&qwen3),
                                      mc0 = okv_chat_reasoning(&command_r);
@@ -182,7 +153,7 @@ int main(void) {
         printf("SKIP: srv_reasoning_may_open needs ../shared's vocabularies (OKV_SHARED)\n");
         return check_done();
     }
-    okv_tokenizer *tq = vocab(shared, "qwen3"), *tl = vocab(shared, "llama3");
+    okv_tokenizer *tq = tu_shared_vocab(shared, "qwen3"), *tl = tu_shared_vocab(shared, "llama3");
     const okv_chat_reasoning_markup mq = okv_chat_reasoning(&qwen3), mqq = okv_chat_reasoning(&qwq),
                                      mh = okv_chat_reasoning(&harmony), mp = okv_chat_reasoning(&plain);
     CHECK(srv_reasoning_may_open(&mq, "<|im_start|>assistant\n", tq), "qwen3 thinking on: the answer may open <think>");

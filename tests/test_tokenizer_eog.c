@@ -14,6 +14,7 @@
 #include "check.h"
 #include "offkv/gguf.h"
 #include "offkv/tokenizer.h"
+#include "tokenizer_util.h"
 
 static bool same_set(const okv_tokenizer *t, const int32_t *want, int32_t n_want, const char *what) {
     int32_t n = -1;
@@ -27,15 +28,6 @@ static bool same_set(const okv_tokenizer *t, const int32_t *want, int32_t n_want
         printf("\n");
     }
     return same;
-}
-
-static okv_tokenizer *from_file(const char *path) {
-    okv_error err = {0};
-    okv_gguf *g = okv_gguf_open(path, &err);
-    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
-    okv_gguf_close(g);
-    CHECK(t != NULL, "%s: %s", path, err.message);
-    return t;
 }
 
 /* A tiny SPM vocabulary: <unk> <s> </s>, then names[], then "a".."e". */
@@ -137,7 +129,7 @@ static void gguf_keys(const char *dir) {
     okv_gguf_writer_free(w);
     CHECK(ok, "writing %s: %s", path, err.message);
     if (!ok) return;
-    okv_tokenizer *t = from_file(path);
+    okv_tokenizer *t = tu_tokenizer_file(path);
     const int32_t want[] = {2, 3, 4, 5};
     CHECK(t && same_set(t, want, 4, "gguf keys"),
           "eot, eom and fim_sep ids join EOS (a fim_pad id past the vocabulary is none, as llama.cpp reads it)");
@@ -174,7 +166,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof ref / sizeof *ref; i++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, ref[i].vocab);
-        okv_tokenizer *t = from_file(path);
+        okv_tokenizer *t = tu_tokenizer_file(path);
         CHECK(t && same_set(t, ref[i].ids, ref[i].n, ref[i].vocab), "%s: llama.cpp's end-of-generation set",
               ref[i].vocab);
         okv_tokenizer_free(t);

@@ -11,6 +11,23 @@
 #include "check.h"
 #include "offkv/offkv.h"
 
+/* The tokenizer of a GGUF file (CHECKed; NULL on failure). */
+static inline okv_tokenizer *tu_tokenizer_file(const char *path) {
+    okv_error err = {0};
+    okv_gguf *g = okv_gguf_open(path, &err);
+    okv_tokenizer *t = g ? okv_tokenizer_from_gguf(g, &err) : NULL;
+    okv_gguf_close(g); /* the tokenizer copies what it needs */
+    CHECK(t != NULL, "tokenizer of %s: %s", path, err.message);
+    return t;
+}
+
+/* The tokenizer of shared/vocab/ggml-vocab-NAME.gguf. */
+static inline okv_tokenizer *tu_shared_vocab(const char *shared, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
+    return tu_tokenizer_file(path);
+}
+
 /* Encodes NUL-terminated text with flags into ids (at most 256). */
 static inline size_t tu_encode(const okv_tokenizer *t, const char *text, unsigned flags,
                                int32_t *ids) {
@@ -83,14 +100,8 @@ static inline int tu_run_vocab(const char *shared, const char *name, int strip_p
                                int *n_total) {
     char path[4096];
     *n_total = 0;
-    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", shared, name);
     okv_error err;
-    okv_gguf *g = okv_gguf_open(path, &err);
-    CHECK(g != NULL, "open %s: %s", path, err.message);
-    if (!g) return 0;
-    okv_tokenizer *t = okv_tokenizer_from_gguf(g, &err);
-    CHECK(t != NULL, "tokenizer from %s: %s", path, err.message);
-    okv_gguf_close(g); /* the tokenizer copies what it needs */
+    okv_tokenizer *t = tu_shared_vocab(shared, name);
     if (!t) return 0;
     size_t in_len, out_len;
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf.inp", shared, name);
