@@ -10,6 +10,7 @@
 #include "gguf_copy.h"
 #include "golden.h"
 #include "kernels/quant.h"
+#include "offkv/chat.h"
 #include "offkv/tokenizer.h"
 #include "offkv/offkv.h"
 
@@ -49,9 +50,10 @@ static bool same_bytes(const char *a, const char *b) {
 static void test_help_and_flags(void) {
     CHECK(offkv("--help", NULL) == 0, "offkv --help: %s", cli_err);
     CHECK(strstr(cli_out, "synth") && strstr(cli_out, "bench"), "help lists commands: %s", cli_out);
-    static const char *const cmds[] = {"run", "logits", "tokenize", "synth", "bench"};
-    static const char *const flag[] = {"--top-p", "--tokens", "-p, --prompt", "--n-head-kv", "--n-depth"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const cmds[] = {"run", "logits", "tokenize", "synth", "bench", "chat"};
+    static const char *const flag[] = {"--top-p", "--tokens", "-p, --prompt", "--n-head-kv", "--n-depth",
+                                       "--chat-template-file"};
+    for (int i = 0; i < 6; i++) {
         CHECK(offkv(cmds[i], "--help", NULL) == 0, "%s --help exits 0", cmds[i]);
         CHECK(strstr(cli_out, flag[i]) != NULL, "%s --help lacks %s", cmds[i], flag[i]);
         CHECK(offkv(cmds[i], "--no-such-flag", NULL) == 2, "%s with a bad flag exits 2", cmds[i]);
@@ -740,6 +742,113 @@ static void test_grammar_flags(const char *model) {
           "--grammar-file from a pipe: exit %d, '%s' (%s)", rc, cli_out, cli_err);
 }
 
+/* s as a JSON string into b (quotes, backslashes, control bytes escaped). */
+static void json_escape(const char *s, char *b, size_t cap) {
+    size_t o = 0;
+    b[o++] = '"';
+    for (; *s && o + 8 < cap; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') o += (size_t)snprintf(b + o, cap - o, "\\%c", c);
+        else if (c < 0x20) o += (size_t)snprintf(b + o, cap - o, "\\u%04x", c);
+        else b[o++] = (char)c;
+    }
+    snprintf(b + o, cap - o, "\"");
+}
+
+/* The greedy answer offkv run gives to the prompt Qwen 2.5's template (the
+ * library's render, checked against jinja2 elsewhere) makes of messages
+ * (a JSON array), into out (its first line: the answer and run's newline
+ * apart). */
+static void run_reference(const char *model, const okv_chat_template *t, const char *messages, char *out, size_t cap) {
+    okv_chat_input in = {.messages_json = messages, .add_generation_prompt = true};
+    char *prompt = NULL;
+    size_t n = 0;
+    okv_error err;
+    out[0] = '\0';
+    CHECK(okv_chat_template_render(t, &in, &prompt, &n, &err) == OKV_OK, "render %s: %s", messages, err.message);
+    if (!prompt) return;
+    CHECK(offkv("run", "-m", model, "-p", prompt, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
+                "--no-display-prompt", NULL) == 0,
+          "run on the rendered conversation: %s", cli_err);
+    const char *nl = strchr(cli_out, '\n');
+    const size_t len = nl ? (size_t)(nl - cli_out) : strlen(cli_out);
+    CHECK(len < cap, "run's answer: %zu bytes", len);
+    memcpy(out, cli_out, len < cap ? len : cap - 1);
+    out[len < cap ? len : cap - 1] = '\0';
+    free(prompt);
+}
+
+/* offkv chat: a line a message, a line ending in '\' going on, /clear and
+ * /exit; each greedy answer equals offkv run's on the whole conversation
+ * rendered afresh (the cache's reuse across turns changes nothing), the
+ * second turn evaluates only what its prompt adds, and after /clear a new
+ * first turn answers as a fresh run (the cache keeps only the prefix the
+ * prompts share: Qwen's system text). */
+static void test_chat(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) { printf("skipped (chat): ../shared not found\n"); return; }
+    char model[4200], tpath[4200], in[4200];
+    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
+    snprintf(tpath, sizeof tpath, "%s/templates/src/Qwen-Qwen2.5-7B-Instruct.jinja", shared);
+    cli_path(in, sizeof in, "chat-in.txt");
+    FILE *f = fopen(in, "w");
+    if (f) {
+        fputs("Once upon a time\nThe cat\\\nsat\n\n/clear\nThe dog ran\n/exit\nnever read\n", f);
+        fclose(f);
+    }
+    cli_stdin = in;
+    int rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
+                   NULL);
+    cli_stdin = NULL;
+    CHECK(rc == 0, "chat: exit %d (%s)", rc, cli_err);
+    static char chat_err[sizeof cli_err];
+    memcpy(chat_err, cli_err, sizeof chat_err); /* the references' runs take cli_err */
+    char got[3][512] = {{0}};
+    const char *p = cli_out;
+    for (int i = 0; i < 3 && p; i++) {
+        const char *nl = strchr(p, '\n');
+        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        memcpy(got[i], p, len < sizeof got[i] ? len : sizeof got[i] - 1);
+        p = nl ? nl + 1 : NULL;
+    }
+    CHECK(p && !*p, "chat: three answers, a line each, nothing after /exit: '%s'", cli_out);
+
+    size_t n = 0;
+    char *text = read_whole(tpath, &n); /* not NUL-terminated: parse takes n */
+    okv_error err;
+    okv_chat_template *t = text ? okv_chat_template_parse(text, n, &err) : NULL;
+    free(text);
+    CHECK(t != NULL, "parse %s", tpath);
+    if (!t) return;
+    char want[512], a1[600], msgs[2048];
+    run_reference(model, t, "[{\"role\": \"user\", \"content\": \"Once upon a time\"}]", want, sizeof want);
+    CHECK(strcmp(got[0], want) == 0 && got[0][0], "chat turn 1: '%s', run's '%s'", got[0], want);
+    json_escape(got[0], a1, sizeof a1);
+    snprintf(msgs, sizeof msgs,
+             "[{\"role\": \"user\", \"content\": \"Once upon a time\"}, {\"role\": \"assistant\", \"content\": %s}, "
+             "{\"role\": \"user\", \"content\": \"The cat\\nsat\"}]",
+             a1);
+    run_reference(model, t, msgs, want, sizeof want);
+    CHECK(strcmp(got[1], want) == 0 && got[1][0], "chat turn 2: '%s', run's '%s'", got[1], want);
+    run_reference(model, t, "[{\"role\": \"user\", \"content\": \"The dog ran\"}]", want, sizeof want);
+    CHECK(strcmp(got[2], want) == 0 && got[2][0], "after /clear, a first turn: '%s', run's '%s'", got[2], want);
+    okv_chat_template_free(t);
+    const char *t2 = strstr(chat_err, "turn 2: prompt ");
+    int n_prompt = 0, cached = 0;
+    CHECK(t2 && sscanf(t2, "turn 2: prompt %d tokens (%d from the cache", &n_prompt, &cached) == 2 && cached > 100 &&
+              cached < n_prompt,
+          "turn 2 evaluates only what it adds: %s", t2 ? t2 : chat_err);
+    CHECK(strstr(chat_err, "the conversation is cleared"), "/clear says so: %s", chat_err);
+
+    cli_stdin = in;
+    CHECK(offkv("chat", "-m", model, "-t", "1", NULL) == 1, "a model without a template: exit 1");
+    CHECK_ERR_HAS("has no chat template (tokenizer.chat_template): give one with --chat-template-file");
+    CHECK(offkv("chat", "-m", model, "--chat-template-file", tpath, "--kwargs", "{bad", NULL) == 2, "bad --kwargs: exit 2");
+    CHECK_ERR_HAS("--kwargs: ");
+    CHECK(offkv("chat", "-m", model, "-n", "0", NULL) == 2, "-n 0: exit 2");
+    cli_stdin = NULL;
+}
+
 int main(void) {
     if (!cli_init("test-cli")) return CHECK_SKIP;
     test_help_and_flags();
@@ -755,5 +864,6 @@ int main(void) {
     test_grammar_flags(model);
     test_warmup_families();
     test_logits_goldens();
+    test_chat();
     return cli_done();
 }

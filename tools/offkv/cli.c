@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "offkv/chat.h"
+#include "offkv/gguf.h"
 
 bool cli_is(const char *a, const char *b1, const char *b2) {
     return strcmp(a, b1) == 0 || (b2 && strcmp(a, b2) == 0);
@@ -356,4 +358,134 @@ const char *cli_cache_line(const okv_cache *c, char *buf, size_t cap) {
 int32_t cli_default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 8 ? 8 : (int32_t)n;
+}
+
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    const unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, min = 0x10000;
+    else return 0;
+    if (len > n) return 0;
+    unsigned cp = c & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return len;
+}
+
+void cli_json_string(FILE *f, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    putc('"', f);
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = u[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c == '\n') fputs("\\n", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c);
+        else {
+            const size_t len = utf8_len(u + i, n - i);
+            if (len == 0) fputs("\\ufffd", f), i++;
+            else fwrite(u + i, 1, len, f), i += len;
+            continue;
+        }
+        i++;
+    }
+    putc('"', f);
+}
+
+/* A prompt of several chunks shows its progress: a long one takes minutes. */
+bool cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
+                 int32_t *pos, float *logits) {
+    const bool show = n - from > chunk;
+    for (int32_t start = from; start < n; start += chunk) {
+        int32_t len = n - start < chunk ? n - start : chunk;
+        for (int32_t i = 0; i < len; i++) pos[i] = start + i;
+        if (show) cli_status("offkv %s: prompt: %d of %d tokens evaluated", cmd, (int)(start - from), (int)(n - from));
+        okv_error err = {0};
+        /* Only the last chunk's last row is needed: skip the output layer before it. */
+        if (okv_context_eval_last(ctx, ids + start, pos, len, start + len == n ? logits : NULL, &err) != OKV_OK) {
+            if (show) cli_status_clear();
+            cli_error(cmd, "prompt eval of positions %d..%d: %s", (int)start, (int)(start + len - 1), err.message);
+            return false;
+        }
+    }
+    if (show) cli_status_clear();
+    return true;
+}
+
+bool cli_put_text(const char *cmd, const char *text, size_t n) {
+    if (n && fwrite(text, 1, n, stdout) != n) {
+        cli_error(cmd, "writing standard output: %s", strerror(errno));
+        return false;
+    }
+    return cli_flush_stdout(cmd);
+}
+
+bool cli_emit(const char *cmd, const okv_tokenizer *tok, okv_detok_stream *us, int32_t id) {
+    char small[256], *buf = small;
+    size_t n = 0;
+    okv_error err = {0};
+    okv_status st = okv_tokenizer_token_to_piece(tok, id, 0, buf, sizeof small, &n, &err);
+    if (st != OKV_OK && n > sizeof small && (buf = malloc(n))) /* a piece longer than most */
+        st = okv_tokenizer_token_to_piece(tok, id, 0, buf, n, &n, &err);
+    if (st != OKV_OK || !buf) {
+        cli_error(cmd, "token %d: %s", (int)id, buf ? err.message : "out of memory for its text");
+        if (buf != small) free(buf);
+        return false;
+    }
+    char out_small[3 * (sizeof small + 4)]; /* OKV_DETOK_ROOM(sizeof small) */
+    char *out = n <= sizeof small ? out_small : malloc(OKV_DETOK_ROOM(n));
+    bool ok = out != NULL;
+    if (ok) ok = cli_put_text(cmd, out, okv_detok_stream_feed(us, buf, n, out));
+    else cli_error(cmd, "token %d: out of memory for its text", (int)id);
+    if (out != out_small) free(out);
+    if (buf != small) free(buf);
+    return ok;
+}
+
+bool cli_is_sampling_flag(const char *a) { return cli_is(a, "--temp", "--top-k") || cli_is(a, "--top-p", "--seed"); }
+
+bool cli_sampling_flag(const char *cmd, const char *a, const char *v, okv_sampler_params *sp, bool *seed_given) {
+    if (cli_is(a, "--temp", NULL)) return cli_float(cmd, a, v, 0.0, 1e6, &sp->temperature);
+    if (cli_is(a, "--top-k", NULL)) return cli_int(cmd, a, v, 0, 1 << 24, &sp->top_k);
+    if (cli_is(a, "--seed", NULL)) return *seed_given = cli_u64(cmd, a, v, &sp->seed);
+    char *end;
+    const double p = strtod(v, &end);
+    /* (float)p > 0: a p that rounds to 0 would silently mean something else */
+    if (end != v && !*end && p > 0.0 && p <= 1.0 && (float)p > 0.0f) {
+        sp->top_p = (float)p;
+        return true;
+    }
+    cli_error(cmd, "bad value '%s' for --top-p: expected a number in (0, 1] that does not round to 0", v);
+    return false;
+}
+
+okv_chat_template *cli_chat_template(const char *cmd, const char *model, const char *tfile, const char *how) {
+    okv_error err;
+    okv_chat_template *t = NULL;
+    if (tfile) {
+        size_t n;
+        char *text = cli_read_text(cmd, how, tfile, &n);
+        if (!text) return NULL;
+        t = okv_chat_template_parse(text, n, &err);
+        free(text);
+        if (!t) cli_error(cmd, "%s: %s", tfile, err.message);
+        return t;
+    }
+    if (!cli_model_file_ok(cmd, model)) return NULL;
+    okv_gguf *g = okv_gguf_open(model, &err);
+    if (g) t = okv_chat_template_from_gguf(g, &err);
+    okv_gguf_close(g);
+    if (!t && err.status == OKV_ERR_NOT_FOUND)
+        cli_error(cmd, "%s has no chat template (tokenizer.chat_template): give one with %s", model, how);
+    else if (!t)
+        cli_error(cmd, "%s: %s", model, err.message);
+    return t;
 }

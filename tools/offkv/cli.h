@@ -8,15 +8,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "offkv/chat.h"
 #include "offkv/context.h"
 #include "offkv/model.h"
+#include "offkv/sampler.h"
 #include "offkv/status.h"
+#include "offkv/tokenizer.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 /* Subcommands: argv[0] is the subcommand's name. */
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
@@ -42,6 +47,17 @@ bool cli_u64(const char *cmd, const char *flag, const char *v, uint64_t *out);
 bool cli_float(const char *cmd, const char *flag, const char *v, double lo, double hi, float *out);
 /* v must be one of the NULL-terminated choices; *out gets its index. */
 bool cli_choice(const char *cmd, const char *flag, const char *v, const char *const *choices, int *out);
+
+/* A chat template: the file tfile's text, or else the GGUF file model's
+ * tokenizer.chat_template (with its BOS / EOS texts); NULL after saying
+ * why (a model without a template: "give one with HOW"). */
+okv_chat_template *cli_chat_template(const char *cmd, const char *model, const char *tfile, const char *how);
+
+/* The sampling flags of run and chat: --temp, --top-k, --top-p, --seed. */
+bool cli_is_sampling_flag(const char *a);
+/* Parses sampling flag a's value v into sp (--seed also sets *seed_given);
+ * false after saying what is wrong with v. */
+bool cli_sampling_flag(const char *cmd, const char *a, const char *v, okv_sampler_params *sp, bool *seed_given);
 
 /* Says that flag is unknown and how to get help; returns CLI_USAGE. */
 int cli_unknown(const char *cmd, const char *flag);
@@ -132,5 +148,24 @@ void cli_cache_bytes_by_kind(const okv_cache *c, cli_cache_kinds *k);
 /* "cache 1.2 MiB for 64 positions: 2 flat layers ..., 4 ring layers ...[,
  * 2 layers sharing K/V (... saved)]" into buf. */
 const char *cli_cache_line(const okv_cache *c, char *buf, size_t cap);
+
+/* Writes s (n bytes) to f as a JSON string: escapes, and U+FFFD for each
+ * byte that is not UTF-8. */
+void cli_json_string(FILE *f, const char *s, size_t n);
+
+/* Evaluates ids[from..n) at positions from..n-1 in chunks of at most chunk
+ * (pos: room for chunk positions); the last token's logits land in
+ * logits.  A prompt of several chunks shows how far it has got on a
+ * terminal.  False after saying why. */
+bool cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
+                 int32_t *pos, float *logits);
+
+/* Writes n bytes of text to stdout now; false (after saying why) when they
+ * could not be written, so that lost output is never reported as success. */
+bool cli_put_text(const char *cmd, const char *text, size_t n);
+
+/* Streams token id's text to stdout; a character split across tokens
+ * waits for its last byte in us (okv_detok_stream). */
+bool cli_emit(const char *cmd, const okv_tokenizer *tok, okv_detok_stream *us, int32_t id);
 
 #endif

@@ -35,47 +35,6 @@ enum { TEXT_STRING_MAX = 200 };
 /* ---- values as text (one line each) and as JSON ---- */
 
 /* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    const unsigned c = s[0];
-    size_t len;
-    unsigned min;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, min = 0x10000;
-    else return 0;
-    if (len > n) return 0;
-    unsigned cp = c & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
-
-/* s as a JSON string: escapes, and U+FFFD for each byte that is not UTF-8. */
-static void json_str(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    putchar('"');
-    for (size_t i = 0; i < n;) {
-        const unsigned char c = u[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c == '\r') fputs("\\r", stdout);
-        else if (c < 0x20 || c == 0x7F) printf("\\u%04x", c);
-        else {
-            const size_t len = utf8_len(u + i, n - i);
-            if (len == 0) fputs("\\ufffd", stdout), i++;
-            else fwrite(u + i, 1, len, stdout), i += len;
-            continue;
-        }
-        i++;
-    }
-    putchar('"');
-}
-
 /* s as one line of text: C escapes for quotes, backslashes and control
  * bytes; at most max bytes, then how many more there were. */
 static void text_str(const char *s, size_t n, size_t max) {
@@ -136,13 +95,13 @@ static void print_value(const okv_gguf *g, const char *key, okv_gguf_type t, int
         size_t n = 0;
         st = in_array ? okv_gguf_array_str(g, key, i, &s, &n, &err) : okv_gguf_get_str(g, key, &s, &n, &err);
         if (!st) {
-            if (json) json_str(s, n);
+            if (json) cli_json_string(stdout, s, n);
             else text_str(s, n, TEXT_STRING_MAX);
         }
     }
     /* the reader validated the file: a value it cannot give is a bug, said where it shows */
     if (st) {
-        if (json) json_str(err.message, strlen(err.message));
+        if (json) cli_json_string(stdout, err.message, strlen(err.message));
         else printf("<%s>", err.message);
     }
 }
@@ -156,7 +115,7 @@ static void print_kv(const okv_gguf *g, int64_t i, uint64_t items, int json) {
     const okv_gguf_type t = okv_gguf_kv_type(g, i);
     if (json) {
         fputs(i ? ",\n  " : "\n  ", stdout);
-        json_str(key, strlen(key));
+        cli_json_string(stdout, key, strlen(key));
         printf(": {\"type\": \"%s\", ", okv_gguf_type_name(t));
     } else {
         printf("  %-40s %-7s ", key, okv_gguf_type_name(t));
@@ -208,7 +167,7 @@ static void print_text(const char *path, const okv_gguf *g, uint64_t items) {
 
 static void print_json(const char *path, const okv_gguf *g, uint64_t items) {
     fputs("{\"file\": ", stdout);
-    json_str(path, strlen(path));
+    cli_json_string(stdout, path, strlen(path));
     printf(", \"version\": %u, \"alignment\": %u,\n \"metadata\": {", (unsigned)okv_gguf_version(g),
            (unsigned)okv_gguf_alignment(g));
     const int64_t n_kv = okv_gguf_n_kv(g), n_t = okv_gguf_n_tensors(g);
@@ -217,7 +176,7 @@ static void print_json(const char *path, const okv_gguf *g, uint64_t items) {
     for (int64_t i = 0; i < n_t; i++) {
         const okv_gguf_tensor *t = okv_gguf_tensor_at(g, i);
         fputs(i ? ",\n  {\"name\": " : "\n  {\"name\": ", stdout);
-        json_str(t->name, strlen(t->name));
+        cli_json_string(stdout, t->name, strlen(t->name));
         printf(", \"type\": \"%s\", \"shape\": [", okv_ggml_type_name(t->type));
         for (int d = 0; d < t->n_dims; d++) printf(d ? ", %lld" : "%lld", (long long)t->ne[d]);
         printf("], \"bytes\": %zu, \"offset\": %llu}", t->n_bytes, (unsigned long long)t->offset);

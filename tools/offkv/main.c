@@ -28,6 +28,7 @@ static const struct {
     const char *what;
 } commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "talk with the model in its chat template, a line a message"},
     {"logits", cmd_logits, "write the logits of a token sequence to a file"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"synth", cmd_synth, "write a random-weight GGUF model of any shape"},

@@ -57,63 +57,6 @@ static void usage(FILE *f) {
             "  -h, --help              this help\n");
 }
 
-/* Evaluates ids[from..n) at positions from..n-1 in chunks; the last
- * token's logits land in logits.  A prompt of several chunks shows how far
- * it has got on a terminal (a long one takes minutes). */
-static bool prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
-                    int32_t *pos, float *logits) {
-    const bool show = n - from > chunk;
-    for (int32_t start = from; start < n; start += chunk) {
-        int32_t len = n - start < chunk ? n - start : chunk;
-        for (int32_t i = 0; i < len; i++) pos[i] = start + i;
-        if (show) cli_status("offkv %s: prompt: %d of %d tokens evaluated", cmd, (int)(start - from), (int)(n - from));
-        okv_error err = {0};
-        /* Only the last chunk's last row is needed: skip the output layer before it. */
-        if (okv_context_eval_last(ctx, ids + start, pos, len, start + len == n ? logits : NULL, &err) != OKV_OK) {
-            if (show) cli_status_clear();
-            cli_error(cmd, "prompt eval of positions %d..%d: %s", (int)start, (int)(start + len - 1), err.message);
-            return false;
-        }
-    }
-    if (show) cli_status_clear();
-    return true;
-}
-
-/* Writes n bytes of text to stdout now; false (after saying why) when they
- * could not be written, so that lost output is never reported as success. */
-static bool put_text(const char *cmd, const char *text, size_t n) {
-    if (n && fwrite(text, 1, n, stdout) != n) {
-        cli_error(cmd, "writing standard output: %s", strerror(errno));
-        return false;
-    }
-    return cli_flush_stdout(cmd);
-}
-
-/* Streams token id's text; a character split across tokens waits for its
- * last byte (okv_detok_stream). */
-static bool emit(const char *cmd, const okv_tokenizer *tok, okv_detok_stream *us, int32_t id) {
-    char small[256], *buf = small;
-    size_t n = 0;
-    okv_error err = {0};
-    okv_status st = okv_tokenizer_token_to_piece(tok, id, 0, buf, sizeof small, &n, &err);
-    if (st != OKV_OK && n > sizeof small && (buf = malloc(n))) /* a piece longer than most */
-        st = okv_tokenizer_token_to_piece(tok, id, 0, buf, n, &n, &err);
-    if (st != OKV_OK || !buf) {
-        cli_error(cmd, "token %d: %s", (int)id, buf ? err.message : "out of memory for its text");
-        if (buf != small) free(buf);
-        return false;
-    }
-    char out_small[3 * (sizeof small + 4)]; /* OKV_DETOK_ROOM(sizeof small) */
-    char *out = n <= sizeof small ? out_small : malloc(OKV_DETOK_ROOM(n));
-    bool ok = out != NULL;
-    if (ok) ok = put_text(cmd, out, okv_detok_stream_feed(us, buf, n, out));
-    else cli_error(cmd, "token %d: out of memory for its text", (int)id);
-    if (out != out_small) free(out);
-    if (buf != small) free(buf);
-    return ok;
-}
-
-
 /* The --prompt-cache path is checked before the model loads, so a path that
  * can never work is refused before anything is generated: "" is no path; an
  * existing file must be a regular file (a FIFO would block the read, a
@@ -181,7 +124,7 @@ int cmd_run(int argc, char **argv) {
         if (cli_is(a, "--warmup", NULL)) { warmup = true; continue; }
         if (cli_is(a, "--no-display-prompt", NULL)) { display_prompt = false; continue; }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--prompt") || cli_is(a, "-n", "--n-predict") ||
-              cli_is(a, "--temp", "--top-k") || cli_is(a, "--top-p", "--seed") || cli_is(a, "-t", "--threads") ||
+              cli_is_sampling_flag(a) || cli_is(a, "-t", "--threads") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "--sliding-window", NULL) ||
               cli_is(a, "--draft", "--draft-n") || cli_is(a, "--lookup", "--prompt-cache") ||
               cli_is(a, "--draft-p-min", NULL) || cli_is(a, "--grammar-file", "--json-schema")))
@@ -191,16 +134,7 @@ int cmd_run(int argc, char **argv) {
         if (cli_is(a, "-m", "--model")) model = v;
         else if (cli_is(a, "-p", "--prompt")) prompt = v;
         else if (cli_is(a, "-n", "--n-predict")) ok = cli_int(cmd, a, v, 0, 1 << 24, &n_predict);
-        else if (cli_is(a, "--temp", NULL)) ok = cli_float(cmd, a, v, 0.0, 1e6, &sp.temperature);
-        else if (cli_is(a, "--top-k", NULL)) ok = cli_int(cmd, a, v, 0, 1 << 24, &sp.top_k);
-        else if (cli_is(a, "--top-p", NULL)) {
-            char *end;
-            const double p = strtod(v, &end);
-            /* (float)p > 0: a p that rounds to 0 would silently mean something else */
-            ok = end != v && !*end && p > 0.0 && p <= 1.0 && (float)p > 0.0f;
-            if (ok) sp.top_p = (float)p;
-            else cli_error(cmd, "bad value '%s' for --top-p: expected a number in (0, 1] that does not round to 0", v);
-        } else if (cli_is(a, "--seed", NULL)) ok = seed_given = cli_u64(cmd, a, v, &sp.seed);
+        else if (cli_is_sampling_flag(a)) ok = cli_sampling_flag(cmd, a, v, &sp, &seed_given);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);
         else if (cli_is(a, "--chunk", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 20, &chunk);
@@ -349,7 +283,7 @@ int cmd_run(int argc, char **argv) {
 
     if (warmup) {
         double w0 = cli_now();
-        if (!prefill(cmd, ctx, ids, 0, n_prompt, step, pos, logits)) goto done;
+        if (!cli_prefill(cmd, ctx, ids, 0, n_prompt, step, pos, logits)) goto done;
         if (okv_cache_clear(cache, &err) != OKV_OK) {
             cli_error(cmd, "clearing the cache after warmup: %s", err.message);
             goto done;
@@ -391,11 +325,11 @@ int cmd_run(int argc, char **argv) {
     }
 
     double t0 = cli_now();
-    if (!prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits)) goto done;
+    if (!cli_prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits)) goto done;
     double t_prompt = cli_now() - t0;
     /* after the prompt's status line (on a terminal that shares stdout, the
      * line would overwrite the prompt's last line) */
-    if (display_prompt && !put_text(cmd, prompt, strlen(prompt))) goto done;
+    if (display_prompt && !cli_put_text(cmd, prompt, strlen(prompt))) goto done;
 
     int32_t n_gen = 0, p = n_prompt;
     const char *stop = "n reached";
@@ -424,7 +358,7 @@ int cmd_run(int argc, char **argv) {
                     break;
                 }
                 n_gen++;
-                if (!emit(cmd, tok, &us, out[i])) goto done;
+                if (!cli_emit(cmd, tok, &us, out[i])) goto done;
                 if (n_gen == n_predict) ended = true;
             }
             if (ended) break;
@@ -461,7 +395,7 @@ int cmd_run(int argc, char **argv) {
                 break;
             }
             n_gen++;
-            if (!emit(cmd, tok, &us, id)) goto done;
+            if (!cli_emit(cmd, tok, &us, id)) goto done;
             if (n_gen == n_predict) break;
             if (p >= cfg.capacity) {
                 stop = "context full";
@@ -479,7 +413,7 @@ int cmd_run(int argc, char **argv) {
     char tail[8];
     size_t n_tail = okv_detok_stream_finish(&us, tail);
     tail[n_tail++] = '\n';
-    if (!put_text(cmd, tail, n_tail)) goto done;
+    if (!cli_put_text(cmd, tail, n_tail)) goto done;
 
     char line[256];
     fprintf(stderr, "offkv run: stopped: %s\n", stop);

@@ -58,31 +58,8 @@ int cmd_template(int argc, char **argv) {
         return CLI_USAGE;
     }
     okv_error err;
-    okv_chat_template *t = NULL;
-    if (model) {
-        if (!cli_model_file_ok(cmd, model)) return CLI_FAIL;
-        okv_gguf *g = okv_gguf_open(model, &err);
-        if (!g) {
-            cli_error(cmd, "%s: %s", model, err.message);
-            return CLI_FAIL;
-        }
-        t = okv_chat_template_from_gguf(g, &err);
-        okv_gguf_close(g);
-        if (!t) {
-            cli_error(cmd, "%s: %s", model, err.message);
-            return CLI_FAIL;
-        }
-    } else {
-        size_t n;
-        char *text = cli_read_text(cmd, "--template", tfile, &n);
-        if (!text) return CLI_FAIL;
-        t = okv_chat_template_parse(text, n, &err);
-        free(text);
-        if (!t) {
-            cli_error(cmd, "%s: %s", tfile, err.message);
-            return CLI_FAIL;
-        }
-    }
+    okv_chat_template *t = cli_chat_template(cmd, model, tfile, "--template");
+    if (!t) return CLI_FAIL;
     if ((bos || eos) && okv_chat_template_set_tokens(t, bos ? bos : okv_chat_template_bos(t),
                                                      eos ? eos : okv_chat_template_eos(t), &err) != OKV_OK) {
         cli_error(cmd, "%s", err.message);
