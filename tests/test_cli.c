@@ -849,6 +849,60 @@ static void test_chat(void) {
     cli_stdin = NULL;
 }
 
+/* Ctrl-C while chat answers ends the answer, not the program: SIGINT once
+ * the answer has begun (a context long enough that it cannot end first),
+ * then more input is read and /exit ends the program normally. */
+static void test_chat_interrupt(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) { printf("skipped (chat interrupt): ../shared not found\n"); return; }
+    char model[4200], tpath[4200], o[4200], e[4200];
+    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
+    snprintf(tpath, sizeof tpath, "%s/templates/src/Qwen-Qwen2.5-7B-Instruct.jinja", shared);
+    cli_path(o, sizeof o, "chat-int-out.txt");
+    cli_path(e, sizeof e, "chat-int-err.txt");
+    const char *argv[] = {cli_bin, "chat", "-m", model, "--chat-template-file", tpath, "-n", "16000000", "-c", "200000",
+                          "-t", "1", "--seed", "1", NULL};
+    int in[2];
+    if (pipe(in) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    const int sp = posix_spawn(&pid, cli_bin, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    CHECK(sp == 0, "spawn chat");
+    if (sp != 0) {
+        close(in[1]);
+        return;
+    }
+    const char first[] = "Once upon a time\n";
+    CHECK(write(in[1], first, sizeof first - 1) == (ssize_t)(sizeof first - 1), "write a message");
+    /* Wait for the answer's first bytes (at most 60 s), then Ctrl-C. */
+    struct stat st = {0};
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 6000 && (stat(o, &st) != 0 || st.st_size == 0); i++) nanosleep(&nap, NULL);
+    CHECK(st.st_size > 0, "the answer began");
+    kill(pid, SIGINT);
+    const char rest[] = "/exit\n";
+    CHECK(write(in[1], rest, sizeof rest - 1) == (ssize_t)(sizeof rest - 1), "write /exit");
+    close(in[1]);
+    int status = 0;
+    for (int i = 0; i < 6000 && waitpid(pid, &status, WNOHANG) != pid; i++) nanosleep(&nap, NULL);
+    if (kill(pid, 0) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        CHECK(false, "chat ended within 60 s of /exit");
+    }
+    cli_slurp(e, cli_err, sizeof cli_err);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "after Ctrl-C and /exit chat exits 0 (status %d): %s", status,
+          cli_err);
+    CHECK_ERR_HAS("stopped: interrupted");
+}
+
 int main(void) {
     if (!cli_init("test-cli")) return CHECK_SKIP;
     test_help_and_flags();
@@ -865,5 +919,6 @@ int main(void) {
     test_warmup_families();
     test_logits_goldens();
     test_chat();
+    test_chat_interrupt();
     return cli_done();
 }
