@@ -840,6 +840,41 @@ static void test_chat(void) {
           "turn 2 evaluates only what it adds: %s", t2 ? t2 : chat_err);
     CHECK(strstr(chat_err, "the conversation is cleared"), "/clear says so: %s", chat_err);
 
+    /* --history: the same two turns in two runs, the conversation saved
+     * between them, byte for byte the messages a client would send. */
+    char hist[4200], in1[4200], in2[4200];
+    cli_path(hist, sizeof hist, "chat-history.json");
+    cli_path(in1, sizeof in1, "chat-in1.txt");
+    cli_path(in2, sizeof in2, "chat-in2.txt");
+    FILE *f1 = fopen(in1, "w"), *f2 = fopen(in2, "w");
+    if (f1) fputs("Once upon a time\n", f1), fclose(f1);
+    if (f2) fputs("The cat\\\nsat\n", f2), fclose(f2);
+    for (int run = 0; run < 2; run++) {
+        cli_stdin = run ? in2 : in1;
+        rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
+                   "--history", hist, NULL);
+        cli_stdin = NULL;
+        const size_t len = strlen(got[run]);
+        CHECK(rc == 0 && strncmp(cli_out, got[run], len) == 0 && strcmp(cli_out + len, "\n") == 0,
+              "--history, run %d: exit %d, '%s', want the one session's turn %d '%s' (%s)", run + 1, rc, cli_out, run + 1,
+              got[run], cli_err);
+        CHECK(!run || strstr(cli_err, "the conversation in '"), "--history, run 2 goes on: %s", cli_err);
+    }
+    char a2[600], saved[4096], want_saved[4096];
+    json_escape(got[1], a2, sizeof a2);
+    snprintf(want_saved, sizeof want_saved,
+             "[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":%s},"
+             "{\"role\":\"user\",\"content\":\"The cat\\nsat\"},{\"role\":\"assistant\",\"content\":%s}]\n",
+             a1, a2);
+    cli_slurp(hist, saved, sizeof saved);
+    CHECK(strcmp(saved, want_saved) == 0, "--history file: '%s', want '%s'", saved, want_saved);
+    FILE *fb = fopen(hist, "w");
+    if (fb) fputs("[1]", fb), fclose(fb);
+    cli_stdin = in1;
+    CHECK(offkv("chat", "-m", model, "--chat-template-file", tpath, "-t", "1", "--history", hist, NULL) == 2,
+          "a history of numbers: exit 2");
+    CHECK_ERR_HAS("chat-history.json': messages[0]: expected an object");
+
     cli_stdin = in;
     CHECK(offkv("chat", "-m", model, "-t", "1", NULL) == 1, "a model without a template: exit 1");
     CHECK_ERR_HAS("has no chat template (tokenizer.chat_template): give one with --chat-template-file");

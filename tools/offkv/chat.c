@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ static void usage(FILE *f) {
             "  --chat-template-file FILE a Jinja chat template (default: the model's tokenizer.chat_template)\n"
             "  -s, --system TEXT         a system message before the conversation\n"
             "  --kwargs JSON             further template variables, e.g. '{\"enable_thinking\": false}'\n"
+            "  --history FILE            the conversation goes on from FILE (a JSON array of messages) and\n"
+            "                            is saved there after every turn (a new FILE: a new conversation)\n"
             "  -n, --n-predict N         tokens of one answer at most (default 2048)\n"
             "  --temp T                  temperature; 0 = greedy (default 0.8)\n"
             "  --top-k K                 keep the K most likely tokens; 0 = all (default 40)\n"
@@ -105,6 +108,60 @@ static void convo_keep(convo *c, size_t len, int n_msgs) {
     c->n_msgs = n_msgs;
 }
 
+/* --history: the conversation saved in path (a JSON array of messages, as
+ * offkv template --messages and the server read them) goes on; a path that
+ * does not exist starts a new one.  CLI_OK, or the exit code after saying
+ * why not. */
+static int history_load(const char *cmd, const char *path, convo *c) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) return CLI_OK;
+    size_t n = 0;
+    char *text = cli_read_text(cmd, "--history", path, &n);
+    if (!text) return CLI_FAIL;
+    size_t a = 0, b = n;
+    while (a < b && strchr(" \t\r\n", text[a])) a++;
+    while (b > a && strchr(" \t\r\n", text[b - 1])) b--;
+    if (b - a < 2 || text[a] != '[' || text[b - 1] != ']') {
+        cli_error(cmd, "--history '%s': not a JSON array of messages ([{\"role\": ..., \"content\": ...}, ...])", path);
+        free(text);
+        return CLI_USAGE;
+    }
+    a++, b--;
+    while (a < b && strchr(" \t\r\n", text[a])) a++;
+    while (b > a && strchr(" \t\r\n", text[b - 1])) b--;
+    if (b > a) {
+        memmove(text, text + a, b - a);
+        text[b - a] = '\0';
+        c->json = text;
+        c->len = b - a;
+        c->n_msgs = 1; /* some: the next message needs a comma */
+    } else {
+        free(text);
+    }
+    return CLI_OK;
+}
+
+/* Writes the conversation to path, whole or not at all (a new file renamed
+ * over the old); false after saying why. */
+static bool history_save(const char *cmd, const char *path, const convo *c) {
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        cli_error(cmd, "--history: the path is longer than %zu bytes", sizeof tmp - 5);
+        return false;
+    }
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fputc('[', f) != EOF && fwrite(c->json ? c->json : "", 1, c->len, f) == c->len &&
+              fputs("]\n", f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    const int e = errno;
+    if (f && fclose(f) != 0) ok = false;
+    if (ok && rename(tmp, path) != 0) ok = false;
+    if (!ok) {
+        cli_error(cmd, "--history '%s': the conversation was not saved: %s", path, strerror(ok ? errno : e));
+        remove(tmp);
+    }
+    return ok;
+}
+
 /* The template: the file's, or the model's own; bos_token and eos_token are
  * the vocabulary's texts. */
 static okv_chat_template *load_template(const char *cmd, const char *model, const char *tfile,
@@ -153,7 +210,7 @@ static char *read_message(FILE *in, bool tty) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *cmd = "chat", *model = NULL, *tfile = NULL, *system_msg = NULL, *kwargs = NULL, *v;
+    const char *cmd = "chat", *model = NULL, *tfile = NULL, *system_msg = NULL, *kwargs = NULL, *history = NULL, *v;
     int32_t n_predict = 2048, threads = cli_default_threads(), ctx_size = 0;
     okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
     bool seed_given = false;
@@ -167,7 +224,7 @@ int cmd_chat(int argc, char **argv) {
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "--chat-template-file", NULL) || cli_is(a, "-s", "--system") ||
               cli_is(a, "--kwargs", NULL) || cli_is(a, "-n", "--n-predict") || cli_is_sampling_flag(a) ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "-t", "--threads") ||
-              cli_is(a, "--kv-type", NULL)))
+              cli_is(a, "--kv-type", NULL) || cli_is(a, "--history", NULL)))
             return cli_unknown(cmd, a);
         if (!(v = cli_value(cmd, argc, argv, &i))) return CLI_USAGE;
         bool ok = true;
@@ -175,6 +232,7 @@ int cmd_chat(int argc, char **argv) {
         else if (cli_is(a, "--chat-template-file", NULL)) tfile = v;
         else if (cli_is(a, "-s", "--system")) system_msg = v;
         else if (cli_is(a, "--kwargs", NULL)) kwargs = v;
+        else if (cli_is(a, "--history", NULL)) history = v;
         else if (cli_is(a, "-n", "--n-predict")) ok = cli_int(cmd, a, v, 1, 1 << 24, &n_predict);
         else if (cli_is_sampling_flag(a)) ok = cli_sampling_flag(cmd, a, v, &sp, &seed_given);
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);
@@ -235,9 +293,43 @@ int cmd_chat(int argc, char **argv) {
         cli_error(cmd, "sampler: %s", err.message);
         goto done;
     }
-    if (system_msg && !convo_add(&conv, "system", system_msg, NULL)) goto nomem;
-    const size_t base_len = conv.len;
-    const int base_msgs = conv.n_msgs;
+    /* The system message starts a conversation; a saved one goes on. */
+    convo base = {0};
+    if (system_msg && !convo_add(&base, "system", system_msg, NULL)) goto nomem;
+    const size_t base_len = base.len;
+    const int base_msgs = base.n_msgs;
+    if (history && (rc = history_load(cmd, history, &conv)) != CLI_OK) {
+        free(base.json);
+        goto done;
+    }
+    rc = CLI_FAIL;
+    if (conv.n_msgs) {
+        if (system_msg) {
+            cli_error(cmd, "--history '%s' holds a conversation already: -s starts a new one (give another file)",
+                      history);
+            free(base.json);
+            rc = CLI_USAGE;
+            goto done;
+        }
+        char *arr = convo_array(&conv), *out = NULL;
+        size_t n_out = 0;
+        const okv_chat_input in = {.messages_json = arr, .extra_json = kwargs};
+        const okv_status st = arr ? okv_chat_template_render(tmpl, &in, &out, &n_out, &err) : OKV_ERR_NOMEM;
+        free(arr);
+        free(out);
+        if (st != OKV_OK) {
+            cli_error(cmd, "--history '%s': %s", history, st == OKV_ERR_NOMEM ? "out of memory" : err.message);
+            free(base.json);
+            rc = st == OKV_ERR_INVALID ? CLI_USAGE : CLI_FAIL;
+            goto done;
+        }
+        fprintf(stderr, "offkv chat: the conversation in '%s' goes on\n", history);
+    } else {
+        free(conv.json);
+        conv = base;
+        base.json = NULL;
+    }
+    free(base.json);
     int32_t n_hist = 0; /* tokens in the cache: hist[0..n_hist) */
     const bool tty = isatty(STDIN_FILENO);
     const char *bos_text = okv_chat_template_bos(tmpl);
@@ -245,8 +337,10 @@ int cmd_chat(int argc, char **argv) {
         if (!msg[0]) continue;
         if (strcmp(msg, "/exit") == 0) break;
         if (strcmp(msg, "/clear") == 0) {
-            convo_keep(&conv, base_len, base_msgs);
+            /* the -s message (the start of conv when given) stays */
+            convo_keep(&conv, system_msg ? base_len : 0, system_msg ? base_msgs : 0);
             fprintf(stderr, "offkv chat: the conversation is cleared\n");
+            if (history) history_save(cmd, history, &conv);
             continue;
         }
         const size_t keep_len = conv.len;
@@ -392,6 +486,7 @@ int cmd_chat(int argc, char **argv) {
                                      split ? parsed.reasoning_content : NULL);
         okv_chat_msg_free(&parsed);
         if (!added) goto nomem;
+        if (history) history_save(cmd, history, &conv);
         fprintf(stderr,
                 "offkv chat: turn %d: prompt %d tokens (%d from the cache, %d evaluated in %.2f s), answer %d tokens "
                 "(%.1f tokens/s), stopped: %s\n",
