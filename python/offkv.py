@@ -25,6 +25,7 @@ and close() waits for a call in flight.  They cannot be copied or pickled
 
 import array
 import ctypes
+import json
 import math
 import operator
 import os
@@ -70,6 +71,12 @@ class _SamplerParams(ctypes.Structure):
                 ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64)]
 
 
+class _ChatInput(ctypes.Structure):
+    _fields_ = [("messages_json", ctypes.c_char_p), ("tools_json", ctypes.c_char_p),
+                ("extra_json", ctypes.c_char_p), ("add_generation_prompt", ctypes.c_bool),
+                ("now", ctypes.c_char_p), ("limits", ctypes.c_void_p)]
+
+
 _P = ctypes.c_void_p
 _I32 = ctypes.c_int32
 _I32P = ctypes.POINTER(ctypes.c_int32)
@@ -106,10 +113,23 @@ _SIGNATURES = {
                                                     ctypes.POINTER(_SZ), _ERR]),
     "okv_tokenizer_bos": (_I32, [_P]),
     "okv_tokenizer_eos": (_I32, [_P]),
+    "okv_tokenizer_adds_bos": (ctypes.c_int, [_P]),
     "okv_tokenizer_eog": (_I32P, [_P, _I32P]),
     "okv_sampler_create": (_P, [ctypes.POINTER(_SamplerParams), _I32, _ERR]),
     "okv_sampler_free": (None, [_P]),
     "okv_sampler_sample": (_I32, [_P, _FP]),
+    "okv_free": (None, [_P]),
+    "okv_gguf_open": (_P, [ctypes.c_char_p, _ERR]),
+    "okv_gguf_close": (None, [_P]),
+    "okv_chat_template_parse": (_P, [ctypes.c_char_p, _SZ, _ERR]),
+    "okv_chat_template_from_gguf": (_P, [_P, _ERR]),
+    "okv_chat_template_free": (None, [_P]),
+    "okv_chat_template_set_tokens": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _ERR]),
+    "okv_chat_template_source": (ctypes.c_char_p, [_P]),
+    "okv_chat_template_bos": (ctypes.c_char_p, [_P]),
+    "okv_chat_template_eos": (ctypes.c_char_p, [_P]),
+    "okv_chat_template_render": (ctypes.c_int, [_P, ctypes.POINTER(_ChatInput), ctypes.POINTER(ctypes.c_void_p),
+                                                ctypes.POINTER(_SZ), _ERR]),
 }
 
 _lib = None
@@ -326,6 +346,114 @@ class Sampler(_Handle):
     __del__ = close
 
 
+def _json_text(name, v):
+    """v as JSON text for the C API: a str is taken as JSON already; lists and
+    dicts are encoded (UTF-8, non-ASCII kept)."""
+    if isinstance(v, (str, bytes, bytearray)):
+        return _no_nul(name, _text(name, v))
+    return _no_nul(name, json.dumps(v, ensure_ascii=False).encode("utf-8"))
+
+
+class ChatTemplate(_Handle):
+    """A chat template (Jinja), parsed once and rendered any number of times:
+    render() makes the prompt text of a conversation as Hugging Face's
+    apply_chat_template does (trim_blocks, lstrip_blocks, a sandbox with
+    limits).  source: the template's text (str or bytes); bos_token and
+    eos_token: the strings it sees by those names (None: empty).
+    Model.chat_template is the one a model's file holds."""
+
+    def __init__(self, source, bos_token=None, eos_token=None):
+        self._t = None
+        self._lock = threading.RLock()
+        lib = load_library()
+        data = _text("source", source)
+        err = _Error()
+        self._t = lib.okv_chat_template_parse(data, len(data), ctypes.byref(err))
+        if not self._t:
+            _raise(err)
+        if bos_token is not None or eos_token is not None:
+            self._set_tokens(bos_token, eos_token)
+
+    @classmethod
+    def _adopt(cls, handle):
+        t = cls.__new__(cls)
+        t._lock = threading.RLock()
+        t._t = handle
+        return t
+
+    def _set_tokens(self, bos_token, eos_token):
+        err = _Error()
+        b = None if bos_token is None else _no_nul("bos_token", _text("bos_token", bos_token))
+        e = None if eos_token is None else _no_nul("eos_token", _text("eos_token", eos_token))
+        with self._lock:
+            _check(load_library().okv_chat_template_set_tokens(self._live(), b, e, ctypes.byref(err)), err)
+
+    def _live(self):
+        if not self._t:
+            raise OffkvError("OKV_ERR_INVALID", "the chat template is closed")
+        return self._t
+
+    def _text_of(self, fn):
+        with self._lock:
+            return getattr(load_library(), fn)(self._live()).decode("utf-8", "replace")
+
+    @property
+    def source(self):
+        """The template's text."""
+        return self._text_of("okv_chat_template_source")
+
+    @property
+    def bos_token(self):
+        return self._text_of("okv_chat_template_bos")
+
+    @property
+    def eos_token(self):
+        return self._text_of("okv_chat_template_eos")
+
+    def render(self, messages, tools=None, add_generation_prompt=True, now=None, **variables):
+        """The prompt text the template makes of messages (a list of OpenAI-style
+        dicts: role, content, tool_calls, reasoning_content, ...; or their JSON
+        text).  tools: a list of tools (None: undefined in the template);
+        variables: further template variables (enable_thinking=False,
+        reasoning_effort="low", ...); now: strftime_now's time, a datetime or
+        "YYYY-MM-DDTHH:MM:SS" (None: now, local).  A template that raises
+        (raise_exception) or fails is OffkvError OKV_ERR_FORMAT with its
+        message; messages of the wrong shape OKV_ERR_INVALID."""
+        lib = load_library()
+        if now is not None and not isinstance(now, str):
+            now = now.strftime("%Y-%m-%dT%H:%M:%S")
+        # the ctypes arguments stay referenced until the call returns
+        m = _json_text("messages", messages)
+        t = None if tools is None else _json_text("tools", tools)
+        x = _json_text("variables", variables) if variables else None
+        n = None if now is None else _no_nul("now", now.encode())
+        inp = _ChatInput(m, t, x, bool(add_generation_prompt), n, None)
+        out = ctypes.c_void_p()
+        size = _SZ(0)
+        err = _Error()
+        with self._lock:
+            st = lib.okv_chat_template_render(self._live(), ctypes.byref(inp), ctypes.byref(out), ctypes.byref(size),
+                                              ctypes.byref(err))
+        try:
+            _check(st, err)
+            return ctypes.string_at(out.value, size.value).decode("utf-8", "replace")
+        finally:
+            if out.value:
+                lib.okv_free(out)
+
+    def close(self):
+        """Frees the template; its methods then raise OffkvError."""
+        self._release("_t", "okv_chat_template_free")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    __del__ = close
+
+
 class Model(_Handle):
     """A GGUF model (general.architecture llama, gemma3, muse-glimmer, qwen2,
     qwen3, qwen3moe, smollm3, gemma2, phi3 or gpt-oss), memory-mapped.
@@ -341,6 +469,8 @@ class Model(_Handle):
         # Set first: close() (and __del__ after a failed load) reads them.
         self._m = None
         self._tok = None
+        self._path = os.fsencode(path)
+        self._template = False  # not read yet (None: the file has none)
         # Held by the model's own calls, close(), and a context's creation:
         # a context's calls hold the context's lock, and close() closes the
         # contexts first (the model lock, then a context's: one order).
@@ -385,6 +515,7 @@ class Model(_Handle):
         self.arch = lib.okv_model_arch(self._m).decode()
         self.bos = int(lib.okv_tokenizer_bos(self._tok))
         self.eos = int(lib.okv_tokenizer_eos(self._tok))
+        self._adds_bos = bool(lib.okv_tokenizer_adds_bos(self._tok))
         n_eog = ctypes.c_int32(0)
         eog = lib.okv_tokenizer_eog(self._tok, ctypes.byref(n_eog))
         # the ids that end a generation: EOS and the turn ends (<|im_end|>, <|eot_id|>, ...)
@@ -446,6 +577,49 @@ class Model(_Handle):
         """A new Context on this model; see Context for the options."""
         return Context(self, **options)
 
+    @property
+    def chat_template(self):
+        """The file's chat template (tokenizer.chat_template, with its BOS and
+        EOS texts) as a ChatTemplate, read once; None when the file has none."""
+        with self._lock:
+            self._live()
+            if self._template is False:
+                lib = load_library()
+                err = _Error()
+                g = lib.okv_gguf_open(_no_nul("path", self._path), ctypes.byref(err))
+                if not g:
+                    _raise(err)
+                try:
+                    t = lib.okv_chat_template_from_gguf(g, ctypes.byref(err))
+                finally:
+                    lib.okv_gguf_close(g)
+                if not t and err.status != _STATUS.index("OKV_ERR_NOT_FOUND"):
+                    _raise(err)
+                self._template = ChatTemplate._adopt(t) if t else None
+            return self._template
+
+    def chat(self, messages, n=256, temperature=0.8, seed=None, top_k=40, top_p=0.95, n_threads=None,
+             context_size=None, template=None, tools=None, progress=None, **variables):
+        """The model's answer to a conversation: messages (OpenAI-style dicts, see
+        ChatTemplate.render) rendered with template (a ChatTemplate; None: the
+        file's own, chat_template), tokenized with its markup as special tokens
+        (a BOS the template printed is not doubled), then generated as
+        generate() does until a token that ends the turn.  Returns the answer's
+        text, markup such as <think> included as the model wrote it.  tools and
+        variables (enable_thinking=False, ...) go to the template."""
+        t = self.chat_template if template is None else template
+        if t is None:
+            raise OffkvError("OKV_ERR_NOT_FOUND", "the model's file has no chat template (tokenizer.chat_template): "
+                             "pass template=offkv.ChatTemplate(source)")
+        if not isinstance(t, ChatTemplate):
+            raise TypeError("template must be an offkv.ChatTemplate or None, not %s" % type(t).__name__)
+        prompt = t.render(messages, tools=tools, **variables)
+        bos = t.bos_token
+        if bos and prompt.startswith(bos) and self._adds_bos:
+            prompt = prompt[len(bos):]  # the tokenizer adds BOS itself
+        return self._generate(self.tokenize(prompt, parse_special=True), n, temperature, seed, top_k, top_p,
+                              n_threads, context_size, progress)
+
     def generate(self, prompt, n=64, temperature=0.8, seed=None, top_k=40, top_p=0.95, n_threads=None,
                  context_size=None, progress=None):
         """Generates up to n tokens after prompt (BOS added as the vocabulary asks)
@@ -456,10 +630,14 @@ class Model(_Handle):
         random seed; temperature 0 is greedy.  progress: as Context.eval's, for
         the prompt."""
         self._live()
+        return self._generate(self.tokenize(_text("prompt", prompt)), n, temperature, seed, top_k, top_p, n_threads,
+                              context_size, progress)
+
+    def _generate(self, ids, n, temperature, seed, top_k, top_p, n_threads, context_size, progress):
+        """generate() after the prompt's ids."""
         if progress is not None and not callable(progress):
             raise TypeError("progress must be a function of (done, total) or None, not %s"
                             % type(progress).__name__)
-        prompt = _text("prompt", prompt)
         n = _int("n", n, 0)
         temperature = _float("temperature", temperature, 0.0, 1e30)
         top_k = _int("top_k", top_k, 0, _I32_MAX)
@@ -468,7 +646,6 @@ class Model(_Handle):
             seed = _int("seed", seed, 0, 2**64 - 1)
         if context_size is not None:
             context_size = _int("context_size", context_size, 1, _CAPACITY_MAX)
-        ids = self.tokenize(prompt)
         if not ids:
             raise OffkvError("OKV_ERR_INVALID", "the prompt is empty and the vocabulary adds no BOS")
         opts = {}
@@ -508,6 +685,8 @@ class Model(_Handle):
         with lock:
             for c in list(getattr(self, "_contexts", None) or ()):
                 c.close()
+            if getattr(self, "_template", None):
+                self._template.close()
             self._release("_m", "okv_model_free", "_tok")
 
     def __enter__(self):

@@ -4,6 +4,7 @@ The library comes from $OFFKV_LIB (ctest sets it to the build's liboffkv.so),
 the offkv program from $OKV_BIN; the model is models/stories260K.gguf."""
 import copy
 import gc
+import json
 import os
 import pickle
 import subprocess
@@ -191,6 +192,98 @@ class TestOffkv(unittest.TestCase):
         cmd = [sys.executable, "-m", "offkv", "-m", MODEL, "-p", PROMPT, "-n", "16", "--temp", "0", "-t", "1"]
         out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout.decode()
         self.assertEqual(out, PROMPT + offkv_run("-n", "16", "--temp", "0", "-t", "1"))
+
+
+class TestChatTemplate(unittest.TestCase):
+    def test_renders_as_jinja2(self):
+        # every shared template and conversation against what Python's jinja2
+        # renders the way transformers does (../shared/templates/README.md)
+        base = os.path.join(SHARED, "templates")
+        if not os.path.isdir(base):
+            self.skipTest("the templates need ../shared (OKV_SHARED)")
+        with open(os.path.join(base, "conversations.json"), encoding="utf-8") as f:
+            conv = json.load(f)
+        names = sorted(n[:-len(".jinja")] for n in os.listdir(os.path.join(base, "src")) if n.endswith(".jinja"))
+        self.assertGreaterEqual(len(names), 24)
+        n_checked = 0
+        for name in names:
+            prefixes = sorted((p for p in conv["specials"] if name.startswith(p)), key=len)
+            bos, eos = conv["specials"][prefixes[-1]] if prefixes else ("<s>", "</s>")
+            with open(os.path.join(base, "src", name + ".jinja"), encoding="utf-8") as f:
+                t = offkv.ChatTemplate(f.read(), bos, eos)
+            with t:
+                self.assertEqual((t.bos_token, t.eos_token), (bos, eos))
+                for case in conv["cases"]:
+                    stem = os.path.join(base, "expected", "%s.%s" % (name, case["name"]))
+                    kw = {"tools": case.get("tools"), "add_generation_prompt": case.get("add_generation_prompt", True),
+                          "now": "2026-12-01T09:30:00"}
+                    if os.path.exists(stem + ".txt"):
+                        with open(stem + ".txt", "rb") as f:
+                            want = f.read().decode("utf-8")
+                        self.assertEqual(t.render(case["messages"], **kw), want, "%s %s" % (name, case["name"]))
+                    else:
+                        with open(stem + ".error", encoding="utf-8") as f:
+                            message = f.read().strip()
+                        kind, _, rest = message.partition(": ")  # "TemplateError: text": jinja2's class first
+                        if kind.endswith("Error") and rest:
+                            message = rest
+                        with self.assertRaises(offkv.OffkvError, msg="%s %s" % (name, case["name"])) as e:
+                            t.render(case["messages"], **kw)
+                        self.assertEqual(e.exception.status, "OKV_ERR_FORMAT")
+                        self.assertIn(message, e.exception.message)
+                    n_checked += 1
+        self.assertGreaterEqual(n_checked, 24 * 8)
+
+    def test_variables_and_errors(self):
+        src = "{{ messages[0]['content'] }}|{{ enable_thinking }}|{{ tools | length if tools is defined else 'none' }}"
+        with offkv.ChatTemplate(src) as t:
+            self.assertEqual(t.render([{"role": "user", "content": "h\u00e9"}], enable_thinking=False), "h\u00e9|False|none")
+            self.assertEqual(t.render('[{"role": "user", "content": "j"}]', tools=[{}, {}]), "j||2")
+            with self.assertRaises(offkv.OffkvError) as e:
+                t.render([1])
+            self.assertEqual(e.exception.status, "OKV_ERR_INVALID")
+            with self.assertRaises(TypeError):
+                t.render([{"role": "user", "content": object()}])
+            with self.assertRaises(ValueError):
+                t.render("[\"a\u0000b\"]")
+        with self.assertRaises(offkv.OffkvError) as e:
+            offkv.ChatTemplate("{% if %}")
+        self.assertEqual(e.exception.status, "OKV_ERR_FORMAT")
+        t.close()
+        with self.assertRaises(offkv.OffkvError):
+            t.render([])
+
+    def test_model_chat(self):
+        # stories260K has no template of its own; with Qwen 2.5's, the greedy
+        # answer is offkv run's on the rendered prompt
+        self.assertIsNone(self.model.chat_template)
+        with self.assertRaises(offkv.OffkvError) as e:
+            self.model.chat([{"role": "user", "content": "hi"}])
+        self.assertEqual(e.exception.status, "OKV_ERR_NOT_FOUND")
+        src = os.path.join(SHARED, "templates", "src", "Qwen-Qwen2.5-7B-Instruct.jinja")
+        if not os.path.exists(src):
+            self.skipTest("the template needs ../shared (OKV_SHARED)")
+        with open(src, encoding="utf-8") as f:
+            t = offkv.ChatTemplate(f.read())
+        msgs = [{"role": "user", "content": "Once upon a time"}]
+        got = self.model.chat(msgs, n=10, temperature=0, template=t, context_size=512, n_threads=1)
+        prompt = t.render(msgs)
+        out = subprocess.run([os.path.join(BIN, "offkv"), "run", "-m", MODEL, "-p", prompt, "--no-display-prompt",
+                              "-n", "10", "--temp", "0", "-t", "1", "-c", "512"], check=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
+        self.assertTrue(got)
+        self.assertEqual(got + "\n", out)
+        with self.assertRaises(TypeError):
+            self.model.chat(msgs, template="not a template")
+        t.close()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = offkv.Model(MODEL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
 
 
 class TestHostile(unittest.TestCase):

@@ -4,6 +4,7 @@
 
 #include "offkv/version.h"
 #include "offkv/status.h"
+#include "offkv/memory.h"
 #include "offkv/threads.h"
 #include "offkv/cache.h"
 #include "offkv/gguf.h"
@@ -16,5 +17,7 @@
 #include "offkv/prompt_cache.h"
 #include "offkv/outfile.h"
 #include "offkv/speculative.h"
+#include "offkv/grammar.h"
+#include "offkv/chat.h"
 
 #endif
