@@ -176,6 +176,12 @@ test-valgrind: build
 	  echo "valgrind: offkv run" && \
 	  $(VALGRIND) ./build/offkv run -m models/stories260K.gguf -p "Once upon a time" -n 64 --temp 0 -t 2 >/dev/null 2>build/valgrind-run.log || \
 	    { cat build/valgrind-run.log; false; } && \
+	  echo "valgrind: offkv chat" && \
+	  printf '%s\n' "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}" >build/valgrind-chat.jinja && \
+	  rm -f build/valgrind-chat.json && \
+	  printf 'Once upon a time\nThe cat\\\nsat\n/clear\nThe dog\n' | $(VALGRIND) ./build/offkv chat -m models/stories260K.gguf \
+	    --chat-template-file build/valgrind-chat.jinja --history build/valgrind-chat.json --temp 0 -n 16 -c 512 -t 2 \
+	    >/dev/null 2>build/valgrind-chat.log || { cat build/valgrind-chat.log; false; } && \
 	  $(foreach t,$(VALGRIND_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
 	    $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true; fi
 
