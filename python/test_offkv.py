@@ -113,6 +113,30 @@ class TestOffkv(unittest.TestCase):
                 self.assertEqual(m.eog, {128247, 151643, 151645, 151662, 151663, 151664})
                 self.assertIn(m.eos, m.eog)
 
+    def test_model_chat(self):
+        # stories260K has no template of its own; with Qwen 2.5's, the greedy
+        # answer is offkv run's on the rendered prompt
+        self.assertIsNone(self.model.chat_template)
+        with self.assertRaises(offkv.OffkvError) as e:
+            self.model.chat([{"role": "user", "content": "hi"}])
+        self.assertEqual(e.exception.status, "OKV_ERR_NOT_FOUND")
+        src = os.path.join(SHARED, "templates", "src", "Qwen-Qwen2.5-7B-Instruct.jinja")
+        if not os.path.exists(src):
+            self.skipTest("the template needs ../shared (OKV_SHARED)")
+        with open(src, encoding="utf-8") as f:
+            t = offkv.ChatTemplate(f.read())
+        msgs = [{"role": "user", "content": "Once upon a time"}]
+        got = self.model.chat(msgs, n=10, temperature=0, template=t, context_size=512, n_threads=1)
+        prompt = t.render(msgs)
+        out = subprocess.run([os.path.join(BIN, "offkv"), "run", "-m", MODEL, "-p", prompt, "--no-display-prompt",
+                              "-n", "10", "--temp", "0", "-t", "1", "-c", "512"], check=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
+        self.assertTrue(got)
+        self.assertEqual(got + "\n", out)
+        with self.assertRaises(TypeError):
+            self.model.chat(msgs, template="not a template")
+        t.close()
+
     def test_sampled_matches_cli(self):
         a = self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1)
         self.assertEqual(a, self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1))
@@ -252,38 +276,6 @@ class TestChatTemplate(unittest.TestCase):
         t.close()
         with self.assertRaises(offkv.OffkvError):
             t.render([])
-
-    def test_model_chat(self):
-        # stories260K has no template of its own; with Qwen 2.5's, the greedy
-        # answer is offkv run's on the rendered prompt
-        self.assertIsNone(self.model.chat_template)
-        with self.assertRaises(offkv.OffkvError) as e:
-            self.model.chat([{"role": "user", "content": "hi"}])
-        self.assertEqual(e.exception.status, "OKV_ERR_NOT_FOUND")
-        src = os.path.join(SHARED, "templates", "src", "Qwen-Qwen2.5-7B-Instruct.jinja")
-        if not os.path.exists(src):
-            self.skipTest("the template needs ../shared (OKV_SHARED)")
-        with open(src, encoding="utf-8") as f:
-            t = offkv.ChatTemplate(f.read())
-        msgs = [{"role": "user", "content": "Once upon a time"}]
-        got = self.model.chat(msgs, n=10, temperature=0, template=t, context_size=512, n_threads=1)
-        prompt = t.render(msgs)
-        out = subprocess.run([os.path.join(BIN, "offkv"), "run", "-m", MODEL, "-p", prompt, "--no-display-prompt",
-                              "-n", "10", "--temp", "0", "-t", "1", "-c", "512"], check=True, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
-        self.assertTrue(got)
-        self.assertEqual(got + "\n", out)
-        with self.assertRaises(TypeError):
-            self.model.chat(msgs, template="not a template")
-        t.close()
-
-    @classmethod
-    def setUpClass(cls):
-        cls.model = offkv.Model(MODEL)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.model.close()
 
 
 class TestHostile(unittest.TestCase):

@@ -195,7 +195,6 @@ int cmd_bench(int argc, char **argv) {
     int32_t n_prompt = 512, n_gen = 128, threads = 2, reps = 3, depth = 0, verify = 0;
     int kv = 0;
     bool turns = false;
-    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -219,7 +218,7 @@ int cmd_bench(int argc, char **argv) {
         /* depth + test must fit the int32 positions and a context: 1 << 24 is far beyond any model */
         else if (cli_is(a, "-d", "--n-depth")) ok = cli_int(cmd, a, v, 0, 1 << 24, &depth);
         else if (cli_is(a, "--verify", NULL)) ok = cli_int(cmd, a, v, 1, 256, &verify);
-        else ok = cli_choice(cmd, a, v, kv_types, &kv);
+        else ok = cli_choice(cmd, a, v, cli_kv_types, &kv);
         if (!ok) return CLI_USAGE;
     }
     if (!model) {
@@ -254,7 +253,7 @@ int cmd_bench(int argc, char **argv) {
     int32_t max_write = b.fill_chunk > 0 ? b.fill_chunk : 1;
     if (max_write < verify) max_write = verify;
     const int32_t total = depth + longest;
-    cli_ctx_opts o = {.n_threads = threads, .capacity = total, .max_write = max_write, .kv_type = kv_types[kv]};
+    cli_ctx_opts o = {.n_threads = threads, .capacity = total, .max_write = max_write, .kv_type = cli_kv_types[kv]};
     if (!(b.ctx = cli_context(cmd, m, &o))) goto done;
     const int32_t n_vocab = okv_model_n_vocab(m);
     b.tok = malloc((size_t)total * sizeof *b.tok);
@@ -325,7 +324,7 @@ int cmd_bench(int argc, char **argv) {
         else snprintf(pstr, sizeof pstr, "%.2f M", params / 1e6);
         /* "±" is two bytes in UTF-8: widen the field by one so columns line up */
         printf("| %-24s | %10s | %10s | %-7s | %7d | %6s | %16s | %21s |\n", name, size, pstr, "CPU", (int)threads,
-               kv_types[kv], tname, ts);
+               cli_kv_types[kv], tname, ts);
         if (!cli_flush_stdout(cmd)) goto done;
     }
     /* tokens per second: a verify eval takes verify / verify_median s, a

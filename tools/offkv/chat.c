@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -212,10 +211,9 @@ static char *read_message(FILE *in, bool tty) {
 int cmd_chat(int argc, char **argv) {
     const char *cmd = "chat", *model = NULL, *tfile = NULL, *system_msg = NULL, *kwargs = NULL, *history = NULL, *v;
     int32_t n_predict = 2048, threads = cli_default_threads(), ctx_size = 0;
-    okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
+    okv_sampler_params sp = cli_sampling_defaults();
     bool seed_given = false;
     int kv = 0;
-    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -237,14 +235,14 @@ int cmd_chat(int argc, char **argv) {
         else if (cli_is_sampling_flag(a)) ok = cli_sampling_flag(cmd, a, v, &sp, &seed_given);
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
-        else ok = cli_choice(cmd, a, v, kv_types, &kv);
+        else ok = cli_choice(cmd, a, v, cli_kv_types, &kv);
         if (!ok) return CLI_USAGE;
     }
     if (!model) {
         cli_error(cmd, "-m MODEL is required (see offkv chat --help)");
         return CLI_USAGE;
     }
-    if (!seed_given) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    cli_sampling_seed(&sp, seed_given);
 
     int rc = CLI_FAIL;
     okv_chat_template *tmpl = NULL;
@@ -276,7 +274,7 @@ int cmd_chat(int argc, char **argv) {
         free(out);
     }
     const okv_chat_syntax syn = okv_chat_template_syntax(tmpl, NULL);
-    cli_ctx_opts o = {.n_threads = threads, .capacity = ctx_size, .kv_type = kv_types[kv]};
+    cli_ctx_opts o = {.n_threads = threads, .capacity = ctx_size, .kv_type = cli_kv_types[kv]};
     if (!(ctx = cli_context(cmd, m, &o))) goto done;
     okv_cache *cache = okv_context_cache(ctx);
     okv_cache_config cfg;

@@ -452,6 +452,14 @@ bool cli_emit(const char *cmd, const okv_tokenizer *tok, okv_detok_stream *us, i
 
 bool cli_is_sampling_flag(const char *a) { return cli_is(a, "--temp", "--top-k") || cli_is(a, "--top-p", "--seed"); }
 
+okv_sampler_params cli_sampling_defaults(void) {
+    return (okv_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
+}
+
+void cli_sampling_seed(okv_sampler_params *sp, bool seed_given) {
+    if (!seed_given) sp->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
 bool cli_sampling_flag(const char *cmd, const char *a, const char *v, okv_sampler_params *sp, bool *seed_given) {
     if (cli_is(a, "--temp", NULL)) return cli_float(cmd, a, v, 0.0, 1e6, &sp->temperature);
     if (cli_is(a, "--top-k", NULL)) return cli_int(cmd, a, v, 0, 1 << 24, &sp->top_k);
@@ -489,3 +497,5 @@ okv_chat_template *cli_chat_template(const char *cmd, const char *model, const c
         cli_error(cmd, "%s: %s", model, err.message);
     return t;
 }
+
+const char *const cli_kv_types[] = {"f16", "f32", "q8_0", NULL};

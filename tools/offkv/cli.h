@@ -58,6 +58,10 @@ bool cli_is_sampling_flag(const char *a);
 /* Parses sampling flag a's value v into sp (--seed also sets *seed_given);
  * false after saying what is wrong with v. */
 bool cli_sampling_flag(const char *cmd, const char *a, const char *v, okv_sampler_params *sp, bool *seed_given);
+/* The sampling flags' defaults: temperature 0.8, top-k 40, top-p 0.95. */
+okv_sampler_params cli_sampling_defaults(void);
+/* A seed from the clock and the process id when --seed was not given. */
+void cli_sampling_seed(okv_sampler_params *sp, bool seed_given);
 
 /* Says that flag is unknown and how to get help; returns CLI_USAGE. */
 int cli_unknown(const char *cmd, const char *flag);
@@ -120,6 +124,9 @@ bool cli_once(cli_seen *seen, const char *cmd, const char *flag);
 
 /* Whether flag (its long spelling) was given. */
 bool cli_given(const cli_seen *seen, const char *flag);
+
+/* --kv-type's choices, the default (f16) first; NULL-terminated. */
+extern const char *const cli_kv_types[];
 
 /* Context options; 0 or NULL leaves the context's default. */
 typedef struct cli_ctx_opts {

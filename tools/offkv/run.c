@@ -112,10 +112,9 @@ int cmd_run(int argc, char **argv) {
     int32_t n_draft = 4, lookup_n = 0;
     bool draft_n_given = false, p_min_given = false;
     float p_min = 0.75f;
-    okv_sampler_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 0};
+    okv_sampler_params sp = cli_sampling_defaults();
     bool seed_given = false, warmup = false, display_prompt = true;
     int kv = 0;
-    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -138,7 +137,7 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &threads);
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 30, &ctx_size);
         else if (cli_is(a, "--chunk", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 20, &chunk);
-        else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, kv_types, &kv);
+        else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, cli_kv_types, &kv);
         else if (cli_is(a, "--draft", NULL)) draft_path = v;
         else if (cli_is(a, "--draft-n", NULL)) ok = draft_n_given = cli_int(cmd, a, v, 1, 64, &n_draft);
         else if (cli_is(a, "--draft-p-min", NULL)) ok = p_min_given = cli_float(cmd, a, v, 0.0, 1.0, &p_min);
@@ -175,7 +174,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "%s is not supported with --draft or --lookup", grammar_file ? "--grammar-file" : "--json-schema");
         return CLI_USAGE;
     }
-    if (!seed_given) sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    cli_sampling_seed(&sp, seed_given);
 
     int rc = CLI_FAIL;
     okv_context *ctx = NULL, *dctx = NULL;
@@ -207,7 +206,7 @@ int cmd_run(int argc, char **argv) {
         rc = CLI_USAGE;
         goto done;
     }
-    cli_ctx_opts o = {.n_threads = threads, .capacity = ctx_size, .max_write = chunk, .kv_type = kv_types[kv]};
+    cli_ctx_opts o = {.n_threads = threads, .capacity = ctx_size, .max_write = chunk, .kv_type = cli_kv_types[kv]};
     if (ctx_size > 0 && chunk > ctx_size) o.max_write = ctx_size;
     /* The target evaluates the last token and K proposals at once, and its
      * rings (window + max_write - 1 rows) must keep what a rejection rewinds. */
@@ -279,7 +278,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "offkv run: %s\n", okv_model_describe(m));
     if (dm) fprintf(stderr, "offkv run: draft %s\n", okv_model_describe(dm));
     fprintf(stderr, "offkv run: %d prompt tokens, chunk %d, capacity %d, %s KV, threads %d, seed %llu\n",
-            (int)n_prompt, (int)step, (int)cfg.capacity, kv_types[kv], (int)threads, (unsigned long long)sp.seed);
+            (int)n_prompt, (int)step, (int)cfg.capacity, cli_kv_types[kv], (int)threads, (unsigned long long)sp.seed);
 
     if (warmup) {
         double w0 = cli_now();

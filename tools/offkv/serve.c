@@ -73,7 +73,6 @@ int cmd_serve(int argc, char **argv) {
     int32_t port = 8080, window = 0, max_body = 8 << 20, timeout = 15;
     float keepalive = 15;
     int kv = 0;
-    static const char *const kv_types[] = {"f16", "f32", "q8_0", NULL};
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -101,7 +100,7 @@ int cmd_serve(int argc, char **argv) {
         else if (cli_is(a, "--queue", NULL)) ok = cli_int(cmd, a, v, 0, 100000, &cfg.sched.n_queue);
         else if (cli_is(a, "-c", "--ctx-size")) ok = cli_int(cmd, a, v, 1, 1 << 24, &cfg.sched.capacity);
         else if (cli_is(a, "--chunk", NULL)) ok = cli_int(cmd, a, v, 1, 1 << 16, &cfg.sched.chunk);
-        else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, kv_types, &kv);
+        else if (cli_is(a, "--kv-type", NULL)) ok = cli_choice(cmd, a, v, cli_kv_types, &kv);
         else if (cli_is(a, "-t", "--threads")) ok = cli_int(cmd, a, v, 1, 1024, &cfg.sched.n_threads);
         else if (cli_is(a, "--chat-template", NULL)) {
             cfg.chat_template = v;
@@ -148,7 +147,7 @@ int cmd_serve(int argc, char **argv) {
     cfg.port = port;
     cfg.max_body = (size_t)max_body;
     cfg.timeout = timeout;
-    cfg.sched.kv_type = kv_types[kv];
+    cfg.sched.kv_type = cli_kv_types[kv];
     char wbuf[16], tbuf[16];
     snprintf(wbuf, sizeof wbuf, "%d", (int)window);
     snprintf(tbuf, sizeof tbuf, "%d", (int)cfg.sched.n_threads);
