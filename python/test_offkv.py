@@ -136,6 +136,17 @@ class TestOffkv(unittest.TestCase):
         with self.assertRaises(TypeError):
             self.model.chat(msgs, template="not a template")
         t.close()
+        # a template that prints bos_token first: not a second BOS (run adds its own)
+        with open(os.path.join(SHARED, "templates", "src", "mistralai-Mistral-Nemo-Instruct-2407.jinja"),
+                  encoding="utf-8") as f:
+            src = f.read()
+        with offkv.ChatTemplate(src, "<s>", "</s>") as tb, offkv.ChatTemplate(src) as plain:
+            self.assertTrue(tb.render(msgs).startswith("<s>"))
+            got = self.model.chat(msgs, n=10, temperature=0, template=tb, context_size=512, n_threads=1)
+            out = subprocess.run([os.path.join(BIN, "offkv"), "run", "-m", MODEL, "-p", plain.render(msgs),
+                                  "--no-display-prompt", "-n", "10", "--temp", "0", "-t", "1", "-c", "512"], check=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
+            self.assertEqual(got + "\n", out)
 
     def test_sampled_matches_cli(self):
         a = self.model.generate(PROMPT, n=40, temperature=0.8, seed=7, n_threads=1)

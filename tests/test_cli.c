@@ -778,6 +778,31 @@ static void run_reference(const char *model, const okv_chat_template *t, const c
     free(prompt);
 }
 
+static bool write_text(const char *path, const char *text) { return write_file(path, text, strlen(text)); }
+
+/* The first n lines of out into got (an answer a line). */
+static void split_answers(const char *out, char got[][512], int n) {
+    const char *p = out;
+    for (int i = 0; i < n && p && *p; i++) {
+        const char *nl = strchr(p, '\n');
+        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        memcpy(got[i], p, len < 511 ? len : 511);
+        got[i][len < 511 ? len : 511] = '\0';
+        p = nl ? nl + 1 : NULL;
+    }
+}
+
+/* A template file parsed (CHECKed; NULL on failure). */
+static okv_chat_template *parse_template(const char *path) {
+    size_t n = 0;
+    char *text = read_whole(path, &n); /* not NUL-terminated: parse takes n */
+    okv_error err;
+    okv_chat_template *t = text ? okv_chat_template_parse(text, n, &err) : NULL;
+    free(text);
+    CHECK(t != NULL, "parse %s", path);
+    return t;
+}
+
 /* offkv chat: a line a message, a line ending in '\' going on, /clear and
  * /exit; each greedy answer equals offkv run's on the whole conversation
  * rendered afresh (the cache's reuse across turns changes nothing), the
@@ -791,11 +816,7 @@ static void test_chat(void) {
     snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
     snprintf(tpath, sizeof tpath, "%s/templates/src/Qwen-Qwen2.5-7B-Instruct.jinja", shared);
     cli_path(in, sizeof in, "chat-in.txt");
-    FILE *f = fopen(in, "w");
-    if (f) {
-        fputs("Once upon a time\nThe cat\\\nsat\n\n/clear\nThe dog ran\n/exit\nnever read\n", f);
-        fclose(f);
-    }
+    CHECK(write_text(in, "Once upon a time\nThe cat\\\nsat\n\n/clear\nThe dog ran\n/exit\nnever read\n"), "%s", in);
     cli_stdin = in;
     int rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
                    NULL);
@@ -804,21 +825,12 @@ static void test_chat(void) {
     static char chat_err[sizeof cli_err];
     memcpy(chat_err, cli_err, sizeof chat_err); /* the references' runs take cli_err */
     char got[3][512] = {{0}};
-    const char *p = cli_out;
-    for (int i = 0; i < 3 && p; i++) {
-        const char *nl = strchr(p, '\n');
-        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        memcpy(got[i], p, len < sizeof got[i] ? len : sizeof got[i] - 1);
-        p = nl ? nl + 1 : NULL;
-    }
-    CHECK(p && !*p, "chat: three answers, a line each, nothing after /exit: '%s'", cli_out);
+    split_answers(cli_out, got, 3);
+    int lines = 0;
+    for (const char *q = cli_out; *q; q++) lines += *q == '\n';
+    CHECK(lines == 3, "chat: three answers, a line each, nothing after /exit: '%s'", cli_out);
 
-    size_t n = 0;
-    char *text = read_whole(tpath, &n); /* not NUL-terminated: parse takes n */
-    okv_error err;
-    okv_chat_template *t = text ? okv_chat_template_parse(text, n, &err) : NULL;
-    free(text);
-    CHECK(t != NULL, "parse %s", tpath);
+    okv_chat_template *t = parse_template(tpath);
     if (!t) return;
     char want[512], a1[600], msgs[2048];
     run_reference(model, t, "[{\"role\": \"user\", \"content\": \"Once upon a time\"}]", want, sizeof want);
@@ -846,9 +858,7 @@ static void test_chat(void) {
     cli_path(hist, sizeof hist, "chat-history.json");
     cli_path(in1, sizeof in1, "chat-in1.txt");
     cli_path(in2, sizeof in2, "chat-in2.txt");
-    FILE *f1 = fopen(in1, "w"), *f2 = fopen(in2, "w");
-    if (f1) fputs("Once upon a time\n", f1), fclose(f1);
-    if (f2) fputs("The cat\\\nsat\n", f2), fclose(f2);
+    CHECK(write_text(in1, "Once upon a time\n") && write_text(in2, "The cat\\\nsat\n"), "chat inputs");
     for (int run = 0; run < 2; run++) {
         cli_stdin = run ? in2 : in1;
         rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
@@ -868,12 +878,71 @@ static void test_chat(void) {
              a1, a2);
     cli_slurp(hist, saved, sizeof saved);
     CHECK(strcmp(saved, want_saved) == 0, "--history file: '%s', want '%s'", saved, want_saved);
-    FILE *fb = fopen(hist, "w");
-    if (fb) fputs("[1]", fb), fclose(fb);
+    CHECK(write_text(hist, "[1]"), "%s", hist);
     cli_stdin = in1;
     CHECK(offkv("chat", "-m", model, "--chat-template-file", tpath, "-t", "1", "--history", hist, NULL) == 2,
           "a history of numbers: exit 2");
     CHECK_ERR_HAS("chat-history.json': messages[0]: expected an object");
+
+    /* -s: the system message first, and still there after /clear. */
+    char in3[4200], sys_got[2][512] = {{0}};
+    cli_path(in3, sizeof in3, "chat-in3.txt");
+    CHECK(write_text(in3, "Once upon a time\n/clear\nThe dog ran\n"), "%s", in3);
+    cli_stdin = in3;
+    rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "-s", "Be brief.", "--temp", "0", "-n", "10", "-c", "512",
+               "-t", "1", NULL);
+    cli_stdin = NULL;
+    split_answers(cli_out, sys_got, 2);
+    CHECK(rc == 0, "chat -s: exit %d (%s)", rc, cli_err);
+    okv_chat_template *tq = parse_template(tpath);
+    if (tq) {
+        run_reference(model, tq, "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
+                                 "\"Once upon a time\"}]", want, sizeof want);
+        CHECK(strcmp(sys_got[0], want) == 0 && want[0], "chat -s turn 1: '%s', run's '%s'", sys_got[0], want);
+        run_reference(model, tq, "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
+                                 "\"The dog ran\"}]", want, sizeof want);
+        CHECK(strcmp(sys_got[1], want) == 0 && want[0], "chat -s after /clear: '%s', run's '%s'", sys_got[1], want);
+        okv_chat_template_free(tq);
+    }
+
+    /* A template that prints bos_token first (Mistral Nemo's): the
+     * tokenizer adds BOS itself, so chat strips the printed one, and its
+     * answer is run's on the prompt rendered without it (a second BOS would
+     * change the answer). */
+    char mpath[4200];
+    snprintf(mpath, sizeof mpath, "%s/templates/src/mistralai-Mistral-Nemo-Instruct-2407.jinja", shared);
+    okv_chat_template *tm = parse_template(mpath);
+    if (tm) {
+        cli_stdin = in1;
+        rc = offkv("chat", "-m", model, "--chat-template-file", mpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
+                   NULL);
+        cli_stdin = NULL;
+        char bos_got[1][512] = {{0}};
+        split_answers(cli_out, bos_got, 1);
+        run_reference(model, tm, "[{\"role\": \"user\", \"content\": \"Once upon a time\"}]", want, sizeof want);
+        CHECK(rc == 0 && strcmp(bos_got[0], want) == 0 && want[0], "chat, a template printing <s>: '%s', run's '%s'",
+              bos_got[0], want);
+        char *p1 = NULL;
+        size_t np = 0;
+        okv_error e1;
+        okv_chat_input one = {.messages_json = "[{\"role\": \"user\", \"content\": \"x\"}]", .add_generation_prompt = true};
+        CHECK(okv_chat_template_set_tokens(tm, "<s>", "</s>", &e1) == OKV_OK &&
+                  okv_chat_template_render(tm, &one, &p1, &np, &e1) == OKV_OK && strncmp(p1, "<s>", 3) == 0,
+              "the premise: Mistral Nemo's template prints bos_token first: '%s'", p1 ? p1 : e1.message);
+        free(p1);
+        okv_chat_template_free(tm);
+    }
+
+    /* A prompt longer than the context: said, and the next line is read. */
+    cli_stdin = in1;
+    rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "-c", "64", "-t", "1", NULL);
+    CHECK(rc == 0 && strstr(cli_err, "more than the context's 64 positions leave for an answer (-c): /clear starts again"),
+          "a conversation past -c: exit %d, %s", rc, cli_err);
+    /* -s with a file that holds a conversation: refused, not applied twice. */
+    CHECK(write_text(hist, "[{\"role\": \"user\", \"content\": \"hi\"}]"), "%s", hist);
+    CHECK(offkv("chat", "-m", model, "--chat-template-file", tpath, "-t", "1", "-s", "x", "--history", hist, NULL) == 2,
+          "-s with a saved conversation: exit 2");
+    CHECK_ERR_HAS("holds a conversation already: -s starts a new one");
 
     cli_stdin = in;
     CHECK(offkv("chat", "-m", model, "-t", "1", NULL) == 1, "a model without a template: exit 1");

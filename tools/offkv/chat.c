@@ -26,7 +26,8 @@ static void usage(FILE *f) {
             "Talks with the model in its chat template: each line of standard input is your message,\n"
             "the answer streams to standard output (a line ending in '\\' goes on on the next line).\n"
             "The conversation stays in the cache: a turn evaluates only what its prompt adds.\n"
-            "Lines '/clear' (forget the conversation) and '/exit' are commands; the end of input ends.\n"
+            "Lines '/clear' (forget the conversation; -s stays) and '/exit' are commands; the end of input\n"
+            "ends.\n"
             "Ctrl-C while the model answers ends the answer (kept in the conversation).\n\n"
             "  -m, --model FILE          GGUF model\n"
             "  --chat-template-file FILE a Jinja chat template (default: the model's tokenizer.chat_template)\n"
@@ -434,15 +435,14 @@ int cmd_chat(int argc, char **argv) {
             /* The answer's text for the conversation, control tokens as
              * their text (the template's markup, reasoning tags). */
             size_t pn = 0;
-            okv_status ps = OKV_ERR_INVALID;
-            for (int tries = 0; tries < 2 && ps != OKV_OK; tries++) {
-                if (answer_cap - answer_len < pn + 1 || answer_cap - answer_len < 64) {
-                    const size_t c2 = (answer_len + pn + 64) * 2;
-                    char *grown = realloc(answer, c2);
-                    if (!grown) goto nomem_sig;
-                    answer = grown;
-                    answer_cap = c2;
-                }
+            okv_status ps = okv_tokenizer_token_to_piece(tok, id, 1, answer + answer_len, answer_cap - answer_len - 1,
+                                                         &pn, &err);
+            if (ps != OKV_OK && pn >= answer_cap - answer_len) { /* too small: pn is the size needed */
+                const size_t c2 = 2 * (answer_len + pn + 1);
+                char *grown = realloc(answer, c2);
+                if (!grown) goto nomem_sig;
+                answer = grown;
+                answer_cap = c2;
                 ps = okv_tokenizer_token_to_piece(tok, id, 1, answer + answer_len, answer_cap - answer_len - 1, &pn,
                                                   &err);
             }
@@ -489,7 +489,7 @@ int cmd_chat(int argc, char **argv) {
                 "offkv chat: turn %d: prompt %d tokens (%d from the cache, %d evaluated in %.2f s), answer %d tokens "
                 "(%.1f tokens/s), stopped: %s\n",
                 turn, (int)n_prompt, (int)same, (int)(n_prompt - same), t_prompt, (int)n_gen,
-                t_gen > 0 ? (n_gen > 1 ? n_gen - 1 : n_gen) / t_gen : 0.0, stop);
+                t_gen > 0 ? n_gen / t_gen : 0.0, stop);
         turn++;
         continue;
     nomem_sig:
