@@ -178,9 +178,14 @@ test-valgrind: build
 	    { cat build/valgrind-run.log; false; } && \
 	  echo "valgrind: offkv chat" && \
 	  printf '%s\n' "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}" >build/valgrind-chat.jinja && \
-	  rm -f build/valgrind-chat.json && \
+	  rm -f build/valgrind-chat.json build/valgrind-chat.seq && \
 	  printf 'Once upon a time\nThe cat\\\nsat\n/clear\nThe dog\n' | $(VALGRIND) ./build/offkv chat -m models/stories260K.gguf \
-	    --chat-template-file build/valgrind-chat.jinja --history build/valgrind-chat.json --temp 0 -n 16 -c 512 -t 2 \
+	    --chat-template-file build/valgrind-chat.jinja --history build/valgrind-chat.json --temp 0 -n 16 -c 160 -t 2 \
+	    --prompt-cache build/valgrind-chat.seq >/dev/null 2>build/valgrind-chat.log || { cat build/valgrind-chat.log; false; } && \
+	  echo "valgrind: offkv chat, the conversation goes on from its history and prompt cache, past -c" && \
+	  printf 'A bird\nThe sun\nThe moon\n' | $(VALGRIND) ./build/offkv chat -m models/stories260K.gguf \
+	    --chat-template-file build/valgrind-chat.jinja --history build/valgrind-chat.json --temp 0 -n 40 -c 160 -t 2 \
+	    --prompt-cache build/valgrind-chat.seq \
 	    >/dev/null 2>build/valgrind-chat.log || { cat build/valgrind-chat.log; false; } && \
 	  $(foreach t,$(VALGRIND_TESTS),echo "valgrind: test_$(t)" && (cd build && OKV_SHARED=$(abspath $(SHARED)) OKV_BIN=$(CURDIR)/build \
 	    $(VALGRIND) ./tests/test_$(t) >/dev/null) &&) true; fi

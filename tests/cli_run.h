@@ -54,6 +54,32 @@ static inline size_t cli_slurp(const char *path, char *buf, size_t cap) {
     return n;
 }
 
+/* The whole file at path (malloc'd, not NUL-terminated; *size its
+ * length), or NULL. */
+static inline void *cli_read_whole(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+/* Writes n bytes to path (created or truncated). */
+static inline bool cli_write_file(const char *path, const char *bytes, size_t n) {
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(bytes, 1, n, f) == n;
+    if (f) ok &= fclose(f) == 0;
+    return ok;
+}
+
 /* Runs offkv with argv[0..] (NULL-terminated, without the program) for at
  * most limit_s seconds: the exit code, CLI_SIGNAL, or CLI_TIMEOUT. */
 static inline int cli_runv(double limit_s, const char *const *args) {

@@ -10,7 +10,6 @@
 #include "gguf_copy.h"
 #include "golden.h"
 #include "kernels/quant.h"
-#include "offkv/chat.h"
 #include "offkv/tokenizer.h"
 #include "offkv/offkv.h"
 
@@ -18,25 +17,9 @@
  * that blocks is killed and reported, not left to hang the suite). */
 #define offkv(...) cli_run(120.0, __VA_ARGS__)
 
-static void *read_whole(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
 static bool same_bytes(const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    void *x = read_whole(a, &na), *y = read_whole(b, &nb);
+    void *x = cli_read_whole(a, &na), *y = cli_read_whole(b, &nb);
     bool same = x && y && na == nb && memcmp(x, y, na) == 0;
     free(x);
     free(y);
@@ -268,7 +251,7 @@ static void test_synth_moe(void) {
 /* Reads n x n_vocab floats. */
 static float *read_logits(const char *path, size_t want) {
     size_t size = 0;
-    float *x = read_whole(path, &size);
+    float *x = cli_read_whole(path, &size);
     if (x && size != want * sizeof(float)) {
         free(x);
         return NULL;
@@ -649,7 +632,7 @@ static void test_synth_vocab(void) {
  * than printing tokens drawn from noise. */
 static void test_nan_model(const char *model) {
     size_t size = 0;
-    unsigned char *bytes = read_whole(model, &size);
+    unsigned char *bytes = cli_read_whole(model, &size);
     okv_error err;
     okv_gguf *g = bytes ? okv_gguf_open_memory(bytes, size, &err) : NULL;
     const okv_gguf_tensor *t = g ? tensor(g, "output_norm.weight") : NULL;
@@ -686,13 +669,6 @@ static void test_nan_model(const char *model) {
     }
 }
 
-static bool write_file(const char *path, const char *bytes, size_t n) {
-    FILE *f = fopen(path, "wb");
-    bool ok = f && fwrite(bytes, 1, n, f) == n;
-    if (f) ok &= fclose(f) == 0;
-    return ok;
-}
-
 /* --grammar-file and --json-schema constrain run's output (checked against
  * the grammar's few strings, not against offkv's own matcher); the file is
  * read to its end, from a pipe too; a NUL byte or a directory is an error
@@ -704,7 +680,7 @@ static void test_grammar_flags(const char *model) {
     cli_path(fifo, sizeof fifo, "grammar.fifo");
     static const char gbnf[] = "root ::= \"yes\" | \"no\"\n";
     static const char with_nul[] = "root ::= \"yes\"\n\0 junk ((( ::=\n";
-    CHECK(write_file(yn, gbnf, sizeof gbnf - 1) && write_file(nul, with_nul, sizeof with_nul - 1), "grammar files");
+    CHECK(cli_write_file(yn, gbnf, sizeof gbnf - 1) && cli_write_file(nul, with_nul, sizeof with_nul - 1), "grammar files");
     for (int seed = 1; seed <= 3; seed++) {
         char sd[8];
         snprintf(sd, sizeof sd, "%d", seed);
@@ -742,271 +718,6 @@ static void test_grammar_flags(const char *model) {
           "--grammar-file from a pipe: exit %d, '%s' (%s)", rc, cli_out, cli_err);
 }
 
-/* s as a JSON string into b (quotes, backslashes, control bytes escaped). */
-static void json_escape(const char *s, char *b, size_t cap) {
-    size_t o = 0;
-    b[o++] = '"';
-    for (; *s && o + 8 < cap; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') o += (size_t)snprintf(b + o, cap - o, "\\%c", c);
-        else if (c < 0x20) o += (size_t)snprintf(b + o, cap - o, "\\u%04x", c);
-        else b[o++] = (char)c;
-    }
-    snprintf(b + o, cap - o, "\"");
-}
-
-/* The greedy answer offkv run gives to the prompt Qwen 2.5's template (the
- * library's render, checked against jinja2 elsewhere) makes of messages
- * (a JSON array), into out (its first line: the answer and run's newline
- * apart). */
-static void run_reference(const char *model, const okv_chat_template *t, const char *messages, char *out, size_t cap) {
-    okv_chat_input in = {.messages_json = messages, .add_generation_prompt = true};
-    char *prompt = NULL;
-    size_t n = 0;
-    okv_error err;
-    out[0] = '\0';
-    CHECK(okv_chat_template_render(t, &in, &prompt, &n, &err) == OKV_OK, "render %s: %s", messages, err.message);
-    if (!prompt) return;
-    CHECK(offkv("run", "-m", model, "-p", prompt, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
-                "--no-display-prompt", NULL) == 0,
-          "run on the rendered conversation: %s", cli_err);
-    const char *nl = strchr(cli_out, '\n');
-    const size_t len = nl ? (size_t)(nl - cli_out) : strlen(cli_out);
-    CHECK(len < cap, "run's answer: %zu bytes", len);
-    memcpy(out, cli_out, len < cap ? len : cap - 1);
-    out[len < cap ? len : cap - 1] = '\0';
-    free(prompt);
-}
-
-static bool write_text(const char *path, const char *text) { return write_file(path, text, strlen(text)); }
-
-/* The first n lines of out into got (an answer a line). */
-static void split_answers(const char *out, char got[][512], int n) {
-    const char *p = out;
-    for (int i = 0; i < n && p && *p; i++) {
-        const char *nl = strchr(p, '\n');
-        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        memcpy(got[i], p, len < 511 ? len : 511);
-        got[i][len < 511 ? len : 511] = '\0';
-        p = nl ? nl + 1 : NULL;
-    }
-}
-
-/* A template file parsed (CHECKed; NULL on failure). */
-static okv_chat_template *parse_template(const char *path) {
-    size_t n = 0;
-    char *text = read_whole(path, &n); /* not NUL-terminated: parse takes n */
-    okv_error err;
-    okv_chat_template *t = text ? okv_chat_template_parse(text, n, &err) : NULL;
-    free(text);
-    CHECK(t != NULL, "parse %s", path);
-    return t;
-}
-
-/* offkv chat: a line a message, a line ending in '\' going on, /clear and
- * /exit; each greedy answer equals offkv run's on the whole conversation
- * rendered afresh (the cache's reuse across turns changes nothing), the
- * second turn evaluates only what its prompt adds, and after /clear a new
- * first turn answers as a fresh run (the cache keeps only the prefix the
- * prompts share: Qwen's system text). */
-static void test_chat(void) {
-    const char *shared = check_shared_dir();
-    if (!shared) { printf("skipped (chat): ../shared not found\n"); return; }
-    char model[4200], tpath[4200], in[4200];
-    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
-    snprintf(tpath, sizeof tpath, "%s/templates/src/Qwen-Qwen2.5-7B-Instruct.jinja", shared);
-    cli_path(in, sizeof in, "chat-in.txt");
-    CHECK(write_text(in, "Once upon a time\nThe cat\\\nsat\n\n/clear\nThe dog ran\n/exit\nnever read\n"), "%s", in);
-    cli_stdin = in;
-    int rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
-                   NULL);
-    cli_stdin = NULL;
-    CHECK(rc == 0, "chat: exit %d (%s)", rc, cli_err);
-    static char chat_err[sizeof cli_err];
-    memcpy(chat_err, cli_err, sizeof chat_err); /* the references' runs take cli_err */
-    char got[3][512] = {{0}};
-    split_answers(cli_out, got, 3);
-    int lines = 0;
-    for (const char *q = cli_out; *q; q++) lines += *q == '\n';
-    CHECK(lines == 3, "chat: three answers, a line each, nothing after /exit: '%s'", cli_out);
-
-    okv_chat_template *t = parse_template(tpath);
-    if (!t) return;
-    char want[512], a1[600], msgs[2048];
-    run_reference(model, t, "[{\"role\": \"user\", \"content\": \"Once upon a time\"}]", want, sizeof want);
-    CHECK(strcmp(got[0], want) == 0 && got[0][0], "chat turn 1: '%s', run's '%s'", got[0], want);
-    json_escape(got[0], a1, sizeof a1);
-    snprintf(msgs, sizeof msgs,
-             "[{\"role\": \"user\", \"content\": \"Once upon a time\"}, {\"role\": \"assistant\", \"content\": %s}, "
-             "{\"role\": \"user\", \"content\": \"The cat\\nsat\"}]",
-             a1);
-    run_reference(model, t, msgs, want, sizeof want);
-    CHECK(strcmp(got[1], want) == 0 && got[1][0], "chat turn 2: '%s', run's '%s'", got[1], want);
-    run_reference(model, t, "[{\"role\": \"user\", \"content\": \"The dog ran\"}]", want, sizeof want);
-    CHECK(strcmp(got[2], want) == 0 && got[2][0], "after /clear, a first turn: '%s', run's '%s'", got[2], want);
-    okv_chat_template_free(t);
-    const char *t2 = strstr(chat_err, "turn 2: prompt ");
-    int n_prompt = 0, cached = 0;
-    CHECK(t2 && sscanf(t2, "turn 2: prompt %d tokens (%d from the cache", &n_prompt, &cached) == 2 && cached > 100 &&
-              cached < n_prompt,
-          "turn 2 evaluates only what it adds: %s", t2 ? t2 : chat_err);
-    CHECK(strstr(chat_err, "the conversation is cleared"), "/clear says so: %s", chat_err);
-
-    /* --history: the same two turns in two runs, the conversation saved
-     * between them, byte for byte the messages a client would send. */
-    char hist[4200], in1[4200], in2[4200];
-    cli_path(hist, sizeof hist, "chat-history.json");
-    cli_path(in1, sizeof in1, "chat-in1.txt");
-    cli_path(in2, sizeof in2, "chat-in2.txt");
-    CHECK(write_text(in1, "Once upon a time\n") && write_text(in2, "The cat\\\nsat\n"), "chat inputs");
-    for (int run = 0; run < 2; run++) {
-        cli_stdin = run ? in2 : in1;
-        rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
-                   "--history", hist, NULL);
-        cli_stdin = NULL;
-        const size_t len = strlen(got[run]);
-        CHECK(rc == 0 && strncmp(cli_out, got[run], len) == 0 && strcmp(cli_out + len, "\n") == 0,
-              "--history, run %d: exit %d, '%s', want the one session's turn %d '%s' (%s)", run + 1, rc, cli_out, run + 1,
-              got[run], cli_err);
-        CHECK(!run || strstr(cli_err, "the conversation in '"), "--history, run 2 goes on: %s", cli_err);
-    }
-    char a2[600], saved[4096], want_saved[4096];
-    json_escape(got[1], a2, sizeof a2);
-    snprintf(want_saved, sizeof want_saved,
-             "[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":%s},"
-             "{\"role\":\"user\",\"content\":\"The cat\\nsat\"},{\"role\":\"assistant\",\"content\":%s}]\n",
-             a1, a2);
-    cli_slurp(hist, saved, sizeof saved);
-    CHECK(strcmp(saved, want_saved) == 0, "--history file: '%s', want '%s'", saved, want_saved);
-    CHECK(write_text(hist, "[1]"), "%s", hist);
-    cli_stdin = in1;
-    CHECK(offkv("chat", "-m", model, "--chat-template-file", tpath, "-t", "1", "--history", hist, NULL) == 2,
-          "a history of numbers: exit 2");
-    CHECK_ERR_HAS("chat-history.json': messages[0]: expected an object");
-
-    /* -s: the system message first, and still there after /clear. */
-    char in3[4200], sys_got[2][512] = {{0}};
-    cli_path(in3, sizeof in3, "chat-in3.txt");
-    CHECK(write_text(in3, "Once upon a time\n/clear\nThe dog ran\n"), "%s", in3);
-    cli_stdin = in3;
-    rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "-s", "Be brief.", "--temp", "0", "-n", "10", "-c", "512",
-               "-t", "1", NULL);
-    cli_stdin = NULL;
-    split_answers(cli_out, sys_got, 2);
-    CHECK(rc == 0, "chat -s: exit %d (%s)", rc, cli_err);
-    okv_chat_template *tq = parse_template(tpath);
-    if (tq) {
-        run_reference(model, tq, "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
-                                 "\"Once upon a time\"}]", want, sizeof want);
-        CHECK(strcmp(sys_got[0], want) == 0 && want[0], "chat -s turn 1: '%s', run's '%s'", sys_got[0], want);
-        run_reference(model, tq, "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
-                                 "\"The dog ran\"}]", want, sizeof want);
-        CHECK(strcmp(sys_got[1], want) == 0 && want[0], "chat -s after /clear: '%s', run's '%s'", sys_got[1], want);
-        okv_chat_template_free(tq);
-    }
-
-    /* A template that prints bos_token first (Mistral Nemo's): the
-     * tokenizer adds BOS itself, so chat strips the printed one, and its
-     * answer is run's on the prompt rendered without it (a second BOS would
-     * change the answer). */
-    char mpath[4200];
-    snprintf(mpath, sizeof mpath, "%s/templates/src/mistralai-Mistral-Nemo-Instruct-2407.jinja", shared);
-    okv_chat_template *tm = parse_template(mpath);
-    if (tm) {
-        cli_stdin = in1;
-        rc = offkv("chat", "-m", model, "--chat-template-file", mpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
-                   NULL);
-        cli_stdin = NULL;
-        char bos_got[1][512] = {{0}};
-        split_answers(cli_out, bos_got, 1);
-        run_reference(model, tm, "[{\"role\": \"user\", \"content\": \"Once upon a time\"}]", want, sizeof want);
-        CHECK(rc == 0 && strcmp(bos_got[0], want) == 0 && want[0], "chat, a template printing <s>: '%s', run's '%s'",
-              bos_got[0], want);
-        char *p1 = NULL;
-        size_t np = 0;
-        okv_error e1;
-        okv_chat_input one = {.messages_json = "[{\"role\": \"user\", \"content\": \"x\"}]", .add_generation_prompt = true};
-        CHECK(okv_chat_template_set_tokens(tm, "<s>", "</s>", &e1) == OKV_OK &&
-                  okv_chat_template_render(tm, &one, &p1, &np, &e1) == OKV_OK && strncmp(p1, "<s>", 3) == 0,
-              "the premise: Mistral Nemo's template prints bos_token first: '%s'", p1 ? p1 : e1.message);
-        free(p1);
-        okv_chat_template_free(tm);
-    }
-
-    /* A prompt longer than the context: said, and the next line is read. */
-    cli_stdin = in1;
-    rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "-c", "64", "-t", "1", NULL);
-    CHECK(rc == 0 && strstr(cli_err, "more than the context's 64 positions leave for an answer (-c): /clear starts again"),
-          "a conversation past -c: exit %d, %s", rc, cli_err);
-    /* -s with a file that holds a conversation: refused, not applied twice. */
-    CHECK(write_text(hist, "[{\"role\": \"user\", \"content\": \"hi\"}]"), "%s", hist);
-    CHECK(offkv("chat", "-m", model, "--chat-template-file", tpath, "-t", "1", "-s", "x", "--history", hist, NULL) == 2,
-          "-s with a saved conversation: exit 2");
-    CHECK_ERR_HAS("holds a conversation already: -s starts a new one");
-
-    cli_stdin = in;
-    CHECK(offkv("chat", "-m", model, "-t", "1", NULL) == 1, "a model without a template: exit 1");
-    CHECK_ERR_HAS("has no chat template (tokenizer.chat_template): give one with --chat-template-file");
-    CHECK(offkv("chat", "-m", model, "--chat-template-file", tpath, "--kwargs", "{bad", NULL) == 2, "bad --kwargs: exit 2");
-    CHECK_ERR_HAS("--kwargs: ");
-    CHECK(offkv("chat", "-m", model, "-n", "0", NULL) == 2, "-n 0: exit 2");
-    cli_stdin = NULL;
-}
-
-/* Ctrl-C while chat answers ends the answer, not the program: SIGINT once
- * the answer has begun (a context long enough that it cannot end first),
- * then more input is read and /exit ends the program normally. */
-static void test_chat_interrupt(void) {
-    const char *shared = check_shared_dir();
-    if (!shared) { printf("skipped (chat interrupt): ../shared not found\n"); return; }
-    char model[4200], tpath[4200], o[4200], e[4200];
-    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
-    snprintf(tpath, sizeof tpath, "%s/templates/src/Qwen-Qwen2.5-7B-Instruct.jinja", shared);
-    cli_path(o, sizeof o, "chat-int-out.txt");
-    cli_path(e, sizeof e, "chat-int-err.txt");
-    const char *argv[] = {cli_bin, "chat", "-m", model, "--chat-template-file", tpath, "-n", "16000000", "-c", "200000",
-                          "-t", "1", "--seed", "1", NULL};
-    int in[2];
-    if (pipe(in) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_addclose(&fa, in[1]);
-    posix_spawn_file_actions_addopen(&fa, 1, o, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    const int sp = posix_spawn(&pid, cli_bin, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    CHECK(sp == 0, "spawn chat");
-    if (sp != 0) {
-        close(in[1]);
-        return;
-    }
-    const char first[] = "Once upon a time\n";
-    CHECK(write(in[1], first, sizeof first - 1) == (ssize_t)(sizeof first - 1), "write a message");
-    /* Wait for the answer's first bytes (at most 60 s), then Ctrl-C. */
-    struct stat st = {0};
-    struct timespec nap = {0, 10 * 1000 * 1000};
-    for (int i = 0; i < 6000 && (stat(o, &st) != 0 || st.st_size == 0); i++) nanosleep(&nap, NULL);
-    CHECK(st.st_size > 0, "the answer began");
-    kill(pid, SIGINT);
-    const char rest[] = "/exit\n";
-    CHECK(write(in[1], rest, sizeof rest - 1) == (ssize_t)(sizeof rest - 1), "write /exit");
-    close(in[1]);
-    int status = 0;
-    for (int i = 0; i < 6000 && waitpid(pid, &status, WNOHANG) != pid; i++) nanosleep(&nap, NULL);
-    if (kill(pid, 0) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        CHECK(false, "chat ended within 60 s of /exit");
-    }
-    cli_slurp(e, cli_err, sizeof cli_err);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "after Ctrl-C and /exit chat exits 0 (status %d): %s", status,
-          cli_err);
-    CHECK_ERR_HAS("stopped: interrupted");
-}
-
 int main(void) {
     if (!cli_init("test-cli")) return CHECK_SKIP;
     test_help_and_flags();
@@ -1022,7 +733,5 @@ int main(void) {
     test_grammar_flags(model);
     test_warmup_families();
     test_logits_goldens();
-    test_chat();
-    test_chat_interrupt();
     return cli_done();
 }

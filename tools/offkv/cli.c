@@ -302,8 +302,7 @@ okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o) {
     return ctx;
 }
 
-int32_t *cli_tokenize(const char *cmd, const okv_tokenizer *tok, const char *text, bool add_special, size_t *n) {
-    unsigned flags = add_special ? OKV_TOKENIZE_ADD_SPECIAL : 0;
+int32_t *cli_tokenize(const char *cmd, const okv_tokenizer *tok, const char *text, unsigned flags, size_t *n) {
     okv_error err = {0};
     size_t need = 0;
     if (okv_tokenizer_encode(tok, text, strlen(text), flags, NULL, 0, &need, &err) != OKV_OK && need == 0) {
@@ -401,10 +400,11 @@ void cli_json_string(FILE *f, const char *s, size_t n) {
 }
 
 /* A prompt of several chunks shows its progress: a long one takes minutes. */
-bool cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
-                 int32_t *pos, float *logits) {
+int32_t cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
+                    int32_t *pos, float *logits, const volatile sig_atomic_t *stop) {
     const bool show = n - from > chunk;
-    for (int32_t start = from; start < n; start += chunk) {
+    int32_t start = from;
+    for (; start < n && !(stop && *stop); start += chunk) {
         int32_t len = n - start < chunk ? n - start : chunk;
         for (int32_t i = 0; i < len; i++) pos[i] = start + i;
         if (show) cli_status("offkv %s: prompt: %d of %d tokens evaluated", cmd, (int)(start - from), (int)(n - from));
@@ -413,11 +413,11 @@ bool cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t 
         if (okv_context_eval_last(ctx, ids + start, pos, len, start + len == n ? logits : NULL, &err) != OKV_OK) {
             if (show) cli_status_clear();
             cli_error(cmd, "prompt eval of positions %d..%d: %s", (int)start, (int)(start + len - 1), err.message);
-            return false;
+            return -1;
         }
     }
     if (show) cli_status_clear();
-    return true;
+    return start < n ? start : n;
 }
 
 bool cli_put_text(const char *cmd, const char *text, size_t n) {
@@ -499,3 +499,46 @@ okv_chat_template *cli_chat_template(const char *cmd, const char *model, const c
 }
 
 const char *const cli_kv_types[] = {"f16", "f32", "q8_0", NULL};
+
+bool cli_prompt_cache_path_ok(const char *cmd, const char *path) {
+    if (!path[0]) {
+        cli_error(cmd, "--prompt-cache: the path is empty");
+        return false;
+    }
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode)) {
+            cli_error(cmd, "--prompt-cache '%s': not a regular file", path);
+            return false;
+        }
+        if (access(path, R_OK) != 0) {
+            cli_error(cmd, "--prompt-cache '%s': %s", path, strerror(errno));
+            return false;
+        }
+    } else if (errno != ENOENT) {
+        cli_error(cmd, "--prompt-cache '%s': %s", path, strerror(errno));
+        return false;
+    }
+    /* Its folder: what comes before the last '/' ("/" itself for "/x"). */
+    const char *slash = strrchr(path, '/');
+    char folder[4096];
+    if (!slash) snprintf(folder, sizeof folder, ".");
+    else if ((size_t)(slash - path) >= sizeof folder) {
+        cli_error(cmd, "--prompt-cache: the path is longer than %zu bytes", sizeof folder);
+        return false;
+    } else snprintf(folder, sizeof folder, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (stat(folder, &sb) != 0) {
+        cli_error(cmd, "--prompt-cache '%s': the folder '%s' %s", path, folder,
+                  errno == ENOENT ? "does not exist" : strerror(errno));
+        return false;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        cli_error(cmd, "--prompt-cache '%s': '%s' is not a folder", path, folder);
+        return false;
+    }
+    if (access(folder, W_OK | X_OK) != 0) {
+        cli_error(cmd, "--prompt-cache '%s': cannot write in the folder '%s': %s", path, folder, strerror(errno));
+        return false;
+    }
+    return true;
+}

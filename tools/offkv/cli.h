@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "offkv/chat.h"
@@ -139,9 +140,9 @@ typedef struct cli_ctx_opts {
  * when the capacity exceeds the model's training context. */
 okv_context *cli_context(const char *cmd, okv_model *m, const cli_ctx_opts *o);
 
-/* Tokenizes text (with BOS/EOS as the vocabulary asks when add_special);
- * returns a malloc'd array and its length in *n, or NULL after saying why. */
-int32_t *cli_tokenize(const char *cmd, const okv_tokenizer *tok, const char *text, bool add_special, size_t *n);
+/* Tokenizes text with flags (OKV_TOKENIZE_*); returns a malloc'd array and
+ * its length in *n, or NULL after saying why. */
+int32_t *cli_tokenize(const char *cmd, const okv_tokenizer *tok, const char *text, unsigned flags, size_t *n);
 
 /* Bytes of cache storage held now by the flat (window 0) and by the ring
  * layers, how many layers of each kind, and how many layers read another's
@@ -163,9 +164,17 @@ void cli_json_string(FILE *f, const char *s, size_t n);
 /* Evaluates ids[from..n) at positions from..n-1 in chunks of at most chunk
  * (pos: room for chunk positions); the last token's logits land in
  * logits.  A prompt of several chunks shows how far it has got on a
- * terminal.  False after saying why. */
-bool cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
-                 int32_t *pos, float *logits);
+ * terminal.  Returns n, or, when *stop (NULL: never) is set between two
+ * chunks, the position evaluated up to (the cache holds ids[..that));
+ * -1 after saying why it failed. */
+int32_t cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
+                    int32_t *pos, float *logits, const volatile sig_atomic_t *stop);
+
+/* Checks a --prompt-cache path before the model loads, so that one that
+ * can never work is refused before anything is evaluated: "" is no path;
+ * an existing file must be a readable regular file; a new one needs a
+ * folder it can be written in.  False after saying why. */
+bool cli_prompt_cache_path_ok(const char *cmd, const char *path);
 
 /* Writes n bytes of text to stdout now; false (after saying why) when they
  * could not be written, so that lost output is never reported as success. */

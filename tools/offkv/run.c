@@ -57,54 +57,6 @@ static void usage(FILE *f) {
             "  -h, --help              this help\n");
 }
 
-/* The --prompt-cache path is checked before the model loads, so a path that
- * can never work is refused before anything is generated: "" is no path; an
- * existing file must be a regular file (a FIFO would block the read, a
- * folder fails only at the save); a new file needs its folder, which must
- * take the file (the save writes a temporary file beside it). */
-static bool prompt_cache_path_ok(const char *cmd, const char *path) {
-    if (!path[0]) {
-        cli_error(cmd, "--prompt-cache: the path is empty");
-        return false;
-    }
-    struct stat sb;
-    if (stat(path, &sb) == 0) {
-        if (!S_ISREG(sb.st_mode)) {
-            cli_error(cmd, "--prompt-cache '%s': not a regular file", path);
-            return false;
-        }
-        if (access(path, R_OK) != 0) {
-            cli_error(cmd, "--prompt-cache '%s': %s", path, strerror(errno));
-            return false;
-        }
-    } else if (errno != ENOENT) {
-        cli_error(cmd, "--prompt-cache '%s': %s", path, strerror(errno));
-        return false;
-    }
-    /* Its folder: what comes before the last '/' ("/" itself for "/x"). */
-    const char *slash = strrchr(path, '/');
-    char folder[4096];
-    if (!slash) snprintf(folder, sizeof folder, ".");
-    else if ((size_t)(slash - path) >= sizeof folder) {
-        cli_error(cmd, "--prompt-cache: the path is longer than %zu bytes", sizeof folder);
-        return false;
-    } else snprintf(folder, sizeof folder, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    if (stat(folder, &sb) != 0) {
-        cli_error(cmd, "--prompt-cache '%s': the folder '%s' %s", path, folder,
-                  errno == ENOENT ? "does not exist" : strerror(errno));
-        return false;
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        cli_error(cmd, "--prompt-cache '%s': '%s' is not a folder", path, folder);
-        return false;
-    }
-    if (access(folder, W_OK | X_OK) != 0) {
-        cli_error(cmd, "--prompt-cache '%s': cannot write in the folder '%s': %s", path, folder, strerror(errno));
-        return false;
-    }
-    return true;
-}
-
 int cmd_run(int argc, char **argv) {
     const char *cmd = "run", *model = NULL, *prompt = "", *v;
     const char *draft_path = NULL, *cache_path = NULL, *grammar_file = NULL, *json_schema = NULL;
@@ -164,7 +116,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(cmd, "--draft-n %d needs --draft or --lookup", (int)n_draft);
         return CLI_USAGE;
     }
-    if (cache_path && !prompt_cache_path_ok(cmd, cache_path)) return cache_path[0] ? CLI_FAIL : CLI_USAGE;
+    if (cache_path && !cli_prompt_cache_path_ok(cmd, cache_path)) return cache_path[0] ? CLI_FAIL : CLI_USAGE;
     if (grammar_file && json_schema) {
         cli_error(cmd, "--grammar-file and --json-schema are two constraints: give one");
         return CLI_USAGE;
@@ -192,7 +144,7 @@ int cmd_run(int argc, char **argv) {
     rc = CLI_FAIL;
     const okv_tokenizer *tok = okv_model_tokenizer(m);
     size_t n_prompt_sz = 0;
-    if (!(ids = cli_tokenize(cmd, tok, prompt, true, &n_prompt_sz))) goto done;
+    if (!(ids = cli_tokenize(cmd, tok, prompt, OKV_TOKENIZE_ADD_SPECIAL, &n_prompt_sz))) goto done;
     const int32_t n_prompt = (int32_t)n_prompt_sz;
     if (n_prompt == 0) {
         cli_error(cmd, "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate");
@@ -282,7 +234,7 @@ int cmd_run(int argc, char **argv) {
 
     if (warmup) {
         double w0 = cli_now();
-        if (!cli_prefill(cmd, ctx, ids, 0, n_prompt, step, pos, logits)) goto done;
+        if (cli_prefill(cmd, ctx, ids, 0, n_prompt, step, pos, logits, NULL) < 0) goto done;
         if (okv_cache_clear(cache, &err) != OKV_OK) {
             cli_error(cmd, "clearing the cache after warmup: %s", err.message);
             goto done;
@@ -324,7 +276,7 @@ int cmd_run(int argc, char **argv) {
     }
 
     double t0 = cli_now();
-    if (!cli_prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits)) goto done;
+    if (cli_prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits, NULL) < 0) goto done;
     double t_prompt = cli_now() - t0;
     /* after the prompt's status line (on a terminal that shares stdout, the
      * line would overwrite the prompt's last line) */

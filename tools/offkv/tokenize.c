@@ -44,7 +44,7 @@ int cmd_tokenize(int argc, char **argv) {
         return CLI_FAIL;
     }
     size_t n = 0;
-    int32_t *ids = cli_tokenize(cmd, tok, text, add_special, &n);
+    int32_t *ids = cli_tokenize(cmd, tok, text, add_special ? OKV_TOKENIZE_ADD_SPECIAL : 0, &n);
     if (ids) {
         for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", (int)ids[i]);
         printf("\n");
