@@ -621,17 +621,19 @@ class Model(_Handle):
                               n_threads, context_size, progress)
 
     def generate(self, prompt, n=64, temperature=0.8, seed=None, top_k=40, top_p=0.95, n_threads=None,
-                 context_size=None, progress=None):
-        """Generates up to n tokens after prompt (BOS added as the vocabulary asks)
-        and returns the text after the prompt: what `offkv run --no-display-prompt`
+                 context_size=None, progress=None, parse_special=True):
+        """Generates up to n tokens after prompt (BOS added as the vocabulary asks;
+        control tokens' text in it, such as <|im_start|>, read as those tokens
+        unless parse_special is False, as llama.cpp reads a prompt) and returns
+        the text after the prompt: what `offkv run --no-display-prompt`
         prints with the same flags, without its final newline.  Stops early at
         a token that ends a generation (eog: EOS, <|im_end|>, <|eot_id|>, ...)
         or when the context is full.  seed None is a
         random seed; temperature 0 is greedy.  progress: as Context.eval's, for
         the prompt."""
         self._live()
-        return self._generate(self.tokenize(_text("prompt", prompt)), n, temperature, seed, top_k, top_p, n_threads,
-                              context_size, progress)
+        return self._generate(self.tokenize(_text("prompt", prompt), parse_special=bool(parse_special)), n, temperature,
+                              seed, top_k, top_p, n_threads, context_size, progress)
 
     def _generate(self, ids, n, temperature, seed, top_k, top_p, n_threads, context_size, progress):
         """generate() after the prompt's ids."""

@@ -112,6 +112,16 @@ class TestOffkv(unittest.TestCase):
             with offkv.Model(path) as m:
                 self.assertEqual(m.eog, {128247, 151643, 151645, 151662, 151663, 151664})
                 self.assertIn(m.eos, m.eog)
+                # a prompt's control tokens, read as offkv run (and llama.cpp) reads them
+                chatml = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+                self.assertEqual(m.tokenize(chatml, parse_special=True)[0], 151644)
+                for flags, special in (((), True), (("--no-parse-special",), False)):
+                    text = m.generate(chatml, n=6, temperature=0, n_threads=1, parse_special=special)
+                    out = subprocess.run([os.path.join(BIN, "offkv"), "run", "-m", path, "-p", chatml,
+                                          "--no-display-prompt", "-n", "6", "--temp", "0", "-t", "1", *flags],
+                                         check=True, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL).stdout.decode("utf-8", "replace")
+                    self.assertEqual(text + "\n", out, flags)
 
     def test_model_chat(self):
         # stories260K has no template of its own; with Qwen 2.5's, the greedy

@@ -625,6 +625,39 @@ static void test_synth_vocab(void) {
     okv_model_free(m);
     okv_tokenizer_free(ref);
     okv_gguf_close(gv);
+
+    /* Control tokens' text in a prompt is those tokens, as llama.cpp reads a
+     * prompt (Qwen's <|im_start|> is 151644, <|im_end|> 151645 in its
+     * tokenizer_config.json); --no-parse-special keeps it text. */
+    static const char chatml[] = "<|im_start|>user hi<|im_end|>";
+    int rc = offkv("tokenize", "-m", vocab, "-p", chatml, NULL);
+    int ids[16], n = 0;
+    for (char *p = cli_out, *end; n < 16 && (ids[n] = (int)strtol(p, &end, 10), end != p); p = end) n++;
+    CHECK(rc == 0 && n == 4 && ids[0] == 151644 && ids[3] == 151645, "tokenize a ChatML line: '%s' (%s)", cli_out, cli_err);
+    rc = offkv("tokenize", "-m", vocab, "-p", chatml, "--no-parse-special", NULL);
+    n = 0;
+    bool control = false;
+    for (char *p = cli_out, *end; n < 16 && (ids[n] = (int)strtol(p, &end, 10), end != p); p = end) control |= ids[n++] >= 151643;
+    CHECK(rc == 0 && n > 4 && !control, "tokenize --no-parse-special: '%s' (%s)", cli_out, cli_err);
+    CHECK(offkv("run", "-m", model, "-p", chatml, "-n", "1", "--temp", "0", NULL) == 0 &&
+              strstr(cli_err, "offkv run: 4 prompt tokens"),
+          "run reads <|im_start|> as one token: %s", cli_err);
+    CHECK(offkv("run", "-m", model, "-p", chatml, "-n", "1", "--temp", "0", "--no-parse-special", NULL) == 0 &&
+              strstr(cli_err, "offkv run: 4 prompt tokens") == NULL && strstr(cli_err, " prompt tokens"),
+          "run --no-parse-special: %s", cli_err);
+
+    /* A prompt that starts with BOS's text, in a vocabulary that adds BOS:
+     * two BOS, as llama.cpp gives, and a warning. */
+    char spm[4200];
+    snprintf(vocab, sizeof vocab, "%s/vocab/ggml-vocab-llama-spm.gguf", shared);
+    cli_path(spm, sizeof spm, "synth-spm.gguf");
+    CHECK(offkv("synth", "--arch", "llama", "--type", "q8_0", "--vocab", vocab, "-o", spm, NULL) == 0, "synth: %s", cli_err);
+    CHECK(offkv("run", "-m", spm, "-p", "<s>Hello", "-n", "1", "--temp", "0", NULL) == 0 &&
+              strstr(cli_err, "offkv run: 3 prompt tokens") && strstr(cli_err, "the model sees two"),
+          "run -p '<s>Hello': %s", cli_err);
+    CHECK(offkv("run", "-m", spm, "-p", "Hello", "-n", "1", "--temp", "0", NULL) == 0 &&
+              !strstr(cli_err, "the model sees two"),
+          "run -p 'Hello' warns of nothing: %s", cli_err);
 }
 
 /* A model whose output norm holds NaN computes NaN logits: run says so and

@@ -20,7 +20,9 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: offkv run -m MODEL [-p PROMPT] [flags]\n"
-            "Generates text from PROMPT (BOS added as the vocabulary asks) and streams it to stdout;\n"
+            "Generates text from PROMPT (BOS added as the vocabulary asks; control tokens' text in it,\n"
+            "such as <|im_start|>, read as those tokens, as llama.cpp reads a prompt) and streams it to\n"
+            "stdout;\n"
             "prompt and generation speed and cache bytes go to stderr.\n\n"
             "  -m, --model FILE        GGUF model\n"
             "  -p, --prompt TEXT       prompt (default: empty, BOS only)\n"
@@ -54,6 +56,7 @@ static void usage(FILE *f) {
             "  --grammar-file FILE     constrain the output to FILE's GBNF grammar (llama.cpp's syntax)\n"
             "  --json-schema SCHEMA    constrain the output to JSON that validates against SCHEMA (JSON text)\n"
             "  --no-display-prompt     do not echo the prompt to stdout\n"
+            "  --no-parse-special      control tokens' text in PROMPT stays text\n"
             "  -h, --help              this help\n");
 }
 
@@ -65,7 +68,7 @@ int cmd_run(int argc, char **argv) {
     bool draft_n_given = false, p_min_given = false;
     float p_min = 0.75f;
     okv_sampler_params sp = cli_sampling_defaults();
-    bool seed_given = false, warmup = false, display_prompt = true;
+    bool seed_given = false, warmup = false, display_prompt = true, parse_special = true;
     int kv = 0;
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
@@ -74,6 +77,7 @@ int cmd_run(int argc, char **argv) {
         if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         if (cli_is(a, "--warmup", NULL)) { warmup = true; continue; }
         if (cli_is(a, "--no-display-prompt", NULL)) { display_prompt = false; continue; }
+        if (cli_is(a, "--no-parse-special", NULL)) { parse_special = false; continue; }
         if (!(cli_is(a, "-m", "--model") || cli_is(a, "-p", "--prompt") || cli_is(a, "-n", "--n-predict") ||
               cli_is_sampling_flag(a) || cli_is(a, "-t", "--threads") ||
               cli_is(a, "-c", "--ctx-size") || cli_is(a, "--chunk", "--kv-type") || cli_is(a, "--sliding-window", NULL) ||
@@ -144,13 +148,21 @@ int cmd_run(int argc, char **argv) {
     rc = CLI_FAIL;
     const okv_tokenizer *tok = okv_model_tokenizer(m);
     size_t n_prompt_sz = 0;
-    if (!(ids = cli_tokenize(cmd, tok, prompt, OKV_TOKENIZE_ADD_SPECIAL, &n_prompt_sz))) goto done;
+    if (!(ids = cli_tokenize(cmd, tok, prompt,
+                             OKV_TOKENIZE_ADD_SPECIAL | (parse_special ? OKV_TOKENIZE_PARSE_SPECIAL : 0), &n_prompt_sz))) goto done;
     const int32_t n_prompt = (int32_t)n_prompt_sz;
     if (n_prompt == 0) {
         cli_error(cmd, "the prompt is empty and the vocabulary adds no BOS: nothing to evaluate");
         rc = CLI_USAGE;
         goto done;
     }
+    /* A prompt written in a template that prints BOS (a rendered chat) gets
+     * a second one from the vocabulary, as in llama.cpp, which also warns:
+     * models trained on one may answer worse. */
+    const int32_t bos = okv_tokenizer_bos(tok);
+    if (n_prompt >= 2 && bos >= 0 && okv_tokenizer_adds_bos(tok) && ids[0] == bos && ids[1] == bos)
+        fprintf(stderr, "offkv run: warning: the prompt starts with the BOS token's text and the vocabulary adds BOS "
+                        "too: the model sees two (leave it out of the prompt)\n");
     if (spec && ctx_size > 0 && ctx_size < n_draft + 1) {
         cli_error(cmd, "-c %d is too small for --draft-n %d: a step evaluates the last token and %d proposals at "
                        "once (give -c %d or more)",

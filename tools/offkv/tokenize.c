@@ -6,24 +6,28 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: offkv tokenize -m MODEL -p TEXT [--no-bos]\n"
-            "Prints the token ids of TEXT on one line, space separated.\n\n"
+            "usage: offkv tokenize -m MODEL -p TEXT [--no-bos] [--no-parse-special]\n"
+            "Prints the token ids of TEXT on one line, space separated.  Control tokens' text in TEXT\n"
+            "(<|im_start|>, <|eot_id|>, ...) becomes those tokens, as in offkv run and llama.cpp's\n"
+            "llama-tokenize.\n\n"
             "  -m, --model FILE   GGUF model (its vocabulary is used)\n"
             "  -p, --prompt TEXT  text to tokenize\n"
             "  --no-bos           no BOS/EOS even where the vocabulary adds them (default: added as\n"
             "                     `offkv run` adds them)\n"
+            "  --no-parse-special control tokens' text stays text\n"
             "  -h, --help         this help\n");
 }
 
 int cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize", *model = NULL, *text = NULL;
-    bool add_special = true;
+    bool add_special = true, parse_special = true;
     cli_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is(a, "-h", "--help")) { usage(stdout); return CLI_OK; }
         if (!cli_once(&seen, cmd, a)) return CLI_USAGE;
         else if (cli_is(a, "--no-bos", NULL)) add_special = false;
+        else if (cli_is(a, "--no-parse-special", NULL)) parse_special = false;
         else if (cli_is(a, "-m", "--model")) { if (!(model = cli_value(cmd, argc, argv, &i))) return CLI_USAGE; }
         else if (cli_is(a, "-p", "--prompt")) { if (!(text = cli_value(cmd, argc, argv, &i))) return CLI_USAGE; }
         else return cli_unknown(cmd, a);
@@ -44,7 +48,8 @@ int cmd_tokenize(int argc, char **argv) {
         return CLI_FAIL;
     }
     size_t n = 0;
-    int32_t *ids = cli_tokenize(cmd, tok, text, add_special ? OKV_TOKENIZE_ADD_SPECIAL : 0, &n);
+    int32_t *ids = cli_tokenize(cmd, tok, text,
+                                (add_special ? OKV_TOKENIZE_ADD_SPECIAL : 0) | (parse_special ? OKV_TOKENIZE_PARSE_SPECIAL : 0), &n);
     if (ids) {
         for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", (int)ids[i]);
         printf("\n");
