@@ -7,6 +7,7 @@
 #define OKV_TESTS_CLI_RUN_H
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdbool.h>
@@ -131,6 +132,85 @@ static inline int cli_run(double limit_s, const char *first, ...) {
     va_end(ap);
     args[n] = NULL;
     return cli_runv(limit_s, args);
+}
+
+/* offkv running beside the test (a chat, a run to interrupt): its stdin a
+ * pipe the test writes, its stdout a file (out), its stderr a
+ * pseudo-terminal the test reads into err (so that offkv shows its
+ * progress there, as to a user, and never blocks on it). */
+typedef struct cli_proc {
+    pid_t pid;
+    int in, tty;
+    char out[4200];
+    char err[1 << 16];
+    size_t err_len;
+} cli_proc;
+
+static inline bool cli_proc_start(cli_proc *p, const char *const *args) {
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = cli_bin;
+    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    p->err_len = 0;
+    p->err[0] = '\0';
+    cli_path(p->out, sizeof p->out, "proc-out.txt");
+    int in[2];
+    if (pipe(in) != 0) return false;
+    p->tty = posix_openpt(O_RDWR | O_NOCTTY);
+    const char *slave = p->tty >= 0 && grantpt(p->tty) == 0 && unlockpt(p->tty) == 0 ? ptsname(p->tty) : NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addopen(&fa, 1, p->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, slave ? slave : "/nonexistent", O_RDWR | O_NOCTTY, 0);
+    if (p->tty >= 0) posix_spawn_file_actions_addclose(&fa, p->tty);
+    const int rc = slave ? posix_spawn(&p->pid, cli_bin, &fa, NULL, (char *const *)argv, environ) : -1;
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    p->in = in[1];
+    if (rc != 0) {
+        close(p->in);
+        if (p->tty >= 0) close(p->tty);
+    }
+    return rc == 0;
+}
+
+/* Reads what offkv wrote to its terminal for up to ms milliseconds. */
+static inline void cli_proc_drain(cli_proc *p, int ms) {
+    struct pollfd f = {p->tty, POLLIN, 0};
+    if (poll(&f, 1, ms) <= 0) return;
+    const ssize_t got = read(p->tty, p->err + p->err_len, sizeof p->err - 1 - p->err_len);
+    if (got > 0) p->err_len += (size_t)got;
+    p->err[p->err_len] = '\0';
+}
+
+/* Waits (at most 60 s) until offkv's terminal shows needle. */
+static inline bool cli_proc_wait_err(cli_proc *p, const char *needle) {
+    for (int i = 0; i < 6000 && !strstr(p->err, needle); i++) cli_proc_drain(p, 10);
+    return strstr(p->err, needle) != NULL;
+}
+
+static inline bool cli_proc_write(cli_proc *p, const char *text) {
+    const size_t n = strlen(text);
+    return write(p->in, text, n) == (ssize_t)n;
+}
+
+/* Ends offkv's input and waits (at most 60 s) for it to exit: its exit
+ * code, or -1 (killed: it did not end, or ended by a signal). */
+static inline int cli_proc_finish(cli_proc *p) {
+    close(p->in);
+    int status = 0;
+    bool done = false;
+    for (int i = 0; i < 6000 && !(done = waitpid(p->pid, &status, WNOHANG) == p->pid); i++) cli_proc_drain(p, 10);
+    if (!done) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &status, 0);
+    }
+    for (int i = 0; i < 100 && p->err_len < sizeof p->err - 1; i++) cli_proc_drain(p, 0); /* what is left */
+    close(p->tty);
+    return done && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /* Whether the last run crashed: a signal, or a sanitizer report (the

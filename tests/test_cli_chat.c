@@ -5,7 +5,6 @@
  * context (the oldest turns left out) is seen to change nothing but the
  * work; and Ctrl-C, while the model answers and while it reads a prompt,
  * ends that and not the program. */
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -270,100 +269,22 @@ static void test_chat(const char *model, const char *tpath) {
     cli_stdin = NULL;
 }
 
-/* A chat running beside the test: its stdin a pipe the test writes, its
- * stdout a file, its stderr a pseudo-terminal the test reads (so that
- * chat shows its progress there, as to a user, and never blocks on it). */
-typedef struct chat_proc {
-    pid_t pid;
-    int in, tty;
-    char out[4200];
-    char err[1 << 16];
-    size_t err_len;
-} chat_proc;
-
-static bool chat_start(chat_proc *p, const char *const *args) {
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = cli_bin;
-    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    p->err_len = 0;
-    p->err[0] = '\0';
-    cli_path(p->out, sizeof p->out, "chat-proc-out.txt");
-    int in[2];
-    if (pipe(in) != 0) return false;
-    p->tty = posix_openpt(O_RDWR | O_NOCTTY);
-    const char *slave = p->tty >= 0 && grantpt(p->tty) == 0 && unlockpt(p->tty) == 0 ? ptsname(p->tty) : NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_addclose(&fa, in[1]);
-    posix_spawn_file_actions_addopen(&fa, 1, p->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, slave ? slave : "/nonexistent", O_RDWR | O_NOCTTY, 0);
-    if (p->tty >= 0) posix_spawn_file_actions_addclose(&fa, p->tty);
-    const int rc = slave ? posix_spawn(&p->pid, cli_bin, &fa, NULL, (char *const *)argv, environ) : -1;
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    p->in = in[1];
-    if (rc != 0) {
-        close(p->in);
-        if (p->tty >= 0) close(p->tty);
-    }
-    return rc == 0;
-}
-
-/* Reads what chat wrote to its terminal for up to ms milliseconds. */
-static void chat_drain(chat_proc *p, int ms) {
-    struct pollfd f = {p->tty, POLLIN, 0};
-    if (poll(&f, 1, ms) <= 0) return;
-    const ssize_t got = read(p->tty, p->err + p->err_len, sizeof p->err - 1 - p->err_len);
-    if (got > 0) p->err_len += (size_t)got;
-    p->err[p->err_len] = '\0';
-}
-
-/* Waits (at most 60 s) until chat's terminal shows needle. */
-static bool chat_wait_err(chat_proc *p, const char *needle) {
-    for (int i = 0; i < 6000 && !strstr(p->err, needle); i++) chat_drain(p, 10);
-    return strstr(p->err, needle) != NULL;
-}
-
-static bool chat_write(chat_proc *p, const char *text) {
-    const size_t n = strlen(text);
-    return write(p->in, text, n) == (ssize_t)n;
-}
-
-/* Ends chat's input and waits (at most 60 s) for it to exit: its exit
- * code, or -1 (killed: it did not end, or ended by a signal). */
-static int chat_finish(chat_proc *p) {
-    close(p->in);
-    int status = 0;
-    bool done = false;
-    for (int i = 0; i < 6000 && !(done = waitpid(p->pid, &status, WNOHANG) == p->pid); i++) chat_drain(p, 10);
-    if (!done) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &status, 0);
-    }
-    for (int i = 0; i < 100 && p->err_len < sizeof p->err - 1; i++) chat_drain(p, 0); /* what is left */
-    close(p->tty);
-    return done && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* Ctrl-C while chat answers ends the answer, not the program: SIGINT once
  * the answer has begun (a context long enough that it cannot end first),
  * then more input is read and /exit ends the program normally. */
 static void test_chat_interrupt(const char *model, const char *tpath) {
     const char *args[] = {"chat", "-m", model, "--chat-template-file", tpath, "-n", "16000000", "-c", "200000",
                           "-t", "1", "--seed", "1", NULL};
-    chat_proc p;
-    CHECK(chat_start(&p, args), "spawn chat");
-    CHECK(chat_write(&p, "Once upon a time\n"), "write a message");
+    cli_proc p;
+    CHECK(cli_proc_start(&p, args), "spawn chat");
+    CHECK(cli_proc_write(&p, "Once upon a time\n"), "write a message");
     /* Wait for the answer's first bytes (at most 60 s), then Ctrl-C. */
     struct stat st = {0};
-    for (int i = 0; i < 6000 && (stat(p.out, &st) != 0 || st.st_size == 0); i++) chat_drain(&p, 10);
+    for (int i = 0; i < 6000 && (stat(p.out, &st) != 0 || st.st_size == 0); i++) cli_proc_drain(&p, 10);
     CHECK(st.st_size > 0, "the answer began");
     kill(p.pid, SIGINT);
-    CHECK(chat_write(&p, "/exit\n"), "write /exit");
-    const int rc = chat_finish(&p);
+    CHECK(cli_proc_write(&p, "/exit\n"), "write /exit");
+    const int rc = cli_proc_finish(&p);
     CHECK(rc == 0, "after Ctrl-C and /exit chat exits 0 (%d): %s", rc, p.err);
     CHECK(strstr(p.err, "stopped: interrupted"), "the answer says it was interrupted: %s", p.err);
 }
@@ -375,18 +296,18 @@ static void test_chat_interrupt(const char *model, const char *tpath) {
 static void test_chat_interrupt_prompt(const char *model, const char *tpath) {
     const char *args[] = {"chat", "-m", model, "--chat-template-file", tpath, "-n", "4", "-c", "200000",
                           "-t", "1", "--temp", "0", NULL};
-    chat_proc p;
-    CHECK(chat_start(&p, args), "spawn chat");
+    cli_proc p;
+    CHECK(cli_proc_start(&p, args), "spawn chat");
     static char long_msg[40000];
     size_t n = 0;
     while (n + 20 < sizeof long_msg) n += (size_t)snprintf(long_msg + n, sizeof long_msg - n, "Once upon a time ");
     snprintf(long_msg + n, sizeof long_msg - n, "\n");
-    CHECK(chat_write(&p, long_msg), "write a long message");
-    CHECK(chat_wait_err(&p, "offkv chat: prompt: "), "the prompt's progress shows: %s", p.err);
+    CHECK(cli_proc_write(&p, long_msg), "write a long message");
+    CHECK(cli_proc_wait_err(&p, "offkv chat: prompt: "), "the prompt's progress shows: %s", p.err);
     kill(p.pid, SIGINT);
-    CHECK(chat_wait_err(&p, "interrupted while reading the prompt"), "Ctrl-C stops the prompt: %s", p.err);
-    CHECK(chat_write(&p, "The dog ran\n/exit\n"), "write another message");
-    const int rc = chat_finish(&p);
+    CHECK(cli_proc_wait_err(&p, "interrupted while reading the prompt"), "Ctrl-C stops the prompt: %s", p.err);
+    CHECK(cli_proc_write(&p, "The dog ran\n/exit\n"), "write another message");
+    const int rc = cli_proc_finish(&p);
     CHECK(rc == 0, "after Ctrl-C in the prompt chat goes on and exits 0 (%d): %s", rc, p.err);
     const char *t1 = strstr(p.err, "turn 1: prompt ");
     int n_prompt = 0, cached = 0;

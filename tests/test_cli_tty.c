@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "cli_run.h"
 
 static char tty_err[1 << 17];
@@ -172,6 +173,67 @@ static void test_bench_fill(const char *model) {
     CHECK(strchr(cli_err, '\r') == NULL && strchr(cli_err, '\033') == NULL, "status bytes in a log: %s", cli_err);
 }
 
+/* Ctrl-C ends run's work where it is: during the prompt (its progress
+ * on the terminal shows it has begun), run says how far it got, saves
+ * --prompt-cache and exits 130, and the next run goes on from there, giving
+ * what a run that was never stopped gives; during the generation, run
+ * stops there, reports as usual and exits 130. */
+static void test_run_interrupt(void) {
+    const char *shared = check_shared_dir();
+    if (!shared) {
+        printf("skipped (Ctrl-C in offkv run): ../shared not found\n");
+        return;
+    }
+    char model[4200], pcache[4200];
+    snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
+    cli_path(pcache, sizeof pcache, "interrupted.seq");
+    /* A prompt whose evaluation lasts long beside the test's reaction (0.6
+     * s of 4000 tokens here; the sanitizers' build is some 40 times slower). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    enum { REPS = 250 };
+#else
+    enum { REPS = 1000 };
+#endif
+    static char prompt[REPS * 17 + 1];
+    for (int i = 0; i < REPS; i++) memcpy(prompt + 17 * i, "Once upon a time ", 17);
+    prompt[REPS * 17] = '\0';
+    const char *args[] = {"run", "-m", model, "-p", prompt, "-n", "4", "--temp", "0", "-c", "8192", "-t", "1",
+                          "--no-display-prompt", "--prompt-cache", pcache, NULL};
+    cli_proc p;
+    CHECK(cli_proc_start(&p, args), "spawn run");
+    CHECK(cli_proc_wait_err(&p, "offkv run: prompt: "), "the prompt's progress shows: %s", p.err);
+    kill(p.pid, SIGINT);
+    int rc = cli_proc_finish(&p);
+    int done = 0, total = 0, saved = -1;
+    const char *at = strstr(p.err, "interrupted while evaluating the prompt: ");
+    const char *sv = strstr(p.err, "interrupted.seq': saved ");
+    CHECK(rc == 130 && at && sscanf(at, "interrupted while evaluating the prompt: %d of %d", &done, &total) == 2 &&
+              done < total && sv && sscanf(sv, "interrupted.seq': saved %d tokens", &saved) == 1 && saved == done,
+          "Ctrl-C in the prompt: exit %d (130), %d of %d evaluated, %d saved: %s", rc, done, total, saved, p.err);
+    rc = cli_runv(120, args);
+    char want_reuse[96];
+    snprintf(want_reuse, sizeof want_reuse, "reused %d of %d prompt tokens", done, total);
+    CHECK(rc == 0 && strstr(cli_err, want_reuse), "the next run goes on from the file (%s): exit %d, %s", want_reuse, rc,
+          cli_err);
+    static char resumed[sizeof cli_out];
+    snprintf(resumed, sizeof resumed, "%s", cli_out);
+    rc = cli_run(120, "run", "-m", model, "-p", prompt, "-n", "4", "--temp", "0", "-c", "8192", "-t", "1",
+                 "--no-display-prompt", NULL);
+    CHECK(rc == 0 && resumed[0] && strcmp(resumed, cli_out) == 0, "resumed: '%s', never stopped: '%s'", resumed, cli_out);
+
+    /* During the generation: the text so far, the usual report, exit 130. */
+    const char *gen[] = {"run", "-m", model, "-p", "Once upon a time", "-n", "16000000", "-c", "200000", "-t", "1",
+                         "--seed", "1", NULL};
+    CHECK(cli_proc_start(&p, gen), "spawn run");
+    struct stat st = {0};
+    for (int i = 0; i < 6000 && (stat(p.out, &st) != 0 || st.st_size <= 16); i++) cli_proc_drain(&p, 10);
+    CHECK(st.st_size > 16, "the generation began");
+    kill(p.pid, SIGINT);
+    rc = cli_proc_finish(&p);
+    CHECK(rc == 130 && strstr(p.err, "stopped: interrupted") && strstr(p.err, "offkv run: generation "),
+          "Ctrl-C in the generation: exit %d (130): %s", rc, p.err);
+}
+
 int main(void) {
     if (!cli_init("test-cli-tty")) return CHECK_SKIP;
     int probe = posix_openpt(O_RDWR | O_NOCTTY);
@@ -192,5 +254,6 @@ int main(void) {
         test_prompt_progress(model);
         test_bench_fill(model);
     }
+    test_run_interrupt();
     return cli_done();
 }

@@ -1,7 +1,8 @@
 /* offkv command line: what the subcommands share (flag values, model and
  * context set-up, messages).  Exit codes: 0 success, 1 a failure while
  * working (a bad model file, an eval error), 2 a usage error (an unknown
- * flag, a bad flag value). */
+ * flag, a bad flag value), 130 (128 + SIGINT, as a shell reports a program
+ * Ctrl-C ended) when Ctrl-C ended offkv run's work early. */
 #ifndef OFFKV_TOOL_CLI_H
 #define OFFKV_TOOL_CLI_H
 
@@ -18,7 +19,7 @@
 #include "offkv/status.h"
 #include "offkv/tokenizer.h"
 
-enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_INTERRUPTED = 130 };
 
 /* Subcommands: argv[0] is the subcommand's name. */
 int cmd_run(int argc, char **argv);

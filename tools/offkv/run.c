@@ -3,6 +3,7 @@
  * to stdout as it is made, numbers to stderr, so `offkv run ... > out.txt`
  * keeps only the text. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +58,32 @@ static void usage(FILE *f) {
             "  --json-schema SCHEMA    constrain the output to JSON that validates against SCHEMA (JSON text)\n"
             "  --no-display-prompt     do not echo the prompt to stdout\n"
             "  --no-parse-special      control tokens' text in PROMPT stays text\n"
+            "Ctrl-C ends the prompt's evaluation or the generation there: run reports what it did,\n"
+            "saves --prompt-cache (a long prompt goes on where it stopped next time) and exits 130;\n"
+            "a second Ctrl-C ends it at once.\n"
             "  -h, --help              this help\n");
+}
+
+/* --prompt-cache: the cache's sequence (its tokens seq) saved to path;
+ * *rc becomes CLI_FAIL when it could not be. */
+static void save_prompt_cache(const char *cmd, const okv_cache *cache, const char *path, uint64_t fingerprint,
+                              const int32_t *seq, int *rc) {
+    okv_error err;
+    const int32_t len = okv_cache_length(cache);
+    if (okv_cache_save(cache, path, fingerprint, seq, len, &err) != OKV_OK) {
+        cli_error(cmd, "--prompt-cache: %s", err.message);
+        *rc = CLI_FAIL;
+        return;
+    }
+    fprintf(stderr, "offkv run: prompt cache '%s': saved %d tokens\n", path, (int)len);
+}
+
+/* Ctrl-C: the work stops at the next chunk or token (SA_RESETHAND: a
+ * second one kills as usual). */
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -142,6 +168,8 @@ int cmd_run(int argc, char **argv) {
     okv_grammar_matcher *gmat = NULL;
     int32_t *ids = NULL, *pos = NULL, *seq = NULL, *out = NULL;
     float *logits = NULL;
+    struct sigaction old_sigint;
+    bool sigint_set = false;
     okv_model *m = cli_load_model(cmd, model, window, threads, &rc);
     if (!m) goto done;
     if (draft_path && !(dm = cli_load_model(cmd, draft_path, 0, threads, &rc))) goto done;
@@ -287,8 +315,23 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "offkv run: prompt cache '%s' does not exist yet: evaluating the whole prompt\n", cache_path);
     }
 
+    interrupted = 0;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sigint);
+    sigint_set = true;
     double t0 = cli_now();
-    if (cli_prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits, NULL) < 0) goto done;
+    const int32_t got = cli_prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits, &interrupted);
+    if (got < 0) goto done;
+    if (got < n_prompt) {
+        fprintf(stderr, "offkv run: interrupted while evaluating the prompt: %d of %d tokens evaluated\n",
+                (int)(got - reused), (int)(n_prompt - reused));
+        rc = CLI_INTERRUPTED;
+        if (cache_path) save_prompt_cache(cmd, cache, cache_path, fingerprint, seq, &rc);
+        goto done;
+    }
     double t_prompt = cli_now() - t0;
     /* after the prompt's status line (on a terminal that shares stdout, the
      * line would overwrite the prompt's last line) */
@@ -313,6 +356,10 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
         while (n_gen < n_predict) {
+            if (interrupted) {
+                stop = "interrupted";
+                break;
+            }
             bool ended = false;
             for (int32_t i = 0; i < n_out && !ended; i++) {
                 if (okv_tokenizer_is_eog(tok, out[i])) {
@@ -338,6 +385,10 @@ int cmd_run(int argc, char **argv) {
         }
     } else {
         while (n_gen < n_predict) {
+            if (interrupted) {
+                stop = "interrupted";
+                break;
+            }
             int32_t id = okv_sampler_sample(smp, logits);
             if (id == OKV_SAMPLE_NAN) {
                 cli_error(cmd, "the model's logits at position %d hold NaN (broken weights or overflowed arithmetic)",
@@ -399,16 +450,10 @@ int cmd_run(int argc, char **argv) {
                 ss.steps > 0 ? (double)ss.generated / (double)ss.steps : 0.0);
     }
     fprintf(stderr, "offkv run: %s\n", cli_cache_line(cache, line, sizeof line));
-    if (cache_path) {
-        const int32_t len = okv_cache_length(cache);
-        if (okv_cache_save(cache, cache_path, fingerprint, seq, len, &err) != OKV_OK) {
-            cli_error(cmd, "--prompt-cache: %s", err.message);
-            goto done;
-        }
-        fprintf(stderr, "offkv run: prompt cache '%s': saved %d tokens\n", cache_path, (int)len);
-    }
-    rc = CLI_OK;
+    rc = interrupted ? CLI_INTERRUPTED : CLI_OK;
+    if (cache_path) save_prompt_cache(cmd, cache, cache_path, fingerprint, seq, &rc);
 done:
+    if (sigint_set) sigaction(SIGINT, &old_sigint, NULL);
     free(logits);
     free(pos);
     free(ids);
