@@ -199,7 +199,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
 
-    static const char *const cmds[] = {"run", "logits", "tokenize", "synth", "bench"};
+    static const char *const cmds[] = {"run", "chat", "logits", "tokenize", "synth", "bench"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) check_help(cmds[i]);
 
     /* Damaged copies of the model: empty, truncated, random bytes in the

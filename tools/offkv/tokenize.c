@@ -10,12 +10,12 @@ static void usage(FILE *f) {
             "Prints the token ids of TEXT on one line, space separated.  Control tokens' text in TEXT\n"
             "(<|im_start|>, <|eot_id|>, ...) becomes those tokens, as in offkv run and llama.cpp's\n"
             "llama-tokenize.\n\n"
-            "  -m, --model FILE   GGUF model (its vocabulary is used)\n"
-            "  -p, --prompt TEXT  text to tokenize\n"
-            "  --no-bos           no BOS/EOS even where the vocabulary adds them (default: added as\n"
-            "                     `offkv run` adds them)\n"
-            "  --no-parse-special control tokens' text stays text\n"
-            "  -h, --help         this help\n");
+            "  -m, --model FILE     GGUF model (its vocabulary is used)\n"
+            "  -p, --prompt TEXT    text to tokenize\n"
+            "  --no-bos             no BOS/EOS even where the vocabulary adds them (default: added as\n"
+            "                       `offkv run` adds them)\n"
+            "  --no-parse-special   control tokens' text stays text\n"
+            "  -h, --help           this help\n");
 }
 
 int cmd_tokenize(int argc, char **argv) {
