@@ -24,6 +24,7 @@ and close() waits for a call in flight.  They cannot be copied or pickled
 """
 
 import array
+import codecs
 import ctypes
 import json
 import math
@@ -599,14 +600,15 @@ class Model(_Handle):
             return self._template
 
     def chat(self, messages, n=256, temperature=0.8, seed=None, top_k=40, top_p=0.95, n_threads=None,
-             context_size=None, template=None, tools=None, progress=None, **variables):
+             context_size=None, template=None, tools=None, progress=None, stream=False, **variables):
         """The model's answer to a conversation: messages (OpenAI-style dicts, see
         ChatTemplate.render) rendered with template (a ChatTemplate; None: the
         file's own, chat_template), tokenized with its markup as special tokens
         (a BOS the template printed is not doubled), then generated as
         generate() does until a token that ends the turn.  Returns the answer's
-        text, markup such as <think> included as the model wrote it.  tools and
-        variables (enable_thinking=False, ...) go to the template."""
+        text, markup such as <think> included as the model wrote it (stream=True:
+        an iterator of its pieces, as generate's).  tools and variables
+        (enable_thinking=False, ...) go to the template."""
         t = self.chat_template if template is None else template
         if t is None:
             raise OffkvError("OKV_ERR_NOT_FOUND", "the model's file has no chat template (tokenizer.chat_template): "
@@ -618,10 +620,10 @@ class Model(_Handle):
         if bos and prompt.startswith(bos) and self._adds_bos:
             prompt = prompt[len(bos):]  # the tokenizer adds BOS itself
         return self._generate(self.tokenize(prompt, parse_special=True), n, temperature, seed, top_k, top_p,
-                              n_threads, context_size, progress)
+                              n_threads, context_size, progress, stream)
 
     def generate(self, prompt, n=64, temperature=0.8, seed=None, top_k=40, top_p=0.95, n_threads=None,
-                 context_size=None, progress=None, parse_special=True):
+                 context_size=None, progress=None, parse_special=True, stream=False):
         """Generates up to n tokens after prompt (BOS added as the vocabulary asks;
         control tokens' text in it, such as <|im_start|>, read as those tokens
         unless parse_special is False, as llama.cpp reads a prompt) and returns
@@ -630,13 +632,21 @@ class Model(_Handle):
         a token that ends a generation (eog: EOS, <|im_end|>, <|eot_id|>, ...)
         or when the context is full.  seed None is a
         random seed; temperature 0 is greedy.  progress: as Context.eval's, for
-        the prompt."""
+        the prompt.
+
+        stream=True returns an iterator of the text's pieces instead, each as
+        its tokens come (a character split across tokens waits for its last
+        byte), that join to the same text.  The arguments are checked at the
+        call; the evaluation runs as the iterator is read, and its errors come
+        from there.  A stream left before its end frees its context when it is
+        closed or collected."""
         self._live()
         return self._generate(self.tokenize(_text("prompt", prompt), parse_special=bool(parse_special)), n, temperature,
-                              seed, top_k, top_p, n_threads, context_size, progress)
+                              seed, top_k, top_p, n_threads, context_size, progress, stream)
 
-    def _generate(self, ids, n, temperature, seed, top_k, top_p, n_threads, context_size, progress):
-        """generate() after the prompt's ids."""
+    def _generate(self, ids, n, temperature, seed, top_k, top_p, n_threads, context_size, progress, stream=False):
+        """generate() after the prompt's ids: the text, or with stream an
+        iterator of its pieces."""
         if progress is not None and not callable(progress):
             raise TypeError("progress must be a function of (done, total) or None, not %s"
                             % type(progress).__name__)
@@ -655,27 +665,41 @@ class Model(_Handle):
             opts["capacity"] = context_size
             if context_size < 512:
                 opts["max_write"] = context_size
+        pieces = self._pieces(list(ids), n, (temperature, top_k, top_p, seed), n_threads, opts, progress)
+        return pieces if stream else "".join(pieces)
+
+    def _pieces(self, ids, n, sampling, n_threads, opts, progress):
+        """The generation's text as it comes: a piece per token, bytes of a
+        character split across tokens held until its last (an incremental
+        decoder, so the pieces join to what decoding all the bytes at once
+        gives)."""
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         with Context(self, n_threads=n_threads, **opts) as ctx:
             if len(ids) > ctx.capacity:
                 raise OffkvError("OKV_ERR_INVALID", "the prompt has %d tokens, more than the context's %d"
                                  % (len(ids), ctx.capacity))
-            sampler = Sampler(self.n_vocab, temperature, top_k, top_p, seed)
+            sampler = Sampler(self.n_vocab, *sampling)
             try:
                 logits = ctx.eval(ids, progress=progress)
-                out = []
+                made = 0
                 p = len(ids)
-                while len(out) < n:
+                while made < n:
                     tok = sampler.sample(logits)
                     if tok in self.eog:
                         break
-                    out.append(self.token_bytes(tok))
-                    if len(out) == n or p >= ctx.capacity:
+                    made += 1
+                    piece = utf8.decode(self.token_bytes(tok))
+                    if piece:
+                        yield piece
+                    if made == n or p >= ctx.capacity:
                         break
                     logits = ctx.eval([tok])
                     p += 1
             finally:
                 sampler.close()
-        return b"".join(out).decode("utf-8", "replace")
+        tail = utf8.decode(b"", final=True)
+        if tail:
+            yield tail
 
     def close(self):
         """Frees the model; its open contexts are closed first (each after its

@@ -82,6 +82,46 @@ class TestOffkv(unittest.TestCase):
         self.assertEqual(text + "\n", offkv_run("-n", "64", "--temp", "0", "-t", "1"))
         self.assertIn("Lily", text)
 
+    def test_stream(self):
+        # stream=True: pieces as the tokens come, joined the text generate gives
+        text = self.model.generate(PROMPT, n=40, temperature=0, n_threads=1)
+        pieces = self.model.generate(PROMPT, n=40, temperature=0, n_threads=1, stream=True)
+        self.assertFalse(isinstance(pieces, str))
+        got = list(pieces)
+        self.assertGreater(len(got), 10)
+        self.assertTrue(all(isinstance(p, str) and p for p in got))
+        self.assertEqual("".join(got), text)
+        # arguments are checked at the call, not at the first piece
+        with self.assertRaisesRegex(ValueError, "n"):
+            self.model.generate(PROMPT, n=-1, stream=True)
+        # a stream left early, then another generation: nothing held up
+        s = self.model.generate(PROMPT, n=40, temperature=0, n_threads=1, stream=True)
+        self.assertEqual(next(s), got[0])
+        s.close()
+        self.assertEqual(self.model.generate(PROMPT, n=40, temperature=0, n_threads=1), text)
+        # the evaluation's errors come from the iteration
+        s = self.model.generate(PROMPT * 40, n=4, context_size=8, stream=True)
+        with self.assertRaisesRegex(offkv.OffkvError, "more than the context's 8"):
+            next(s)
+
+    def test_stream_utf8(self):
+        # a character split across tokens waits for its last byte: here each
+        # token's bytes are one byte of a known text (token_bytes replaced on
+        # the instance), so every character of two to four bytes is split
+        data = "h\u00e9llo w\u00f6rld \u4f60\u597d \U0001F600!".encode("utf-8")
+        with offkv.Model(MODEL) as m:
+            calls = iter(range(1 << 20))
+            m.token_bytes = lambda tok, special=False: data[next(calls) % len(data):][:1]
+            got = list(m.generate(PROMPT, n=len(data), temperature=0, n_threads=1, stream=True))
+        self.assertEqual("".join(got), data.decode("utf-8"))
+        self.assertTrue(all(p and "\ufffd" not in p for p in got), got)
+        self.assertEqual(len(got), len(data.decode("utf-8")))
+        # chat streams as it answers
+        t = offkv.ChatTemplate("{{ messages[0].content }}")
+        msgs = [{"role": "user", "content": PROMPT}]
+        args = dict(n=24, temperature=0, n_threads=1, template=t)
+        self.assertEqual("".join(self.model.chat(msgs, stream=True, **args)), self.model.chat(msgs, **args))
+
     def test_new_families_match_cli(self):
         # the 2026 dense families, written by offkv synth: greedy text equal to offkv run's
         offkv_bin = os.path.join(BIN, "offkv")
