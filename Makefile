@@ -71,7 +71,7 @@ clean:
 # (scripts/install-deps.sh installs them; OKV_NO_ARM=1 leaves them out).
 ARM_SKIP_TESTS := cli cli_spec cache_attend batch ring_memory prompt_cache quantize_ggml \
   fuzz_alloc_fail fuzz_alloc_fail_bpe fuzz_cli fuzz_cli_logits_output fuzz_cli_synth_window \
-  fuzz_context_alloc fuzz_eval fuzz_model_bytes fuzz_replay_model speculative probe_cli
+  fuzz_context_alloc fuzz_eval fuzz_model_bytes fuzz_replay_model speculative probe_cli cli_chat cli_tty
 ARM_GOLDEN_TESTS := llama_golden swa_golden kquant_golden dense_golden attend_kernel kv_q8 f16
 ARM_LEVELS := neon dotprod
 arm_skip_re = ^($(subst $() ,|,$(strip $(ARM_SKIP_TESTS))))$$
