@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "golden.h"
 #include "offkv/offkv.h"
 
 /* The tokenizer of a GGUF file (CHECKed; NULL on failure). */
@@ -73,23 +74,6 @@ static inline size_t tu_decode(const okv_tokenizer *t, const int32_t *ids, size_
     return o;
 }
 
-static inline char *tu_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    if (len) *len = (size_t)n;
-    return b;
-}
-
 /* Runs every test string of shared/vocab/ggml-vocab-NAME.gguf.inp through a
  * tokenizer made from the GGUF file, as llama.cpp's test-tokenizer-0 does
  * (no BOS/EOS, special tokens not parsed), CHECKing the ids against .out
@@ -105,9 +89,9 @@ static inline int tu_run_vocab(const char *shared, const char *name, int strip_p
     if (!t) return 0;
     size_t in_len, out_len;
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf.inp", shared, name);
-    char *inp = tu_read_file(path, &in_len);
+    char *inp = golden_read(path, &in_len);
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf.out", shared, name);
-    char *out = tu_read_file(path, &out_len);
+    char *out = golden_read(path, &out_len);
     CHECK(inp && out, "read %s(.inp)", path);
     int passed = 0;
     const char *sep = "\n__ggml_vocab_test__\n";
