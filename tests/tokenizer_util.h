@@ -22,6 +22,28 @@ static inline okv_tokenizer *tu_tokenizer_file(const char *path) {
     return t;
 }
 
+/* Writes a SentencePiece vocabulary of n tokens (types[i]: okv_token_type)
+ * to path, with the u32 keys keys[i] = vals[i] (n_keys of them, names under
+ * tokenizer.ggml.); false after a CHECK failure. */
+static inline bool tu_write_spm_vocab(const char *path, const char *const *tokens, const int32_t *types, uint64_t n,
+                                      const char *const *keys, const uint32_t *vals, int n_keys) {
+    okv_error err = {0};
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    bool ok = w && okv_gguf_writer_add_str(w, "general.architecture", "llama", &err) == OKV_OK &&
+              okv_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", &err) == OKV_OK &&
+              okv_gguf_writer_add_array(w, "tokenizer.ggml.tokens", OKV_GGUF_STRING, tokens, n, &err) == OKV_OK &&
+              okv_gguf_writer_add_array(w, "tokenizer.ggml.token_type", OKV_GGUF_I32, types, n, &err) == OKV_OK;
+    for (int i = 0; ok && i < n_keys; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s", keys[i]);
+        ok = okv_gguf_writer_add_u32(w, key, vals[i], &err) == OKV_OK;
+    }
+    ok = ok && okv_gguf_writer_write(w, path, &err) == OKV_OK;
+    okv_gguf_writer_free(w);
+    CHECK(ok, "writing %s: %s", path, err.message);
+    return ok;
+}
+
 /* The tokenizer of shared/vocab/ggml-vocab-NAME.gguf. */
 static inline okv_tokenizer *tu_shared_vocab(const char *shared, const char *name) {
     char path[4096];
