@@ -55,24 +55,6 @@ static inline size_t cli_slurp(const char *path, char *buf, size_t cap) {
     return n;
 }
 
-/* The whole file at path (malloc'd, not NUL-terminated; *size its
- * length), or NULL. */
-static inline void *cli_read_whole(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *size = (size_t)n;
-    return buf;
-}
-
 /* Writes n bytes to path (created or truncated). */
 static inline bool cli_write_file(const char *path, const char *bytes, size_t n) {
     FILE *f = fopen(path, "wb");

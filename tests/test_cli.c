@@ -19,7 +19,7 @@
 
 static bool same_bytes(const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    void *x = cli_read_whole(a, &na), *y = cli_read_whole(b, &nb);
+    char *x = golden_read(a, &na), *y = golden_read(b, &nb);
     bool same = x && y && na == nb && memcmp(x, y, na) == 0;
     free(x);
     free(y);
@@ -251,7 +251,7 @@ static void test_synth_moe(void) {
 /* Reads n x n_vocab floats. */
 static float *read_logits(const char *path, size_t want) {
     size_t size = 0;
-    float *x = cli_read_whole(path, &size);
+    float *x = (float *)golden_read(path, &size);
     if (x && size != want * sizeof(float)) {
         free(x);
         return NULL;
@@ -665,7 +665,7 @@ static void test_synth_vocab(void) {
  * than printing tokens drawn from noise. */
 static void test_nan_model(const char *model) {
     size_t size = 0;
-    unsigned char *bytes = cli_read_whole(model, &size);
+    unsigned char *bytes = (unsigned char *)golden_read(model, &size);
     okv_error err;
     okv_gguf *g = bytes ? okv_gguf_open_memory(bytes, size, &err) : NULL;
     const okv_gguf_tensor *t = g ? tensor(g, "output_norm.weight") : NULL;

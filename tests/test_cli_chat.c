@@ -11,6 +11,7 @@
 #include "check.h"
 #include "cli_run.h"
 #include "core/json.h"
+#include "golden.h"
 #include "offkv/chat.h"
 
 /* offkv(args..., NULL): runs the program for at most two minutes. */
@@ -72,7 +73,7 @@ static void split_answers(const char *out, char got[][512], int n) {
 /* A template file parsed (CHECKed; NULL on failure). */
 static okv_chat_template *parse_template(const char *path) {
     size_t n = 0;
-    char *text = cli_read_whole(path, &n); /* not NUL-terminated: parse takes n */
+    char *text = golden_read(path, &n);
     okv_error err;
     okv_chat_template *t = text ? okv_chat_template_parse(text, n, &err) : NULL;
     free(text);
@@ -372,7 +373,7 @@ static void test_chat_window(const char *model) {
     CHECK(t4 && sscanf(t4, "turn 4: prompt %d tokens (%d from the cache", &n_prompt, &cached) == 2 && cached > 50,
           "turn 4 reuses turn 3's cache: %s", t4 ? t4 : chat_err);
     size_t n = 0;
-    char *text = cli_read_whole(hist, &n);
+    char *text = golden_read(hist, &n);
     okv_error err;
     okv_json *conv = text ? okv_json_parse(text, n, &err) : NULL;
     free(text);

@@ -52,9 +52,12 @@ static const char *const seeds[] = {
     "{\"prompt\":\"Once\\u0000 upon a time\",\"max_tokens\":2}",
     "{\"prompt\":\"x\",\"max_tokens\":2,\"max_tokens\":-5}",
     "{\"prompt\":\"a \\\\u0000 b\",\"stop\":[\"\\u0001\"]}",
+    /* /infill: every part, a file without a name */
+    "{\"input_prefix\":\"def f():\\n\",\"input_suffix\":\"\\nf()\",\"prompt\":\"x = \",\"input_extra\":"
+    "[{\"filename\":\"a.py\",\"text\":\"A = 1\"},{\"text\":\"b\"}],\"n_predict\":16,\"stream\":true}",
 };
 /* How many of the seeds above parse (the rest are refused on purpose). */
-static const bool seed_parses[] = {true, true, true, true, true, true, false, false, true};
+static const bool seed_parses[] = {true, true, true, true, true, true, false, false, true, true};
 
 /* Anthropic Messages bodies: blocks of every kind offkv takes, and two it
  * refuses (an image, a server tool). */
@@ -118,6 +121,23 @@ static const char *const fragments[] = {
 };
 
 /* Checks one body; returns false when the outcome breaks the contract. */
+/* A small vocabulary with fill-in-the-middle tokens (3 to 7), for /infill's
+ * prompt; made once, freed at exit. */
+static okv_tokenizer *fim_tok;
+static const okv_tokenizer *fim_vocab(void) {
+    if (!fim_tok) {
+        static const char *const tokens[] = {"<unk>", "<s>", "</s>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                             "<|repo_name|>", "<|file_sep|>", "a", "b", "x", " ", "\xe2\x96\x81"};
+        const int32_t types[] = {2, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1};
+        okv_vocab_desc d = {.model = "llama", .n_tokens = 13, .tokens = tokens, .types = types, .bos_id = 1,
+                            .eos_id = 2, .unk_id = 0, .pad_id = -1, .add_bos = -1, .add_eos = -1, .add_space_prefix = -1};
+        okv_error err;
+        fim_tok = okv_tokenizer_create(&d, &err);
+        if (!fim_tok) fprintf(stderr, "fim vocabulary: %s\n", err.message);
+    }
+    return fim_tok;
+}
+
 static bool probe(srv_kind kind, const char *body, size_t len) {
     srv_request r;
     srv_fail f;
@@ -143,6 +163,21 @@ static bool probe(srv_kind kind, const char *body, size_t len) {
         } else {
             ok = ok && r.n_prompts >= 1 && r.n_prompts <= SRV_MAX_PROMPTS;
             for (int i = 0; ok && i < r.n_prompts; i++) ok = r.prompts[i] != NULL;
+        }
+        if (kind == SRV_INFILL) {
+            /* its prompt in FIM tokens, of a small vocabulary: the window's
+             * bounds hold, it ends asking for the middle */
+            ok = ok && r.input_prefix && r.input_suffix && r.n_prompts == 1 && r.n_extra >= 0 &&
+                 r.n_extra <= SRV_MAX_INFILL_EXTRA;
+            for (int i = 0; ok && i < r.n_extra; i++) ok = r.extra_names[i] && r.extra_texts[i];
+            size_t n = 0;
+            srv_fail ff;
+            int32_t *ids = ok ? srv_infill_prompt(fim_vocab(), &r, 512, &n, &ff) : NULL;
+            size_t n_prompt = 0;
+            okv_error err;
+            okv_tokenizer_encode(fim_vocab(), r.prompts[0], strlen(r.prompts[0]), 0, NULL, 0, &n_prompt, &err);
+            ok = ok && ids && n >= 4 && n <= 1 + 3 + 384 + 128 + n_prompt && ids[n - 1] == 5;
+            free(ids);
         }
         for (int i = 0; ok && i < r.n_stops; i++) ok = r.stops[i] && r.stops[i][0];
         srv_request_clear(&r);
@@ -282,7 +317,7 @@ int main(void) {
     for (; limit > 0 ? seconds() - t_start < limit : round < ROUNDS; round++) {
         const char *seed = seeds[below(sizeof seeds / sizeof seeds[0])];
         size_t n = mutate(buf, seed, CAP);
-        for (int k = SRV_CHAT; k <= SRV_COMPLETION; k++) {
+        for (int k = SRV_CHAT; k <= SRV_INFILL; k++) {
             /* The body is not NUL-terminated for the parser: copy it exactly
              * so that ASan sees any read past its end. */
             char *exact = malloc(n ? n : 1);
@@ -345,7 +380,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
         srv_request r;
         srv_fail f;
-        const srv_kind k = strstr(seeds[i], "messages") ? SRV_CHAT : SRV_COMPLETION;
+        const srv_kind k = strstr(seeds[i], "messages") ? SRV_CHAT : strstr(seeds[i], "input_prefix") ? SRV_INFILL : SRV_COMPLETION;
         const bool parsed = srv_request_parse(k, seeds[i], strlen(seeds[i]), &r, &f);
         CHECK(parsed == seed_parses[i], "seed %zu: parsed %d: %s", i, parsed, parsed ? "" : f.message);
         if (parsed) srv_request_clear(&r);
@@ -362,5 +397,6 @@ int main(void) {
     CHECK(responses_accepted > 20, "the Responses mutations reach acceptance (%d)", responses_accepted);
     CHECK(anthropic_accepted > 20, "the Anthropic mutations reach acceptance (%d)", anthropic_accepted);
     CHECK(accepted > 100 && refused > 1000, "the mutations reach both outcomes (%d, %d)", accepted, refused);
+    okv_tokenizer_free(fim_tok);
     return check_done();
 }

@@ -113,22 +113,11 @@ static void written_vocab(void) {
 static void gguf_keys(const char *dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/eog-keys.gguf", dir);
-    okv_error err = {0};
-    okv_gguf_writer *w = okv_gguf_writer_create(&err);
     static const char *const tokens[] = {"<unk>", "<s>", "</s>", "<turn_end>", "<msg_end>", "<fim_x>", "a", "b"};
     const int32_t types[] = {2, 3, 3, 3, 3, 3, 1, 1};
-    bool ok = w && okv_gguf_writer_add_str(w, "general.architecture", "llama", &err) == OKV_OK &&
-              okv_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", &err) == OKV_OK &&
-              okv_gguf_writer_add_array(w, "tokenizer.ggml.tokens", OKV_GGUF_STRING, tokens, 8, &err) == OKV_OK &&
-              okv_gguf_writer_add_array(w, "tokenizer.ggml.token_type", OKV_GGUF_I32, types, 8, &err) == OKV_OK &&
-              okv_gguf_writer_add_u32(w, "tokenizer.ggml.eot_token_id", 3, &err) == OKV_OK &&
-              okv_gguf_writer_add_u32(w, "tokenizer.ggml.eom_token_id", 4, &err) == OKV_OK &&
-              okv_gguf_writer_add_u32(w, "tokenizer.ggml.fim_sep_token_id", 5, &err) == OKV_OK &&
-              okv_gguf_writer_add_u32(w, "tokenizer.ggml.fim_pad_token_id", 4000000000u, &err) == OKV_OK &&
-              okv_gguf_writer_write(w, path, &err) == OKV_OK;
-    okv_gguf_writer_free(w);
-    CHECK(ok, "writing %s: %s", path, err.message);
-    if (!ok) return;
+    static const char *const keys[] = {"eot_token_id", "eom_token_id", "fim_sep_token_id", "fim_pad_token_id"};
+    const uint32_t vals[] = {3, 4, 5, 4000000000u};
+    if (!tu_write_spm_vocab(path, tokens, types, 8, keys, vals, 4)) return;
     okv_tokenizer *t = tu_tokenizer_file(path);
     const int32_t want[] = {2, 3, 4, 5};
     CHECK(t && same_set(t, want, 4, "gguf keys"),

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "golden.h"
 #include "offkv/offkv.h"
 
 /* The tokenizer of a GGUF file (CHECKed; NULL on failure). */
@@ -19,6 +20,28 @@ static inline okv_tokenizer *tu_tokenizer_file(const char *path) {
     okv_gguf_close(g); /* the tokenizer copies what it needs */
     CHECK(t != NULL, "tokenizer of %s: %s", path, err.message);
     return t;
+}
+
+/* Writes a SentencePiece vocabulary of n tokens (types[i]: okv_token_type)
+ * to path, with the u32 keys keys[i] = vals[i] (n_keys of them, names under
+ * tokenizer.ggml.); false after a CHECK failure. */
+static inline bool tu_write_spm_vocab(const char *path, const char *const *tokens, const int32_t *types, uint64_t n,
+                                      const char *const *keys, const uint32_t *vals, int n_keys) {
+    okv_error err = {0};
+    okv_gguf_writer *w = okv_gguf_writer_create(&err);
+    bool ok = w && okv_gguf_writer_add_str(w, "general.architecture", "llama", &err) == OKV_OK &&
+              okv_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", &err) == OKV_OK &&
+              okv_gguf_writer_add_array(w, "tokenizer.ggml.tokens", OKV_GGUF_STRING, tokens, n, &err) == OKV_OK &&
+              okv_gguf_writer_add_array(w, "tokenizer.ggml.token_type", OKV_GGUF_I32, types, n, &err) == OKV_OK;
+    for (int i = 0; ok && i < n_keys; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "tokenizer.ggml.%s", keys[i]);
+        ok = okv_gguf_writer_add_u32(w, key, vals[i], &err) == OKV_OK;
+    }
+    ok = ok && okv_gguf_writer_write(w, path, &err) == OKV_OK;
+    okv_gguf_writer_free(w);
+    CHECK(ok, "writing %s: %s", path, err.message);
+    return ok;
 }
 
 /* The tokenizer of shared/vocab/ggml-vocab-NAME.gguf. */
@@ -73,23 +96,6 @@ static inline size_t tu_decode(const okv_tokenizer *t, const int32_t *ids, size_
     return o;
 }
 
-static inline char *tu_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    if (len) *len = (size_t)n;
-    return b;
-}
-
 /* Runs every test string of shared/vocab/ggml-vocab-NAME.gguf.inp through a
  * tokenizer made from the GGUF file, as llama.cpp's test-tokenizer-0 does
  * (no BOS/EOS, special tokens not parsed), CHECKing the ids against .out
@@ -105,9 +111,9 @@ static inline int tu_run_vocab(const char *shared, const char *name, int strip_p
     if (!t) return 0;
     size_t in_len, out_len;
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf.inp", shared, name);
-    char *inp = tu_read_file(path, &in_len);
+    char *inp = golden_read(path, &in_len);
     snprintf(path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf.out", shared, name);
-    char *out = tu_read_file(path, &out_len);
+    char *out = golden_read(path, &out_len);
     CHECK(inp && out, "read %s(.inp)", path);
     int passed = 0;
     const char *sep = "\n__ggml_vocab_test__\n";

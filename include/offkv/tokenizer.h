@@ -26,6 +26,18 @@ extern "C" {
 
 typedef struct okv_tokenizer okv_tokenizer;
 
+/* The roles of fill-in-the-middle tokens (code completion: the model writes
+ * what goes between a prefix and a suffix; okv_tokenizer_fim). */
+typedef enum okv_fim_role {
+    OKV_FIM_PREFIX,   /* before the text that precedes the cursor (<|fim_prefix|>) */
+    OKV_FIM_SUFFIX,   /* before the text that follows it (<|fim_suffix|>) */
+    OKV_FIM_MIDDLE,   /* asks for the middle (<|fim_middle|>) */
+    OKV_FIM_PAD,      /* padding, written after the middle (<|fim_pad|>) */
+    OKV_FIM_REPO,     /* a repository-level prompt's project name follows (<|repo_name|>) */
+    OKV_FIM_FILE_SEP, /* a file's name and text follow (<|file_sep|>) */
+    OKV_FIM_N
+} okv_fim_role;
+
 /* Token types, numbered as tokenizer.ggml.token_type stores them. */
 typedef enum okv_token_type {
     OKV_TOKEN_UNDEFINED = 0,
@@ -58,6 +70,8 @@ typedef struct okv_vocab_desc {
     const int32_t *eog_ids;     /* ids the file says end a generation besides EOS (end of turn, end of
                                    message, fill-in-the-middle pad/repo/file separators); NULL: none */
     int32_t n_eog_ids;
+    const int32_t *fim_ids;     /* OKV_FIM_N ids the file names for the fill-in-the-middle roles
+                                   (okv_fim_role order), -1 where it names none; NULL: none */
 } okv_vocab_desc;
 
 /* Encode flags. */
@@ -168,6 +182,16 @@ int32_t okv_tokenizer_eos(const okv_tokenizer *tok);
  * <|tool_response> is (Gemma 4); the EOS always is.  *n gets the count;
  * the array lives as long as tok. */
 const int32_t *okv_tokenizer_eog(const okv_tokenizer *tok, int32_t *n);
+
+/* The vocabulary's token for a fill-in-the-middle role, as llama.cpp
+ * finds it: the id the file names (okv_tokenizer_from_gguf:
+ * tokenizer.ggml.fim_pre/suf/mid/pad/rep/sep_token_id, or the older
+ * prefix/suffix/middle_token_id), else the token spelled as one of the
+ * families spell the role (<|fim_prefix|>, <fim_prefix>, <fim-prefix>,
+ * <PRE>, <|code_prefix|>, DeepSeek Coder's <\uff5cfim\u2581begin\uff5c>,
+ * ...; <|repo_name|>; <|file_sep|>).  -1 when it has none, for a NULL tok or
+ * a role out of range. */
+int32_t okv_tokenizer_fim(const okv_tokenizer *tok, okv_fim_role role);
 
 /* Whether id is in okv_tokenizer_eog's set (false for NULL tok or an id
  * out of range). */

@@ -18,14 +18,6 @@ static const char *const turn_ends[] = {
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
 };
 
-/* Fill-in-the-middle padding, repository and file separators: a coder model
- * writes them after the middle it was asked for. */
-static const char *const fim_ends[] = {
-    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
-    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",
-    "<|file_sep|>",
-};
-
 static int32_t find(const okv_tokenizer *t, const char *s) { return okv_tok_find(t, s, strlen(s)); }
 
 static int id_cmp(const void *a, const void *b) {
@@ -47,6 +39,9 @@ static void drop(okv_tokenizer *t, int32_t id) {
 static bool has(const okv_tokenizer *t, int32_t id) { return id >= 0 && okv_tokenizer_is_eog(t, id); }
 
 okv_status okv_tok_build_eog(okv_tokenizer *t, const okv_vocab_desc *d, okv_error *err) {
+    /* Fill-in-the-middle padding, repository and file separators: a coder
+     * model writes them after the middle it was asked for. */
+    static const okv_fim_role fim_ends[] = {OKV_FIM_PAD, OKV_FIM_REPO, OKV_FIM_FILE_SEP};
     const size_t n_names = sizeof turn_ends / sizeof *turn_ends + sizeof fim_ends / sizeof *fim_ends;
     if (d->n_eog_ids < 0 || (d->n_eog_ids > 0 && !d->eog_ids))
         return okv_fail(err, OKV_ERR_INVALID, "tokenizer: %d eog_ids%s", (int)d->n_eog_ids,
@@ -64,7 +59,7 @@ okv_status okv_tok_build_eog(okv_tokenizer *t, const okv_vocab_desc *d, okv_erro
     for (size_t k = 0; k < sizeof turn_ends / sizeof *turn_ends; k++)
         if ((t->eog[n] = find(t, turn_ends[k])) >= 0) n++;
     for (size_t k = 0; k < sizeof fim_ends / sizeof *fim_ends; k++)
-        if ((t->eog[n] = find(t, fim_ends[k])) >= 0) n++;
+        if ((t->eog[n] = t->fim[fim_ends[k]]) >= 0) n++;
     qsort(t->eog, (size_t)n, sizeof *t->eog, id_cmp);
     t->n_eog = 0;
     for (int32_t i = 0; i < n; i++)

@@ -177,6 +177,19 @@ okv_tokenizer *okv_tokenizer_from_gguf(const okv_gguf *g, okv_error *err) {
         if (id >= 0) eog[d.n_eog_ids++] = id;
     }
     d.eog_ids = eog;
+    /* The fill-in-the-middle ids it names (the older prefix/suffix/middle
+     * keys where the new ones are absent). */
+    static const char *const fim_keys[OKV_FIM_N] = {KEY("fim_pre_token_id"), KEY("fim_suf_token_id"),
+                                                    KEY("fim_mid_token_id"), KEY("fim_pad_token_id"),
+                                                    KEY("fim_rep_token_id"), KEY("fim_sep_token_id")};
+    static const char *const old_keys[3] = {KEY("prefix_token_id"), KEY("suffix_token_id"), KEY("middle_token_id")};
+    int32_t fim[OKV_FIM_N];
+    for (int r = 0; r < OKV_FIM_N; r++) {
+        fim[r] = -1;
+        if ((st = read_id(g, fim_keys[r], n, &fim[r], err))) goto done;
+        if (fim[r] < 0 && r < 3 && (st = read_id(g, old_keys[r], n, &fim[r], err))) goto done;
+    }
+    d.fim_ids = fim;
 
     t = okv_tokenizer_create(&d, err);
     goto done;

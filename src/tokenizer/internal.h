@@ -41,6 +41,7 @@ struct okv_tokenizer {
     bool add_bos, add_eos, add_space_prefix;
     int32_t *eog; /* the ids that end a generation, ascending (eog.c) */
     int32_t n_eog;
+    int32_t fim[OKV_FIM_N]; /* fill-in-the-middle ids by okv_fim_role, -1: none (fim.c) */
 
     /* Tokens split out of raw text before the model runs, longest first:
      * control, user-defined and unknown tokens (llama.cpp's special cache). */
@@ -85,8 +86,12 @@ static inline uint64_t tok_pair_hash(const str_table *tb, const char *l, size_t 
 /* Id of the token whose text is s[0..n), or -1. */
 int32_t okv_tok_find(const okv_tokenizer *t, const char *s, size_t n);
 
-/* Fills t->eog from t's texts, its EOS and d's eog_ids (eog.c); needs
- * the texts and ids set. */
+/* Fills t->fim from d's fim_ids and t's texts (fim.c); needs the texts. */
+okv_status okv_tok_build_fim(okv_tokenizer *t, const okv_vocab_desc *d, okv_error *err);
+
+/* Fills t->eog from t's texts, its EOS, d's eog_ids and the FIM pad,
+ * repository and file separator (eog.c); needs the texts, ids and t->fim
+ * set. */
 okv_status okv_tok_build_eog(okv_tokenizer *t, const okv_vocab_desc *d, okv_error *err);
 
 /* Rank of merging left and right, or -1. */

@@ -403,7 +403,7 @@ okv_tokenizer *okv_tokenizer_create(const okv_vocab_desc *d, okv_error *err) {
         goto fail;
     }
 
-    if ((st = okv_tok_build_eog(t, d, err))) goto fail;
+    if ((st = okv_tok_build_fim(t, d, err)) || (st = okv_tok_build_eog(t, d, err))) goto fail;
 
     t->special = malloc((size_t)n * sizeof *t->special);
     special_key *keys = malloc((size_t)n * sizeof *keys);

@@ -375,6 +375,7 @@ static const struct route {
     {"/v1/models", false, 0, openai_models},
     {"/v1/chat/completions", true, BODY, openai_chat_completions},
     {"/v1/completions", true, BODY, openai_completions},
+    {"/infill", true, BODY, llama_infill},
     {"/v1/responses", true, BODY, openai_responses},
     {"/v1/responses/input_tokens", true, BODY, openai_responses_input_tokens},
     {"/v1/messages", true, BODY, anthropic_messages},

@@ -62,7 +62,7 @@ typedef struct call {
     char client[64];                /* the peer's address, for the log */
     srv_anthropic_stream as;        /* Anthropic's stream: its blocks */
     srv_responses rs;               /* the Responses API's answer: its items */
-    char *stops[SRV_MAX_STOPS];     /* Anthropic's answers name the stop sequence that ended them */
+    char *stops[SRV_MAX_STOPS];     /* Anthropic's and llama.cpp's answers name the stop string that ended them */
     int n_stops;
 } call;
 
@@ -126,7 +126,7 @@ static void log_call(call *k, const char *how) {
                  (double)(g - (k->n < g ? k->n : g)) / (done - first));
     else if (done > 0) snprintf(times, sizeof times, "; done %.3f s", done);
     wire_log(k->srv, k->client, "%s %s: %d choice%s, prompt %lld tokens (%lld cached), %lld generated, %s%s", how,
-             k->api == SRV_API_ANTHROPIC ? "messages" : k->api == SRV_API_RESPONSES ? "responses" : k->kind == SRV_CHAT ? "chat" : "completion", k->n, k->n == 1 ? "" : "s", (long long)p,
+             k->api == SRV_API_ANTHROPIC ? "messages" : k->api == SRV_API_RESPONSES ? "responses" : k->kind == SRV_CHAT ? "chat" : k->kind == SRV_INFILL ? "infill" : "completion", k->n, k->n == 1 ? "" : "s", (long long)p,
              (long long)cached, (long long)g, how_ended, times);
 }
 
@@ -224,6 +224,48 @@ static cJSON *choice_logprobs(call *k, int i) {
 }
 
 /* Waits for every job to end, then answers with the whole text. */
+/* llama.cpp's answer (its /infill and /completion): {"index", "content",
+ * "stop"}, and with stop true what the answer was: the tokens read
+ * (tokens_evaluated, of them tokens_cached from a cache) and made
+ * (tokens_predicted), how it ended (stop_type "eos", "limit" or "word" with
+ * its stopping_word) and the timings in milliseconds. */
+static cJSON *llama_json(call *k, int i, const char *text, srv_finish fin) {
+    cJSON *r = cJSON_CreateObject();
+    if (!r) return NULL;
+    cJSON_AddNumberToObject(r, "index", i);
+    cJSON_AddStringToObject(r, "content", text ? text : "");
+    cJSON_AddItemToObject(r, "tokens", cJSON_CreateArray());
+    cJSON_AddBoolToObject(r, "stop", fin != SRV_RUNNING);
+    if (fin == SRV_RUNNING) return r;
+    srv_job_usage u;
+    srv_job_usage_get(k->srv->sched, k->jobs[i], &u);
+    cJSON_AddStringToObject(r, "model", k->srv->model_name);
+    cJSON_AddNumberToObject(r, "tokens_predicted", u.completion_tokens);
+    cJSON_AddNumberToObject(r, "tokens_evaluated", u.prompt_tokens);
+    cJSON_AddNumberToObject(r, "tokens_cached", u.cached_tokens);
+    cJSON_AddBoolToObject(r, "truncated", false);
+    const bool word = fin != SRV_FINISH_LENGTH && u.stop_index >= 0 && u.stop_index < k->n_stops;
+    cJSON_AddStringToObject(r, "stop_type", fin == SRV_FINISH_LENGTH ? "limit" : word ? "word" : "eos");
+    cJSON_AddStringToObject(r, "stopping_word", word ? k->stops[u.stop_index] : "");
+    const double prompt_ms = (u.t_first > 0 ? u.t_first : u.t_done) * 1e3,
+                 predicted_ms = u.t_first > 0 ? (u.t_done - u.t_first) * 1e3 : 0.0;
+    const int32_t prompt_n = u.prompt_tokens - u.cached_tokens;
+    cJSON *tm = cJSON_AddObjectToObject(r, "timings");
+    if (tm) {
+        cJSON_AddNumberToObject(tm, "prompt_n", prompt_n);
+        cJSON_AddNumberToObject(tm, "prompt_ms", prompt_ms);
+        cJSON_AddNumberToObject(tm, "prompt_per_token_ms", prompt_n > 0 ? prompt_ms / prompt_n : 0.0);
+        cJSON_AddNumberToObject(tm, "prompt_per_second", prompt_ms > 0 ? 1e3 * prompt_n / prompt_ms : 0.0);
+        cJSON_AddNumberToObject(tm, "predicted_n", u.completion_tokens);
+        cJSON_AddNumberToObject(tm, "predicted_ms", predicted_ms);
+        cJSON_AddNumberToObject(tm, "predicted_per_token_ms",
+                                u.completion_tokens > 0 ? predicted_ms / u.completion_tokens : 0.0);
+        cJSON_AddNumberToObject(tm, "predicted_per_second",
+                                predicted_ms > 0 ? 1e3 * u.completion_tokens / predicted_ms : 0.0);
+    }
+    return r;
+}
+
 static enum MHD_Result answer_plain(call *k) {
     server *srv = k->srv;
     struct MHD_Connection *conn = k->conn;
@@ -297,6 +339,13 @@ static enum MHD_Result answer_plain(call *k) {
         if (!r) return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
         return wire_send_json(srv, conn, 200, r);
     }
+    if (k->api == SRV_API_LLAMA) {
+        cJSON *r = llama_json(k, 0, k->text[0], k->fin[0]);
+        if (r) log_call(k, "200");
+        call_free(k);
+        if (!r) return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
+        return wire_send_json(srv, conn, 200, r);
+    }
     cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices");
     for (int i = 0; i < k->n; i++) {
@@ -334,6 +383,10 @@ static bool sse(call *k, cJSON *j) {
  * answer's text goes through its parse (srv_chat_stream_feed): a piece
  * that adds nothing yet (the start of a tool call's markup) sends no chunk. */
 static bool chunk(call *k, int i, const char *text, size_t n_text, srv_finish fin) {
+    if (k->api == SRV_API_LLAMA) {
+        cJSON *r = llama_json(k, i, text, fin);
+        return r && sse(k, r);
+    }
     if (k->api != SRV_API_OPENAI) {
         /* the OpenAI delta, then its events in the API's shape (Anthropic's
          * blocks, the Responses API's items), and at the end the message's
@@ -483,8 +536,8 @@ static bool produce(call *k) {
                       wire_append_text(&k->out, &k->n_out, &k->cap, "\n\n", 2);
             free(e);
             if (!ok) return false;
-        } else if (k->api == SRV_API_ANTHROPIC || k->api == SRV_API_RESPONSES) {
-            k->done = true; /* message_stop or response.completed went with the finish */
+        } else if (k->api == SRV_API_ANTHROPIC || k->api == SRV_API_RESPONSES || k->api == SRV_API_LLAMA) {
+            k->done = true; /* message_stop, response.completed or llama.cpp's "stop": true went with the finish */
             return true;
         } else if (k->include_usage) {
             cJSON *r = head_json(k, k->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
@@ -619,8 +672,8 @@ static enum MHD_Result answer_stream(call *k) {
     return ret;
 }
 
-/* Tokenizes text for a job, once, into at most cap ids (the context):
- * chat text parses the template's control tokens.  A text that needs more
+/* Tokenizes text for a job, once, into at most cap ids (the context),
+ * control tokens' text as those tokens when special.  A text that needs more
  * is given up as soon as that is certain (its cost is bounded by cap, not
  * by its size): NULL with *n above cap.  NULL with *n 0 when it cannot be
  * tokenized. */
@@ -642,7 +695,7 @@ static int32_t *tokenize(server *srv, const char *text, bool special, size_t cap
  * through their OpenAI chat form (srv_anthropic_request, count:
  * count_tokens'; srv_responses_request). */
 static bool parse_request(srv_kind kind, srv_api api, bool count, const conn_ctx *cc, srv_request *req, srv_fail *f) {
-    if (api == SRV_API_OPENAI) return srv_request_parse(kind, cc->body ? cc->body : "", cc->n, req, f);
+    if (api == SRV_API_OPENAI || api == SRV_API_LLAMA) return srv_request_parse(kind, cc->body ? cc->body : "", cc->n, req, f);
     memset(req, 0, sizeof *req);
     char *body = api == SRV_API_ANTHROPIC ? srv_anthropic_request(cc->body ? cc->body : "", cc->n, count, f)
                                           : srv_responses_request(cc->body ? cc->body : "", cc->n, f);
@@ -669,6 +722,10 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                          "--queue %d)",
                          (long long)n_answers, (long long)room, (int)srv->cfg->sched.n_parallel, (int)srv->cfg->sched.n_queue);
     }
+    if (kind == SRV_INFILL && req.n != 1) {
+        srv_request_clear(&req);
+        return wire_fail_as(srv, c, api, 400, "invalid_request_error", "n", "/infill gives one answer: 'n' must be 1");
+    }
     call *k = calloc(1, sizeof *k);
     if (!k) {
         srv_request_clear(&req);
@@ -679,7 +736,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
     wire_client_name(c, k->client, sizeof k->client);
     k->kind = kind;
     k->api = api;
-    for (int i = 0; api == SRV_API_ANTHROPIC && i < req.n_stops; i++) {
+    for (int i = 0; (api == SRV_API_ANTHROPIC || api == SRV_API_LLAMA) && i < req.n_stops; i++) {
         if (!(k->stops[k->n_stops] = strdup(req.stops[i]))) {
             call_free(k);
             srv_request_clear(&req);
@@ -763,11 +820,33 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
                                      ((uint64_t)k->created * 0x9e3779b97f4a7c15ull ^ atomic_load(&srv->next_id)) + (uint64_t)c2);
             text = srv_chat_model_text(srv->chat, rendered);
         } else {
-            text = req.prompts[i];
+            text = req.prompts[i]; /* infill: its prompt is built from its parts below */
         }
         size_t n = 0;
         const int32_t cap = srv_sched_capacity(srv->sched);
-        int32_t *ids = tokenize(srv, text, kind == SRV_CHAT, (size_t)cap, &n);
+        int32_t *ids = NULL;
+        if (kind == SRV_INFILL || req.input_suffix) {
+            /* /infill, or a completion with a suffix: prompt i is the prefix */
+            srv_request view = req;
+            char *none = "";
+            if (kind != SRV_INFILL) {
+                view.input_prefix = req.prompts[i];
+                view.prompts = &none;
+            }
+            srv_fail rf = {0};
+            if (!(ids = srv_infill_prompt(okv_model_tokenizer(srv->model), &view, cap, &n, &rf))) {
+                status = wire_send_error_as(srv, c, api, &rf) == MHD_YES ? 1 : -1;
+                break;
+            }
+            if (n > (size_t)cap) {
+                free(ids);
+                ids = NULL;
+            }
+        } else {
+            /* a completion's prompt is read as llama.cpp reads one: its control
+             * tokens' text (a FIM prompt's <|fim_prefix|>, ChatML) as those tokens */
+            ids = tokenize(srv, text, true, (size_t)cap, &n);
+        }
         free(rendered);
         if (!ids && n > (size_t)cap)
             status = wire_fail_as(srv, c, api, 400, "invalid_request_error", param,
@@ -909,6 +988,10 @@ enum MHD_Result openai_chat_completions(server *srv, struct MHD_Connection *c, c
 
 enum MHD_Result openai_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
     return completions(srv, c, SRV_COMPLETION, SRV_API_OPENAI, cc);
+}
+
+enum MHD_Result llama_infill(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    return completions(srv, c, SRV_INFILL, SRV_API_LLAMA, cc);
 }
 
 enum MHD_Result openai_responses(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {

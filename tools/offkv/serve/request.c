@@ -98,6 +98,14 @@ void srv_request_clear(srv_request *r) {
     free(r->bias);
     free(r->grammar);
     free(r->think_message);
+    free(r->input_prefix);
+    free(r->input_suffix);
+    for (int i = 0; i < r->n_extra; i++) {
+        free(r->extra_names[i]);
+        free(r->extra_texts[i]);
+    }
+    free(r->extra_names);
+    free(r->extra_texts);
     srv_chat_request_clear(r);
     memset(r, 0, sizeof *r);
 }
@@ -231,6 +239,10 @@ static bool parse_messages(const cJSON *root, srv_request *r, srv_fail *f) {
 }
 
 static bool parse_prompt(const cJSON *root, srv_request *r, srv_fail *f) {
+    /* OpenAI's suffix: the text after the completion, which then fills the
+     * middle (each prompt the text before it, as /infill's input_prefix) */
+    const cJSON *sx = cJSON_GetObjectItemCaseSensitive(root, "suffix");
+    if (sx && !cJSON_IsNull(sx) && !take_string(sx, "suffix", &r->input_suffix, f)) return false;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!p) return srv_bad(f, "prompt", "'prompt' is required");
     if (cJSON_IsString(p)) {
@@ -249,6 +261,54 @@ static bool parse_prompt(const cJSON *root, srv_request *r, srv_fail *f) {
         if (!cJSON_IsString(s)) return srv_bad(f, "prompt", "'prompt' must be a string or an array of strings");
         if (!take_string(s, "prompt", &r->prompts[r->n_prompts], f)) return false;
         r->n_prompts++;
+    }
+    return true;
+}
+
+/* /infill (llama.cpp's): input_prefix and input_suffix, strings, required;
+ * prompt, a string added after the prefix (the cursor's line so far;
+ * default ""); input_extra, an array of {"filename": string, "text":
+ * string} (filename default "tmp", as llama.cpp's). */
+static bool parse_infill(const cJSON *root, srv_request *r, srv_fail *f) {
+    static const char *const need[2] = {"input_prefix", "input_suffix"};
+    char **dest[2] = {&r->input_prefix, &r->input_suffix};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, need[i]);
+        if (!v || cJSON_IsNull(v)) return srv_bad(f, need[i], "'%s' is required", need[i]);
+        if (!take_string(v, need[i], dest[i], f)) return false;
+    }
+    if (!(r->prompts = calloc(1, sizeof *r->prompts))) return srv_bad(f, "prompt", "out of memory");
+    r->n_prompts = 1;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (p && !cJSON_IsNull(p)) {
+        if (!take_string(p, "prompt", &r->prompts[0], f)) return false;
+    } else if (!(r->prompts[0] = strdup(""))) {
+        return srv_bad(f, "prompt", "out of memory");
+    }
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, "input_extra");
+    if (!x || cJSON_IsNull(x)) return true;
+    const char *shape = "'input_extra' must be an array of {\"filename\": string, \"text\": string}";
+    if (!cJSON_IsArray(x)) return srv_bad(f, "input_extra", "%s", shape);
+    const int n = cJSON_GetArraySize(x);
+    if (n > SRV_MAX_INFILL_EXTRA)
+        return srv_bad(f, "input_extra", "'input_extra' holds %d files, more than %d", n, SRV_MAX_INFILL_EXTRA);
+    if (n == 0) return true;
+    r->extra_names = calloc((size_t)n, sizeof *r->extra_names);
+    r->extra_texts = calloc((size_t)n, sizeof *r->extra_texts);
+    if (!r->extra_names || !r->extra_texts) return srv_bad(f, "input_extra", "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, x) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "filename"),
+                    *text = cJSON_GetObjectItemCaseSensitive(e, "text");
+        if (!cJSON_IsObject(e) || !cJSON_IsString(text) || (name && !cJSON_IsNull(name) && !cJSON_IsString(name)))
+            return srv_bad(f, "input_extra", "%s (input_extra[%d] is not)", shape, r->n_extra);
+        const int i = r->n_extra++;
+        if (!take_string(text, "input_extra", &r->extra_texts[i], f)) return false;
+        if (cJSON_IsString(name)) {
+            if (!take_string(name, "input_extra", &r->extra_names[i], f)) return false;
+        } else if (!(r->extra_names[i] = strdup("tmp"))) {
+            return srv_bad(f, "input_extra", "out of memory");
+        }
     }
     return true;
 }
@@ -561,7 +621,10 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     cJSON *root = srv_body_parse(body, len, f);
     bool ok = false;
     if (!root) goto out;
-    if (kind == SRV_CHAT ? !parse_messages(root, r, f) || !srv_chat_request(root, r, f) : !parse_prompt(root, r, f)) goto out;
+    if (kind == SRV_CHAT     ? !parse_messages(root, r, f) || !srv_chat_request(root, r, f)
+        : kind == SRV_INFILL ? !parse_infill(root, r, f)
+                             : !parse_prompt(root, r, f))
+        goto out;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
         srv_bad(f, "model", "'model' must be a string");
@@ -574,6 +637,13 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
     /* max_completion_tokens is the newer name; when both are sent it wins. */
     if (given2) r->max_tokens = (int32_t)y;
     else if (given) r->max_tokens = (int32_t)x;
+    /* llama.cpp's name of it, -1 for no limit */
+    if (!get_number(root, "n_predict", -1, 1 << 30, true, &given, &x, f)) goto out;
+    if (given && x == 0) {
+        srv_bad(f, "n_predict", "'n_predict' is 0; give -1 (no limit) or a count of 1 or more");
+        goto out;
+    }
+    if (given) r->max_tokens = (int32_t)x;
     /* llama.cpp's per-request reasoning budget (chat: the template's markup
      * says where reasoning is); -1 lifts the server's --reasoning-budget */
     r->think_budget = -2;

@@ -78,11 +78,15 @@ okv_chat_syntax srv_chat_syntax(const srv_chat *c, const char *prompt);
 /* SRV_MAX_STOP_BYTES: the longest stop string: every token is checked
  * against each one's tail in the one decode thread all sequences share.
  * SRV_MAX_THINK_MESSAGE: the longest thinking_budget_message (its tokens
- * go in one a step, as generated ones do). */
+ * go in one a step, as generated ones do).  SRV_MAX_INFILL_EXTRA: the most
+ * files of an /infill's input_extra. */
 enum { SRV_MAX_STOPS = 4, SRV_MAX_STOP_BYTES = 4096, SRV_MAX_PROMPTS = 16, SRV_MAX_TOP_LOGPROBS = 20,
+       SRV_MAX_INFILL_EXTRA = 256,
        SRV_MAX_THINK_MESSAGE = 4096 };
 
-typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2 } srv_kind;
+/* What a request asks for: a chat answer, a completion of prompts, or
+ * llama.cpp's /infill (the middle between a prefix and a suffix). */
+typedef enum srv_kind { SRV_CHAT = 1, SRV_COMPLETION = 2, SRV_INFILL = 3 } srv_kind;
 
 typedef struct srv_request {
     srv_kind kind;
@@ -122,13 +126,20 @@ typedef struct srv_request {
                                    server's --reasoning-budget) */
     char *think_message;        /* thinking_budget_message (llama.cpp's): text written before that markup;
                                    NULL: not given (the server's --reasoning-budget-message) */
+    /* infill: the text before the cursor (input_prefix, then prompts[0]:
+     * llama.cpp's prompt, the cursor's line so far), after it (input_suffix)
+     * and other files for context (input_extra); a completion with OpenAI's
+     * suffix has input_suffix, its prompts the prefixes */
+    char *input_prefix, *input_suffix;
+    char **extra_names, **extra_texts;
+    int n_extra;
 } srv_request;
 
 enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED };
 
 /* Which API's shapes an answer takes: its errors' bodies (OpenAI's
  * {"error": {...}} or Anthropic's {"type": "error", ...}) and events. */
-typedef enum srv_api { SRV_API_OPENAI, SRV_API_ANTHROPIC, SRV_API_RESPONSES } srv_api;
+typedef enum srv_api { SRV_API_OPENAI, SRV_API_ANTHROPIC, SRV_API_RESPONSES, SRV_API_LLAMA } srv_api;
 
 /* What a failed parse says: HTTP status, OpenAI's error type, the offending
  * parameter ("" when none) and a message naming it. */
@@ -282,6 +293,15 @@ bool srv_chat_needs_special(const srv_chat_stream *st);
 typedef struct srv_usage {
     int64_t input, cached, output, reasoning;
 } srv_usage;
+
+/* ---- /infill (infill.c) ---- */
+
+/* The prompt of an /infill request (its input_prefix, prompt, input_suffix
+ * and input_extra) in the model's fill-in-the-middle tokens, as llama.cpp's
+ * server builds it for a context of n_ctx positions: malloc'd ids, their
+ * count in *n.  NULL with *f set: 501 when the vocabulary lacks the FIM
+ * prefix, suffix or middle token, 500 out of memory. */
+int32_t *srv_infill_prompt(const okv_tokenizer *tok, const srv_request *r, int32_t n_ctx, size_t *n, srv_fail *f);
 
 /* ---- Anthropic's Messages API (anthropic.c) ---- */
 
