@@ -103,6 +103,21 @@ try {
     'stream: stop false until the last event');
   check(!s.text.includes('[DONE]'), 'stream: no [DONE]');
 
+  // t_max_predict_ms (llama.vim's bound on the wait): with every token a line
+  // break ("\n" is 198 in Qwen's vocabulary), an answer of 50 ends as soon as
+  // 1 ms has passed since its first token, as "limit"; without it, all 50 come.
+  const nl = { ...body, n_predict: 50, logit_bias: { 198: 100 } };
+  const full = await post(srv, '/infill', nl);
+  const cut = await post(srv, '/infill', { ...nl, t_max_predict_ms: 1 });
+  check(/^\n+$/.test(full.json.content) && full.json.tokens_predicted === 50, `line breaks, all 50: ${full.text.slice(0, 200)}`);
+  check(cut.json.stop_type === 'limit' && cut.json.tokens_predicted >= 1 && cut.json.tokens_predicted < 50,
+    `t_max_predict_ms 1: cut early (${cut.json.tokens_predicted} tokens, ${cut.json.stop_type})`);
+  const late = await post(srv, '/infill', { ...body, n_predict: 20, t_max_predict_ms: 1 });
+  check(late.json.tokens_predicted === 20 || /\n/.test(late.json.content),
+    `t_max_predict_ms ends only an answer that holds a line break: ${late.text.slice(0, 200)}`);
+  const bad = await post(srv, '/infill', { ...body, t_max_predict_ms: -1 });
+  check(bad.status === 400 && bad.json?.error?.param === 't_max_predict_ms', `t_max_predict_ms -1: ${bad.status}`);
+
   // A stop string: stop_type word, the word named.
   const w = r.json.content.trim().split(/\s+/)[0];
   if (w) {

@@ -886,6 +886,7 @@ static enum MHD_Result completions(server *srv, struct MHD_Connection *c, srv_ki
             .reasoning_may_open = reasoning_may_open,
             .think_budget = req.think_budget != -2 ? req.think_budget : srv->cfg->reasoning_budget,
             .think_message = req.think_message ? req.think_message : srv->cfg->reasoning_budget_message,
+            .max_predict_s = req.max_predict_ms / 1e3,
         };
         bool busy = false;
         okv_error serr = {0};

@@ -644,6 +644,8 @@ bool srv_request_parse(srv_kind kind, const char *body, size_t len, srv_request 
         goto out;
     }
     if (given) r->max_tokens = (int32_t)x;
+    if (!get_number(root, "t_max_predict_ms", 0, 1e9, false, &given, &x, f)) goto out;
+    if (given) r->max_predict_ms = x;
     /* llama.cpp's per-request reasoning budget (chat: the template's markup
      * says where reasoning is); -1 lifts the server's --reasoning-budget */
     r->think_budget = -2;

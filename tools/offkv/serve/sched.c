@@ -42,6 +42,7 @@ struct srv_job {
 
     /* What was asked (immutable after submit). */
     int32_t *prompt, n_prompt, max_tokens;
+    double max_predict_s;           /* srv_job_params.max_predict_s */
     bool ignore_eos;
     bool special;                   /* control tokens come out as their text (tool-call markup) */
     char *stops[SRV_MAX_STOPS];
@@ -77,6 +78,7 @@ struct srv_job {
     char *held;                     /* text that may be the start of a stop string */
     size_t n_held, cap_held;
     srv_reasoning rs;               /* where the answer stands in its reasoning markup */
+    bool line_break;                /* the answer holds one (max_predict_s counts from then on) */
     int32_t think_budget;           /* -1: no limit */
     int32_t *force;                 /* the budget message's and rs.m.force's tokens, appended once the budget is spent */
     int32_t n_force, at_force;      /* at_force < n_force: appending them (at_force went in) */
@@ -317,6 +319,7 @@ static srv_job *job_make(srv_sched *s, const srv_job_params *p, uint64_t seed, o
     j->refs = 2;
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
+    j->max_predict_s = p->max_predict_s;
     j->ignore_eos = p->ignore_eos;
     j->top_logprobs = p->top_logprobs > SRV_MAX_TOP_LOGPROBS ? SRV_MAX_TOP_LOGPROBS : p->top_logprobs;
     j->special = p->special;
@@ -827,6 +830,7 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
             }
             o->thought = j->rs.inside; /* a token that starts inside reasoning is part of it */
             if (text) srv_reasoning_feed(&j->rs, text, k);
+            if (text && memchr(text, '\n', k)) j->line_break = true;
             if (!text) oom = true;
             else if ((o->stop_hit = add_text(j, text, k, &o->text, &o->n, &o->cap, &oom)))
                 o->finish = SRV_FINISH_STOP, stop_string = true;
@@ -840,7 +844,11 @@ static void after_eval(srv_sched *s, slot *sl, srv_job *j, outcome *o) {
             sl->next_token = id;
             /* The next token needs a free position to be evaluated at. */
             const bool full = sl->n_hist >= s->capacity;
-            if ((j->max_tokens > 0 && j->n_gen + 1 >= j->max_tokens) || full) o->finish = SRV_FINISH_LENGTH;
+            /* An editor's bound on the wait (llama.cpp's t_max_predict_ms):
+             * once a line is complete, the time since the first token. */
+            const bool late = j->max_predict_s > 0 && j->line_break && j->n_gen > 0 &&
+                              srv_now() - j->t_submit - j->t_first > j->max_predict_s;
+            if ((j->max_tokens > 0 && j->n_gen + 1 >= j->max_tokens) || full || late) o->finish = SRV_FINISH_LENGTH;
         }
     }
     if (!oom && o->finish != SRV_RUNNING) {

@@ -111,6 +111,7 @@ typedef struct srv_request {
     float *bias;
     char *grammar;          /* GBNF the output must follow (grammar, response_format, json_schema); NULL: none */
     int32_t top_logprobs;   /* -1: no logprobs; else how many alternatives per token */
+    double max_predict_ms;  /* llama.cpp's t_max_predict_ms (an editor's latency bound); 0: none */
     /* chat: what the template sees (template.c) */
     char *messages_json;        /* the messages, arguments as objects */
     char *tools_json;           /* NULL: no tools */
@@ -515,6 +516,8 @@ typedef struct srv_job_params {
                                its control tokens' names stay text) and reasoning->force come next, token
                                by token, in place of samples; -1: no limit */
     const char *think_message; /* NULL: none */
+    double max_predict_s;   /* llama.cpp's t_max_predict_ms, in seconds: once the answer holds a line break,
+                               it ends (as "length") at the first token this long after the first; 0: never */
 } srv_job_params;
 
 /* Queues a job (copying what it needs).  NULL with *busy set when every
