@@ -376,6 +376,8 @@ static const struct route {
     {"/v1/chat/completions", true, BODY, openai_chat_completions},
     {"/v1/completions", true, BODY, openai_completions},
     {"/infill", true, BODY, llama_infill},
+    {"/completion", true, BODY, llama_completion},
+    {"/completions", true, BODY, llama_completion},
     {"/v1/responses", true, BODY, openai_responses},
     {"/v1/responses/input_tokens", true, BODY, openai_responses_input_tokens},
     {"/v1/messages", true, BODY, anthropic_messages},

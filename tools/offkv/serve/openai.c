@@ -224,7 +224,7 @@ static cJSON *choice_logprobs(call *k, int i) {
 }
 
 /* Waits for every job to end, then answers with the whole text. */
-/* llama.cpp's answer (its /infill and /completion): {"index", "content",
+/* llama.cpp's answer (its /completion and /infill): {"index", "content",
  * "stop"}, and with stop true what the answer was: the tokens read
  * (tokens_evaluated, of them tokens_cached from a cache) and made
  * (tokens_predicted), how it ended (stop_type "eos", "limit" or "word" with
@@ -340,7 +340,17 @@ static enum MHD_Result answer_plain(call *k) {
         return wire_send_json(srv, conn, 200, r);
     }
     if (k->api == SRV_API_LLAMA) {
-        cJSON *r = llama_json(k, 0, k->text[0], k->fin[0]);
+        /* one prompt: its answer; several: an array of them, in order */
+        cJSON *r = k->n == 1 ? llama_json(k, 0, k->text[0], k->fin[0]) : cJSON_CreateArray();
+        for (int i = 0; r && k->n > 1 && i < k->n; i++) {
+            cJSON *one = llama_json(k, i, k->text[i], k->fin[i]);
+            if (!one) {
+                cJSON_Delete(r);
+                r = NULL;
+            } else {
+                cJSON_AddItemToArray(r, one);
+            }
+        }
         if (r) log_call(k, "200");
         call_free(k);
         if (!r) return wire_fail_as(srv, conn, k_api, 500, "server_error", NULL, "out of memory for the answer");
@@ -989,6 +999,10 @@ enum MHD_Result openai_chat_completions(server *srv, struct MHD_Connection *c, c
 
 enum MHD_Result openai_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
     return completions(srv, c, SRV_COMPLETION, SRV_API_OPENAI, cc);
+}
+
+enum MHD_Result llama_completion(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {
+    return completions(srv, c, SRV_COMPLETION, SRV_API_LLAMA, cc);
 }
 
 enum MHD_Result llama_infill(server *srv, struct MHD_Connection *c, const conn_ctx *cc) {

@@ -122,6 +122,9 @@ enum MHD_Result wire_fail_as(server *srv, struct MHD_Connection *c, srv_api api,
 
 enum MHD_Result openai_chat_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 enum MHD_Result openai_completions(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
+/* POST /completion (llama.cpp's own, also /completions): /v1/completions'
+ * request, llama.cpp's answer shape (an array of them for several prompts). */
+enum MHD_Result llama_completion(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
 /* POST /infill (llama.cpp's): the middle between input_prefix and
  * input_suffix, in llama.cpp's answer shape (srv_infill_prompt). */
 enum MHD_Result llama_infill(server *srv, struct MHD_Connection *c, const conn_ctx *cc);
