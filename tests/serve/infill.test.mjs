@@ -146,8 +146,10 @@ try {
     `a vocabulary without FIM tokens: ${e.status} ${e.text}`);
   const sx = await post(plain, '/v1/completions', { prompt: 'a', suffix: 'b' });
   check(sx.status === 501, `a suffix without FIM tokens: ${sx.status} ${sx.text}`);
-  const ns = await post(plain, '/v1/completions', { prompt: 'a', suffix: null, max_tokens: 1 });
-  eq(ns.status, 200, 'a null suffix is none');
+  for (const none of [null, '']) {
+    const ns = await post(plain, '/v1/completions', { prompt: 'a', suffix: none, max_tokens: 1 });
+    eq(ns.status, 200, `a suffix ${JSON.stringify(none)} is none`);
+  }
 } finally {
   await stopServer(plain);
 }

@@ -240,9 +240,12 @@ static bool parse_messages(const cJSON *root, srv_request *r, srv_fail *f) {
 
 static bool parse_prompt(const cJSON *root, srv_request *r, srv_fail *f) {
     /* OpenAI's suffix: the text after the completion, which then fills the
-     * middle (each prompt the text before it, as /infill's input_prefix) */
+     * middle (each prompt the text before it, as /infill's input_prefix);
+     * "" is none, as null (clients send it for "no suffix") */
     const cJSON *sx = cJSON_GetObjectItemCaseSensitive(root, "suffix");
-    if (sx && !cJSON_IsNull(sx) && !take_string(sx, "suffix", &r->input_suffix, f)) return false;
+    if (sx && !cJSON_IsNull(sx) && !(cJSON_IsString(sx) && !sx->valuestring[0]) &&
+        !take_string(sx, "suffix", &r->input_suffix, f))
+        return false;
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!p) return srv_bad(f, "prompt", "'prompt' is required");
     if (cJSON_IsString(p)) {
