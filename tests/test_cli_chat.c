@@ -154,6 +154,15 @@ static void test_chat(const char *model, const char *tpath) {
     cli_slurp(hist, saved, sizeof saved);
     CHECK(strcmp(saved, want_saved) == 0, "--history file: '%s', want '%s'", saved, want_saved);
 
+    /* A history that cannot be written: said after the turn, which goes on. */
+    cli_stdin = in1;
+    rc = offkv("chat", "-m", model, "--chat-template-file", tpath, "--temp", "0", "-n", "10", "-c", "512", "-t", "1",
+               "--history", "/nonexistent-dir/h.json", NULL);
+    cli_stdin = NULL;
+    CHECK(rc == 0 && strncmp(cli_out, got[0], strlen(got[0])) == 0 &&
+              strstr(cli_err, "--history: the conversation was not saved: ") && strstr(cli_err, "/nonexistent-dir/h.json"),
+          "an unwritable history: exit %d, %s", rc, cli_err);
+
     /* --prompt-cache beside --history: the same two runs give the same
      * answers, and the second reads what the first evaluated from the file
      * (its whole first turn) instead of evaluating it again. */

@@ -17,6 +17,7 @@
 #include "offkv/cache.h"
 #include "offkv/chat.h"
 #include "offkv/gguf.h"
+#include "offkv/outfile.h"
 #include "offkv/prompt_cache.h"
 #include "offkv/sampler.h"
 #include "offkv/tokenizer.h"
@@ -53,13 +54,6 @@ static void usage(FILE *f) {
             "                            context, at most 4096)\n"
             "  -t, --threads N           threads (default: the online cores, at most 8)\n"
             "  --kv-type TYPE            K/V storage: f16 (default), f32 or q8_0\n");
-}
-
-/* Ctrl-C during an answer ends the answer, not the program. */
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
 }
 
 /* The conversation: its messages' JSON texts joined by commas, where each
@@ -269,24 +263,21 @@ static int history_load(const char *cmd, const char *path, const okv_chat_templa
     return CLI_OK;
 }
 
-/* Writes the conversation to path, whole or not at all (a new file renamed
- * over the old); false after saying why. */
+/* Writes the conversation to path, whole or not at all (okv_outfile);
+ * false after saying why. */
 static bool history_save(const char *cmd, const char *path, const convo *c) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        cli_error(cmd, "--history: the path is longer than %zu bytes", sizeof tmp - 5);
-        return false;
+    okv_outfile o = {0};
+    okv_error err;
+    bool ok = okv_outfile_open(&o, path, &err) == OKV_OK;
+    if (ok && (fputc('[', o.f) == EOF || fwrite(c->json ? c->json : "", 1, c->len, o.f) != c->len ||
+               fputs("]\n", o.f) == EOF)) {
+        snprintf(err.message, sizeof err.message, "writing '%s': %s", path, strerror(errno));
+        okv_outfile_discard(&o);
+        ok = false;
+    } else if (ok) {
+        ok = okv_outfile_commit(&o, &err) == OKV_OK;
     }
-    FILE *f = fopen(tmp, "w");
-    bool ok = f && fputc('[', f) != EOF && fwrite(c->json ? c->json : "", 1, c->len, f) == c->len &&
-              fputs("]\n", f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    const int e = errno;
-    if (f && fclose(f) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false;
-    if (!ok) {
-        cli_error(cmd, "--history '%s': the conversation was not saved: %s", path, strerror(ok ? errno : e));
-        remove(tmp);
-    }
+    if (!ok) cli_error(cmd, "--history: the conversation was not saved: %s", err.message);
     return ok;
 }
 
@@ -338,15 +329,6 @@ static int turn_prompt(const char *cmd, const okv_chat_template *tmpl, const okv
     *ids = cli_tokenize(cmd, tok, text, OKV_TOKENIZE_ADD_SPECIAL | OKV_TOKENIZE_PARSE_SPECIAL, n_ids);
     free(prompt);
     return *ids ? 0 : -1;
-}
-
-/* --prompt-cache: the cache's sequence saved after a turn (a failure is
- * said; the conversation goes on). */
-static void prompt_cache_save(const char *cmd, const char *path, const okv_cache *cache, uint64_t fingerprint,
-                              const int32_t *tokens, int32_t n) {
-    okv_error err;
-    if (okv_cache_save(cache, path, fingerprint, tokens, n, &err) != OKV_OK)
-        cli_error(cmd, "--prompt-cache: the cache was not saved: %s", err.message);
 }
 
 /* Reads one message: a line, and the lines after one ending in '\'.  NULL
@@ -544,26 +526,23 @@ int cmd_chat(int argc, char **argv) {
         free(ids);
         n_hist = same;
         /* Ctrl-C from here on ends the prompt's evaluation or the answer. */
-        interrupted = 0;
-        struct sigaction sa = {0}, old;
-        sa.sa_handler = on_sigint;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old);
+        struct sigaction old;
+        cli_sigint_catch(false, &old);
         const double t0 = cli_now();
-        const int32_t got = cli_prefill(cmd, ctx, hist, same, (int32_t)n_ids, step, pos, logits, &interrupted);
+        const int32_t got = cli_prefill(cmd, ctx, hist, same, (int32_t)n_ids, step, pos, logits, &cli_interrupted);
         if (got < 0) {
-            sigaction(SIGINT, &old, NULL);
+            cli_sigint_release(&old);
             goto done;
         }
         n_hist = got;
         if (got < (int32_t)n_ids) {
-            sigaction(SIGINT, &old, NULL);
+            cli_sigint_release(&old);
             convo_keep(&conv, keep_msgs);
             fprintf(stderr,
                     "offkv chat: interrupted while reading the prompt (%d of %d tokens evaluated, kept in the cache): "
                     "the message is dropped\n",
                     (int)(got - same), (int)(n_ids - (size_t)same));
-            if (pcache) prompt_cache_save(cmd, pcache, cache, fingerprint, hist, n_hist);
+            if (pcache) cli_prompt_cache_save(cmd, cache, pcache, fingerprint, hist, n_hist);
             continue;
         }
         const int32_t n_prompt = n_hist;
@@ -578,7 +557,7 @@ int cmd_chat(int argc, char **argv) {
         const double t1 = cli_now();
         bool failed = false;
         while (n_gen < n_predict) {
-            if (interrupted) {
+            if (cli_interrupted) {
                 stop = "interrupted";
                 break;
             }
@@ -630,7 +609,7 @@ int cmd_chat(int argc, char **argv) {
             }
             hist[n_hist++] = id;
         }
-        sigaction(SIGINT, &old, NULL);
+        cli_sigint_release(&old);
         if (failed) goto done;
         const double t_gen = cli_now() - t1;
         char tail[8];
@@ -646,7 +625,7 @@ int cmd_chat(int argc, char **argv) {
         okv_chat_msg_free(&parsed);
         if (!added) goto nomem;
         if (history) history_save(cmd, history, &conv);
-        if (pcache) prompt_cache_save(cmd, pcache, cache, fingerprint, hist, n_hist);
+        if (pcache) cli_prompt_cache_save(cmd, cache, pcache, fingerprint, hist, n_hist);
         fprintf(stderr,
                 "offkv chat: turn %d: prompt %d tokens (%d from the cache, %d evaluated in %.2f s), answer %d tokens "
                 "(%.1f tokens/s), stopped: %s\n",
@@ -655,7 +634,7 @@ int cmd_chat(int argc, char **argv) {
         turn++;
         continue;
     nomem_sig:
-        sigaction(SIGINT, &old, NULL);
+        cli_sigint_release(&old);
         goto nomem;
     }
     rc = CLI_OK;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "offkv/prompt_cache.h"
 #include "offkv/chat.h"
 #include "offkv/gguf.h"
 
@@ -541,4 +542,30 @@ bool cli_prompt_cache_path_ok(const char *cmd, const char *path) {
         return false;
     }
     return true;
+}
+
+volatile sig_atomic_t cli_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    cli_interrupted = 1;
+}
+
+void cli_sigint_catch(bool once, struct sigaction *old) {
+    cli_interrupted = 0;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = once ? SA_RESETHAND : 0;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, old);
+}
+
+void cli_sigint_release(const struct sigaction *old) { sigaction(SIGINT, old, NULL); }
+
+bool cli_prompt_cache_save(const char *cmd, const okv_cache *cache, const char *path, uint64_t fingerprint,
+                           const int32_t *tokens, int32_t n) {
+    okv_error err;
+    if (okv_cache_save(cache, path, fingerprint, tokens, n, &err) == OKV_OK) return true;
+    cli_error(cmd, "--prompt-cache: the cache was not saved: %s", err.message);
+    return false;
 }

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 
+#include "offkv/cache.h"
 #include "offkv/chat.h"
 #include "offkv/context.h"
 #include "offkv/model.h"
@@ -170,6 +171,19 @@ void cli_json_string(FILE *f, const char *s, size_t n);
  * -1 after saying why it failed. */
 int32_t cli_prefill(const char *cmd, okv_context *ctx, const int32_t *ids, int32_t from, int32_t n, int32_t chunk,
                     int32_t *pos, float *logits, const volatile sig_atomic_t *stop);
+
+/* Ctrl-C during work: cli_sigint_catch sets cli_interrupted to 0 and has
+ * SIGINT set it to 1 instead of ending the program (once: with once, a
+ * second Ctrl-C ends it as usual), keeping the old action in *old for
+ * cli_sigint_release. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_sigint_catch(bool once, struct sigaction *old);
+void cli_sigint_release(const struct sigaction *old);
+
+/* Saves cache's sequence (its n tokens) to a --prompt-cache path; false
+ * after saying why not. */
+bool cli_prompt_cache_save(const char *cmd, const okv_cache *cache, const char *path, uint64_t fingerprint,
+                           const int32_t *tokens, int32_t n);
 
 /* Checks a --prompt-cache path before the model loads, so that one that
  * can never work is refused before anything is evaluated: "" is no path;

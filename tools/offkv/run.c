@@ -64,26 +64,13 @@ static void usage(FILE *f) {
             "  -h, --help              this help\n");
 }
 
-/* --prompt-cache: the cache's sequence (its tokens seq) saved to path;
- * *rc becomes CLI_FAIL when it could not be. */
-static void save_prompt_cache(const char *cmd, const okv_cache *cache, const char *path, uint64_t fingerprint,
-                              const int32_t *seq, int *rc) {
-    okv_error err;
+/* --prompt-cache: the whole sequence (its tokens seq) saved, and said. */
+static bool save_prompt_cache(const char *cmd, const okv_cache *cache, const char *path, uint64_t fingerprint,
+                              const int32_t *seq) {
     const int32_t len = okv_cache_length(cache);
-    if (okv_cache_save(cache, path, fingerprint, seq, len, &err) != OKV_OK) {
-        cli_error(cmd, "--prompt-cache: %s", err.message);
-        *rc = CLI_FAIL;
-        return;
-    }
+    if (!cli_prompt_cache_save(cmd, cache, path, fingerprint, seq, len)) return false;
     fprintf(stderr, "offkv run: prompt cache '%s': saved %d tokens\n", path, (int)len);
-}
-
-/* Ctrl-C: the work stops at the next chunk or token (SA_RESETHAND: a
- * second one kills as usual). */
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
+    return true;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -315,21 +302,18 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "offkv run: prompt cache '%s' does not exist yet: evaluating the whole prompt\n", cache_path);
     }
 
-    interrupted = 0;
-    struct sigaction sa = {0};
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_sigint);
+    /* Ctrl-C ends the work at the next chunk or token (a second one kills
+     * as usual); run reports, saves --prompt-cache and exits 130. */
+    cli_sigint_catch(true, &old_sigint);
     sigint_set = true;
     double t0 = cli_now();
-    const int32_t got = cli_prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits, &interrupted);
+    const int32_t got = cli_prefill(cmd, ctx, ids, reused, n_prompt, step, pos, logits, &cli_interrupted);
     if (got < 0) goto done;
     if (got < n_prompt) {
         fprintf(stderr, "offkv run: interrupted while evaluating the prompt: %d of %d tokens evaluated\n",
                 (int)(got - reused), (int)(n_prompt - reused));
         rc = CLI_INTERRUPTED;
-        if (cache_path) save_prompt_cache(cmd, cache, cache_path, fingerprint, seq, &rc);
+        if (cache_path) rc = save_prompt_cache(cmd, cache, cache_path, fingerprint, seq) ? rc : CLI_FAIL;
         goto done;
     }
     double t_prompt = cli_now() - t0;
@@ -356,7 +340,7 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
         while (n_gen < n_predict) {
-            if (interrupted) {
+            if (cli_interrupted) {
                 stop = "interrupted";
                 break;
             }
@@ -385,7 +369,7 @@ int cmd_run(int argc, char **argv) {
         }
     } else {
         while (n_gen < n_predict) {
-            if (interrupted) {
+            if (cli_interrupted) {
                 stop = "interrupted";
                 break;
             }
@@ -450,10 +434,10 @@ int cmd_run(int argc, char **argv) {
                 ss.steps > 0 ? (double)ss.generated / (double)ss.steps : 0.0);
     }
     fprintf(stderr, "offkv run: %s\n", cli_cache_line(cache, line, sizeof line));
-    rc = interrupted ? CLI_INTERRUPTED : CLI_OK;
-    if (cache_path) save_prompt_cache(cmd, cache, cache_path, fingerprint, seq, &rc);
+    rc = cli_interrupted ? CLI_INTERRUPTED : CLI_OK;
+    if (cache_path) rc = save_prompt_cache(cmd, cache, cache_path, fingerprint, seq) ? rc : CLI_FAIL;
 done:
-    if (sigint_set) sigaction(SIGINT, &old_sigint, NULL);
+    if (sigint_set) cli_sigint_release(&old_sigint);
     free(logits);
     free(pos);
     free(ids);
